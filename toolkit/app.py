@@ -1,0 +1,48 @@
+"""The typer application object and the one place that turns failures into exit codes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from . import ui
+from .errors import Interrupted, VendorError
+
+app = typer.Typer(
+    name="ggml-vendor",
+    help=(
+        "Pin ggml's gated delta net and flash-attention kernels and ship them as Hugging Face Hub kernels.\n\n"
+        "Pipeline: sync (upstream -> vendor/) -> render (templates -> build.toml, torch-ext/) -> "
+        "build (-> build/<variant>/) -> verify -> publish (-> the Hub)."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Shared option types, so every command spells them the same way.
+ProjectOpt = Annotated[
+    Path | None,
+    typer.Option("--project", "-C", help="Kernel package repository (default: found upwards from the cwd).",
+                 show_default=False),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document on stdout instead of tables.")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")]
+
+
+def run_guarded(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+    """Run a command body; a VendorError becomes one red line and its exit code (traceback with --verbose
+    or GGML_VENDOR_VERBOSE=1)."""
+    try:
+        return fn(*args, **kwargs)
+    except VendorError as exc:
+        if os.environ.get("GGML_VENDOR_VERBOSE"):
+            raise
+        ui.err.print(f"[red]error:[/] {exc.one_line()}", markup=True)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        ui.err.print(f"[yellow]interrupted:[/] {Interrupted('').one_line() or 'previous state kept'}")
+        raise typer.Exit(Interrupted.exit_code) from None

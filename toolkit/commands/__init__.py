@@ -1,0 +1,1 @@
+"""CLI commands: thin wrappers that load config, call a stage's plan/execute, and report."""
