@@ -27,9 +27,24 @@ VENDOR_SUBDIR = "ggml"
 # ggml's CMake include path; quoted includes are resolved relative to the including file first.
 INCLUDE_ROOTS = ("include", "src", "src/ggml-cuda", "src/ggml-metal")
 FOLLOWED_SUFFIXES = (".c", ".cpp", ".h", ".hpp", ".cu", ".cuh", ".m", ".mm", ".metal")
-# Files that always travel, whatever the ops (MIT requires the notice to travel with the code, §6).
+# Files that always travel, whatever the ops (MIT requires the notice to travel with the code, §6);
+# sync refuses a revision without them. OPTIONAL_SHIP travels when present (§8.5: AUTHORS is customary,
+# scripts/sync-llama.last names the llama.cpp commit a ggml pin was synced from; its content is also
+# recorded in the lock as provenance).
 ALWAYS_SHIP = ("LICENSE",)
 OPTIONAL_SHIP = ("AUTHORS", "scripts/sync-llama.last")
+LLAMA_CPP_SYNC_FILE = "scripts/sync-llama.last"
+# In the llama.cpp layout these live at the repository root, not under ggml/ (looked up there second).
+ROOT_FALLBACK = ("LICENSE", "AUTHORS")
+# Quoted includes that may legitimately be absent from the tree (behind an #if that our builds never
+# take); sync skips them instead of failing. None are needed at d99724f2: every quoted include of the
+# four closures resolves (the vendors/{hip,musa}.h branches exist and travel, as §8.1 lists them).
+OPTIONAL_QUOTED_INCLUDES: tuple[str, ...] = ()
+# What the license inventory recognises, as (SPDX id, text that implies it).
+LICENSE_TEXT_MARKERS = (
+    ("MIT", "Permission is hereby granted, free of charge, to any person obtaining a copy"),
+    ("MIT", "MIT licensed"),
+)
 
 # --- CUDA build (ggml-upstream.md §1.7, §8.1-8.2) --------------------------------------------------
 # torch.utils.cpp_extension adds -D__CUDA_NO_HALF*; ggml's common.cuh needs those operators back.
@@ -58,6 +73,103 @@ GDN_METAL_KERNEL = "kernel_gated_delta_net_f32_{nsg}"
 FA_VEC_METAL_KERNEL = "kernel_flash_attn_ext_vec_{t}_dk{dk}_dv{dv}"
 FA_VEC_REDUCE_METAL_KERNEL = "kernel_flash_attn_ext_vec_reduce"
 FA_PAD_METAL_KERNEL = "kernel_flash_attn_ext_pad"
+
+# --- Metal host port and metallib build (H5; ggml-upstream.md §2.1-2.2, §3.2, §4.2, §4.4, §8.3-8.4) --
+# Read from ggml-metal-device.cpp / -ops.cpp / -device.m at d99724f2. The rendered csrc/metal code uses
+# the vendored ggml-metal-impl.h macros (FC_*, OP_FLASH_ATTN_EXT_VEC_*) and structs directly; these
+# copies exist so that tests and `sync` can check that the vendored header still says the same thing.
+# Function constants: name -> (offset from the op's FC base, MTLDataType the host sets).
+METAL_FC_GDN = {"ne20": (0, "short"), "ne30": (1, "short"), "K": (2, "short")}
+METAL_FC_FA_VEC = {
+    "has_mask": (0, "bool"), "has_sinks": (1, "bool"), "has_bias": (2, "bool"), "has_scap": (3, "bool"),
+    "has_kvpad": (4, "bool"), "ns10": (20, "int"), "ns20": (21, "int"), "nsg": (22, "int"), "nwg": (23, "int"),
+}
+METAL_FC_FA_VEC_REDUCE = {"DV": (0, "int"), "NWG": (1, "int")}
+METAL_FC_FA_PAD = {"has_mask": (0, "bool"), "ncpsg": (25, "int")}
+# Pipeline cache keys, exactly as ggml names its pipelines (snprintf formats in ggml-metal-device.cpp).
+METAL_KEY_GDN = "{base}_ne20={ne20}_ne30={ne30}_K={K}"
+METAL_KEY_FA_VEC = ("{base}_mask={has_mask}_sink={has_sinks}_bias={has_bias}_scap={has_scap}_kvpad={has_kvpad}"
+                    "_ns10={ns10}_ns20={ns20}_nsg={nsg}_nwg={nwg}")
+METAL_KEY_FA_VEC_REDUCE = "{base}_dv={dv}_nwg={nwg}"
+METAL_KEY_FA_PAD = "{base}_mask={has_mask}_ncpsg={ncpsg}"
+# kargs structs as (field, C type), in declaration order (ggml-metal-impl.h at d99724f2). The post-split
+# gated_delta_net kargs gain `nb_out` (§4.2); the rendered code sets fields by name and detects nb_out
+# at compile time, so both layouts build from one source.
+METAL_KARGS = {
+    "ggml_metal_kargs_gated_delta_net": tuple(
+        [(f"ne0{i}", "int32_t") for i in range(4)] + [(f"nb0{i}", "uint64_t") for i in range(4)]
+        + [(f"ne1{i}", "int32_t") for i in range(4)] + [(f"nb1{i}", "uint64_t") for i in range(4)]
+        + [(f"ne2{i}", "int32_t") for i in range(4)] + [(f"nb2{i}", "uint64_t") for i in range(4)]
+        + [("ns02", "int32_t"), ("ns12", "int32_t"), ("ns22", "int32_t")]
+        + [(f"ne{i}", "int32_t") for i in range(4)] + [(f"nb{i}", "uint64_t") for i in range(4)]),
+    "ggml_metal_kargs_flash_attn_ext_vec": (
+        ("ne01", "int32_t"), ("ne02", "int32_t"), ("ne03", "int32_t"),
+        ("nb01", "uint64_t"), ("nb02", "uint64_t"), ("nb03", "uint64_t"),
+        ("ne11", "int32_t"), ("ne_12_2", "int32_t"), ("ne_12_3", "int32_t"), ("ns10", "int32_t"),
+        ("nb11", "uint64_t"), ("nb12", "uint64_t"), ("nb13", "uint64_t"), ("ns20", "int32_t"),
+        ("nb21", "uint64_t"), ("nb22", "uint64_t"), ("nb23", "uint64_t"),
+        ("ne31", "int32_t"), ("ne32", "int32_t"), ("ne33", "int32_t"),
+        ("nb31", "uint64_t"), ("nb32", "uint64_t"), ("nb33", "uint64_t"),
+        ("ne1", "int32_t"), ("ne2", "int32_t"), ("ne3", "int32_t"),
+        ("scale", "float"), ("max_bias", "float"), ("m0", "float"), ("m1", "float"),
+        ("n_head_log2", "int32_t"), ("logit_softcap", "float")),
+    "ggml_metal_kargs_flash_attn_ext_vec_reduce": (("nrows", "int32_t"),),
+    "ggml_metal_kargs_flash_attn_ext_pad": (
+        ("ne11", "int32_t"), ("ne_12_2", "int32_t"), ("ne_12_3", "int32_t"),
+        ("nb11", "uint64_t"), ("nb12", "uint64_t"), ("nb13", "uint64_t"),
+        ("nb21", "uint64_t"), ("nb22", "uint64_t"), ("nb23", "uint64_t"),
+        ("ne31", "int32_t"), ("ne32", "int32_t"), ("ne33", "int32_t"),
+        ("nb31", "uint64_t"), ("nb32", "uint64_t"), ("nb33", "uint64_t")),
+}
+# Dispatch rules (ggml-metal-ops.cpp): GDN runs (S_v/nsg, H, B) threadgroups of (32, nsg, 1), nsg = S_v/32;
+# FA-vec is taken for n_q < 20 and DK % 32 == 0, nwg fixed at 32, nsg doubles from 1 while
+# 2*nwg*nsg*NCPSG < n_kv and nsg < 4; the pad kernel runs first when n_kv % NCPSG != 0.
+METAL_GDN_LANES = 32
+METAL_FA_VEC_MAX_NQ = 20  # exclusive
+METAL_FA_VEC_NWG = 32
+METAL_FA_VEC_MAX_NSG = 4
+METAL_FA_VEC_NCPSG = 32  # OP_FLASH_ATTN_EXT_VEC_NCPSG
+# (DK, DV) pairs with a kernel_flash_attn_ext_vec_<t>_dk<DK>_dv<DV> instance, and the KV types we bind
+# (bf16 exists only under GGML_METAL_HAS_BF16, which kernel-builder cannot pass to the Metal compiler).
+METAL_FA_VEC_HEAD_DIMS = ((32, 32), (64, 64), (96, 96), (128, 128), (192, 128), (192, 192), (256, 256),
+                          (320, 256), (512, 512), (576, 512))
+METAL_FA_VEC_KV_TYPES = ("f16", "f32")
+# The two source layouts (§8.3): the monolith up to the snapshot, per-op files after llama.cpp #26561.
+METAL_MONOLITH = "src/ggml-metal/ggml-metal.metal"
+METAL_SPLIT_DIR = "src/ggml-metal/kernels/"
+METAL_IMPL_HEADER = "src/ggml-metal/ggml-metal-impl.h"
+# Offline compile (hub-contract.md §4.7, kernel-builder's compile-metal.cmake): one .air per entry .metal,
+# linked into one metallib embedded in the extension as bytes. Include roots are relative to vendor/ggml.
+METAL_STD = "metal4.0"
+METAL_OPT = "-O2"
+METAL_MIN_MACOS = "26.0"  # Metal 4 libraries do not load on older macOS (kernels' _METAL_MIN_MACOS_VERSION)
+METAL_INCLUDE_ROOTS = ("src", "src/ggml-metal")
+# Must stay undefined for an offline compile: EMBED_LIBRARY swaps the ggml-common.h include for a sed
+# marker; HAS_TENSOR pulls in <metal_tensor> and MetalPerformancePrimitives.
+METAL_UNDEFINED_MACROS = ("GGML_METAL_EMBED_LIBRARY", "GGML_METAL_HAS_TENSOR")
+
+# --- ROCm / HIP (H5; ggml-upstream.md §5, hub-contract.md §4.8) -------------------------------------
+# The CUDA sources build as HIP with GGML_USE_HIP (vendors/hip.h maps the cuda* names). torch's HIP
+# extension flags add -D__HIP_NO_HALF_OPERATORS__/-CONVERSIONS__, which ggml's half arithmetic needs
+# undone (the HIP twin of the -U__CUDA_NO_HALF* above). No fast-math: upstream HIP builds IEEE-conformant
+# since 2026-08-12 (reassociation flipped argmax on RDNA3.5).
+HIP_FLAGS = (
+    "-std=c++17",
+    "-DGGML_USE_HIP",
+    "-U__HIP_NO_HALF_OPERATORS__",
+    "-U__HIP_NO_HALF_CONVERSIONS__",
+    "-fvisibility=hidden",
+)
+# Flags that would change the compiled wavefront size away from the arch default; never passed, because
+# the shim's warp_size has to equal ggml_cuda_get_physical_warp_size() of the compiled code.
+HIP_FORBIDDEN_FLAGS = ("-mwavefrontsize64", "-mno-wavefrontsize64", "-ffast-math", "-funsafe-math-optimizations")
+# kernel-builder's HIP arch list (hub-contract.md §4.6); build.toml rocm-archs is intersected with it.
+ROCM_ARCHS = ("gfx906", "gfx908", "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1101", "gfx1200",
+              "gfx1201")
+# ggml_cuda_get_physical_warp_size() (common.cuh): 64 under __GFX9__/__GFX8__ (GCN, CDNA), else 32 (RDNA
+# compiles wave32 by default). Keyed by arch-name prefix, checked in order.
+HIP_WARP_SIZE_BY_PREFIX = (("gfx8", 64), ("gfx9", 64), ("gfx10", 32), ("gfx11", 32), ("gfx12", 32))
+HIP_MIN_VERSION = "6.1"  # src/ggml-hip/CMakeLists.txt
 
 
 # --- Fingerprinted regions (ggml-upstream.md §8) ---------------------------------------------------
@@ -92,4 +204,21 @@ FINGERPRINTS: tuple[Fingerprint, ...] = (
                 r"typedef struct \{", r"\} ggml_metal_kargs_flash_attn_ext_vec;"),
     Fingerprint("metal function-constant bases", "src/ggml-metal/ggml-metal-impl.h",
                 r"#define FC_FLASH_ATTN_EXT_PAD", r"#define FC_GATED_DELTA_NET"),
+    # Added with sync (issue 2), from the §8 fingerprint lists; checked against d99724f2.
+    Fingerprint("gdn-cuda head-size switch", "src/ggml-cuda/gated_delta_net.cu",
+                r"switch \(S_v\)", r"^\s*\}\s*$"),
+    Fingerprint("cuda init_fastdiv_values", "src/ggml-cuda/common.cuh",
+                r"static const uint3 init_fastdiv_values\(", r"^\}\s*$"),
+    Fingerprint("fa-vec-cuda FATTN_KQ_STRIDE", "src/ggml-cuda/fattn-common.cuh",
+                r"#define FATTN_KQ_STRIDE\b", r"#define FATTN_KQ_STRIDE\b"),
+    Fingerprint("ggml_gated_delta_net declaration", "include/ggml.h",
+                r"GGML_API struct ggml_tensor \* ggml_gated_delta_net\(", r"\);\s*$"),
+    Fingerprint("metal gdn function constants", "src/ggml-metal/ggml-metal.metal",
+                r"constant short FC_gated_delta_net_ne20\b", r"FC_gated_delta_net_K\b"),
+    Fingerprint("metal fa-vec function constants", "src/ggml-metal/ggml-metal.metal",
+                r"constant bool FC_flash_attn_ext_vec_has_mask\b", r"FC_flash_attn_ext_vec_nwg\b"),
+    Fingerprint("metal gdn host names", "src/ggml-metal/ggml-metal.metal",
+                r"host_name\(\"kernel_gated_delta_net_f32_1\"\)", r"host_name\(\"kernel_gated_delta_net_f32_4\"\)"),
+    Fingerprint("metal fa-vec tuning constants", "src/ggml-metal/ggml-metal-impl.h",
+                r"#define OP_FLASH_ATTN_EXT_VEC_NQPSG", r"#define OP_FLASH_ATTN_EXT_VEC_NCPSG"),
 )

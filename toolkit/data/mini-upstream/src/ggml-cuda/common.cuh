@@ -1,0 +1,88 @@
+// Miniature common.cuh (written by the ggml-vendor authors): device info, error checks, fastdiv.
+#pragma once
+
+#include "ggml.h"
+#include "ggml-impl.h"
+
+#include <cstdint>
+#include <limits>
+
+#if defined(GGML_USE_HIP)
+#define GGML_COMMON_DECL_HIP
+#else
+#define GGML_COMMON_DECL_CUDA
+#endif
+#include "ggml-common.h"
+
+#if defined(GGML_USE_HIP)
+#include "vendors/hip.h"
+#else
+#include "vendors/cuda.h"
+#endif // defined(GGML_USE_HIP)
+
+#define WARP_SIZE 32
+#define GGML_CUDA_MAX_DEVICES 16
+
+[[noreturn]]
+void ggml_cuda_error(const char * stmt, const char * func, const char * file, int line, const char * msg);
+
+#define CUDA_CHECK(err)                                                                   \
+    do {                                                                                  \
+        cudaError_t err_ = (err);                                                         \
+        if (err_ != cudaSuccess) {                                                        \
+            ggml_cuda_error(#err, __func__, __FILE__, __LINE__, cudaGetErrorString(err_)); \
+        }                                                                                 \
+    } while (0)
+
+struct ggml_cuda_device_info {
+    int device_count;
+
+    struct cuda_device_info {
+        int     cc;        // compute capability
+        int     nsm;       // number of streaming multiprocessors
+        size_t  smpb;      // max. shared memory per block
+        size_t  smpbo;     // max. shared memory per block (with opt-in)
+        int     warp_size; // number of threads in a dispatch
+    };
+
+    cuda_device_info devices[GGML_CUDA_MAX_DEVICES] = {};
+};
+
+const ggml_cuda_device_info & ggml_cuda_info();
+int ggml_cuda_get_device();
+
+static constexpr __device__ int ggml_cuda_get_physical_warp_size() {
+    return WARP_SIZE;
+}
+
+// n/d = (mulhi(n, mp) + n) >> L, with mp and L precomputed on the host.
+static const uint3 init_fastdiv_values(uint64_t d_64) {
+    GGML_ASSERT(d_64 != 0);
+    GGML_ASSERT(d_64 <= std::numeric_limits<uint32_t>::max());
+
+    uint32_t d = (uint32_t)d_64;
+    uint32_t L = 0;
+    while (L < 32 && (uint32_t{ 1 } << L) < d) {
+        L++;
+    }
+    uint32_t mp = (uint32_t) ((uint64_t{ 1 } << 32) * ((uint64_t{ 1 } << L) - d) / d + 1);
+    return make_uint3(mp, L, d);
+}
+
+static __device__ __forceinline__ uint32_t fastdiv(uint32_t n, const uint3 fastdiv_values) {
+    const uint32_t hi = __umulhi(n, fastdiv_values.x);
+    return (hi + n) >> fastdiv_values.y;
+}
+
+static __device__ __forceinline__ uint32_t fastmodulo(uint32_t n, const uint3 fastdiv_values) {
+    return n - fastdiv(n, fastdiv_values) * fastdiv_values.z;
+}
+
+template <int width = WARP_SIZE>
+static __device__ __forceinline__ float warp_reduce_sum(float x) {
+#pragma unroll
+    for (int offset = width/2; offset > 0; offset >>= 1) {
+        x += __shfl_xor_sync(0xffffffff, x, offset, width);
+    }
+    return x;
+}

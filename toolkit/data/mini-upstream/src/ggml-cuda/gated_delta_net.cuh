@@ -1,0 +1,3 @@
+// Miniature gated_delta_net.cuh (written by the ggml-vendor authors).
+#include "common.cuh"
+#include "ggml.h"

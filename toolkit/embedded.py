@@ -1,0 +1,110 @@
+"""The embedded default upstream: toolkit/data/mini-upstream (our own miniature ggml) as a git repository.
+
+`materialize_mini_upstream()` turns the shipped files into a one-commit git repository with a fixed
+author, committer, date and message, so the commit id depends only on the file contents: the same
+toolkit always yields the same pin, and `sync --upstream embedded` works offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+import platformdirs
+
+from .errors import UpstreamError
+
+EMBEDDED = "embedded"  # the --upstream value (and lock url) that means this miniature
+BRANCH = "master"
+TAG = "mini-v1"
+_IDENTITY = {
+    "GIT_AUTHOR_NAME": "ggml-vendor", "GIT_AUTHOR_EMAIL": "mini-upstream@ggml-vendor.invalid",
+    "GIT_COMMITTER_NAME": "ggml-vendor", "GIT_COMMITTER_EMAIL": "mini-upstream@ggml-vendor.invalid",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00",
+}
+MESSAGE = "mini-upstream: a miniature ggml written by the ggml-vendor authors"
+
+
+def source_dir() -> Path:
+    """Where the shipped miniature lives (inside the installed package)."""
+    return Path(str(resources.files("toolkit") / "data" / "mini-upstream"))
+
+
+def mini_files() -> dict[str, bytes]:
+    """The miniature's files, path (standalone-ggml layout) -> bytes, sorted."""
+    base = source_dir()
+    files = {}
+    for path in sorted(base.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            files[path.relative_to(base).as_posix()] = path.read_bytes()
+    if not files:
+        raise UpstreamError(f"the embedded mini-upstream is missing from {base}", "reinstall ggml-vendor")
+    return files
+
+
+def _git(cwd: Path, *args: str, input_: bytes | None = None) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(_IDENTITY)
+    env["GIT_CONFIG_NOSYSTEM"] = "1"
+    env["GIT_CONFIG_GLOBAL"] = os.devnull
+    proc = subprocess.run(["git", *args], cwd=cwd, env=env, input=input_, capture_output=True, check=False)
+    if proc.returncode != 0:
+        raise UpstreamError(f"git {' '.join(args[:2])} failed while building the mini-upstream: "
+                            f"{proc.stderr.decode(errors='replace').strip().splitlines()[-1:]}",
+                            "check that git is installed and the cache directory is writable")
+    return proc.stdout.decode().strip()
+
+
+def _content_key(files: dict[str, bytes]) -> str:
+    h = hashlib.sha256()
+    for path, data in files.items():
+        h.update(path.encode() + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()[:16]
+
+
+def default_dest() -> Path:
+    base = Path(os.environ.get("GGML_VENDOR_CACHE") or platformdirs.user_cache_dir("ggml-vendor"))
+    return base / "mini-upstream"
+
+
+def materialize_mini_upstream(dest: Path | None = None) -> tuple[Path, str]:
+    """A git repository holding the miniature at `dest` (default: <user cache>/mini-upstream/<hash>),
+    built once per content. Returns (repository path, full commit id). The commit is deterministic."""
+    files = mini_files()
+    key = _content_key(files)
+    repo = Path(dest) if dest is not None else default_dest() / key
+    marker = repo / ".git" / "ggml-vendor-commit"
+    if marker.is_file():
+        commit, _, built_from = marker.read_text().strip().partition(" ")
+        if len(commit) == 40 and built_from == key:
+            return repo, commit
+    elif repo.exists() and any(repo.iterdir()):
+        raise UpstreamError(f"{repo} exists and is not a mini-upstream repository", "pass an empty or new directory")
+    repo.parent.mkdir(parents=True, exist_ok=True)
+    # Build beside the destination and rename into place, so a concurrent or killed build never leaves
+    # a half repository where the next run would trust it.
+    tmp = Path(tempfile.mkdtemp(prefix=".mini-upstream-", dir=repo.parent))
+    try:
+        _git(tmp, "init", "-q")
+        _git(tmp, "symbolic-ref", "HEAD", f"refs/heads/{BRANCH}")
+        for path, data in files.items():
+            target = tmp / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        _git(tmp, "add", "-A")
+        _git(tmp, "commit", "-q", "--no-gpg-sign", "-m", MESSAGE)
+        _git(tmp, "tag", TAG)
+        commit = _git(tmp, "rev-parse", "HEAD")
+        (tmp / ".git" / "ggml-vendor-commit").write_text(f"{commit} {key}\n")
+        if repo.exists():
+            shutil.rmtree(repo)
+        os.rename(tmp, repo)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return repo, commit

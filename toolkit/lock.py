@@ -1,0 +1,200 @@
+"""vendor/UPSTREAM, the lock: what was vendored from where, every file's hash and reason, patches, licenses.
+
+The lock is TOML written by hand-rolled, stable code (sorted where order carries no meaning, one table per
+file) so that a re-sync of the same revision produces the same bytes and a review diff reads well. It
+holds no timestamps of its own: only facts of the pinned upstream commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+
+from .errors import VendorStateError
+
+LOCK_NAME = "UPSTREAM"
+SCHEMA = 1
+
+VERDICT_APPLIED = "applied"
+VERDICT_UPSTREAM = "already-upstream"
+VERDICT_CONFLICT = "conflict"
+
+
+@dataclass(frozen=True)
+class LockedFile:
+    """One vendored file. `sha256` is of the bytes in vendor/ (after patches); `blob` is the upstream git
+    blob id at the pinned commit ("" when a patch created the file)."""
+
+    path: str
+    sha256: str
+    blob: str
+    reason: str
+    needed_by: tuple[str, ...] = ()  # "op/backend" closures that contain the file; () for always-ship
+    patched_by: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LockedPatch:
+    name: str
+    sha256: str
+    verdict: str  # VERDICT_APPLIED or VERDICT_UPSTREAM (a conflicting series is never locked)
+
+
+@dataclass(frozen=True)
+class LicenseInfo:
+    path: str
+    spdx: tuple[str, ...]
+    copyright: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Lock:
+    upstream: str  # URL (or path, or "embedded") the commit came from
+    layout: str  # ggml_facts.LAYOUT_GGML or LAYOUT_LLAMA_CPP
+    commit: str  # full commit id
+    rev: str  # what the user asked for (branch, tag, sha)
+    date: str  # committer date, ISO 8601 with offset
+    subject: str
+    tool_version: str
+    files: Mapping[str, str]  # path (standalone layout, relative to vendor/ggml) -> sha256
+    file_info: tuple[LockedFile, ...] = ()
+    patches: tuple[LockedPatch, ...] = ()
+    licenses: tuple[LicenseInfo, ...] = ()
+    entries: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)  # op -> backend -> entries
+    closures: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)  # op -> backend -> files
+    fingerprints: Mapping[str, str] = field(default_factory=dict)  # name -> sha256 of region, or "absent"
+    llama_cpp_commit: str = ""
+
+    def info(self, path: str) -> LockedFile | None:
+        return next((f for f in self.file_info if f.path == path), None)
+
+    def closure(self, op: str, backend: str) -> tuple[str, ...]:
+        """Files of one op/backend closure (entry first), standalone layout; () if not vendored."""
+        return tuple(self.closures.get(op, {}).get(backend, ()))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "upstream": self.upstream, "layout": self.layout, "commit": self.commit, "rev": self.rev,
+            "date": self.date, "subject": self.subject, "tool_version": self.tool_version,
+            "llama_cpp_commit": self.llama_cpp_commit,
+            "files": {f.path: {"sha256": f.sha256, "blob": f.blob, "reason": f.reason,
+                               "needed_by": list(f.needed_by), "patched_by": list(f.patched_by)}
+                      for f in self.file_info},
+            "patches": [{"name": p.name, "sha256": p.sha256, "verdict": p.verdict} for p in self.patches],
+            "licenses": {lic.path: {"spdx": list(lic.spdx), "copyright": list(lic.copyright)}
+                         for lic in self.licenses},
+            "entries": {op: {b: list(v) for b, v in per.items()} for op, per in self.entries.items()},
+            "closures": {op: {b: list(v) for b, v in per.items()} for op, per in self.closures.items()},
+            "fingerprints": dict(self.fingerprints),
+        }
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _q(value: str) -> str:
+    # A JSON string literal is a valid TOML basic string (same escapes; non-ASCII as \uXXXX).
+    return json.dumps(value)
+
+
+def _array(values: tuple[str, ...] | list[str], indent: str = "") -> str:
+    if len(values) <= 2 and sum(len(v) for v in values) < 60:
+        return "[" + ", ".join(_q(v) for v in values) + "]"
+    return "[\n" + "".join(f"{indent}  {_q(v)},\n" for v in values) + f"{indent}]"
+
+
+def render_lock(lock: Lock) -> str:
+    """The lock as TOML text: same Lock, same bytes."""
+    lines = [
+        "# vendor/UPSTREAM: the pinned upstream of vendor/ggml, written by `ggml-vendor sync`.",
+        "# Do not edit by hand: `ggml-vendor sync --check` compares vendor/ against it; re-run sync instead.",
+        f"schema = {SCHEMA}",
+        "",
+        "[upstream]",
+        f"url = {_q(lock.upstream)}",
+        f"layout = {_q(lock.layout)}",
+        f"rev = {_q(lock.rev)}",
+        f"commit = {_q(lock.commit)}",
+        f"date = {_q(lock.date)}",
+        f"subject = {_q(lock.subject)}",
+    ]
+    if lock.llama_cpp_commit:
+        lines.append(f"llama-cpp-commit = {_q(lock.llama_cpp_commit)}  # from scripts/sync-llama.last")
+    lines += ["", "[tool]", f"name = {_q('ggml-vendor')}", f"version = {_q(lock.tool_version)}"]
+    for op in lock.entries:  # config order: ops as the project lists them
+        lines += ["", f"[entries.{_q(op)}]"]
+        lines += [f"{b} = {_array(v)}" for b, v in lock.entries[op].items()]
+    for op in lock.closures:
+        lines += ["", f"[closures.{_q(op)}]"]
+        lines += [f"{b} = {_array(v)}" for b, v in lock.closures[op].items()]
+    for f in sorted(lock.file_info, key=lambda f: f.path):
+        lines += ["", f"[files.{_q(f.path)}]", f"sha256 = {_q(f.sha256)}", f"blob = {_q(f.blob)}",
+                  f"reason = {_q(f.reason)}"]
+        if f.needed_by:
+            lines.append(f"needed-by = {_array(sorted(f.needed_by))}")
+        if f.patched_by:
+            lines.append(f"patched-by = {_array(list(f.patched_by))}")
+    for p in lock.patches:  # application order (file name order)
+        lines += ["", "[[patches]]", f"name = {_q(p.name)}", f"sha256 = {_q(p.sha256)}", f"verdict = {_q(p.verdict)}"]
+    for lic in sorted(lock.licenses, key=lambda x: x.path):
+        lines += ["", f"[licenses.{_q(lic.path)}]", f"spdx = {_array(lic.spdx)}",
+                  f"copyright = {_array(lic.copyright)}"]
+    if lock.fingerprints:
+        lines += ["", "# sha256 of the upstream regions our bindings depend on (ggml_facts.FINGERPRINTS).",
+                  "[fingerprints]"]
+        lines += [f"{_q(k)} = {_q(v)}" for k, v in sorted(lock.fingerprints.items())]
+    return "\n".join(lines) + "\n"
+
+
+def parse_lock(text: str, where: str = LOCK_NAME) -> Lock:
+    """Parse lock text; a malformed lock is a VendorStateError naming what is wrong."""
+    try:
+        doc = tomlkit.parse(text).unwrap()
+        up = doc["upstream"]
+        files_t = doc.get("files", {})
+        file_info = tuple(
+            LockedFile(path=p, sha256=str(v["sha256"]), blob=str(v.get("blob", "")), reason=str(v.get("reason", "")),
+                       needed_by=tuple(v.get("needed-by", ())), patched_by=tuple(v.get("patched-by", ())))
+            for p, v in files_t.items()
+        )
+        return Lock(
+            upstream=str(up["url"]), layout=str(up["layout"]), commit=str(up["commit"]), rev=str(up.get("rev", "")),
+            date=str(up.get("date", "")), subject=str(up.get("subject", "")),
+            tool_version=str(doc.get("tool", {}).get("version", "")),
+            files={f.path: f.sha256 for f in file_info},
+            file_info=file_info,
+            patches=tuple(LockedPatch(str(p["name"]), str(p["sha256"]), str(p["verdict"]))
+                          for p in doc.get("patches", [])),
+            licenses=tuple(LicenseInfo(p, tuple(v.get("spdx", ())), tuple(v.get("copyright", ())))
+                           for p, v in doc.get("licenses", {}).items()),
+            entries={op: {b: tuple(v) for b, v in per.items()} for op, per in doc.get("entries", {}).items()},
+            closures={op: {b: tuple(v) for b, v in per.items()} for op, per in doc.get("closures", {}).items()},
+            fingerprints={str(k): str(v) for k, v in doc.get("fingerprints", {}).items()},
+            llama_cpp_commit=str(up.get("llama-cpp-commit", "")),
+        )
+    except (KeyError, TypeError, ValueError, tomlkit.exceptions.ParseError) as exc:
+        raise VendorStateError(f"{where} is not a valid lock ({type(exc).__name__}: {exc})",
+                               "restore it from git (git checkout vendor/UPSTREAM) or re-run ggml-vendor sync --rev REV --force") from None
+
+
+def read_lock(vendor_dir: Path) -> Lock | None:
+    """The lock in `vendor_dir`, or None when there is none yet."""
+    path = Path(vendor_dir) / LOCK_NAME
+    if not path.is_file():
+        return None
+    return parse_lock(path.read_text(encoding="utf-8"), str(path))

@@ -1,0 +1,339 @@
+"""vendor/ on disk: compare it with the lock (`check_vendor`) and replace it atomically (`replace_vendor`).
+
+Replacement builds a complete copy of the new vendor/ beside it (`.vendor.stage-*`, patches/ included),
+verifies it, then swaps the two directories in one step with Linux renameat2(RENAME_EXCHANGE). A crash or
+SIGKILL at any point therefore leaves vendor/ either entirely old or entirely new; leftovers are removed
+by the next run. Where renameat2 is unavailable a journaled two-rename swap is used instead, and the next
+run rolls an interrupted swap back (see `recover`). Unchanged files are hard-linked from the old tree, so
+their bytes and mtimes survive a sync that changes other files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import signal
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import ggml_facts
+from .errors import VendorStateError
+from .lock import LOCK_NAME, Lock, read_lock, sha256_bytes, sha256_file
+
+if TYPE_CHECKING:
+    from .config import Config
+
+PATCHES_DIR = "patches"
+SOURCES_DIR = ggml_facts.VENDOR_SUBDIR  # vendor/ggml/<standalone path>
+STAGE_PREFIX = ".vendor.stage-"
+OLD_PREFIX = ".vendor.old-"
+JOURNAL = ".vendor.journal"
+KILL_ENV = "GGML_VENDOR_KILL_AT"  # test hook: SIGKILL ourselves at the Nth checkpoint of a replacement
+
+# Finding kinds. EDITED and EXTRA would be lost by an overwrite, so sync refuses them without --force;
+# MISSING loses nothing (a fresh clone has only the lock) but still makes `sync --check` fail.
+EDITED, MISSING, EXTRA, UNLOCKED = "edited", "missing", "extra", "unlocked"
+PATCH_ADDED, PATCH_REMOVED, PATCH_EDITED = "patch-added", "patch-removed", "patch-edited"
+LOSSY = (EDITED, EXTRA)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One way vendor/ disagrees with vendor/UPSTREAM; `path` is relative to vendor/."""
+
+    kind: str
+    path: str
+    detail: str = ""
+
+    def line(self) -> str:
+        return f"{self.kind:14} vendor/{self.path}" + (f"  ({self.detail})" if self.detail else "")
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind, "path": f"vendor/{self.path}", "detail": self.detail}
+
+
+# --- reading vendor/ ---------------------------------------------------------------------------------
+
+def vendored_paths(vendor_dir: Path) -> list[str]:
+    """Every entry under vendor/ except the lock and patches/, relative to vendor/, sorted. Symlinks and
+    other non-regular files are listed too (as themselves, never followed)."""
+    found: list[str] = []
+    if not vendor_dir.is_dir():
+        return found
+    for dirpath, dirnames, filenames in os.walk(vendor_dir, followlinks=False):
+        rel_dir = os.path.relpath(dirpath, vendor_dir)
+        if rel_dir == ".":
+            dirnames[:] = [d for d in dirnames if d != PATCHES_DIR]
+            filenames = [f for f in filenames if f != LOCK_NAME]
+        for d in list(dirnames):
+            if os.path.islink(os.path.join(dirpath, d)):
+                found.append(os.path.normpath(os.path.join(rel_dir, d)))
+        for f in filenames:
+            found.append(os.path.normpath(os.path.join(rel_dir, f)))
+    return sorted(p.replace(os.sep, "/") for p in found)
+
+
+def patch_files(vendor_dir: Path) -> list[Path]:
+    """vendor/patches/*.patch in application (file name) order."""
+    d = vendor_dir / PATCHES_DIR
+    return sorted((p for p in d.glob("*.patch") if p.is_file()), key=lambda p: p.name) if d.is_dir() else []
+
+
+def _file_sha(path: Path) -> str | None:
+    """sha256 of a regular file; None for a symlink or anything else (never followed)."""
+    if path.is_symlink() or not path.is_file():
+        return None
+    return sha256_file(path)
+
+
+def check_vendor_dir(vendor_dir: Path, lock: Lock | None = None) -> list[Finding]:
+    """vendor/ against its lock: edited, missing, extra files and changed patches (offline, read-only)."""
+    vendor_dir = Path(vendor_dir)
+    lock = lock if lock is not None else read_lock(vendor_dir)
+    present = vendored_paths(vendor_dir)
+    if lock is None:
+        return [Finding(UNLOCKED, LOCK_NAME, "no lock: run ggml-vendor sync --rev REV")] + [
+            Finding(EXTRA, p, "not in any lock") for p in present]
+    findings: list[Finding] = []
+    expected = {f"{SOURCES_DIR}/{p}": sha for p, sha in lock.files.items()}
+    for rel in present:
+        if rel not in expected:
+            findings.append(Finding(EXTRA, rel, "not in vendor/UPSTREAM"))
+    for rel, sha in sorted(expected.items()):
+        path = vendor_dir / rel
+        if not os.path.lexists(path):
+            findings.append(Finding(MISSING, rel))
+            continue
+        actual = _file_sha(path)
+        if actual != sha:
+            findings.append(Finding(EDITED, rel, "not a regular file" if actual is None else f"sha256 {actual[:12]} != locked {sha[:12]}"))
+    locked = {p.name: p.sha256 for p in lock.patches}
+    current = {p.name: sha256_file(p) for p in patch_files(vendor_dir)}
+    for name in sorted(set(locked) | set(current)):
+        rel = f"{PATCHES_DIR}/{name}"
+        if name not in current:
+            findings.append(Finding(PATCH_REMOVED, rel, "locked patch is gone: re-run sync"))
+        elif name not in locked:
+            findings.append(Finding(PATCH_ADDED, rel, "not applied yet: re-run sync"))
+        elif locked[name] != current[name]:
+            findings.append(Finding(PATCH_EDITED, rel, "changed since sync: re-run sync"))
+    return sorted(findings, key=lambda f: (f.path, f.kind))
+
+
+def check_vendor(cfg: Config) -> list[Finding]:
+    """The project's vendor/ against vendor/UPSTREAM; [] means clean. Used by verify/publish to refuse a
+    dirty tree. Completes an interrupted swap first (see `recover`), so it never reports a half state."""
+    recover(cfg.root)
+    return check_vendor_dir(cfg.vendor_dir)
+
+
+def current_hashes(vendor_dir: Path) -> dict[str, str | None]:
+    """vendor-relative path -> sha256 (None for non-regular files) of everything vendor/ holds, the lock
+    and patches included."""
+    paths = vendored_paths(vendor_dir)
+    if (vendor_dir / LOCK_NAME).exists():
+        paths.append(LOCK_NAME)
+    paths += [f"{PATCHES_DIR}/{p.name}" for p in patch_files(vendor_dir)]
+    return {p: _file_sha(vendor_dir / p) for p in paths}
+
+
+# --- atomic replacement ------------------------------------------------------------------------------
+
+_checkpoints = 0
+
+
+def checkpoint(label: str) -> None:
+    """A numbered point in a replacement where a test may SIGKILL us (GGML_VENDOR_KILL_AT=N)."""
+    global _checkpoints
+    _checkpoints += 1
+    want = os.environ.get(KILL_ENV)
+    if want and want.isdigit() and int(want) == _checkpoints:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _load_renameat2():  # type: ignore[no-untyped-def]
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_RENAMEAT2 = _load_renameat2()
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two directory entries; False if this system or filesystem cannot."""
+    if _RENAMEAT2 is None or os.environ.get("GGML_VENDOR_NO_EXCHANGE"):
+        return False
+    if _RENAMEAT2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, f"renameat2({a}, {b}, RENAME_EXCHANGE): {os.strerror(code)}")
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def project_lock(root: Path) -> Iterator[None]:
+    """Serialise vendor/ writers of one project (an flock on the project directory itself, released by
+    the kernel even on SIGKILL, so it never goes stale)."""
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise VendorStateError(f"another ggml-vendor sync is writing {root / 'vendor'}",
+                                   "wait for it to finish, then retry") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def recover(root: Path) -> list[str]:
+    """Finish what an interrupted replacement left behind: roll back a half-done journaled swap, then
+    delete stage and old trees. Returns what it did (for the report). Safe to call any time; skipped
+    while another process holds the project lock."""
+    root = Path(root)
+    actions: list[str] = []
+    try:
+        ctx = project_lock(root)
+        ctx.__enter__()
+    except (VendorStateError, OSError):
+        return actions
+    try:
+        journal = root / JOURNAL
+        if journal.exists():
+            try:
+                old = root / json.loads(journal.read_text())["old"]
+            except (ValueError, KeyError, OSError):
+                old = None
+            vendor = root / "vendor"
+            if old is not None and old.is_dir() and not os.path.lexists(vendor):
+                os.rename(old, vendor)  # the swap stopped between its two renames: put the old tree back
+                actions.append("restored vendor/ from an interrupted swap")
+            journal.unlink()
+        for leftover in sorted(root.glob(STAGE_PREFIX + "*")) + sorted(root.glob(OLD_PREFIX + "*")):
+            if leftover.is_dir() and not leftover.is_symlink():
+                shutil.rmtree(leftover, ignore_errors=True)
+                actions.append(f"removed leftover {leftover.name}")
+    finally:
+        ctx.__exit__(None, None, None)
+    return actions
+
+
+def _safe_join(base: Path, rel: str) -> Path:
+    """base/rel, refusing anything that could land outside base (absolute, .., empty parts)."""
+    parts = rel.split("/")
+    if rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in rel or "\0" in rel:
+        raise VendorStateError(f"refusing to write {rel!r}: it would land outside vendor/",
+                               "check the upstream tree and vendor/patches for odd paths")
+    return base.joinpath(*parts)
+
+
+def replace_vendor(root: Path, desired: Mapping[str, bytes], *, known: Mapping[str, str] | None = None) -> list[str]:
+    """Make vendor/ hold exactly `desired` (vendor-relative path -> bytes), atomically.
+
+    `known` maps vendor-relative paths to the sha256 of what vendor/ holds now (current_hashes); files whose
+    bytes do not change are hard-linked from the old tree, which keeps their mtimes. Returns the paths
+    actually written (new bytes)."""
+    global _checkpoints
+    _checkpoints = 0
+    root = Path(root)
+    vendor = root / "vendor"
+    if vendor.is_symlink() or (vendor.exists() and not vendor.is_dir()):
+        raise VendorStateError(f"{vendor} is not a plain directory", "replace it with a directory (or remove it) and retry")
+    known = known or {}
+    written: list[str] = []
+    with project_lock(root):
+        stage = root / f"{STAGE_PREFIX}{secrets.token_hex(4)}"
+        try:
+            stage.mkdir()
+            checkpoint("stage created")
+            for rel in sorted(desired):
+                data = desired[rel]
+                dest = _safe_join(stage, rel)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                old = vendor / rel
+                if known.get(rel) == sha256_bytes(data) and old.is_file() and not old.is_symlink():
+                    try:
+                        os.link(old, dest)
+                        checkpoint(f"linked {rel}")
+                        continue
+                    except OSError:
+                        pass  # another filesystem or no hard links: fall through to a copy
+                with open(dest, "xb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                written.append(rel)
+                checkpoint(f"wrote {rel}")
+            # Verify the staged tree before it becomes visible: exactly the desired bytes, nothing else.
+            staged = {p: _file_sha(stage / p) for p in _all_files(stage)}
+            want = {p: sha256_bytes(b) for p, b in desired.items()}
+            if staged != want:
+                bad = sorted(set(staged.items()) ^ set(want.items()))[:3]
+                raise VendorStateError(f"staged vendor tree failed verification ({bad})", "retry; report a bug if it persists")
+            _fsync_dir(stage)
+            checkpoint("staged and verified")
+            if not vendor.exists():
+                os.rename(stage, vendor)
+                checkpoint("renamed into place")
+            elif exchange(stage, vendor):
+                checkpoint("swapped")  # `stage` now holds the old tree
+            else:
+                _journaled_swap(root, stage, vendor)
+            _fsync_dir(root)
+        finally:
+            if stage.exists():
+                shutil.rmtree(stage, ignore_errors=True)
+        checkpoint("cleaned")
+    return written
+
+
+def _journaled_swap(root: Path, stage: Path, vendor: Path) -> None:
+    """Two renames with a journal in between; `recover` rolls back if we die after the first."""
+    old = root / f"{OLD_PREFIX}{secrets.token_hex(4)}"
+    journal = root / JOURNAL
+    tmp = root / (JOURNAL + ".tmp")
+    tmp.write_text(json.dumps({"old": old.name, "new": stage.name}))
+    os.replace(tmp, journal)
+    checkpoint("journal written")
+    os.rename(vendor, old)
+    checkpoint("old tree moved aside")
+    os.rename(stage, vendor)
+    checkpoint("new tree in place")
+    journal.unlink()
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _all_files(base: Path) -> list[str]:
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+        rel = os.path.relpath(dirpath, base)
+        names = filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        out += [os.path.normpath(os.path.join(rel, f)).replace(os.sep, "/") for f in names]
+    return out
