@@ -64,6 +64,37 @@ GDN_METAL_HEAD_DIMS = (32, 64, 128)
 FA_VEC_CUDA_HEAD_DIMS = (64, 128, 256)
 FATTN_KQ_STRIDE = 256  # ggml only runs the vector kernel on KV padded to this (§3.1)
 
+# --- CUDA bindings (render; ggml-upstream.md §1.1-1.6, §3.1, §8.1-8.2) ------------------------------
+# Our translation units: each #includes one upstream entry exactly once (its ggml_cuda_op_* wrappers are
+# non-static, so a second inclusion would be an ODR violation) and exposes extern "C" launchers.
+CUDA_TU_FOR_OP = {"gated_delta_net": "gdn_kernels", "flash_attn": "fa_vec_kernels"}
+CUDA_SHIM_TU = "ggml_shim"
+# Upstream host helpers our launchers call (static, reachable because we include the file).
+GDN_CUDA_LAUNCHER = "launch_gated_delta_net"          # template <bool KDA, bool keep_rs_t>
+GDN_CUDA_KERNEL = "gated_delta_net_cuda"               # template <int S_v, bool KDA, bool keep_rs_t>
+FA_VEC_CUDA_KERNEL = "flash_attn_ext_vec"              # template <int D, int ncols, type_K, type_V, bool softcap>
+FA_VEC_CUDA_COMBINE = "flash_attn_combine_results"     # template <int D>
+FA_VEC_CUDA_NTHREADS_HOST = "ggml_cuda_fattn_vec_get_nthreads_host"
+# Query columns per block: ggml uses 1 for a single query and 2 otherwise (fattn-vec.cuh).
+FA_VEC_CUDA_NCOLS = (1, 2)
+# K/V element types we instantiate (torch dtype name -> ggml_type); K and V must share one.
+FA_VEC_CUDA_KV_TYPES = (("float16", "GGML_TYPE_F16"), ("bfloat16", "GGML_TYPE_BF16"))
+# The vector kernel is ggml's decode path; ggml-metal takes it for ne01 < 20 queries (ggml-metal-ops.cpp
+# ggml_metal_op_flash_attn_ext_use_vec). Both backends answer supports_flash_attn with the same bound.
+FA_VEC_MAX_QUERIES = 19
+# ggml_cuda_device_info fields the shim fills, by name, from cudaDeviceProp (§1.6: the struct changed 4
+# times in a year, so never positionally). HIP's cc is computed from gcnArchName in the shim itself.
+CUDA_DEVICE_INFO_FIELDS = (
+    ("cc", "100 * prop.major + 10 * prop.minor"),
+    ("nsm", "prop.multiProcessorCount"),
+    ("smpb", "prop.sharedMemPerBlock"),
+    ("smpbo", "prop.sharedMemPerBlockOptin"),
+    ("warp_size", "prop.warpSize"),
+)
+# Symbols upstream code references but does not define (whole-file strategy, §1.6 / §8.1).
+SHIM_SYMBOLS_CXX = ("ggml_cuda_info", "ggml_cuda_get_device", "ggml_cuda_set_device", "ggml_cuda_error")
+SHIM_SYMBOLS_C = ("ggml_abort", "ggml_is_contiguous", "ggml_is_contiguous_rows", "ggml_are_same_stride")
+
 # --- Metal (ggml-upstream.md §2, §3.2, §8.3-8.4) ---------------------------------------------------
 FC_GATED_DELTA_NET = 1600
 FC_FLASH_ATTN_EXT_VEC = 400
@@ -190,6 +221,10 @@ FINGERPRINTS: tuple[Fingerprint, ...] = (
                 r"__global__.*gated_delta_net_cuda|gated_delta_net_cuda\(", r"\)\s*\{\s*$"),
     Fingerprint("gdn-cuda launcher signature", "src/ggml-cuda/gated_delta_net.cu",
                 r"static void launch_gated_delta_net", r"\)\s*\{\s*$"),
+    Fingerprint("gdn-cuda head-dim switch", "src/ggml-cuda/gated_delta_net.cu",
+                r"switch \(S_v\)", r"GGML_ABORT"),
+    Fingerprint("fa-vec-cuda nthreads", "src/ggml-cuda/fattn-vec.cuh",
+                r"static int ggml_cuda_fattn_vec_get_nthreads_host", r"^\}"),
     Fingerprint("fa-vec-cuda fattn_kernel_t", "src/ggml-cuda/fattn-common.cuh",
                 r"typedef void \(\* ?fattn_kernel_t\)", r"\);\s*$"),
     Fingerprint("fa-vec-cuda kernel signature", "src/ggml-cuda/fattn-vec.cuh",
