@@ -1,0 +1,316 @@
+"""Decode flash attention, side by side in one process: this op vs ggml's raw vector kernel vs torch SDPA backends.
+
+Shape of perf-anchors-2.md: batch 1, one query, 16 q heads over 4 KV heads, head_dim 256, f16 K/V, n_kv in
+{512, 4096, 32768}. SDPA gets q f16 [B,H,1,D]; ggml's kernel needs q f32 (the same values). Every implementation
+is checked against a float64 softmax (grouped GQA) before it is timed. Prints ratios and the target beside them;
+asserts nothing.
+
+    python3 benchmarks/bench_fa.py [--out benchmarks/out] [--kernel build/<variant>]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from _timing import Stat, Timer, environment, load_op, markdown_table, ratio, rel_err, write_outputs  # noqa: E402
+
+B, H, H_KV, D, N_Q = 1, 16, 4, 256, 1
+N_KV = (512, 4096, 32768)
+TARGET_DEVICE_RATIO = 1.10
+ANCHOR_NOTE = ("perf-anchors-2.md (D=256, 16/4, hidden µs): ggml 13.3 / 18.7 / 74.1, SDPA flash 15.6 / 29.9 / 63.4, "
+               "cuDNN 20.4 / 20.9 / 62.7 at n_kv 512 / 4096 / 32768")
+
+
+def make_inputs(n_kv: int, seed: int) -> dict:
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    q = torch.randn(B, H, N_Q, D, device="cuda", generator=gen).half()
+    k = torch.randn(B, H_KV, n_kv, D, device="cuda", generator=gen).half()
+    v = torch.randn(B, H_KV, n_kv, D, device="cuda", generator=gen).half()
+    return {
+        "q": q, "k": k, "v": v,
+        "q32": q.float(),  # ggml's kernel asserts Q f32; same values
+        "mask": torch.zeros(B, 1, N_Q, n_kv, device="cuda", dtype=torch.float16),
+        # mem-efficient SDPA rejects GQA (perf-anchors.md): it gets K/V expanded outside the timed call.
+        "k_exp": k.repeat_interleave(H // H_KV, dim=1), "v_exp": v.repeat_interleave(H // H_KV, dim=1),
+        "raw_out": torch.empty(B, N_Q, H, D, device="cuda"),
+    }
+
+
+def reference(x: dict) -> torch.Tensor:
+    """float64 softmax attention, grouped GQA (kv head = q head // (H/H_kv)), returned as (B, n_q, H, D)."""
+    q, k, v = (x[n].double() for n in ("q", "k", "v"))
+    k, v = k.repeat_interleave(H // H_KV, dim=1), v.repeat_interleave(H // H_KV, dim=1)
+    p = torch.softmax((q @ k.transpose(-1, -2)) / math.sqrt(D), dim=-1)
+    return (p @ v).transpose(1, 2)
+
+
+def parallel_blocks(occupancy: int, nsm: int, n_kv: int) -> int:
+    """launch_fattn's non-stream-k choice (fattn-common.cuh), re-stated: start at the occupancy, cap by the KV
+    tiles (nbatch_fa = D for the vec kernel), raise while the last wave gets fuller, stop past 95%."""
+    ntiles_kv = (n_kv + D - 1) // D
+    ntiles_dst = N_Q * H * B
+    pb = min(occupancy, ntiles_kv)
+    per_wave = nsm * occupancy
+    best_waves, best_eff = 0, 0
+    for test in range(pb, ntiles_kv + 1):
+        total = ntiles_dst * test
+        waves = (total + per_wave - 1) // per_wave
+        eff = 100 * total // (waves * per_wave)
+        if best_eff >= 95 and waves > best_waves:
+            break
+        if eff > best_eff:
+            best_waves, best_eff, pb = waves, eff, test
+    return pb
+
+
+class Impl:
+    def __init__(self, name, call, note="", backend=None, q_key=None):
+        self.name, self.call, self.note, self.backend, self.q_key = name, call, note, backend, q_key
+
+
+def build_impls(op, raw, nsm: int) -> tuple[list[Impl], dict[str, str]]:
+    impls, missing = [], {}
+    scale = 1.0 / math.sqrt(D)
+    if op is not None and hasattr(op, "flash_attn"):
+        fa = op.flash_attn
+        # q as SDPA gets it (f16); if the op only takes f32 q (the kernel's own dtype), the first call says so
+        # and every later call passes the f32 copy instead (the row's note records which one ran).
+        q_key = {"name": "q"}
+
+        def op_call(x, mask):
+            try:
+                return fa(x[q_key["name"]], x["k"], x["v"], x["mask"] if mask else None, scale)
+            except (TypeError, ValueError, RuntimeError) as exc:
+                if q_key["name"] == "q" and ("dtype" in str(exc).lower() or "float" in str(exc).lower()):
+                    q_key["name"] = "q32"
+                    return fa(x["q32"], x["k"], x["v"], x["mask"] if mask else None, scale)
+                raise
+
+        impls.append(Impl("op", lambda x: op_call(x, False), "mask None", q_key=q_key))
+        impls.append(Impl("op + mask", lambda x: op_call(x, True), "zero f16 mask", q_key=q_key))
+    elif op is not None:
+        missing["op"] = "the loaded package has no flash_attn"
+
+    if raw is not None:
+        occ = raw.fa_occupancy(D)
+        scratch: dict[tuple, tuple[torch.Tensor, torch.Tensor, int]] = {}
+
+        def scratch_for(n_kv):
+            # Resolved before any timing or graph capture: no occupancy query or allocation inside a call.
+            if n_kv not in scratch:
+                pb = parallel_blocks(occ, nsm, n_kv)
+                tmp = torch.empty(pb * B * N_Q * H * D, device="cuda")
+                meta = torch.empty(pb * B * N_Q * H * 2, device="cuda")
+                scratch[n_kv] = (tmp, meta, pb)
+            return scratch[n_kv]
+
+        def raw_call(x, with_mask):
+            q, k, v, m, out = x["q32"], x["k"], x["v"], x["mask"], x["raw_out"]
+            n_kv = k.shape[2]
+            tmp, meta, pb = x.setdefault("_scratch", scratch_for(n_kv))
+            # ggml's mask ne[1..3] = rows, 1, seqs and nb[1..3] in bytes; launch_fattn passes zeros without a mask.
+            mask_dims = (m.shape[2], m.shape[1], m.shape[0], m.stride(2) * 2, m.stride(1) * 2, m.stride(0) * 2)
+            raw.check(raw.lib.raw_fa_launch(
+                D, q.data_ptr(), k.data_ptr(), v.data_ptr(), m.data_ptr() if with_mask else None,
+                out.data_ptr(), tmp.data_ptr(), meta.data_ptr(), pb, scale,
+                N_Q, H, B, q.stride(2) * 4, q.stride(1) * 4, q.stride(0) * 4,
+                n_kv, H_KV, k.stride(2) * 2, k.stride(1) * 2, k.stride(0) * 2,
+                v.stride(2) * 2, v.stride(1) * 2, v.stride(0) * 2,
+                *(mask_dims if with_mask else (0,) * 6), torch.cuda.current_stream().cuda_stream))
+            return out
+
+        impls.append(Impl("ggml raw", lambda x: raw_call(x, False), "vec + combine, ggml's launcher (PDL), no mask"))
+        impls.append(Impl("ggml raw + mask", lambda x: raw_call(x, True), "zero f16 mask, as llama.cpp passes one"))
+
+    from torch.nn.attention import SDPBackend
+
+    def sdpa(x):
+        return F.scaled_dot_product_attention(x["q"], x["k"], x["v"], enable_gqa=True)
+
+    def sdpa_expanded(x):
+        return F.scaled_dot_product_attention(x["q"], x["k_exp"], x["v_exp"])
+
+    impls.append(Impl("SDPA math", sdpa, "enable_gqa", SDPBackend.MATH))
+    impls.append(Impl("SDPA efficient", sdpa_expanded, "K/V expanded outside the call", SDPBackend.EFFICIENT_ATTENTION))
+    impls.append(Impl("SDPA flash", sdpa, "enable_gqa", SDPBackend.FLASH_ATTENTION))
+    impls.append(Impl("SDPA cuDNN", sdpa, "enable_gqa", SDPBackend.CUDNN_ATTENTION))
+    impls.append(Impl("SDPA default", sdpa, "enable_gqa, default dispatch"))
+    return impls, missing
+
+
+def as_bnhd(name: str, out: torch.Tensor) -> torch.Tensor:
+    """Every result as (B, n_q, H, D): SDPA returns (B, H, n_q, D); the op and ggml return (B, n_q, H, D)."""
+    return out.transpose(1, 2) if name.startswith("SDPA") else out
+
+
+def run(args) -> int:
+    if not torch.cuda.is_available():
+        print("bench_fa: no CUDA device here; run it on the GPU machine", file=sys.stderr)
+        return 2
+    from torch.nn.attention import sdpa_kernel
+
+    env = environment()
+    timer = Timer()
+    op, op_status = load_op(args.kernel, ROOT)
+    raw, raw_status = None, ""
+    try:
+        from raw_ggml import loader
+
+        raw = loader.RawGgml(loader.build(Path(args.vendor), Path(args.out) / "raw_ggml_build", quiet=False))
+        raw_status = f"built {raw.path}"
+    except Exception as exc:
+        raw_status = f"unavailable: {exc}".splitlines()[0][:300]
+    env.update(op=op_status, ggml_raw=raw_status)
+    print(f"[bench_fa] op: {op_status}\n[bench_fa] ggml raw: {raw_status}", flush=True)
+    nsm = torch.cuda.get_device_properties(0).multi_processor_count
+    impls, missing = build_impls(op, raw, nsm)
+    if op is None:
+        missing["op"] = op_status
+    if raw is None:
+        missing["ggml raw"] = raw_status
+    l2 = env.get("l2_bytes") or (60 << 20)
+
+    results = []
+    for ci, n_kv in enumerate(N_KV):
+        kv_bytes = 2 * B * H_KV * n_kv * D * 2
+        n_sets = max(2, min(64, math.ceil(3 * l2 / kv_bytes)))
+        sets = [make_inputs(n_kv, seed=100 * ci + s) for s in range(n_sets)]
+        ref = reference(sets[0])
+        for impl in impls:
+            row = {"n_kv": n_kv, "impl": impl.name, "note": impl.note}
+            if impl.name.startswith("ggml raw") and "_scratch" in sets[0]:
+                row["parallel_blocks"] = sets[0]["_scratch"][2]
+            ctx = sdpa_kernel([impl.backend]) if impl.backend is not None else _null()
+            try:
+                # Backend chosen once, outside the timed calls: the context manager itself costs 20-30 µs of
+                # host time per entry (perf-anchors-2.md pitfall 7).
+                with ctx, torch.no_grad():
+                    if impl.name.startswith("ggml raw"):
+                        sets[0]["raw_out"].fill_(float("nan"))
+                    out = impl.call(sets[0])
+                    row["err"] = rel_err(as_bnhd(impl.name, out), ref)
+                    if impl.name.startswith("ggml raw"):
+                        row["parallel_blocks"] = sets[0]["_scratch"][2]
+                    call = (lambda f, x: (lambda: f(x)))(impl.call, sets[0])
+                    for _ in range(3):
+                        call()
+                    torch.cuda.synchronize()
+                    host = timer.host_us(call, n=10)
+                    row["host_enqueue"] = host
+                    row["hidden"] = timer.hidden_us(call, samples=args.samples, host=host)
+                    row["loop"] = timer.loop_us(call, n=200, budget_s=0.5)
+                    row["graph"] = timer.graph_us([(lambda f, x: (lambda: f(x)))(impl.call, s) for s in sets])
+            except Exception as exc:
+                torch.cuda.synchronize()
+                msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+                row["error"] = f"{type(exc).__name__}: {msg}"
+            if impl.q_key is not None:
+                row["note"] += "; q " + ("f32" if impl.q_key["name"] == "q32" else "f16")
+            results.append(row)
+            print(f"[bench_fa] n_kv={n_kv} {impl.name}: "
+                  + ("error " + row["error"] if "error" in row else
+                     f"hidden {row['hidden'].fmt()} µs, graph {row['graph'].fmt()}, loop {row['loop'].fmt()}, "
+                     f"err {row['err']:.1e}"), flush=True)
+        del sets
+        torch.cuda.empty_cache()
+
+    markdown = render(results, missing, env)
+    md, js = write_outputs(Path(args.out), "bench_fa", markdown,
+                           {"env": env, "missing": missing, "results": results, "argv": sys.argv})
+    print(markdown)
+    print(f"\n[bench_fa] wrote {md} and {js}")
+    return 0
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _find(results, n_kv, name):
+    for r in results:
+        if r["n_kv"] == n_kv and r["impl"] == name and "error" not in r:
+            return r
+    return None
+
+
+def render(results, missing, env) -> str:
+    header = ["n_kv", "impl", "**device µs** (host hidden)", "÷ ggml raw", "in-graph µs/call", "÷ ggml raw",
+              "Python µs/call", "÷ ggml raw", "host enqueue µs", "rel err", "note"]
+    rows = []
+    for n_kv in N_KV:
+        raw = _find(results, n_kv, "ggml raw")
+        for r in (r for r in results if r["n_kv"] == n_kv):
+            if "error" in r:
+                rows.append([str(n_kv), r["impl"], f"error: {r['error']}"] + [""] * (len(header) - 3))
+                continue
+            note = r["note"] + (f"; parallel_blocks={r['parallel_blocks']}" if "parallel_blocks" in r else "")
+            rows.append([
+                str(n_kv), r["impl"], f"**{r['hidden'].fmt()}**", ratio(r["hidden"], raw and raw["hidden"]),
+                r["graph"].fmt(), ratio(r["graph"], raw and raw["graph"]),
+                r["loop"].fmt(), ratio(r["loop"], raw and raw["loop"]),
+                r["host_enqueue"].fmt(), f"{r['err']:.1e}", note,
+            ])
+        for name, why in missing.items():
+            rows.append([str(n_kv), name, why] + [""] * (len(header) - 3))
+
+    lines = [
+        "## Decode flash attention: op vs ggml's raw vector kernel vs SDPA",
+        "",
+        f"B={B}, one query, {H} q heads over {H_KV} KV heads, head_dim {D}, f16 K/V. Times in µs, medians. "
+        "Ratios are ÷ ggml's raw vector kernel (no mask), so above 1 means slower than ggml.",
+        "",
+        markdown_table(header, rows),
+        "",
+        "### Targets (printed, not asserted)",
+        "",
+    ]
+    for n_kv in N_KV:
+        o, r = _find(results, n_kv, "op"), _find(results, n_kv, "ggml raw")
+        if o and r:
+            q = o["hidden"].median / r["hidden"].median
+            lines.append(f"* n_kv={n_kv}: op within 10% of ggml raw (device): {o['hidden'].fmt()} vs "
+                         f"{r['hidden'].fmt()} µs = {q:.2f}× → {'MET' if q <= TARGET_DEVICE_RATIO else 'MISSED'}")
+        else:
+            lines.append(f"* n_kv={n_kv}: op within 10% of ggml raw: not measured "
+                         f"({missing.get('op') or missing.get('ggml raw') or 'a row failed'})")
+        sdpa = [x for x in (_find(results, n_kv, n) for n in
+                            ("SDPA flash", "SDPA cuDNN", "SDPA default", "SDPA efficient", "SDPA math")) if x]
+        if r and sdpa:
+            best = min(sdpa, key=lambda x: x["hidden"].median)
+            g = best["hidden"].median / r["hidden"].median
+            verdict = "ggml's kernel is faster" if g > 1 else "ggml's kernel is SLOWER"
+            lines.append(f"  * ggml raw vs best SDPA ({best['impl']} {best['hidden'].fmt()} µs): "
+                         f"{g:.2f}× → {verdict} at n_kv={n_kv}")
+    lines += ["", f"Reference: {ANCHOR_NOTE}.", "", "### Environment", ""]
+    lines += [f"* {k}: {v}" for k, v in env.items()]
+    lines += [f"* command: `python3 {' '.join(sys.argv)}`"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default=str(HERE / "out"), help="folder for bench_fa.md/.json (default benchmarks/out)")
+    p.add_argument("--kernel", default=None,
+                   help="built op: a build/<variant> folder or a folder holding build/ (default: the repo root)")
+    p.add_argument("--vendor", default=str(ROOT / "vendor" / "ggml"), help="vendored ggml tree for the raw harness")
+    p.add_argument("--samples", type=int, default=30, help="host-hidden samples per measurement")
+    args = p.parse_args(argv)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+// Launches upstream's gated_delta_net kernel exactly as ggml does: this TU #includes the unmodified
+// vendored gated_delta_net.cu (so its static launch_gated_delta_net<KDA, keep_rs> is callable here) and
+// hands it precomputed pointers and strides. No ggml_tensor, no allocation, no copy: the baseline the
+// op's binding is measured against (benchmarks/bench_gdn.py).
+#include "ggml-cuda/gated_delta_net.cu"
+
+#include "raw_common.h"
+
+// Strides are in floats, as upstream's host wrapper computes them (nb / sizeof(float)).
+// state_out may equal state_in (upstream supports in place for K == 1).
+RAW_API int raw_gdn_launch(const float * q, const float * k, const float * v, const float * g, const float * beta,
+                           const float * state_in, float * out, float * state_out,
+                           int64_t S_v, int64_t H, int64_t n_tokens, int64_t n_seqs,
+                           int64_t sq1, int64_t sq2, int64_t sq3,
+                           int64_t sv1, int64_t sv2, int64_t sv3,
+                           int64_t sb1, int64_t sb2, int64_t sb3,
+                           int64_t neqk1, int64_t rq3, int kda, void * stream) {
+    RAW_GUARD({
+        const float   scale             = 1.0f / sqrtf((float) S_v);
+        const int64_t state_slot_stride = S_v * S_v * H * n_seqs;
+        if (kda) {
+            launch_gated_delta_net<true, false>(q, k, v, g, beta, state_in, out, state_out, S_v, H, n_tokens, n_seqs,
+                                                sq1, sq2, sq3, sv1, sv2, sv3, sb1, sb2, sb3, neqk1, rq3, scale,
+                                                state_slot_stride, 1, (cudaStream_t) stream);
+        } else {
+            launch_gated_delta_net<false, false>(q, k, v, g, beta, state_in, out, state_out, S_v, H, n_tokens, n_seqs,
+                                                 sq1, sq2, sq3, sv1, sv2, sv3, sb1, sb2, sb3, neqk1, rq3, scale,
+                                                 state_slot_stride, 1, (cudaStream_t) stream);
+        }
+        CUDA_CHECK(cudaGetLastError());
+    })
+}
