@@ -28,11 +28,11 @@ VENDOR_SUBDIR = "ggml"
 INCLUDE_ROOTS = ("include", "src", "src/ggml-cuda", "src/ggml-metal")
 FOLLOWED_SUFFIXES = (".c", ".cpp", ".h", ".hpp", ".cu", ".cuh", ".m", ".mm", ".metal")
 # Files that always travel, whatever the ops (MIT requires the notice to travel with the code, §6);
-# sync refuses a revision without them. OPTIONAL_SHIP travels when present (§8.5: AUTHORS is customary,
-# scripts/sync-llama.last names the llama.cpp commit a ggml pin was synced from; its content is also
-# recorded in the lock as provenance).
+# sync refuses a revision without them. OPTIONAL_SHIP travels when present (§8.5: AUTHORS is customary).
+# LLAMA_CPP_SYNC_FILE names the llama.cpp commit a ggml pin was synced from (§0.1, §7); sync records its
+# content in the lock (llama-cpp-commit) as provenance instead of vendoring the file.
 ALWAYS_SHIP = ("LICENSE",)
-OPTIONAL_SHIP = ("AUTHORS", "scripts/sync-llama.last")
+OPTIONAL_SHIP = ("AUTHORS",)
 LLAMA_CPP_SYNC_FILE = "scripts/sync-llama.last"
 # In the llama.cpp layout these live at the repository root, not under ggml/ (looked up there second).
 ROOT_FALLBACK = ("LICENSE", "AUTHORS")
@@ -218,7 +218,7 @@ class Fingerprint:
 
 FINGERPRINTS: tuple[Fingerprint, ...] = (
     Fingerprint("gdn-cuda kernel signature", "src/ggml-cuda/gated_delta_net.cu",
-                r"__global__.*gated_delta_net_cuda|gated_delta_net_cuda\(", r"\)\s*\{\s*$"),
+                r"^template\s*<int S_v, bool KDA", r"\)\s*\{\s*$"),
     Fingerprint("gdn-cuda launcher signature", "src/ggml-cuda/gated_delta_net.cu",
                 r"static void launch_gated_delta_net", r"\)\s*\{\s*$"),
     Fingerprint("gdn-cuda head-dim switch", "src/ggml-cuda/gated_delta_net.cu",
@@ -228,7 +228,7 @@ FINGERPRINTS: tuple[Fingerprint, ...] = (
     Fingerprint("fa-vec-cuda fattn_kernel_t", "src/ggml-cuda/fattn-common.cuh",
                 r"typedef void \(\* ?fattn_kernel_t\)", r"\);\s*$"),
     Fingerprint("fa-vec-cuda kernel signature", "src/ggml-cuda/fattn-vec.cuh",
-                r"static __global__ void flash_attn_ext_vec\(", r"\)\s*\{\s*$"),
+                r"^template\s*<int D, int ncols, ggml_type type_K", r"\)\s*\{\s*$"),
     Fingerprint("fa-vec-cuda combine signature", "src/ggml-cuda/fattn-common.cuh",
                 r"static __global__ void flash_attn_combine_results\(", r"\)\s*\{\s*$"),
     Fingerprint("cuda device info struct", "src/ggml-cuda/common.cuh",
@@ -240,8 +240,6 @@ FINGERPRINTS: tuple[Fingerprint, ...] = (
     Fingerprint("metal function-constant bases", "src/ggml-metal/ggml-metal-impl.h",
                 r"#define FC_FLASH_ATTN_EXT_PAD", r"#define FC_GATED_DELTA_NET"),
     # Added with sync (issue 2), from the §8 fingerprint lists; checked against d99724f2.
-    Fingerprint("gdn-cuda head-size switch", "src/ggml-cuda/gated_delta_net.cu",
-                r"switch \(S_v\)", r"^\s*\}\s*$"),
     Fingerprint("cuda init_fastdiv_values", "src/ggml-cuda/common.cuh",
                 r"static const uint3 init_fastdiv_values\(", r"^\}\s*$"),
     Fingerprint("fa-vec-cuda FATTN_KQ_STRIDE", "src/ggml-cuda/fattn-common.cuh",

@@ -47,17 +47,49 @@ typedef struct {
 } ggml_metal_kargs_flash_attn_ext_vec;
 
 typedef struct {
+    int32_t  nrows;
+} ggml_metal_kargs_flash_attn_ext_vec_reduce;
+
+typedef struct {
+    int32_t  ne11;
+    int32_t  ne_12_2;
+    int32_t  ne_12_3;
+    uint64_t nb11;
+    uint64_t nb12;
+    uint64_t nb13;
+    uint64_t nb21;
+    uint64_t nb22;
+    uint64_t nb23;
+    int32_t  ne31;
+    int32_t  ne32;
+    int32_t  ne33;
+    uint64_t nb31;
+    uint64_t nb32;
+    uint64_t nb33;
+} ggml_metal_kargs_flash_attn_ext_pad;
+
+typedef struct {
     int32_t  ne00;
     int32_t  ne01;
     int32_t  ne02;
     int32_t  ne03;
+    uint64_t nb00;
     uint64_t nb01;
     uint64_t nb02;
     uint64_t nb03;
+    int32_t  ne10;
+    int32_t  ne11;
+    int32_t  ne12;
+    int32_t  ne13;
+    uint64_t nb10;
+    uint64_t nb11;
+    uint64_t nb12;
+    uint64_t nb13;
     int32_t  ne20;
     int32_t  ne21;
     int32_t  ne22;
     int32_t  ne23;
+    uint64_t nb20;
     uint64_t nb21;
     uint64_t nb22;
     uint64_t nb23;
@@ -68,6 +100,10 @@ typedef struct {
     int32_t  ne1;
     int32_t  ne2;
     int32_t  ne3;
+    uint64_t nb0;
+    uint64_t nb1;
+    uint64_t nb2;
+    uint64_t nb3;
 } ggml_metal_kargs_gated_delta_net;
 
 #endif // GGML_METAL_IMPL
