@@ -162,7 +162,7 @@ def run(args) -> int:
     try:
         from raw_ggml import loader
 
-        raw = loader.RawGgml(loader.build(Path(args.vendor), Path(args.out) / "raw_ggml_build", quiet=False))
+        raw = loader.RawGgml(loader.build(Path(args.vendor), Path(args.build_dir), quiet=False))
         raw_status = f"built {raw.path}"
     except Exception as exc:
         raw_status = f"unavailable: {exc}".splitlines()[0][:300]
@@ -308,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kernel", default=None,
                    help="built op: a build/<variant> folder or a folder holding build/ (default: the repo root)")
     p.add_argument("--vendor", default=str(ROOT / "vendor" / "ggml"), help="vendored ggml tree for the raw harness")
+    p.add_argument("--build-dir", default=str(HERE / "out" / "raw_ggml_build"),
+                   help="where the raw-ggml harness is compiled (cached by content)")
     p.add_argument("--samples", type=int, default=30, help="host-hidden samples per measurement")
     p.add_argument("--quick", action="store_true", help="T in {1, 4} only")
     args = p.parse_args(argv)
