@@ -1,0 +1,61 @@
+"""ABI gates from kernel-abi-check: manylinux_2_28 symbol ceilings, abi3 >= 3.9, macOS minimum version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .findings import FAIL, PASS, Finding
+
+MANYLINUX = "manylinux_2_28"
+PYTHON_ABI = "3.9"
+# kernels refuses Metal variants below macOS 26 (hub-contract.md §2.3); CPU darwin builds default to 15.0.
+MACOS_MIN = {"metal": "26.0", "cpu": "15.0"}
+
+_SHOWN = 5  # symbols listed per finding; the rest are counted
+
+
+def _names(items: list, fmt) -> str:  # type: ignore[no-untyped-def]
+    shown = ", ".join(fmt(x) for x in items[:_SHOWN])
+    return shown + (f" (+{len(items) - _SHOWN} more)" if len(items) > _SHOWN else "")
+
+
+def check_abi(variant: str, so_files: list[Path], *, os_name: str, backend: str,
+              macos: str | None = None) -> list[Finding]:
+    import kernel_abi_check as kac  # imported here: a compiled wheel, only needed when verifying
+
+    findings: list[Finding] = []
+    for so in so_files:
+        try:
+            obj = kac.ObjectFile(str(so))
+        except Exception as exc:  # the binding raises plain exceptions for unreadable files
+            findings.append(Finding(variant, "abi", FAIL, f"{so.name}: kernel-abi-check cannot read it ({exc})",
+                                    "rebuild the variant"))
+            continue
+        py = obj.check_python_abi(PYTHON_ABI)
+        if py:
+            findings.append(Finding(
+                variant, "abi", FAIL,
+                f"{so.name} uses symbols outside the abi3 {PYTHON_ABI} stable ABI: "
+                + _names(py, lambda v: f"{v.name}" + (f" (added {v.version_added})" if hasattr(v, "version_added") else "")),
+                "build with Py_LIMITED_API=0x03090000 and without pybind11"))
+        if os_name == "linux":
+            ml = obj.check_manylinux(MANYLINUX)
+            if ml:
+                findings.append(Finding(
+                    variant, "abi", FAIL,
+                    f"{so.name} needs newer system libraries than {MANYLINUX}: "
+                    + _names(ml, lambda v: f"{v.name}@{v.dep}_{v.version}"),
+                    "build in a manylinux_2_28 toolchain (AlmaLinux 8 gcc-toolset) and link cudart shared "
+                    "(-cudart shared), not static"))
+        elif os_name == "darwin":
+            target = macos or MACOS_MIN.get(backend, "15.0")
+            mac = obj.check_macos(target)
+            if mac:
+                findings.append(Finding(variant, "abi", FAIL,
+                                        f"{so.name}: " + "; ".join(type(v).__name__ for v in mac)
+                                        + f" (must be at most macOS {target})",
+                                        f"set MACOSX_DEPLOYMENT_TARGET={target} (LC_BUILD_VERSION minos)"))
+    if not findings:
+        what = f"abi3 >= {PYTHON_ABI}, " + (MANYLINUX if os_name == "linux" else f"macOS minos <= {macos or MACOS_MIN.get(backend, '15.0')}")
+        findings.append(Finding(variant, "abi", PASS, f"{len(so_files)} binaries: {what}"))
+    return findings

@@ -1,0 +1,70 @@
+"""What verify reports: one finding per check and variant, pass/fail/warn/skip with a message and a remedy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+PASS, FAIL, WARN, SKIP = "pass", "fail", "warn", "skip"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One result of one check on one variant. `remedy` says what to do when it is not a pass."""
+
+    variant: str
+    check: str
+    status: str
+    message: str
+    remedy: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status == FAIL
+
+    def line(self) -> str:
+        tail = f" — {self.remedy}" if self.remedy and self.status in (FAIL, WARN) else ""
+        return f"[{self.status}] {self.variant}: {self.check}: {self.message}{tail}"
+
+    def to_json(self) -> dict[str, str]:
+        return {"variant": self.variant, "check": self.check, "status": self.status,
+                "message": self.message, "remedy": self.remedy}
+
+
+@dataclass(frozen=True)
+class VariantReport:
+    """All findings for one build/<variant>/ directory, plus the content hash the verdict applies to."""
+
+    variant: str
+    path: str
+    findings: tuple[Finding, ...]
+    tree_sha256: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.failed for f in self.findings)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"variant": self.variant, "path": self.path, "ok": self.ok, "tree_sha256": self.tree_sha256,
+                "findings": [f.to_json() for f in self.findings]}
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """The verdict over every verified variant plus findings that concern the whole build (versions, vendor/)."""
+
+    variants: tuple[VariantReport, ...]
+    global_findings: tuple[Finding, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.variants) and all(v.ok for v in self.variants) and not any(
+            f.failed for f in self.global_findings)
+
+    def failures(self) -> list[Finding]:
+        return [f for f in self.global_findings if f.failed] + [
+            f for v in self.variants for f in v.findings if f.failed]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "variants": [v.to_json() for v in self.variants],
+                "global": [f.to_json() for f in self.global_findings]}

@@ -1,0 +1,124 @@
+"""Layout and names of a variant (hub-contract.md §2.1, §2.4-2.5): the variant name parses, the required files
+exist, and op namespace = `.so` stem = metadata id = `_<module>_<backend>_<uid>` = `PyInit_<id>`."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from .findings import FAIL, PASS, WARN, Finding
+from .objfile import exports_symbol
+
+REQUIRED = ("metadata.json", "__init__.py", "_ops.py")
+_UID_RE = r"[A-Za-z0-9_]+"
+
+
+def variant_backend(name: str) -> tuple[str | None, str | None, bool]:
+    """(backend, os, is_arch) from a variant name using the kernels client's own parser; backend None when the
+    name does not parse (then `os` holds the parser's message)."""
+    from kernels.variants import ArchVariant, parse_variant
+
+    try:
+        v = parse_variant(name)
+    except ValueError as exc:
+        return None, str(exc), False
+    if isinstance(v, ArchVariant):
+        backend = v.arch.backend.name if hasattr(v.arch.backend, "name") else str(v.arch.backend)
+        return _norm_backend(str(backend)), v.arch.os, True
+    return _norm_backend(name.split("-", 1)[1]), None, False
+
+
+def _norm_backend(s: str) -> str:
+    s = s.lower()
+    for b in ("cuda", "rocm", "metal", "cpu", "xpu", "cann", "neuron", "tpu"):
+        if s.startswith(b) or (b == "cuda" and s.startswith("cu")):
+            return b
+    return s
+
+
+def so_files(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir() if p.is_file() and (p.suffix in (".so", ".pyd") or p.name.endswith(".dylib")))
+
+
+def _absolute_self_imports(source: str, names: set[str]) -> list[str]:
+    """Absolute imports of the kernel itself: they break once the package is loaded under its id."""
+    bad = []
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return [f"syntax error: {exc}"]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bad += [a.name for a in node.names if a.name.split(".")[0] in names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] in names:
+                bad.append(node.module)
+    return bad
+
+
+def check_layout(variant: str, path: Path, meta: dict | None, *, module: str) -> list[Finding]:
+    f: list[Finding] = []
+    fail = lambda msg, remedy: f.append(Finding(variant, "layout", FAIL, msg, remedy))  # noqa: E731
+
+    backend, os_or_err, is_arch = variant_backend(variant)
+    if backend is None:
+        fail(f"variant name does not parse: {os_or_err}",
+             "name it torch<MM>-cxx11-<compute>-<cpu>-<os> (hub-contract.md §2.1)")
+    for name in REQUIRED:
+        if not (path / name).is_file():
+            fail(f"{name} is missing", "rebuild the variant (kernels imports __init__.py and reads metadata.json)")
+    pyc = [p.relative_to(path).as_posix() for p in path.rglob("*") if p.name == "__pycache__" or p.suffix == ".pyc"]
+    if pyc:
+        fail(f"bytecode in the variant: {', '.join(pyc[:3])}", "delete __pycache__/ and *.pyc before publishing")
+    if (path / module / module).exists():
+        fail(f"nested {module}/{module}/ package", "flatten the package (kernel-layout-check)")
+    if meta is None:
+        return f
+
+    mid = str(meta.get("id", ""))
+    mbackend = str((meta.get("backend") or {}).get("type", "")).lower()
+    if backend is not None and mbackend and backend != mbackend:
+        fail(f"variant name says backend {backend} but metadata backend.type is {mbackend}",
+             "rebuild: the variant name and metadata must come from one build")
+    want = re.compile(rf"^_{re.escape(module)}_{re.escape(mbackend)}_{_UID_RE}$")
+    if not mid.isidentifier() or not want.match(mid):
+        fail(f"metadata id {mid!r} is not _{module}_{mbackend}_<uid>",
+             "the op namespace must be _<module>_<backend>_<unique build id> (hub-contract.md §2.5)")
+
+    sos = so_files(path)
+    if is_arch:
+        expected_so = f"{mid}.abi3.so"
+        if [p.name for p in sos] != [expected_so]:
+            fail(f"expected exactly one shared object {expected_so}, found {[p.name for p in sos] or 'none'}",
+                 "the .so stem must equal metadata id (TORCH_EXTENSION_NAME)")
+        elif sos:
+            data = sos[0].read_bytes()
+            exported = exports_symbol(data, f"PyInit_{mid}")
+            if exported is False:
+                fail(f"{expected_so} does not export PyInit_{mid}",
+                     "compile with -DTORCH_EXTENSION_NAME=<id> and REGISTER_EXTENSION(TORCH_EXTENSION_NAME)")
+            if mid.encode() not in data.replace(f"PyInit_{mid}".encode(), b""):
+                fail(f"{expected_so} never names the op namespace {mid}",
+                     "register ops with TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ...)")
+    elif sos:
+        fail(f"noarch variant ships binaries: {[p.name for p in sos]}", "arch code belongs in an arch variant")
+
+    ops_py = path / "_ops.py"
+    if ops_py.is_file() and is_arch:
+        src = ops_py.read_text(errors="replace")
+        if f"torch.ops.{mid}" not in src and not re.search(rf"\bops\s*=\s*getattr\(\s*torch\.ops\s*,\s*['\"]{mid}['\"]", src):
+            fail(f"_ops.py does not bind torch.ops.{mid}", "regenerate _ops.py with ops = torch.ops.<id>")
+    for py in sorted(path.rglob("*.py")):
+        bad = _absolute_self_imports(py.read_text(errors="replace"), {module, mid})
+        if bad:
+            fail(f"{py.relative_to(path)} imports the kernel by absolute name: {', '.join(bad)}",
+                 "use relative imports (from ._ops import ops): the package is loaded as sys.modules[id]")
+    init = path / "__init__.py"
+    if init.is_file() and "__all__" not in init.read_text(errors="replace"):
+        f.append(Finding(variant, "layout", WARN, "__init__.py defines no __all__ (the public API)",
+                         "list the public functions in __all__"))
+    if not any(x.failed for x in f):
+        f.append(Finding(variant, "layout", PASS,
+                         f"names agree: id = op namespace = .so stem = {mid}" if is_arch else "noarch layout ok"))
+    return f

@@ -1,0 +1,76 @@
+"""Metal variants: the metallib (a shipped file or bytes embedded in the .so) parses, holds every kernel the
+binding dispatches, and its language version loads on the variant's declared minimum macOS. The format
+itself is toolkit/metallib.py's business (parse / find_embedded / check)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import ggml_facts as facts
+from .findings import FAIL, PASS, SKIP, Finding
+from .objfile import macho_minos
+
+
+def required_kernels() -> tuple[str, ...]:
+    """Host names the Metal binding looks up. A fact list from the binding's owner wins when present;
+    otherwise derived from the dispatch facts (GDN nsg = head_dim/32, FA-vec per KV type and (DK, DV))."""
+    explicit = getattr(facts, "METAL_DISPATCHED_KERNELS", None)
+    if explicit:
+        return tuple(explicit)
+    lanes = getattr(facts, "METAL_GDN_LANES", 32)
+    names = [facts.GDN_METAL_KERNEL.format(nsg=d // lanes) for d in facts.GDN_METAL_HEAD_DIMS]
+    for t in getattr(facts, "METAL_FA_VEC_KV_TYPES", ("f16",)):
+        for dk, dv in getattr(facts, "METAL_FA_VEC_HEAD_DIMS", ()):
+            names.append(facts.FA_VEC_METAL_KERNEL.format(t=t, dk=dk, dv=dv))
+    names += [facts.FA_VEC_REDUCE_METAL_KERNEL, facts.FA_PAD_METAL_KERNEL]
+    return tuple(dict.fromkeys(names))
+
+
+def check_metal(variant: str, path: Path, backend: str, so_files: list[Path],
+                required: tuple[str, ...] | None = None) -> list[Finding]:
+    if backend != "metal":
+        return []
+    from .. import metallib
+
+    required = required_kernels() if required is None else required
+    sources: list[tuple[str, object]] = []
+    errors: list[str] = []
+    for lib_file in sorted(path.rglob("*.metallib")):
+        try:
+            sources.append((lib_file.name, metallib.parse(lib_file.read_bytes(), where=lib_file.name)))
+        except metallib.MetallibError as exc:
+            errors.append(f"{lib_file.name}: {exc}")
+    declared = None
+    for so in so_files:
+        data = so.read_bytes()
+        declared = declared or macho_minos(data)
+        for lib in metallib.find_embedded(data, where=so.name):
+            sources.append((f"{so.name}@{lib.offset}", lib))
+    declared = declared or getattr(facts, "METAL_MIN_MACOS", "26.0")
+    f = [Finding(variant, "metallib", FAIL, e, "rebuild the metallib") for e in errors]
+    if not sources:
+        if not errors:
+            f.append(Finding(variant, "metallib", FAIL, "no metallib: neither a .metallib file nor one embedded in the .so",
+                             "compile the .metal sources offline and embed the metallib bytes"))
+        return f
+    # The binding may split kernels across libraries: a name counts if any library has it.
+    have = {fn for _, lib in sources for fn in lib.function_names}
+    for where, lib in sources:
+        problems = [p for p in metallib.check(lib, required=(), min_macos=declared)]
+        f += [Finding(variant, "metallib", FAIL, f"{where}: {p}",
+                      f"compile with -std={getattr(facts, 'METAL_STD', 'metal4.0')} for macOS {declared}") for p in problems]
+    missing = [n for n in required if n not in have]
+    if missing:
+        f.append(Finding(variant, "metallib", FAIL,
+                         f"metallib lacks {len(missing)} kernel(s) the binding dispatches: {', '.join(missing[:6])}"
+                         + (" ..." if len(missing) > 6 else ""),
+                         "compile every upstream .metal file the binding needs into the library"))
+    if not any(x.failed for x in f):
+        libs = ", ".join(w for w, _ in sources)
+        f.append(Finding(variant, "metallib", PASS,
+                         f"{libs}: {len(have)} functions incl. all {len(required)} dispatched; loads on macOS {declared}"))
+    return f
+
+
+def metal_skip(variant: str) -> Finding:
+    return Finding(variant, "metallib", SKIP, "not a Metal variant", "")

@@ -1,0 +1,73 @@
+"""Import smoke test: load the variant through `kernels.get_local_kernel` in a fresh process (the path a
+user's code takes) whenever this host can load it, and check its op namespace has registered ops."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .findings import FAIL, PASS, SKIP, Finding
+
+TIMEOUT_S = 180
+
+# Runs in the child: a crash (bad ELF, missing symbol, abort in a static initializer) cannot take verify down.
+_CHILD = r"""
+import json, sys
+from pathlib import Path
+import torch
+from kernels import get_local_kernel
+path, ident = Path(sys.argv[1]), sys.argv[2]
+mod = get_local_kernel(path)
+names = getattr(mod, "__all__", [])
+missing = [n for n in names if not hasattr(mod, n)]
+ops = sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith(ident + "::"))
+print("SMOKE" + json.dumps({"module": mod.__name__, "all": list(names), "missing": missing, "ops": ops}))
+"""
+
+
+def host_can_load(variant: str) -> tuple[bool, str]:
+    """Whether kernels' own resolver accepts this variant on this machine, and why not."""
+    try:
+        from kernels.variants import parse_variant, resolve_variant, variants_trace_str
+    except ImportError as exc:
+        return False, f"kernels is not importable: {exc}"
+    try:
+        parsed = parse_variant(variant)
+    except ValueError as exc:
+        return False, str(exc)
+    try:
+        chosen, trace = resolve_variant([parsed])
+    except Exception as exc:  # backend detection can fail without torch
+        return False, f"kernels cannot detect this system: {exc}"
+    if chosen is None:
+        return False, " ".join(variants_trace_str(trace).split())
+    return True, ""
+
+
+def smoke_test(variant: str, path: Path, ident: str, *, python: str | None = None) -> list[Finding]:
+    ok, why = host_can_load(variant)
+    if not ok:
+        return [Finding(variant, "smoke", SKIP, f"this host cannot load it: {why}", "")]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # never leave __pycache__ inside the variant
+    try:
+        proc = subprocess.run([python or sys.executable, "-c", _CHILD, str(path), ident], capture_output=True,
+                              text=True, timeout=TIMEOUT_S, env=env)
+    except subprocess.TimeoutExpired:
+        return [Finding(variant, "smoke", FAIL, f"importing the variant hung for {TIMEOUT_S}s", "debug the import")]
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("SMOKE")), None)
+    if proc.returncode != 0 or line is None:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return [Finding(variant, "smoke", FAIL, f"get_local_kernel failed (exit {proc.returncode}): {tail}",
+                        "run python -c 'import kernels; kernels.get_local_kernel(Path(...))' to see the traceback")]
+    info = json.loads(line[len("SMOKE"):])
+    if info["missing"]:
+        return [Finding(variant, "smoke", FAIL, f"__all__ names missing from the module: {info['missing']}",
+                        "export what __all__ lists")]
+    if not info["ops"]:
+        return [Finding(variant, "smoke", FAIL, f"imported, but no op is registered under {ident}::",
+                        "register ops with TORCH_LIBRARY under the build's namespace")]
+    return [Finding(variant, "smoke", PASS,
+                    f"get_local_kernel imports it as {info['module']}; {len(info['ops'])} ops under {ident}::")]
