@@ -140,9 +140,10 @@ def current_hashes(vendor_dir: Path) -> dict[str, str | None]:
     """vendor-relative path -> sha256 (None for non-regular files) of everything vendor/ holds, the lock
     and patches included."""
     paths = vendored_paths(vendor_dir)
-    if (vendor_dir / LOCK_NAME).exists():
+    if os.path.lexists(vendor_dir / LOCK_NAME):
         paths.append(LOCK_NAME)
-    paths += [f"{PATCHES_DIR}/{p.name}" for p in patch_files(vendor_dir)]
+    if (vendor_dir / PATCHES_DIR).is_dir():
+        paths += [f"{PATCHES_DIR}/{p}" for p in _all_files(vendor_dir / PATCHES_DIR)]
     return {p: _file_sha(vendor_dir / p) for p in paths}
 
 

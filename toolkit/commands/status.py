@@ -1,13 +1,76 @@
-"""`ggml-vendor status` (placeholder: being implemented; see the issue list)."""
+"""`ggml-vendor status`: the pin, whether vendor/ is dirty, and the state of each patch (offline)."""
 
 from __future__ import annotations
 
-import typer
+from ..app import JsonOpt, ProjectOpt, app, run_guarded
+from .. import config, ui
+from ..lock import read_lock
+from ..vendor_tree import LOSSY, MISSING, PATCH_ADDED, PATCH_EDITED, PATCH_REMOVED, check_vendor, patch_files
+from ..lock import sha256_file
 
-from ..app import app
+HELP = """Show the pinned upstream (vendor/UPSTREAM), whether vendor/ matches it, and each patch's state.
+
+Offline and read-only; exits 0 whatever the state (use `ggml-vendor sync --check` to fail on a dirty tree).
+"""
 
 
-@app.command("status", help="(not implemented yet)")
-def status() -> None:
-    typer.echo("ggml-vendor status: not implemented yet", err=True)
-    raise typer.Exit(1)
+def status_doc(cfg: config.Config) -> dict[str, object]:
+    """The status as data (what --json prints)."""
+    findings = check_vendor(cfg)
+    lock = read_lock(cfg.vendor_dir)
+    current = {p.name: sha256_file(p) for p in patch_files(cfg.vendor_dir)}
+    patches = []
+    for p in (lock.patches if lock else ()):
+        state = p.verdict if p.name in current and current[p.name] == p.sha256 else (
+            "edited since sync" if p.name in current else "removed since sync")
+        patches.append({"name": p.name, "verdict": p.verdict, "state": state})
+    locked = {p.name for p in (lock.patches if lock else ())}
+    patches += [{"name": n, "verdict": None, "state": "not applied yet"} for n in sorted(current) if n not in locked]
+    return {
+        "pinned": lock is not None,
+        "upstream": lock.upstream if lock else None, "layout": lock.layout if lock else None,
+        "rev": lock.rev if lock else None, "commit": lock.commit if lock else None,
+        "date": lock.date if lock else None, "subject": lock.subject if lock else None,
+        "llama_cpp_commit": (lock.llama_cpp_commit or None) if lock else None,
+        "tool_version": lock.tool_version if lock else None,
+        "files": len(lock.files) if lock else 0,
+        "clean": not findings,
+        "findings": [f.to_json() for f in findings],
+        "patches": patches,
+        "closures": {op: {b: len(v) for b, v in per.items()} for op, per in lock.closures.items()} if lock else {},
+    }
+
+
+@app.command("status", help=HELP)
+def status(as_json: JsonOpt = False, project: ProjectOpt = None) -> None:
+    def body() -> None:
+        cfg = config.load(project)
+        doc = status_doc(cfg)
+        if as_json:
+            ui.emit_json(doc)
+            return
+        if not doc["pinned"]:
+            ui.out.print("no pin: vendor/UPSTREAM is missing — run ggml-vendor sync --rev REV")
+        else:
+            ui.out.print(f"pinned  {doc['commit']} ({doc['rev']}, {doc['layout']} layout)")
+            ui.out.print(f"        {doc['date']}  {doc['subject']}")
+            ui.out.print(f"from    {doc['upstream']}" + (f"  (llama.cpp {str(doc['llama_cpp_commit'])[:12]})"
+                                                        if doc["llama_cpp_commit"] else ""))
+            ops = ", ".join(f"{op}/{b} {n}" for op, per in doc["closures"].items() for b, n in per.items())  # type: ignore[union-attr]
+            ui.out.print(f"files   {doc['files']} ({ops})")
+        findings = doc["findings"]
+        if doc["clean"]:
+            ui.out.print("vendor/ [green]clean[/]")
+        else:
+            kinds = {f["kind"] for f in findings}  # type: ignore[index, union-attr]
+            lossy = any(k in LOSSY for k in kinds)
+            ui.out.print(f"vendor/ [yellow]dirty[/]: {len(findings)} finding(s)"  # type: ignore[arg-type]
+                         + (" — local edits (sync refuses without --force)" if lossy else "")
+                         + (" — files missing (ggml-vendor sync restores them)" if MISSING in kinds else "")
+                         + (" — patches changed (re-run sync)" if kinds & {PATCH_ADDED, PATCH_EDITED, PATCH_REMOVED} else ""))
+            for f in findings:  # type: ignore[union-attr]
+                ui.out.print(f"  {f['kind']:14} {f['path']}" + (f"  ({f['detail']})" if f["detail"] else ""))
+        for p in doc["patches"]:  # type: ignore[union-attr]
+            ui.out.print(f"patch   {p['name']}: {p['state']}")
+
+    run_guarded(body)

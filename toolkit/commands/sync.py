@@ -1,13 +1,115 @@
-"""`ggml-vendor sync` (placeholder: being implemented; see the issue list)."""
+"""`ggml-vendor sync`: pin an upstream revision into vendor/ (or check vendor/ against its lock)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from ..app import app
+from .. import config, ui
+from ..app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
+from ..errors import VendorStateError
+from ..lock import VERDICT_UPSTREAM, read_lock
+from ..sync import SyncReport, SyncRequest, run_sync
+from ..vendor_tree import check_vendor
+
+HELP = """Pin an upstream ggml/llama.cpp revision into vendor/ and write the lock vendor/UPSTREAM.
+
+Reads only the files the configured ops need (their entry files plus every quoted #include, followed
+recursively, plus LICENSE) straight from git objects at REV, applies vendor/patches/*.patch in name order,
+and swaps the new vendor/ in atomically. Re-syncing the same revision writes nothing. When the pin moves,
+prints what changed upstream and writes build/reports/drift-<old>-<new>.{md,json}.
+
+Without --rev, re-creates the locked pin (e.g. after a fresh clone, where only vendor/UPSTREAM is tracked).
+
+Examples:
+  ggml-vendor sync --rev v0.21.0                                  # config's upstream (a URL: fetched shallow)
+  ggml-vendor sync --rev master --mirror ~/src/ggml              # read objects from a local clone
+  ggml-vendor sync --rev master --upstream embedded              # the bundled miniature, offline
+  ggml-vendor sync --check                                       # vendor/ vs the lock, offline
+"""
 
 
-@app.command("sync", help="(not implemented yet)")
-def sync() -> None:
-    typer.echo("ggml-vendor sync: not implemented yet", err=True)
-    raise typer.Exit(1)
+def _print_report(rep: SyncReport, verbose: bool) -> None:
+    plan, lock = rep.plan, rep.plan.lock
+    short = lock.commit[:12]
+    if rep.status == "unchanged":
+        ui.out.print(f"vendor/ is already at {short} ({lock.rev}) from {lock.upstream}: nothing written")
+    elif rep.status == "dry-run":
+        ui.out.print(f"[bold]dry run[/]: would sync vendor/ to {short} ({lock.rev}, {lock.layout} layout) "
+                     f"from {lock.upstream}; {len(plan.changes)} changes")
+    else:
+        ui.out.print(f"[green]synced[/] vendor/ to {short} ({lock.rev}, {lock.layout} layout) from {lock.upstream}")
+    ui.out.print(f"  {lock.date}  {lock.subject}")
+    per_op = ", ".join(f"{oc.key} {len(oc.files)}" for oc in plan.closure.ops)
+    ui.out.print(f"  {len(lock.files)} files ({per_op}; plus {', '.join(p for p in lock.files if p not in plan.closure.files) or 'nothing'})")
+    if verbose or rep.status == "dry-run":
+        for f in lock.file_info:
+            ui.out.print(f"    {f.path:45} {f.reason}")
+        for path, change in plan.changes:
+            ui.out.print(f"    {change:7} vendor/{path}")
+    for p in plan.patches:
+        line = f"  patch {p.name}: {p.verdict}"
+        if p.verdict == VERDICT_UPSTREAM:
+            line += " (drop it: ggml-vendor sync --drop-upstreamed, or git rm vendor/patches/" + p.name + ")"
+        ui.out.print(line)
+    for f in plan.overwrites:
+        ui.err.print(f"[yellow]overwrote[/] {f.line()}" if rep.status == "synced" else f"[yellow]would overwrite[/] {f.line()}")
+    for action in rep.recovered:
+        ui.err.print(f"[yellow]recovered:[/] {action}")
+    if rep.drift is not None:
+        for line in rep.drift.summary_lines():
+            ui.out.print(f"  {line}")
+        for path in rep.drift_paths:
+            ui.out.print(f"  drift report: {path}")
+    if rep.status == "synced":
+        ui.out.print(f"  wrote {len(rep.written)} files, linked {len(plan.desired) - len(rep.written)} unchanged, "
+                     f"in {rep.seconds:.2f} s")
+
+
+def _check(project: Path | None, as_json: bool) -> None:
+    cfg = config.load(project)
+    findings = check_vendor(cfg)
+    lock = read_lock(cfg.vendor_dir)
+    if as_json:
+        ui.emit_json({"clean": not findings, "commit": lock.commit if lock else None,
+                      "findings": [f.to_json() for f in findings]})
+    else:
+        for f in findings:
+            ui.out.print(f"  {f.line()}")
+    if findings:
+        raise VendorStateError(f"vendor/ is dirty: {len(findings)} finding(s) against vendor/UPSTREAM",
+                               "re-run ggml-vendor sync (add --force to discard local edits)")
+    if not as_json:
+        ui.out.print(f"vendor/ matches vendor/UPSTREAM ({lock.commit[:12] if lock else '?'}, {len(lock.files) if lock else 0} files)")
+
+
+@app.command("sync", help=HELP)
+def sync(
+    rev: Annotated[str | None, typer.Option("--rev", "-r", help="Branch, tag or (short) sha to pin; recorded as the full commit id. Default: the locked commit.")] = None,
+    upstream: Annotated[str | None, typer.Option("--upstream", "-u", help="URL, local clone path, or 'embedded' (the bundled miniature). Default: [tool.ggml-vendor] upstream.")] = None,
+    mirror: Annotated[Path | None, typer.Option("--mirror", envvar="GGML_VENDOR_MIRROR", help="Local clone to read objects from instead of the network; the lock still records the upstream URL. Env: GGML_VENDOR_MIRROR.")] = None,
+    check: Annotated[bool, typer.Option("--check", help="Offline: compare vendor/ with vendor/UPSTREAM (edited, missing, extra files); exit 4 when dirty.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite local edits and extra files in vendor/ (they are listed).")] = False,
+    drop_upstreamed: Annotated[bool, typer.Option("--drop-upstreamed", help="Delete patches that upstream already contains.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every file with the reason it is vendored.")] = False,
+    dry_run: DryRunOpt = False,
+    as_json: JsonOpt = False,
+    project: ProjectOpt = None,
+) -> None:
+    def body() -> None:
+        if check:
+            _check(project, as_json)
+            return
+        cfg = config.load(project)
+        req = SyncRequest(rev=rev, upstream=upstream, mirror=mirror, force=force, dry_run=dry_run,
+                          drop_upstreamed=drop_upstreamed)
+        with ui.task("sync", quiet=as_json):
+            report = run_sync(cfg, req, progress=lambda msg: ui.err.log(msg) if verbose and not as_json else None)
+        if as_json:
+            ui.emit_json(report.to_json())
+        else:
+            _print_report(report, verbose)
+
+    run_guarded(body)

@@ -1,0 +1,155 @@
+"""Our local patches (vendor/patches/*.patch) applied in name order on the pristine extraction, with a verdict
+per patch: applied, already upstream (the reverse applies: offer to drop it), or conflict (stop, naming the
+hunk; nothing is changed).
+
+Patches are unified diffs with paths relative to vendor/ggml (`a/src/ggml-cuda/x.cu`, as `git diff` or
+`diff -ru` write them) or to the project root (`a/vendor/ggml/src/...`); both are recognised. They are
+applied with `git apply` in a private temporary directory holding only the files they touch, so the
+result is known in memory before anything in vendor/ is written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import PatchError
+from .lock import VERDICT_APPLIED, VERDICT_CONFLICT, VERDICT_UPSTREAM, sha256_bytes
+
+_HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_FAILED_RE = re.compile(r"patch failed: (.+):(\d+)")
+
+
+@dataclass(frozen=True)
+class PatchResult:
+    name: str
+    sha256: str
+    verdict: str  # VERDICT_APPLIED, VERDICT_UPSTREAM (or VERDICT_CONFLICT in a PatchError's report)
+    files: tuple[str, ...]  # paths it touches, relative to vendor/ggml
+    detail: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "sha256": self.sha256, "verdict": self.verdict, "files": list(self.files),
+                "detail": self.detail}
+
+
+def _strip(path: str, n: int) -> str:
+    return "/".join(path.split("/")[n:])
+
+
+def patch_targets(text: str) -> tuple[int, list[tuple[str | None, str | None]]]:
+    """(strip level for git apply -p, [(old path, new path)] relative to vendor/ggml; None = /dev/null)."""
+    raw: list[tuple[str | None, str | None]] = []
+    old: str | None = None
+    for line in text.splitlines():
+        if line.startswith("--- "):
+            old = line[4:].split("\t")[0].strip()
+        elif line.startswith("+++ ") and old is not None:
+            new = line[4:].split("\t")[0].strip()
+            raw.append((None if old == "/dev/null" else old, None if new == "/dev/null" else new))
+            old = None
+    names = [p for pair in raw for p in pair if p]
+    level = 1 if names and all(p.startswith(("a/", "b/")) for p in names) else 0
+    if names and all(_strip(p, level).startswith("vendor/ggml/") for p in names):
+        level += 2
+    return level, [(_strip(o, level) if o else None, _strip(n, level) if n else None) for o, n in raw]
+
+
+def _hunks_of(text: str, level: int, path: str) -> list[str]:
+    """The @@ headers of `path`'s hunks, in order."""
+    hunks: list[str] = []
+    current = None
+    for line in text.splitlines():
+        if line.startswith("+++ "):
+            target = line[4:].split("\t")[0].strip()
+            current = _strip(target, level) if target != "/dev/null" else None
+        elif line.startswith("--- /dev/null"):
+            continue
+        elif current == path and _HUNK_RE.match(line):
+            hunks.append(line.split(" @@")[0] + " @@")
+    return hunks
+
+
+def _git_apply(workdir: Path, level: int, patch: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    # Never let git discover the project repository around the temp dir: paths must stay relative here.
+    env["GIT_CEILING_DIRECTORIES"] = str(workdir.parent)
+    env["GIT_CONFIG_NOSYSTEM"] = "1"
+    return subprocess.run(["git", "apply", f"-p{level}", "--whitespace=nowarn", *extra, str(patch)],
+                          cwd=workdir, env=env, capture_output=True, text=True, check=False)
+
+
+def _conflict(name: str, text: str, level: int, stderr: str) -> PatchError:
+    m = _FAILED_RE.search(stderr)
+    if m:
+        path, line = m.group(1), int(m.group(2))
+        hunks = _hunks_of(text, level, path)
+        idx = next((i for i, h in enumerate(hunks) if (hm := _HUNK_RE.match(h)) and int(hm.group(1)) == line), None)
+        where = (f"hunk #{idx + 1} `{hunks[idx]}` of {path}" if idx is not None else f"{path} at line {line}")
+    else:
+        where = (stderr.strip().splitlines() or ["(no detail from git apply)"])[0].removeprefix("error: ")
+    return PatchError(f"patch {name} conflicts: {where} does not apply at the new pin; vendor/ was not changed",
+                      f"refresh vendor/patches/{name} against the new upstream or remove it, then re-run sync")
+
+
+def apply_patches(files: Mapping[str, bytes], patches: list[tuple[str, bytes]]) -> tuple[dict[str, bytes], list[PatchResult]]:
+    """Apply `patches` ((name, bytes) in order) to `files` (vendor/ggml-relative path -> bytes).
+
+    Returns the patched files and a verdict per patch. Raises PatchError at the first conflict."""
+    result = dict(files)
+    verdicts: list[PatchResult] = []
+    if not patches:
+        return result, verdicts
+    with tempfile.TemporaryDirectory(prefix="ggml-vendor-patch-") as tmp:
+        work = Path(tmp) / "ggml"
+        work.mkdir()
+        for name, data in patches:
+            text = data.decode("utf-8", "replace")
+            level, targets = patch_targets(text)
+            if not targets:
+                raise PatchError(f"vendor/patches/{name} holds no unified diff",
+                                 "write it with `git diff` or `diff -ru` (paths relative to vendor/ggml)")
+            touched: list[str] = []
+            for old, new in targets:
+                for path in (old, new):
+                    if path and path not in touched:
+                        touched.append(path)
+                if old and old not in result:
+                    raise PatchError(f"patch {name} changes {old}, which is not vendored at this pin",
+                                     f"refresh or remove vendor/patches/{name}, then re-run sync")
+            # Lay down the current bytes of every file the patch touches (and only those).
+            for path in touched:
+                target = work / path
+                if path in result:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(result[path])
+                elif target.exists():
+                    target.unlink()
+            patch_file = Path(tmp) / name
+            patch_file.write_bytes(data)
+            forward = _git_apply(work, level, patch_file, "--check")
+            if forward.returncode == 0:
+                done = _git_apply(work, level, patch_file)
+                if done.returncode != 0:
+                    raise _conflict(name, text, level, done.stderr)
+                for path in touched:
+                    target = work / path
+                    if target.is_file():
+                        result[path] = target.read_bytes()
+                    else:
+                        result.pop(path, None)
+                verdicts.append(PatchResult(name, sha256_bytes(data), VERDICT_APPLIED, tuple(touched)))
+            elif _git_apply(work, level, patch_file, "--check", "--reverse").returncode == 0:
+                verdicts.append(PatchResult(name, sha256_bytes(data), VERDICT_UPSTREAM, tuple(touched),
+                                            "already upstream: drop it (sync --drop-upstreamed)"))
+            else:
+                raise _conflict(name, text, level, forward.stderr)
+    return result, verdicts
+
+
+__all__ = ["PatchResult", "apply_patches", "patch_targets", "VERDICT_APPLIED", "VERDICT_CONFLICT", "VERDICT_UPSTREAM"]

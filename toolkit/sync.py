@@ -1,0 +1,308 @@
+"""`ggml-vendor sync`: config -> pure SyncPlan (closure, patches, lock, what changes) -> execute -> SyncReport.
+
+`plan_sync` is pure over a snapshot-like object (anything with commit/layout/date/subject and `read`),
+so plans are unit-tested without git. `run_sync` does the I/O at the edges: open the upstream, read
+vendor/, swap the new tree in atomically (vendor_tree), write the drift report.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from . import __version__, ggml_facts
+from .closure import Closure, compute_closure
+from .config import Config, Entry
+from .drift import Drift, compute_drift, fingerprints_of, write_report
+from .errors import UpstreamError, VendorStateError
+from .lock import (LOCK_NAME, VERDICT_UPSTREAM, LicenseInfo, Lock, LockedFile, LockedPatch, read_lock,
+                   render_lock, sha256_bytes)
+from .patches import PatchResult, apply_patches
+from .upstream import open_upstream
+from .vendor_tree import (LOSSY, PATCHES_DIR, SOURCES_DIR, Finding, check_vendor, check_vendor_dir,
+                          current_hashes, recover, replace_vendor)
+
+__all__ = ["SyncRequest", "SyncPlan", "SyncReport", "plan_sync", "run_sync", "check_vendor", "license_inventory"]
+
+
+class SnapshotLike(Protocol):
+    commit: str
+    layout: str
+    date: str
+    subject: str
+
+    def read(self, path: str, *, root_fallback: bool = False) -> bytes | None: ...
+
+    def blob_id(self, path: str, *, root_fallback: bool = False) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class SyncRequest:
+    rev: str | None = None  # None: re-sync the locked commit
+    upstream: str | None = None  # None: config's upstream (or the lock's, when re-syncing the pin)
+    mirror: Path | None = None  # a local clone to read objects from instead of the network
+    force: bool = False
+    dry_run: bool = False
+    drop_upstreamed: bool = False
+    backends: tuple[str, ...] | None = None  # None: every enabled backend
+
+
+@dataclass(frozen=True)
+class SyncPlan:
+    """Everything sync will do, as data: print it (--dry-run), test it, then execute it."""
+
+    lock: Lock
+    lock_text: str
+    desired: Mapping[str, bytes]  # vendor/-relative path -> bytes of the complete new vendor/
+    closure: Closure
+    patches: tuple[PatchResult, ...]
+    changes: tuple[tuple[str, str], ...]  # (vendor/-relative path, "add" | "update" | "remove")
+    overwrites: tuple[Finding, ...]  # local changes the new tree would destroy (refused without --force)
+    previous: Lock | None
+
+    @property
+    def noop(self) -> bool:
+        return not self.changes
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    status: str  # "synced" | "unchanged" | "dry-run"
+    plan: SyncPlan
+    written: tuple[str, ...] = ()
+    drift: Drift | None = None
+    drift_paths: tuple[str, ...] = ()
+    recovered: tuple[str, ...] = ()
+    seconds: float = 0.0
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        lock = self.plan.lock
+        return {
+            "status": self.status,
+            "upstream": lock.upstream, "layout": lock.layout, "rev": lock.rev, "commit": lock.commit,
+            "date": lock.date, "subject": lock.subject, "llama_cpp_commit": lock.llama_cpp_commit,
+            "previous_commit": self.plan.previous.commit if self.plan.previous else None,
+            "files": {f.path: {"sha256": f.sha256, "reason": f.reason, "needed_by": list(f.needed_by)}
+                      for f in lock.file_info},
+            "closures": {op: {b: list(v) for b, v in per.items()} for op, per in lock.closures.items()},
+            "patches": [p.to_json() for p in self.plan.patches],
+            "changes": [{"path": f"vendor/{p}", "change": c} for p, c in self.plan.changes],
+            "overwritten": [f.to_json() for f in self.plan.overwrites],
+            "written": [f"vendor/{p}" for p in self.written],
+            "drift": self.drift.to_json() if self.drift else None,
+            "drift_report": list(self.drift_paths),
+            "recovered": list(self.recovered),
+            "seconds": round(self.seconds, 4),
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
+        }
+
+
+# --- license inventory -------------------------------------------------------------------------------
+_SPDX_RE = re.compile(r"SPDX-License-Identifier:\s*([^\s*]+(?:\s+(?:OR|AND|WITH)\s+[^\s*]+)*)")
+_COPYRIGHT_RE = re.compile(r"(?im)^[^\n]*\bcopyright\s+(?:\(c\)|©)?\s*\d{4}[^\n]*$")
+
+
+def license_inventory(files: Mapping[str, bytes]) -> tuple[LicenseInfo, ...]:
+    """SPDX ids (tags, or license texts ggml_facts recognises) and copyright lines found per file; files
+    with neither are left out."""
+    out = []
+    for path in sorted(files):
+        text = files[path].decode("utf-8", "replace")
+        spdx = list(dict.fromkeys(m.group(1) for m in _SPDX_RE.finditer(text)))
+        spdx += [sid for sid, marker in ggml_facts.LICENSE_TEXT_MARKERS if marker in text and sid not in spdx]
+        lines = [m.group(0).strip().lstrip("/*#; ").rstrip("*/ ").strip() for m in _COPYRIGHT_RE.finditer(text)]
+        if spdx or lines:
+            out.append(LicenseInfo(path, tuple(spdx), tuple(dict.fromkeys(lines))))
+    return tuple(out)
+
+
+# --- the pure plan -----------------------------------------------------------------------------------
+
+def plan_sync(
+    entries: list[tuple[str, str, Entry]],
+    snapshot: SnapshotLike,
+    *,
+    upstream: str,
+    rev: str,
+    patches: list[tuple[str, bytes]],
+    extra_patch_files: Mapping[str, bytes] | None = None,
+    previous: Lock | None = None,
+    current: Mapping[str, str | None] | None = None,
+    findings: list[Finding] | None = None,
+    drop_upstreamed: bool = False,
+    prefetch: Callable[[list[str]], None] | None = None,
+    tool_version: str = __version__,
+) -> SyncPlan:
+    """Compute the new vendor/ tree and lock. `patches` are vendor/patches/*.patch (name order);
+    `extra_patch_files` are other files under vendor/patches/ (kept as they are); `current` maps
+    vendor/-relative paths to the sha256 of what is there now; `findings` is check_vendor_dir's result."""
+    where = f"{snapshot.commit[:12]}"
+    closure = compute_closure(entries, snapshot.read, where=where, prefetch=prefetch)
+    pristine: dict[str, bytes] = {}
+    blobs: dict[str, str] = {}
+    reasons = dict(closure.reasons)
+    for path in closure.files:
+        pristine[path] = snapshot.read(path) or b""
+        blobs[path] = snapshot.blob_id(path) or ""
+    for name in ggml_facts.ALWAYS_SHIP + ggml_facts.OPTIONAL_SHIP:
+        data = snapshot.read(name, root_fallback=True)
+        if data is None:
+            if name in ggml_facts.ALWAYS_SHIP:
+                raise UpstreamError(f"{name} is missing at {where}; its notice must travel with the vendored code",
+                                    "pick a revision of ggml or llama.cpp that has it")
+            continue
+        pristine[name] = data
+        blobs[name] = snapshot.blob_id(name, root_fallback=True) or ""
+        reasons[name] = "always ships (license notice)" if name in ggml_facts.ALWAYS_SHIP else "always ships when present"
+    sync_last = snapshot.read(ggml_facts.LLAMA_CPP_SYNC_FILE)
+    llama_commit = sync_last.decode("ascii", "replace").strip() if sync_last else ""
+    if not re.fullmatch(r"[0-9a-f]{40}", llama_commit):
+        llama_commit = ""
+
+    patched, results = apply_patches(pristine, patches)
+    patched_by: dict[str, list[str]] = {}
+    for r in results:
+        if r.verdict != VERDICT_UPSTREAM:
+            for p in r.files:
+                patched_by.setdefault(p, []).append(r.name)
+                if p not in reasons:
+                    reasons[p] = f"added by patch {r.name}"
+    kept = [r for r in results if not (drop_upstreamed and r.verdict == VERDICT_UPSTREAM)]
+
+    file_info = tuple(
+        LockedFile(path=p, sha256=sha256_bytes(patched[p]), blob=blobs.get(p, ""), reason=reasons[p],
+                   needed_by=closure.needed_by.get(p, ()), patched_by=tuple(patched_by.get(p, ())))
+        for p in sorted(patched))
+    entries_used: dict[str, dict[str, tuple[str, ...]]] = {}
+    closures: dict[str, dict[str, tuple[str, ...]]] = {}
+    for oc in closure.ops:
+        entries_used.setdefault(oc.op, {})[oc.backend] = oc.entries
+        closures.setdefault(oc.op, {})[oc.backend] = oc.files
+    lock = Lock(
+        upstream=upstream, layout=snapshot.layout, commit=snapshot.commit, rev=rev, date=snapshot.date,
+        subject=snapshot.subject, tool_version=tool_version, files={f.path: f.sha256 for f in file_info},
+        file_info=file_info, patches=tuple(LockedPatch(r.name, r.sha256, r.verdict) for r in kept),
+        licenses=license_inventory(patched), entries=entries_used, closures=closures,
+        fingerprints=fingerprints_of(pristine), llama_cpp_commit=llama_commit,
+    )
+    lock_text = render_lock(lock)
+
+    desired: dict[str, bytes] = {LOCK_NAME: lock_text.encode()}
+    desired.update({f"{SOURCES_DIR}/{p}": data for p, data in patched.items()})
+    patch_bytes = dict(patches)
+    desired.update({f"{PATCHES_DIR}/{r.name}": patch_bytes[r.name] for r in kept})
+    desired.update({f"{PATCHES_DIR}/{p}": data for p, data in (extra_patch_files or {}).items()})
+
+    current = dict(current or {})
+    changes: list[tuple[str, str]] = []
+    for path in sorted(set(desired) | set(current)):
+        if path not in desired:
+            changes.append((path, "remove"))
+        elif path not in current:
+            changes.append((path, "add"))
+        elif current[path] != sha256_bytes(desired[path]):
+            changes.append((path, "update"))
+    # A local change is only lost if the new tree does not hold those same bytes.
+    overwrites = tuple(f for f in (findings or []) if f.kind in LOSSY and (
+        f.path not in desired or current.get(f.path) != sha256_bytes(desired[f.path])))
+    return SyncPlan(lock=lock, lock_text=lock_text, desired=desired, closure=closure, patches=tuple(results),
+                    changes=tuple(changes), overwrites=overwrites, previous=previous)
+
+
+# --- execution ---------------------------------------------------------------------------------------
+
+def read_patches(vendor_dir: Path) -> tuple[list[tuple[str, bytes]], dict[str, bytes]]:
+    """(vendor/patches/*.patch in name order, every other file under vendor/patches/ by relative path)."""
+    pdir = vendor_dir / PATCHES_DIR
+    patches, others = [], {}
+    if pdir.is_dir():
+        for path in sorted(p for p in pdir.rglob("*") if p.is_file() and not p.is_symlink()):
+            rel = path.relative_to(pdir).as_posix()
+            if path.parent == pdir and path.suffix == ".patch":
+                patches.append((path.name, path.read_bytes()))
+            else:
+                others[rel] = path.read_bytes()
+    return patches, others
+
+
+def _overwrite_error(overwrites: tuple[Finding, ...]) -> VendorStateError:
+    shown = ", ".join(f"vendor/{f.path} ({f.kind})" for f in overwrites[:3])
+    more = f" and {len(overwrites) - 3} more" if len(overwrites) > 3 else ""
+    return VendorStateError(f"vendor/ has local changes that sync would overwrite: {shown}{more}",
+                            "move them into vendor/patches/*.patch, or pass --force to overwrite them")
+
+
+def run_sync(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] | None = None) -> SyncReport:
+    """Sync vendor/ to `req` (see SyncRequest). Raises a VendorError subclass, with nothing changed, on
+    any refusal; returns what was done."""
+    t0 = time.perf_counter()
+    timings: dict[str, float] = {}
+    step = progress or (lambda _msg: None)
+
+    def lap(name: str, since: float) -> float:
+        now = time.perf_counter()
+        timings[name] = now - since
+        return now
+
+    vendor = cfg.vendor_dir
+    recovered = tuple(recover(cfg.root))
+    previous = read_lock(vendor)
+    if req.rev is None and previous is None:
+        raise UpstreamError("vendor/ has no pin yet (no vendor/UPSTREAM)", "pass --rev REV (a sha, tag or branch)")
+    rev = req.rev if req.rev is not None else previous.rev or previous.commit  # type: ignore[union-attr]
+    resolve_rev = req.rev if req.rev is not None else previous.commit  # type: ignore[union-attr]
+    if req.upstream is not None:
+        label = req.upstream
+    elif req.rev is None and previous is not None:
+        label = previous.upstream  # re-materialise the pin from where it came
+    else:
+        label = cfg.upstream
+    step(f"resolving {resolve_rev} in {label}")
+    t = time.perf_counter()
+    source, commit = open_upstream(label, resolve_rev, mirror=req.mirror)
+    try:
+        snapshot = source.snapshot(commit)
+        t = lap("resolve", t)
+        step(f"computing the include closure at {commit[:12]} ({snapshot.layout} layout)")
+        patches, other_patch_files = read_patches(vendor)
+        current = {k: v for k, v in current_hashes(vendor).items()}
+        findings = check_vendor_dir(vendor, previous) if vendor.exists() else []
+        plan = plan_sync(cfg.entries_for(req.backends), snapshot, upstream=source.recorded, rev=rev,
+                         patches=patches, extra_patch_files=other_patch_files, previous=previous,
+                         current=current, findings=findings, drop_upstreamed=req.drop_upstreamed,
+                         prefetch=snapshot.prefetch)
+        t = lap("plan", t)
+        if plan.overwrites and not req.force:
+            raise _overwrite_error(plan.overwrites)
+        drift = None
+        if previous is not None and previous.commit != commit:
+            old_snap = source.snapshot(previous.commit) if source.has_commit(previous.commit) else None
+
+            def old_text(path: str) -> bytes | None:
+                try:
+                    return old_snap.read(path) if old_snap else None
+                except UpstreamError:
+                    return None
+
+            drift = compute_drift(previous, plan.lock, log=source.log, old_text=old_text, new_text=snapshot.read)
+            t = lap("drift", t)
+    finally:
+        source.close()
+    if req.dry_run:
+        return SyncReport("dry-run", plan, drift=drift, recovered=recovered, seconds=time.perf_counter() - t0,
+                          timings=timings)
+    if plan.noop:
+        return SyncReport("unchanged", plan, recovered=recovered, seconds=time.perf_counter() - t0, timings=timings)
+    step(f"writing vendor/ ({len(plan.changes)} changes)")
+    written = replace_vendor(cfg.root, plan.desired, known={k: v for k, v in current.items() if v})
+    t = lap("write", t)
+    drift_paths: tuple[str, ...] = ()
+    if drift is not None:
+        drift_paths = tuple(str(p) for p in write_report(cfg.build_dir, drift))
+    return SyncReport("synced", plan, written=tuple(written), drift=drift, drift_paths=drift_paths,
+                      recovered=recovered, seconds=time.perf_counter() - t0, timings=timings)

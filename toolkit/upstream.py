@@ -1,0 +1,315 @@
+"""The upstream repository: open a local clone, a URL (shallow, filtered, cached) or the embedded miniature,
+resolve a revision safely, and read files at a commit straight from the git object store.
+
+Nothing here checks out a tree. Paths handed to `Snapshot.read` are in the standalone-ggml layout; the
+snapshot adds llama.cpp's `ggml/` prefix itself and refuses anything that would leave the ggml tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import git
+import platformdirs
+
+from . import ggml_facts
+from .embedded import EMBEDDED, materialize_mini_upstream
+from .errors import UpstreamError
+
+_SHA_RE = re.compile(r"^[0-9a-f]{4,64}$")
+# A plain ref name: no leading dash (option injection), no revision syntax (~ ^ : @{ ..), no spaces.
+_REF_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/+-]*$")
+_URL_RE = re.compile(r"^(https?|ssh|git|file)://[^\s]+$|^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+$")
+_MODE_LINK = 0o120000
+_MODE_GITLINK = 0o160000
+_REMOTE = "origin"
+
+
+def validate_rev(rev: str) -> str:
+    """`rev` if it is a plain branch/tag name or a hex commit id; UpstreamError otherwise."""
+    bad = (not rev or len(rev) > 200 or not _REF_RE.match(rev) or ".." in rev or "//" in rev or "/." in rev
+           or rev.endswith((".", "/", ".lock")))
+    if bad:
+        raise UpstreamError(f"--rev {rev!r} is not a plain branch, tag or commit id",
+                            "pass a commit sha (7-40 hex digits), a tag such as v0.21.0 or a branch name")
+    return rev
+
+
+def is_url(spec: str) -> bool:
+    return bool(_URL_RE.match(spec))
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("GGML_VENDOR_CACHE") or platformdirs.user_cache_dir("ggml-vendor"))
+
+
+def _git_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["GIT_TERMINAL_PROMPT"] = "0"  # never hang on a credential prompt; fail instead
+    env.setdefault("GIT_ASKPASS", "true")
+    env["GIT_CONFIG_NOSYSTEM"] = "1"
+    return env
+
+
+def _run_git(git_dir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    # protocol.ext.allow=never: a configured URL can never run a command (ext:: transport).
+    cmd = ["git", "-c", "protocol.ext.allow=never", "-c", "protocol.fd.allow=never", f"--git-dir={git_dir}", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_git_env(), check=False)
+    if check and proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, cmd, proc.stdout, proc.stderr)
+    return proc
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "no output"
+
+
+@dataclass
+class Snapshot:
+    """One commit of the upstream, read-only. `read` takes standalone-layout paths."""
+
+    source: Source
+    commit: str
+    layout: str
+    date: str
+    subject: str
+    _trees: dict[str, dict[str, tuple[int, str]]] = field(default_factory=dict, repr=False)
+    _blobs: dict[str, bytes] = field(default_factory=dict, repr=False)
+
+    @property
+    def prefix(self) -> str:
+        return ggml_facts.LAYOUT_PREFIX[self.layout]
+
+    # -- tree walking (cached per directory) --
+    def _entries(self, repo_dir: str) -> dict[str, tuple[int, str]]:
+        if repo_dir not in self._trees:
+            tree = self.source.repo.commit(self.commit).tree
+            if repo_dir:
+                try:
+                    tree = tree.join(repo_dir)
+                except KeyError:
+                    tree = None
+                if tree is not None and tree.type != "tree":
+                    tree = None
+            self._trees[repo_dir] = {} if tree is None else {
+                item.name: (item.mode, item.hexsha) for item in tree}
+        return self._trees[repo_dir]
+
+    def _lookup(self, repo_path: str) -> tuple[int, str] | None:
+        parent, _, name = repo_path.rpartition("/")
+        return self._entries(parent).get(name)
+
+    def _resolve(self, path: str, *, root_fallback: bool = False) -> tuple[str, str] | None:
+        """(repo path, blob id) of a standalone-layout path, following in-tree symlinks; None if absent."""
+        candidates = [self.prefix + path]
+        if root_fallback and self.prefix and path in ggml_facts.ROOT_FALLBACK:
+            candidates.append(path)
+        for repo_path in candidates:
+            hops = 0
+            while True:
+                entry = self._lookup(repo_path)
+                if entry is None:
+                    break
+                mode, sha = entry
+                if mode == _MODE_GITLINK:
+                    raise UpstreamError(f"{repo_path} is a git submodule at {self.commit[:12]}; it has no file content",
+                                        "remove it from the op's entries in pyproject.toml")
+                if mode & 0o170000 == 0o040000:
+                    break  # a directory, not a file
+                if mode != _MODE_LINK:
+                    return repo_path, sha
+                target = self.source.repo.odb.stream(bytes.fromhex(sha)).read().decode("utf-8", "replace")
+                resolved = posixpath.normpath(posixpath.join(posixpath.dirname(repo_path), target))
+                inside = resolved if not self.prefix else resolved[len(self.prefix):] if resolved.startswith(self.prefix) else None
+                if target.startswith("/") or resolved.startswith("..") or inside is None or inside.startswith(".."):
+                    raise UpstreamError(
+                        f"{repo_path} is a symlink to {target!r}, outside the ggml tree at {self.commit[:12]}; "
+                        "refusing to vendor it", "vendor a revision without the link, or drop the file from the entries")
+                hops += 1
+                if hops > 16:
+                    raise UpstreamError(f"{repo_path}: too many levels of symlinks", "fix the upstream tree")
+                repo_path = resolved
+        return None
+
+    def exists(self, path: str) -> bool:
+        return self._resolve(path) is not None
+
+    def blob_id(self, path: str, *, root_fallback: bool = False) -> str | None:
+        found = self._resolve(path, root_fallback=root_fallback)
+        return found[1] if found else None
+
+    def read(self, path: str, *, root_fallback: bool = False) -> bytes | None:
+        """Bytes of a standalone-layout path at this commit, or None when absent."""
+        found = self._resolve(path, root_fallback=root_fallback)
+        if found is None:
+            return None
+        sha = found[1]
+        if sha not in self._blobs:
+            self._blobs[sha] = self.source.read_blob(sha)
+        return self._blobs[sha]
+
+    def prefetch(self, paths: list[str]) -> None:
+        """Fetch, in one round trip, the blobs of `paths` a filtered URL cache does not hold yet."""
+        if not self.source.partial:
+            return
+        shas = [s for s in (self.blob_id(p) for p in paths) if s]
+        self.source.fetch_blobs(shas)
+
+
+class Source:
+    """A git repository holding upstream objects; `recorded` is what the lock calls it."""
+
+    def __init__(self, path: Path, recorded: str, *, partial: bool = False, url: str | None = None) -> None:
+        self.path = path
+        self.recorded = recorded
+        self.partial = partial
+        self.url = url
+        try:
+            self.repo = git.Repo(path)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise UpstreamError(f"{path} is not a git repository",
+                                "pass --upstream with a git clone (bare or not) of ggml or llama.cpp, or a URL") from None
+        self.git_dir = Path(self.repo.git_dir)
+        # An explicit GIT_DIR, as in _run_git: the clone may belong to another user (a shared read-only
+        # mirror) and we only read objects from it, never run its hooks or touch a work tree.
+        self.repo.git.update_environment(GIT_DIR=str(self.git_dir), GIT_CONFIG_NOSYSTEM="1")
+
+    def close(self) -> None:
+        self.repo.close()
+
+    def read_blob(self, sha: str) -> bytes:
+        try:
+            return self.repo.odb.stream(bytes.fromhex(sha)).read()
+        except (ValueError, git.BadObject, OSError) as exc:
+            raise UpstreamError(f"cannot read blob {sha[:12]} from {self.recorded} ({exc})",
+                                "check the clone, or that the URL is reachable for a filtered cache") from None
+
+    def fetch_blobs(self, shas: list[str]) -> None:
+        if not shas or not self.url:
+            return
+        check = subprocess.run(["git", f"--git-dir={self.git_dir}", "cat-file", "--batch-check"],
+                               input="".join(s + "\n" for s in shas), capture_output=True, text=True,
+                               env={**_git_env(), "GIT_NO_LAZY_FETCH": "1"}, check=False)
+        missing = [ln.split()[0] for ln in check.stdout.splitlines() if ln.endswith(" missing")]
+        if missing:
+            proc = _run_git(self.git_dir, "fetch", "-q", "--no-tags", "--no-write-fetch-head",
+                            "--filter=blob:none", "--end-of-options", _REMOTE, *missing, check=False)
+            if proc.returncode != 0:
+                raise UpstreamError(f"cannot fetch files from {self.url}: {_last_line(proc.stderr)}",
+                                    "check the network, or sync from a local clone with --mirror PATH")
+
+    def resolve(self, rev: str) -> str:
+        """Full commit id of `rev` (validated first); UpstreamError when unknown."""
+        validate_rev(rev)
+        proc = _run_git(self.git_dir, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}",
+                        check=False)
+        if proc.returncode != 0 or not proc.stdout.strip():
+            ambiguous = "ambiguous" in proc.stderr
+            raise UpstreamError(
+                f"{'ambiguous' if ambiguous else 'unknown'} revision {rev!r} in {self.recorded}",
+                "use more hex digits" if ambiguous else "pass an existing branch, tag or commit id (git tag / git log)")
+        return proc.stdout.strip()
+
+    def has_commit(self, sha: str) -> bool:
+        return _run_git(self.git_dir, "cat-file", "-e", f"{sha}^{{commit}}", check=False).returncode == 0
+
+    def is_shallow(self) -> bool:
+        return (self.git_dir / "shallow").exists()
+
+    def snapshot(self, commit: str) -> Snapshot:
+        c = self.repo.commit(commit)
+        probe = Snapshot(self, commit, ggml_facts.LAYOUT_GGML, "", "")
+        layout = None
+        for name, marker in ggml_facts.LAYOUT_MARKERS:
+            if probe._lookup(marker) is not None:
+                layout = name
+                break
+        if layout is None:
+            markers = " or ".join(m for _, m in ggml_facts.LAYOUT_MARKERS)
+            raise UpstreamError(f"{self.recorded} at {commit[:12]} is neither llama.cpp nor ggml (no {markers})",
+                                "point --upstream at a ggml or llama.cpp repository")
+        return Snapshot(self, commit, layout, c.committed_datetime.isoformat(), c.summary if isinstance(c.summary, str)
+                        else c.summary.decode("utf-8", "replace"))
+
+    def log(self, old: str, new: str, paths: list[str]) -> list[tuple[str, str]] | None:
+        """Commits in old..new touching `paths` (repo paths), newest first; None when history is not here."""
+        if self.is_shallow() or not (self.has_commit(old) and self.has_commit(new)):
+            return None
+        proc = _run_git(self.git_dir, "log", "--format=%H%x09%s", f"{old}..{new}", "--", *paths, check=False)
+        if proc.returncode != 0:
+            return None
+        return [tuple(ln.split("\t", 1)) for ln in proc.stdout.splitlines() if "\t" in ln]  # type: ignore[misc]
+
+
+def _cache_dir_for(url: str) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", url).strip("-")[-48:]
+    return cache_root() / "upstreams" / f"{slug}-{hashlib.sha1(url.encode()).hexdigest()[:10]}.git"
+
+
+def _open_url(url: str, rev: str) -> tuple[Source, str]:
+    """A filtered, shallow cache of `url` holding `rev`'s commit; (source, full commit id)."""
+    if url.startswith("-"):
+        raise UpstreamError(f"upstream {url!r} looks like an option", "pass a URL or a path")
+    cache = _cache_dir_for(url)
+    if not (cache / "HEAD").exists():
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(cache.name + f".tmp-{os.getpid()}")
+        subprocess.run(["git", "init", "-q", "--bare", str(tmp)], check=True, capture_output=True, env=_git_env())
+        for key, value in (("remote.origin.url", url), ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
+                           ("remote.origin.promisor", "true"), ("remote.origin.partialclonefilter", "blob:none"),
+                           ("core.repositoryformatversion", "1"), ("extensions.partialClone", _REMOTE)):
+            _run_git(tmp, "config", key, value)
+        if cache.exists():  # another process won the race; its cache is as good as ours
+            subprocess.run(["rm", "-rf", str(tmp)], check=False)
+        else:
+            os.replace(tmp, cache)
+    src = Source(cache, url, partial=True, url=url)
+    # A pinned full sha already in the cache needs no network at all.
+    if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", rev) and src.has_commit(rev):
+        return src, rev
+    proc = _run_git(cache, "fetch", "-q", "--depth=1", "--filter=blob:none", "--no-tags", "--end-of-options",
+                    _REMOTE, rev, check=False)
+    if proc.returncode != 0:
+        msg = _last_line(proc.stderr)
+        if re.search(r"couldn't find remote ref|not our ref|no such remote ref|unadvertised object|"
+                     r"did not send all necessary objects|invalid refspec", msg, re.I):
+            hint = ("a URL upstream needs a full 40-digit sha, a tag or a branch"
+                    if _SHA_RE.match(rev) and len(rev) < 40 else "pass an existing branch, tag or full commit id")
+            raise UpstreamError(f"unknown revision {rev!r} at {url} ({msg})", hint)
+        raise UpstreamError(f"cannot reach upstream {url}: {msg}",
+                            "check the URL and the network, or pass --mirror PATH to a local clone")
+    commit = _run_git(cache, "rev-parse", "--verify", "FETCH_HEAD^{commit}").stdout.strip()
+    # Keep the pinned commit reachable so `git gc` in the cache never drops it.
+    _run_git(cache, "update-ref", f"refs/ggml-vendor/pins/{commit}", commit)
+    return src, commit
+
+
+def open_upstream(upstream: str, rev: str, *, mirror: Path | None = None) -> tuple[Source, str]:
+    """The source holding `rev` and its full commit id.
+
+    `upstream` is what the lock records: a URL, a local path, or "embedded". `mirror`, when given, is a
+    local clone used as the object source instead of the network (the lock still says `upstream`)."""
+    validate_rev(rev)
+    if mirror is not None:
+        src = Source(Path(mirror), upstream)
+        src.recorded = upstream
+        return src, src.resolve(rev)
+    if upstream == EMBEDDED:
+        path, _ = materialize_mini_upstream()
+        src = Source(path, EMBEDDED)
+        return src, src.resolve(rev)
+    if is_url(upstream):
+        return _open_url(upstream, rev)
+    path = Path(upstream).expanduser()
+    if not path.exists():
+        raise UpstreamError(f"upstream {upstream!r} is neither an existing directory nor a git URL",
+                            "pass --upstream https://github.com/ggml-org/ggml, a local clone path, or 'embedded'")
+    src = Source(path.resolve(), str(path.resolve()))
+    return src, src.resolve(rev)
