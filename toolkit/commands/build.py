@@ -1,13 +1,124 @@
-"""`ggml-vendor build` (placeholder: being implemented; see the issue list)."""
+"""`ggml-vendor build`: the host variant, or the whole matrix (`--all`), in parallel and cached."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+from rich.markup import escape
+from rich.table import Table
 
-from ..app import app
+from .. import ui
+from ..app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
+from ..builders.stage import BuildReport, NothingToBuildError, Prepared, execute, prepare
+from ..config import load
+from ..errors import BuildError
+
+_STYLE = {"built": "green", "up-to-date": "green", "skipped": "yellow", "failed": "red", "interrupted": "red",
+          "planned": "cyan"}
 
 
-@app.command("build", help="(not implemented yet)")
-def build() -> None:
-    typer.echo("ggml-vendor build: not implemented yet", err=True)
-    raise typer.Exit(1)
+def _print_plan(prep: Prepared) -> None:
+    plan = prep.plan
+    proj = plan.project
+    ui.out.print(f"[bold]build plan[/] for {escape(proj.name)} (op id uid {proj.uid}, from build.toml + "
+                 f"{len(proj.python_files)} python files + vendor/)")
+    shown: set[str] = set()
+    for v in plan.variants:
+        head = f"[bold]{v.name}[/] -> {v.out_dir}/{v.so_name}"
+        if not v.status.buildable:
+            ui.out.print(f"{head}\n  [yellow]skipped:[/] {escape(v.status.reason)}")
+            if not v.steps:
+                continue
+            ui.out.print("  would run (toolchain not on this host):")
+        else:
+            how = v.status.executor
+            if v.status.env:
+                how += f", torch {v.status.env.version} ({v.status.env.python})"
+            if v.status.toolkit:
+                how += f", {v.status.toolkit.backend} {v.status.toolkit.full_version} ({v.status.toolkit.compiler})"
+            ui.out.print(f"{head}\n  [green]build[/] with {escape(how)}; archs {list(v.archs)}")
+        for sid in v.steps:
+            s = plan.steps[sid]
+            if sid in shown:
+                ui.out.print(f"    = {escape(s.label)} [dim](shared, see {sid})[/]")
+                continue
+            shown.add(sid)
+            ui.out.print(f"    {sid}: {escape(s.label)}")
+            ui.out.print(f"      [dim]{escape(' '.join(s.argv))}[/]")
+        for note in v.notes:
+            ui.out.print(f"  note: {escape(note)}")
+    buildable = plan.buildable()
+    steps = plan.steps_for(buildable)
+    ui.out.print(f"{len(buildable)} variant(s) to build here with {len(steps)} distinct step(s) "
+                 f"(before cache hits); {len(plan.variants) - len(buildable)} skipped.")
+
+
+def _print_report(report: BuildReport) -> None:
+    table = Table(title="ggml-vendor build")
+    table.add_column("variant", no_wrap=True)
+    table.add_column("result")
+    table.add_column("time", justify="right")
+    table.add_column("compiled / cached", justify="right")
+    table.add_column("detail")
+    for r in report.results:
+        style = _STYLE.get(r.result, "white")
+        detail = r.reason if r.result != "built" and r.result != "up-to-date" else f"{r.out_dir} ({r.id})"
+        counts = f"{r.compiles} / {r.hits}" if r.result not in ("skipped",) else ""
+        time_s = f"{r.seconds:.1f}s" if r.result not in ("skipped",) else ""
+        table.add_row(r.name, f"[{style}]{r.result}[/]", time_s, counts, escape(detail))
+    ui.out.print(table)
+    s = report.stats
+    ui.out.print(f"{s.compiler_invocations} compiler invocation(s), {s.cache_hits} cache hit(s), {s.seconds:.2f}s")
+    for r in report.failed:
+        if r.tail:
+            ui.err.print(f"[red]{r.name}[/]: {escape(r.failed_step)} failed; last lines (full log: {r.log}):")
+            ui.err.print(escape(r.tail), markup=False)
+
+
+def _build(project, all_variants: bool, patterns: list[str], jobs: int | None, dry_run: bool,  # type: ignore[no-untyped-def]
+           as_json: bool, create_envs: bool) -> None:
+    cfg = load(project)
+    prep = prepare(cfg, all_variants=all_variants, patterns=tuple(patterns), create_envs=create_envs and not dry_run)
+    if dry_run:
+        if as_json:
+            ui.emit_json({"dry_run": True, **prep.plan.to_json()})
+        else:
+            _print_plan(prep)
+        return
+    buildable = [v for v in prep.plan.variants if v.status.buildable]
+    if not buildable:
+        reasons = "; ".join(f"{v.name}: {v.status.reason}" for v in prep.plan.variants[:3])
+        raise NothingToBuildError(f"nothing to build on this host ({reasons})",
+                                  "see `ggml-vendor variants`, or build where the toolchain exists")
+    report = execute(prep, jobs=jobs, progress=not as_json)
+    if as_json:
+        ui.emit_json(report.to_json())
+    else:
+        _print_report(report)
+    if report.failed:
+        names = ", ".join(r.name for r in report.failed)
+        raise BuildError(f"{len(report.failed)} variant(s) failed: {names}",
+                         f"see the log(s) under {prep.cache / 'logs'}; build/ keeps their previous state")
+
+
+@app.command("build", help=(
+    "Build build/<variant>/ (metadata.json, <id>.abi3.so, __init__.py, _ops.py) from the rendered project. "
+    "Without options: the variant of this environment's torch + CUDA toolkit. --all: every variant of the "
+    "matrix this host can build (the others are reported with the reason). Kernel objects that do not "
+    "depend on torch are compiled once and shared by all torch versions; unchanged variants are cache hits. "
+    "Exit codes: 0 ok, 7 a variant failed, 10 nothing buildable here, 130 interrupted."))
+def build(
+    project: ProjectOpt = None,
+    all_variants: Annotated[bool, typer.Option("--all", help="Every variant of the matrix (variants/*.toml).")] = False,
+    variant: Annotated[list[str], typer.Option("--variant", "-v",
+                                               help="Only variants whose name matches this glob (repeatable).")] = [],  # noqa: B006
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1,
+                                             help="Parallel compiler invocations (default: CPU count).")] = None,
+    create_envs: Annotated[bool, typer.Option("--create-envs", help=(
+        "Create missing per-torch-version environments (venv + torch from the matrix's [torch-index]).")
+    )] = False,
+    dry_run: DryRunOpt = False,
+    json_: JsonOpt = False,
+) -> None:
+    run_guarded(_build, project, all_variants, variant, jobs, dry_run, json_, create_envs)

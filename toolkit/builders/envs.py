@@ -1,0 +1,325 @@
+"""What this host can build with: compiler toolkits (nvcc, hipcc, Metal), nix, and one torch environment per
+torch version (the current interpreter's own torch, plus isolated venvs created once and reused).
+
+Detection avoids importing torch (seconds) on the hot path: torch's version comes from torch/version.py read
+as text, and the facts that need a real import (include dirs, C++ ABI) are probed once per environment in a
+subprocess and cached, keyed by the torch install's version file, so a no-op `build --all` stays fast.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import BuildError
+
+_VERSION_LINE = re.compile(r"^(?P<key>__version__|cuda|hip)\s*(?::\s*[^=]+)?=\s*(?P<val>.+)$", re.M)
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    """A GPU compiler toolkit: CUDA (nvcc) or ROCm (hipcc)."""
+
+    backend: str  # cuda | rocm
+    version: str  # "13.0"
+    root: str  # toolkit root (include/, lib64/ under it)
+    compiler: str  # path of nvcc / hipcc
+    full_version: str = ""  # e.g. "13.0.88" (goes into cache keys and provenance)
+    archs: tuple[str, ...] = ()  # what the compiler can target: sm_75 ... / gfx...
+
+    @property
+    def major(self) -> int:
+        return int(self.version.split(".")[0])
+
+    @property
+    def minor(self) -> int:
+        return int(self.version.split(".")[1])
+
+
+@dataclass(frozen=True)
+class TorchEnv:
+    """A Python environment with one torch build in it."""
+
+    python: str  # interpreter path
+    version: str  # "2.14.1+cu130"
+    torch_dir: str  # site-packages/torch
+    cuda: str | None = None  # torch.version.cuda
+    hip: str | None = None
+    managed: bool = False  # created by us under the envs dir
+    # Probed (one torch import per environment, cached): compile/link facts.
+    include_dirs: tuple[str, ...] = ()
+    lib_dir: str = ""
+    python_include: str = ""
+    cxx11_abi: bool = True
+
+    @property
+    def torch_minor(self) -> str:
+        major, minor = self.version.split("+")[0].split(".")[:2]
+        return f"{major}.{minor}"
+
+    @property
+    def compute(self) -> str:
+        if self.cuda:
+            return "cu" + "".join(self.cuda.split(".")[:2])
+        if self.hip:
+            return "rocm" + "".join(self.hip.split(".")[:2])
+        return "metal" if sys.platform == "darwin" else "cpu"
+
+    @property
+    def cxx_standard(self) -> str:
+        # kernel-builder: C++17 for torch < 2.12, C++20 from 2.12 on (hub-contract.md §4.6).
+        major, minor = (int(x) for x in self.torch_minor.split("."))
+        return "c++20" if (major, minor) >= (2, 12) else "c++17"
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    os: str
+    cpu: str
+    toolkits: tuple[Toolkit, ...] = ()
+    envs: tuple[TorchEnv, ...] = ()
+    metal: bool = False
+    nix: str | None = None
+    cxx: str | None = None  # host C++ compiler for bindings and links
+    cxx_version: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def system(self) -> str:
+        return f"{self.cpu}-{self.os}"
+
+
+def host_platform() -> tuple[str, str]:
+    cpu = {"arm64": "aarch64", "AMD64": "x86_64", "amd64": "x86_64"}.get(platform.machine(), platform.machine())
+    return platform.system().lower(), cpu
+
+
+# --- torch environments --------------------------------------------------------------------------------
+
+def default_envs_dir() -> Path:
+    if os.environ.get("GGML_VENDOR_ENVS"):
+        return Path(os.environ["GGML_VENDOR_ENVS"])
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("ggml-vendor")) / "envs"
+
+
+def env_dir_name(torch_minor: str, compute: str) -> str:
+    return f"torch{torch_minor.replace('.', '')}-{compute}"
+
+
+def read_torch_version(torch_dir: Path) -> tuple[str, str | None, str | None] | None:
+    """(version, cuda, hip) from torch/version.py without importing torch."""
+    try:
+        text = (torch_dir / "version.py").read_text()
+    except OSError:
+        return None
+    found = {m["key"]: m["val"].strip() for m in _VERSION_LINE.finditer(text)}
+    if "__version__" not in found:
+        return None
+
+    def unquote(v: str | None) -> str | None:
+        return None if v in (None, "None") else v.strip("'\"")  # type: ignore[union-attr]
+
+    return unquote(found["__version__"]) or "", unquote(found.get("cuda")), unquote(found.get("hip"))
+
+
+def _current_torch_dir() -> Path | None:
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+_PROBE = r"""
+import json, sys, sysconfig, torch, torch.utils.cpp_extension as ce
+dev = "cuda" if torch.version.cuda else ("cuda" if torch.version.hip else "cpu")
+try:
+    incs = ce.include_paths(device_type=dev)
+except TypeError:  # older torch: include_paths(cuda: bool)
+    incs = ce.include_paths(dev == "cuda")
+import os
+print(json.dumps({
+  "include_dirs": [p for p in incs if p.startswith(os.path.dirname(torch.__file__))],
+  "lib_dir": os.path.join(os.path.dirname(torch.__file__), "lib"),
+  "python_include": sysconfig.get_paths()["include"],
+  "cxx11_abi": bool(torch.compiled_with_cxx11_abi()),
+}))
+"""
+
+
+def probe_env(python: str, torch_dir: Path, cache_file: Path) -> dict:
+    """Compile/link facts of one torch environment: from the cache when torch/version.py is unchanged, else
+    from one subprocess that imports torch."""
+    stat = (torch_dir / "version.py").stat()
+    key = hashlib.sha256(f"{os.path.realpath(python)}\0{torch_dir}\0{stat.st_mtime_ns}\0{stat.st_size}".encode()).hexdigest()
+    try:
+        cached = json.loads(cache_file.read_text())
+    except (OSError, ValueError):
+        cached = {}
+    if key in cached:
+        return cached[key]
+    env = dict(os.environ, TORCH_CPP_LOG_LEVEL="ERROR")
+    proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise BuildError(f"cannot probe torch in {python}: {proc.stderr.strip().splitlines()[-1:]}",
+                         "repair or delete that environment")
+    facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    cached[key] = facts
+    cache_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache_file.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(cached, indent=1, sort_keys=True))
+    tmp.replace(cache_file)
+    return facts
+
+
+def _env_at(python: str, torch_dir: Path, managed: bool) -> TorchEnv | None:
+    found = read_torch_version(torch_dir)
+    if not found:
+        return None
+    version, cuda, hip = found
+    return TorchEnv(python=python, version=version, torch_dir=str(torch_dir), cuda=cuda, hip=hip, managed=managed)
+
+
+def discover_envs(envs_dir: Path | None = None) -> tuple[TorchEnv, ...]:
+    """The current interpreter's torch first, then each managed venv under envs_dir (one per torch
+    version and compute tag). Nothing is imported; call `with_probe` before compiling against one."""
+    found: list[TorchEnv] = []
+    here = _current_torch_dir()
+    if here is not None:
+        env = _env_at(sys.executable, here, managed=False)
+        if env:
+            found.append(env)
+    envs_dir = envs_dir or default_envs_dir()
+    for version_py in sorted(glob.glob(str(envs_dir / "*" / "lib" / "python3*" / "site-packages" / "torch" / "version.py"))):
+        torch_dir = Path(version_py).parent
+        venv = torch_dir.parents[3]
+        python = venv / "bin" / "python"
+        env = _env_at(str(python), torch_dir, managed=True) if python.exists() else None
+        if env and all((e.torch_minor, e.compute) != (env.torch_minor, env.compute) for e in found):
+            found.append(env)
+    return tuple(found)
+
+
+def with_probe(env: TorchEnv, cache_file: Path) -> TorchEnv:
+    from dataclasses import replace
+
+    facts = probe_env(env.python, Path(env.torch_dir), cache_file)
+    return replace(env, include_dirs=tuple(facts["include_dirs"]), lib_dir=facts["lib_dir"],
+                   python_include=facts["python_include"], cxx11_abi=facts["cxx11_abi"])
+
+
+@dataclass(frozen=True)
+class EnvPlan:
+    """How an isolated torch environment for a variant would be created."""
+
+    path: Path
+    commands: tuple[tuple[str, ...], ...]
+
+
+def plan_env(torch_minor: str, compute: str, index: str, envs_dir: Path | None = None) -> EnvPlan:
+    path = (envs_dir or default_envs_dir()) / env_dir_name(torch_minor, compute)
+    python = str(path / "bin" / "python")
+    return EnvPlan(path, (
+        (sys.executable, "-m", "venv", str(path)),
+        (python, "-m", "pip", "install", "--quiet", f"torch=={torch_minor}.*", "--index-url", index),
+    ))
+
+
+def create_env(plan: EnvPlan) -> None:
+    """Create the venv next to its final place and rename it in, so a failed install leaves nothing."""
+    if (plan.path / "bin" / "python").exists():
+        return
+    staging = plan.path.with_name(plan.path.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        for cmd in plan.commands:
+            cmd = tuple(c.replace(str(plan.path), str(staging)) for c in cmd)
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
+                raise BuildError(f"creating torch environment {plan.path.name} failed: {tail[0]}",
+                                 "check that the torch index is reachable, or set [torch-index] in the matrix")
+        staging.rename(plan.path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    # venv scripts embed their own path: a renamed venv still runs `bin/python` fine, which is all we use.
+
+
+# --- toolkits ------------------------------------------------------------------------------------------
+
+_NVCC_RELEASE = re.compile(r"release (\d+)\.(\d+), V([\d.]+)")
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def _cuda_roots() -> list[Path]:
+    roots: list[Path] = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            roots.append(Path(os.environ[var]))
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        roots.append(Path(os.path.realpath(nvcc)).parent.parent)
+    roots += [Path(p) for p in sorted(glob.glob("/usr/local/cuda-*"))] + [Path("/usr/local/cuda"), Path("/opt/cuda")]
+    unique: list[Path] = []
+    for r in roots:
+        r = Path(os.path.realpath(r))
+        if (r / "bin" / "nvcc").exists() and (r / "include" / "cuda_runtime.h").exists() and r not in unique:
+            unique.append(r)
+    return unique
+
+
+def detect_cuda_toolkits() -> tuple[Toolkit, ...]:
+    found: dict[str, Toolkit] = {}
+    for root in _cuda_roots():
+        nvcc = str(root / "bin" / "nvcc")
+        m = _NVCC_RELEASE.search(_run([nvcc, "--version"]))
+        if not m:
+            continue
+        version = f"{m[1]}.{m[2]}"
+        archs = tuple(_run([nvcc, "--list-gpu-code"]).split())
+        found.setdefault(version, Toolkit("cuda", version, str(root), nvcc, m[3], archs))
+    return tuple(found.values())
+
+
+def detect_rocm_toolkits() -> tuple[Toolkit, ...]:
+    hipcc = shutil.which("hipcc") or ("/opt/rocm/bin/hipcc" if Path("/opt/rocm/bin/hipcc").exists() else None)
+    if not hipcc:
+        return ()
+    root = Path(os.path.realpath(hipcc)).parent.parent
+    m = re.search(r"HIP version: (\d+)\.(\d+)", _run([hipcc, "--version"]))
+    if not m:
+        return ()
+    return (Toolkit("rocm", f"{m[1]}.{m[2]}", str(root), hipcc, m.group(0).split(": ")[1]),)
+
+
+def detect_host(envs_dir: Path | None = None) -> HostFacts:
+    os_, cpu = host_platform()
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")
+    cxx_version = _run([cxx, "--version"]).splitlines()[0] if cxx else ""
+    metal = os_ == "darwin" and bool(shutil.which("xcrun")) and bool(_run(["xcrun", "-f", "metal"]).strip())
+    return HostFacts(
+        os=os_, cpu=cpu,
+        toolkits=detect_cuda_toolkits() + detect_rocm_toolkits(),
+        envs=discover_envs(envs_dir),
+        metal=metal,
+        nix=shutil.which("nix"),
+        cxx=cxx, cxx_version=cxx_version,
+    )

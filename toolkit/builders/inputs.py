@@ -1,0 +1,210 @@
+"""Reads the rendered project that a build consumes: build.toml (validated by the `kernels` package's own
+parser), the Python package under torch-ext/<module>/, the vendor lock, and the source identity (the hash of
+every input file) that names the build's op namespace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+
+from ..config import Config
+from ..errors import BuildError
+from .cache import sha256_file
+from .plan import HEADER_SUFFIXES, SOURCE_SUFFIXES, KernelSection, ProjectInputs
+
+DEFAULT_PYEXT = ("py", "pyi")
+# Files that make up the vendored upstream and our patches: hashed into the source identity so an edited
+# vendored file changes the namespace and misses the cache even when the lock did not change.
+VENDOR_GLOBS = ("vendor/ggml/**/*", "vendor/patches/*", "vendor/UPSTREAM")
+
+
+def _tuple(table: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = table.get(key, [])
+    return tuple(str(v) for v in value)
+
+
+def validate_build_toml(root: Path, memo: Path | None) -> None:
+    """kernels._rust.Build.open on the rendered build.toml; remembered per content hash because importing
+    `kernels` costs half a second (a no-op build must stay fast)."""
+    text = (root / "build.toml").read_bytes()
+    digest = hashlib.sha256(text).hexdigest()
+    if memo is not None:
+        try:
+            if digest in json.loads(memo.read_text()):
+                return
+        except (OSError, ValueError):
+            pass
+    from kernels._rust import Build  # deferred: heavy import
+
+    try:
+        Build.open(str(root))
+    except Exception as exc:
+        raise BuildError(f"build.toml is rejected by kernels' parser: {exc}",
+                         "re-run `ggml-vendor render` (or fix build.toml)") from None
+    if memo is not None:
+        try:
+            seen = json.loads(memo.read_text())
+        except (OSError, ValueError):
+            seen = []
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        memo.write_text(json.dumps(sorted(set(seen) | {digest})[-64:]))
+
+
+def _kernel_sections(doc: dict[str, Any]) -> tuple[KernelSection, ...]:
+    out = []
+    for name, t in (doc.get("kernel") or {}).items():
+        out.append(KernelSection(
+            name=name, backend=str(t.get("backend")), depends=_tuple(t, "depends"), src=_tuple(t, "src"),
+            include=_tuple(t, "include"), cxx_flags=_tuple(t, "cxx-flags"), cuda_flags=_tuple(t, "cuda-flags"),
+            hip_flags=_tuple(t, "hip-flags"), cuda_capabilities=_tuple(t, "cuda-capabilities"),
+            rocm_archs=_tuple(t, "rocm-archs"),
+        ))
+    return tuple(out)
+
+
+def python_files(root: Path, module: str, pyext: tuple[str, ...]) -> tuple[str, ...]:
+    base = root / "torch-ext" / module
+    if not (base / "__init__.py").is_file():
+        raise BuildError(f"torch-ext/{module}/__init__.py is missing", "run `ggml-vendor render`")
+    exts = set(DEFAULT_PYEXT) | set(pyext)
+    found = []
+    for p in sorted(base.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix.lstrip(".") in exts:
+            found.append(p.relative_to(base).as_posix())
+    return tuple(found)
+
+
+def source_files(root: Path, inputs: ProjectInputs) -> list[str]:
+    """Every file whose content defines the build: build.toml, sources listed in it, files in the kernel
+    include dirs that are sources or headers, the Python package, and the vendor tree."""
+    files = {"build.toml", *inputs.torch_src}
+    for sec in inputs.kernels:
+        files.update(sec.src)
+        for inc in sec.include:
+            d = root / inc
+            if d.is_dir():
+                for p in d.rglob("*"):
+                    if p.is_file() and p.suffix in SOURCE_SUFFIXES + HEADER_SUFFIXES:
+                        files.add(p.relative_to(root).as_posix())
+    for inc in inputs.torch_include:
+        d = root / inc
+        if d.is_dir():
+            files.update(p.relative_to(root).as_posix() for p in d.glob("*") if p.is_file()
+                         and p.suffix in HEADER_SUFFIXES)
+    files.update(f"torch-ext/{inputs.module}/{f}" for f in inputs.python_files)
+    for pattern in VENDOR_GLOBS:
+        files.update(p.relative_to(root).as_posix() for p in root.glob(pattern) if p.is_file())
+    reg = root / "torch-ext" / "registration.h"
+    if reg.is_file():
+        files.add("torch-ext/registration.h")
+    return sorted(files)
+
+
+def source_identity(root: Path, files: list[str]) -> str:
+    h = hashlib.sha256()
+    for rel in files:
+        p = root / rel
+        if not p.is_file():
+            raise BuildError(f"build input {rel} does not exist", "run `ggml-vendor render` (and `sync`)")
+        h.update(rel.encode() + b"\0" + sha256_file(p).encode() + b"\n")
+    return h.hexdigest()
+
+
+def load_project(cfg: Config, *, memo: Path | None = None, tool_version: str = "0.1.0") -> ProjectInputs:
+    root = cfg.root
+    path = root / "build.toml"
+    if not path.is_file():
+        raise BuildError(f"{path} does not exist", "run `ggml-vendor render` first")
+    validate_build_toml(root, memo)
+    doc = tomlkit.parse(path.read_text()).unwrap()
+    general = doc.get("general", {})
+    torch = doc.get("torch")
+    if torch is None:
+        raise BuildError("build.toml has no [torch] section", "an AOT torch extension needs [torch] src = [...]")
+    name = str(general.get("name", cfg.name))
+    if name != cfg.name:
+        raise BuildError(f"build.toml names the kernel {name!r} but pyproject.toml says {cfg.name!r}",
+                         "re-run `ggml-vendor render`")
+    module = name.replace("-", "_")
+    proj = ProjectInputs(
+        root=root, name=name, module=module, version=int(general.get("version", cfg.version)),
+        license=str(general.get("license", cfg.license)), upstream=general.get("upstream", cfg.upstream),
+        backends=_tuple(general, "backends"), torch_src=_tuple(torch, "src"),
+        torch_include=_tuple(torch, "include"), torch_cxx_flags=_tuple(torch, "cxx-flags"),
+        kernels=_kernel_sections(doc),
+        python_files=python_files(root, module, _tuple(torch, "pyext")),
+        source_id="0" * 64,
+        has_registration_h=(root / "torch-ext" / "registration.h").is_file(),
+        tool_version=tool_version,
+    )
+    from dataclasses import replace
+
+    return replace(proj, source_id=source_identity(root, source_files(root, proj)))
+
+
+# --- provenance ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Provenance:
+    upstream_url: str | None
+    upstream_commit: str | None
+    layout: str | None
+    patches: tuple[str, ...]
+    lock_sha256: str | None
+    kernel_commit: str | None  # this repository's HEAD
+    kernel_dirty: bool
+    vendor_dirty: bool | None  # vendored files differ from the lock (None: no lock to compare with)
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def read_provenance(root: Path) -> Provenance:
+    """Upstream pin from vendor/UPSTREAM (toolkit.lock), vendor/ against it (toolkit.vendor_tree), and this
+    repository's HEAD and dirty state (kernel-builder's `kernel` provenance)."""
+    from ..errors import VendorStateError
+    from ..lock import read_lock
+    from ..vendor_tree import check_vendor_dir
+
+    vendor = root / "vendor"
+    try:
+        lock = read_lock(vendor)
+    except VendorStateError as exc:
+        raise BuildError(f"cannot read the vendor lock: {exc.message}", exc.remedy) from None
+    head = None
+    dirty = False
+    if _git(root, "rev-parse", "--is-inside-work-tree") == "true":
+        head = _git(root, "rev-parse", "HEAD")
+        # kernel-builder's notion: tracked files changed (untracked files do not count).
+        dirty = bool(_git(root, "status", "--porcelain", "--untracked-files=no", "--", "."))
+    lock_file = vendor / "UPSTREAM"
+    return Provenance(
+        upstream_url=lock.upstream if lock else None,
+        upstream_commit=lock.commit if lock else None,
+        layout=lock.layout if lock else None,
+        patches=tuple(p.name for p in lock.patches) if lock else (),
+        lock_sha256=sha256_file(lock_file) if lock_file.is_file() else None,
+        kernel_commit=head if head and len(head) in (40, 64) else None,
+        kernel_dirty=dirty,
+        vendor_dirty=bool(check_vendor_dir(vendor, lock)) if lock else None,
+    )
+
+
+def toolchain_env() -> dict[str, str]:
+    """Environment for compiler subprocesses: deterministic locale, no colour codes in logs."""
+    env = dict(os.environ)
+    env.update(LC_ALL="C", LANG="C", TERM="dumb")
+    return env

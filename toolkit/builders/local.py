@@ -1,0 +1,490 @@
+"""The local executor: runs a BuildPlan's steps on this host in parallel through the build cache, then
+assembles each variant into build/<variant>/ atomically (staged next to it, swapped into place).
+
+Each step is a compiler invocation whose result is cached by content (cache.py); a step shared by several
+variants (a torch-independent kernel object) runs once. A variant whose inputs and output are unchanged is
+left alone ("up-to-date") without a single compiler invocation and without importing torch or kernels.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import BuildError, Interrupted
+from .cache import BuildCache, digest_strings, parse_depfile
+from .inputs import Provenance, toolchain_env
+from .plan import BuildPlan, Step, VariantPlan
+
+STAGE_PREFIX = "."  # staging dirs are hidden siblings of the variant dirs: build/.<variant>.tmp-XXXX
+LOG_TAIL_LINES = 25
+
+# kernel-builder's registration.h (hub-contract.md §4.3), supplied when the project does not ship its own.
+REGISTRATION_H = """\
+// registration.h supplied by ggml-vendor build (same macros as kernel-builder's, from vLLM).
+#pragma once
+#include <Python.h>
+
+#define _CONCAT(A, B) A##B
+#define CONCAT(A, B) _CONCAT(A, B)
+#define _STRINGIFY(A) #A
+#define STRINGIFY(A) _STRINGIFY(A)
+
+// Expand NAME first so that it can be the TORCH_EXTENSION_NAME macro.
+#define TORCH_LIBRARY_EXPAND(NAME, MODULE) TORCH_LIBRARY(NAME, MODULE)
+#define TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)
+
+// An empty Python module named NAME (limited-API safe): the ops live in torch.ops.NAME.
+#define REGISTER_EXTENSION(NAME)                                                   \\
+  PyMODINIT_FUNC CONCAT(PyInit_, NAME)() {                                         \\
+    static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, STRINGIFY(NAME),   \\
+                                        nullptr, 0, nullptr};                      \\
+    return PyModule_Create(&module);                                               \\
+  }
+"""
+
+# kernel-builder's _ops.py (hub-contract.md §4.2), written when torch-ext/<module>/ has no _ops.py.
+OPS_PY = '''\
+import torch
+from . import {ops_id}
+ops = torch.ops.{ops_id}
+
+
+def add_op_namespace_prefix(op_name: str) -> str:
+    """Prefix op by namespace."""
+    return f"{ops_id}::{{op_name}}"
+'''
+OPS_TOKEN = "@OPS_NAME@"  # in a rendered _ops.py, replaced by the build's op id (CMake configure_file style)
+
+
+@dataclass
+class StepResult:
+    step: Step
+    key: str = ""
+    entry: Path | None = None
+    hit: bool = False
+    ok: bool = True
+    seconds: float = 0.0
+    output: str = ""
+    error: str = ""
+
+
+@dataclass
+class VariantResult:
+    name: str
+    result: str  # built | up-to-date | skipped | failed | planned | interrupted
+    reason: str = ""
+    out_dir: str = ""
+    id: str = ""
+    archs: tuple[str, ...] = ()
+    seconds: float = 0.0
+    compiles: int = 0  # compiler invocations run for this variant (shared ones counted for each user)
+    hits: int = 0
+    log: str = ""
+    failed_step: str = ""
+    tail: str = ""
+
+    def to_json(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+@dataclass
+class RunStats:
+    compiler_invocations: int = 0
+    cache_hits: int = 0
+    seconds: float = 0.0
+    per_tool: dict[str, int] = field(default_factory=dict)
+
+
+def b64_sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return base64.b64encode(h.digest()).decode()
+
+
+def variant_intact(out: Path) -> bool:
+    """build/<variant>/ exactly as its metadata digest says: same file set, same bytes."""
+    try:
+        meta = json.loads((out / "metadata.json").read_text())
+        files = meta["digest"]["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    present = {p.relative_to(out).as_posix() for p in out.rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    present -= {"metadata.json", "metadata.json.sigstore"}
+    if present != set(files):
+        return False
+    return all(b64_sha256_file(out / rel) == want for rel, want in files.items())
+
+
+def clean_stale_stages(build_dir: Path) -> None:
+    """Staging dirs left by a killed build (SIGKILL skips our cleanup) are removed on the next run."""
+    if build_dir.is_dir():
+        for p in build_dir.glob(f"{STAGE_PREFIX}*.tmp-*"):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def swap_into_place(stage: Path, final: Path) -> None:
+    """Make `stage` the new `final` in one step where the OS allows (renameat2 RENAME_EXCHANGE), so readers
+    see the old variant or the new one, never a missing or half-written one."""
+    from ..vendor_tree import exchange
+
+    if final.exists():
+        if exchange(stage, final):
+            shutil.rmtree(stage, ignore_errors=True)  # stage now holds the old variant
+            return
+        old = final.with_name(f"{STAGE_PREFIX}{final.name}.tmp-old{os.getpid()}")
+        os.rename(final, old)
+        os.rename(stage, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(stage, final)
+
+
+def embed_metallib(metallib: Path, header: Path, ops_id: str) -> None:
+    """The metallib as a C array plus a createLibrary helper (kernel-builder's metallib_to_header.py shape)."""
+    data = metallib.read_bytes()
+    rows = [", ".join(f"0x{b:02x}" for b in data[i:i + 16]) for i in range(0, len(data), 16)]
+    header.write_text(
+        "#pragma once\n#import <Metal/Metal.h>\n"
+        f"namespace {ops_id}_metal {{\nstatic const unsigned char metallib_data[] = {{\n  "
+        + ",\n  ".join(rows) + f"\n}};\nstatic const unsigned long metallib_data_len = {len(data)};\n"
+        "inline id<MTLLibrary> createLibrary(id<MTLDevice> device, NSError** error) {\n"
+        "  dispatch_data_t d = dispatch_data_create(metallib_data, metallib_data_len, nil,\n"
+        "                                           DISPATCH_DATA_DESTRUCTOR_DEFAULT);\n"
+        "  return [device newLibraryWithData:d error:error];\n}\n}\n")
+
+
+class LocalExecutor:
+    def __init__(self, plan: BuildPlan, cache: BuildCache, *, jobs: int, provenance: Provenance,
+                 log_dir: Path, gen_dir: Path, lock_sha: str = "", progress: bool = True) -> None:
+        self.plan = plan
+        self.cache = cache
+        self.jobs = max(1, jobs)
+        self.prov = provenance
+        self.log_dir = log_dir
+        self.gen_dir = gen_dir
+        self.lock_sha = lock_sha
+        self.progress = progress
+        self.root = plan.project.root
+        self.stats = RunStats()
+        self._procs: set[subprocess.Popen] = set()
+        self._lock = threading.Lock()
+        self._cancel = threading.Event()
+        self._results: dict[str, StepResult] = {}
+
+    # -- one step -----------------------------------------------------------------------------------------
+    def step_key(self, step: Step) -> str:
+        parts = ["ggml-vendor-step-v1", step.kind, step.toolchain, *step.argv]
+        for rel in step.inputs:
+            h = self.cache.file_hash(rel)
+            if h is None:
+                raise BuildError(f"{rel} (input of {step.label}) does not exist", "run `ggml-vendor render`")
+            parts.append(f"{rel}={h}")
+        parts.append(f"lock={self.lock_sha}")
+        parts += [self._results[a].key for a in step.after]
+        return digest_strings(*parts)
+
+    def _run_step(self, step: Step) -> StepResult:
+        res = StepResult(step)
+        if self._cancel.is_set():
+            res.ok, res.error = False, "interrupted"
+            return res
+        try:
+            res.key = self.step_key(step)
+        except BuildError as exc:
+            res.ok, res.error = False, exc.one_line()
+            return res
+        kind = step.id.split("-")[0]
+        entry = self.cache.lookup(kind, res.key)
+        if entry is not None:
+            res.entry, res.hit = entry.path, True
+            return res
+        tmp = Path(tempfile.mkdtemp(prefix=f"{step.id}.", dir=self.cache.root / "tmp"))
+        t0 = time.monotonic()
+        try:
+            out, dep = tmp / step.output, tmp / (step.output + ".d")
+            inputs = [str(self._results[a].entry / self.plan.steps[a].output) for a in step.after]  # type: ignore[operator]
+            argv: list[str] = []
+            for a in step.argv:
+                if a == "{inputs}":
+                    argv += inputs
+                else:
+                    argv.append(a.replace("{out}", str(out)).replace("{dep}", str(dep)))
+            if step.tool == "python":  # in-process helper (not a compiler invocation)
+                embed_metallib(Path(inputs[0]), out, argv[-1])
+                rc, text = 0, ""
+            else:
+                rc, text = self._spawn(argv)
+                with self._lock:
+                    self.stats.compiler_invocations += 1
+                    self.stats.per_tool[step.tool] = self.stats.per_tool.get(step.tool, 0) + 1
+            res.seconds = time.monotonic() - t0
+            res.output = f"$ {' '.join(argv)}\n{text}"
+            if self._cancel.is_set():
+                res.ok, res.error = False, "interrupted"
+            elif rc != 0 or not out.is_file():
+                res.ok, res.error = False, f"{step.tool} exited with status {rc}"
+            else:
+                deps = parse_depfile(dep.read_text()) if dep.is_file() else []
+                entry = self.cache.store(kind, res.key, {step.output: out}, deps,
+                                         {"label": step.label, "seconds": round(res.seconds, 3)})
+                res.entry = entry.path
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return res
+
+    def _spawn(self, argv: list[str]) -> tuple[int, str]:
+        try:
+            # Own session: Ctrl-C reaches us, and we stop the compilers we started (and only those).
+            proc = subprocess.Popen(argv, cwd=self.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, errors="replace", env=toolchain_env(), start_new_session=True)
+        except OSError as exc:
+            return 127, f"cannot run {argv[0]}: {exc}"
+        with self._lock:
+            self._procs.add(proc)
+        try:
+            text, _ = proc.communicate()
+        finally:
+            with self._lock:
+                self._procs.discard(proc)
+        return proc.returncode, text
+
+    def _kill_all(self) -> None:
+        with self._lock:
+            procs = list(self._procs)
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    # -- the run ------------------------------------------------------------------------------------------
+    def run(self, variants: tuple[VariantPlan, ...]) -> list[VariantResult]:
+        t_start = time.monotonic()
+        (self.cache.root / "tmp").mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.gen_dir.mkdir(parents=True, exist_ok=True)
+        reg = self.gen_dir / "registration.h"
+        if not reg.is_file() or reg.read_text() != REGISTRATION_H:
+            reg.write_text(REGISTRATION_H)
+        clean_stale_stages(self.root / "build")
+        steps = self.plan.steps_for(variants)
+        pending = {s.id: s for s in steps}
+        users: dict[str, list[VariantPlan]] = {}
+        for v in variants:
+            for sid in v.steps:
+                users.setdefault(sid, []).append(v)
+        results: dict[str, VariantResult] = {}
+        t_variant = {v.name: time.monotonic() for v in variants}
+        progress, tasks = self._progress(variants)
+        failed: dict[str, StepResult] = {}
+        try:
+            with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+                running: dict[Future, str] = {}
+                while pending or running:
+                    for sid, s in list(pending.items()):
+                        if len(running) >= self.jobs:
+                            break
+                        bad = [a for a in s.after if a in failed]
+                        if bad:
+                            failed[sid] = failed[bad[0]]
+                            pending.pop(sid)
+                            continue
+                        if all(a in self._results for a in s.after):
+                            running[pool.submit(self._run_step, s)] = sid
+                            pending.pop(sid)
+                    if not running:
+                        continue
+                    finished, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        sid = running.pop(fut)
+                        res = fut.result()
+                        if res.ok:
+                            self._results[sid] = res
+                            if res.hit:
+                                with self._lock:
+                                    self.stats.cache_hits += 1
+                        else:
+                            failed[sid] = res
+                        for v in users.get(sid, []):
+                            if progress is not None:
+                                progress.advance(tasks[v.name])
+                                progress.update(tasks[v.name], description=f"{v.name}: {res.step.label}")
+                    # Assemble every variant whose link is done (in this thread: renames are ours alone).
+                    for v in variants:
+                        if v.name in results or v.link is None:
+                            continue
+                        if v.link in self._results:
+                            results[v.name] = self._assemble(v, t_variant[v.name])
+                            if progress is not None:
+                                progress.update(tasks[v.name], completed=len(v.steps) + 1,
+                                                description=f"{v.name}: {results[v.name].result}")
+        except KeyboardInterrupt:
+            self._cancel.set()
+            self._kill_all()
+            raise Interrupted("build interrupted", "no variant in build/ was half-written; re-run to continue") from None
+        finally:
+            if progress is not None:
+                progress.stop()
+        for v in variants:
+            results.setdefault(v.name, self._failed(v, failed, t_variant[v.name]))
+        self.stats.seconds = time.monotonic() - t_start
+        out = [results[v.name] for v in variants]
+        for v, r in zip(variants, out):
+            self._write_log(v, r)
+        return out
+
+    def _progress(self, variants):  # type: ignore[no-untyped-def]
+        from .. import ui
+
+        if not self.progress or not ui.err.is_terminal:
+            return None, {}
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), console=ui.err, transient=True)
+        tasks = {v.name: progress.add_task(v.name, total=len(v.steps) + 1) for v in variants}
+        progress.start()
+        return progress, tasks
+
+    def _counts(self, v: VariantPlan) -> tuple[int, int]:
+        rs = [self._results[s] for s in v.steps if s in self._results]
+        return (sum(1 for r in rs if not r.hit and r.step.compiles), sum(1 for r in rs if r.hit))
+
+    def _failed(self, v: VariantPlan, failed: dict[str, StepResult], t0: float) -> VariantResult:
+        first = next((failed[s] for s in v.steps if s in failed), None)
+        compiles, hits = self._counts(v)
+        if first is None or first.error == "interrupted":
+            return VariantResult(v.name, "interrupted" if first else "failed", "stopped before completion",
+                                 v.out_dir, v.ops_id, v.archs, time.monotonic() - t0, compiles, hits,
+                                 str(self.log_dir / f"{v.name}.log"))
+        tail = "\n".join(first.output.strip().splitlines()[-LOG_TAIL_LINES:])
+        return VariantResult(v.name, "failed", f"{first.step.label}: {first.error}", v.out_dir, v.ops_id, v.archs,
+                             time.monotonic() - t0, compiles, hits, str(self.log_dir / f"{v.name}.log"),
+                             first.step.label, tail)
+
+    def _write_log(self, v: VariantPlan, r: VariantResult) -> None:
+        lines = [f"# {v.name}: {r.result} {r.reason}".rstrip()]
+        for sid in v.steps:
+            res = self._results.get(sid)
+            step = self.plan.steps[sid]
+            if res is None:
+                lines.append(f"## {step.label}: not completed")
+                continue
+            state = "cache hit" if res.hit else f"ran in {res.seconds:.1f}s"
+            lines.append(f"## {step.label}: {state} (key {res.key[:16]})")
+            if res.output:
+                lines.append(res.output.rstrip())
+        if r.tail:
+            lines += ["## failing step output (tail)", r.tail]
+        (self.log_dir / f"{v.name}.log").write_text("\n".join(lines) + "\n")
+
+    # -- assembling build/<variant>/ ------------------------------------------------------------------------
+    def _python_files(self, v: VariantPlan) -> dict[str, bytes]:
+        proj = self.plan.project
+        base = self.root / "torch-ext" / proj.module
+        files: dict[str, bytes] = {}
+        for rel in proj.python_files:
+            data = (base / rel).read_bytes()
+            if rel == "_ops.py":
+                data = data.replace(OPS_TOKEN.encode(), v.ops_id.encode())
+            files[rel] = data
+        if "_ops.py" not in files:
+            files["_ops.py"] = OPS_PY.format(ops_id=v.ops_id).encode()
+        return files
+
+    def metadata(self, v: VariantPlan) -> dict:
+        """metadata.json without its digest (hub-contract.md §2.6). Our own provenance rides in
+        provenance["ggml-vendor"] (kernels 0.17.2 accepts the extra key; the upstream revision has no
+        standard field)."""
+        proj, prov, st = self.plan.project, self.prov, v.status
+        ours: dict = {
+            "version": proj.tool_version,
+            "upstream": {"url": prov.upstream_url, "commit": prov.upstream_commit, "layout": prov.layout},
+            "patches": list(prov.patches),
+            "vendor-dirty": prov.vendor_dirty,
+            "lock-sha256": prov.lock_sha256,
+            "source-id": proj.source_id,
+            "torch": st.env.version if st.env else None,
+            "toolkit": (f"{st.toolkit.backend} {st.toolkit.full_version or st.toolkit.version}"
+                        if st.toolkit else None),
+        }
+        provenance: dict = {"kernel-builder": {"version": f"ggml-vendor {proj.tool_version}"}}
+        if prov.kernel_commit:
+            provenance["kernel"] = {"commit": prov.kernel_commit, "dirty": prov.kernel_dirty}
+        provenance["ggml-vendor"] = ours
+        meta: dict = {
+            "name": proj.name, "id": v.ops_id, "version": proj.version, "license": proj.license,
+            "python-depends": [],
+            "backend": {"type": v.variant.backend, "archs": list(v.archs)},
+            "provenance": provenance,
+        }
+        if proj.upstream and "://" in proj.upstream:
+            meta["upstream"] = proj.upstream
+        return meta
+
+    def _assemble(self, v: VariantPlan, t0: float) -> VariantResult:
+        link = self._results[v.link]  # type: ignore[index]
+        py = self._python_files(v)
+        meta = self.metadata(v)
+        stamp = digest_strings(link.key, *(f"{k}={hashlib.sha256(d).hexdigest()}" for k, d in sorted(py.items())),
+                               json.dumps(meta, sort_keys=True))
+        final = self.root / v.out_dir
+        compiles, hits = self._counts(v)
+        log = str(self.log_dir / f"{v.name}.log")
+        old = self.cache.read_stamp(v.name) or {}
+        if old.get("stamp") == stamp and variant_intact(final):
+            return VariantResult(v.name, "up-to-date", "", v.out_dir, v.ops_id, v.archs,
+                                 time.monotonic() - t0, compiles, hits, log)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{v.name}.tmp-", dir=final.parent))
+        try:
+            shutil.copy2(link.entry / v.so_name, stage / v.so_name)  # type: ignore[operator]
+            for rel, data in py.items():
+                (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+                (stage / rel).write_bytes(data)
+            from kernels._rust import Digest, DigestAlgorithm, Metadata  # deferred: heavy import
+
+            digest = Digest.hash_variant(DigestAlgorithm.SHA256, str(stage))  # computed last
+            meta["digest"] = {"algorithm": "sha256", "files": dict(sorted(digest.files.items()))}
+            text = json.dumps(meta, indent=2) + "\n"
+            try:
+                Metadata.from_bytes(text.encode())
+            except Exception as exc:
+                raise BuildError(f"{v.name}: generated metadata.json is rejected by kernels: {exc}",
+                                 "report this as a ggml-vendor bug") from None
+            (stage / "metadata.json").write_text(text)
+            os.chmod(stage, 0o755)
+            swap_into_place(stage, final)
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+        self.cache.write_stamp(v.name, {"stamp": stamp, "id": v.ops_id, "link-key": link.key})
+        return VariantResult(v.name, "built", "", v.out_dir, v.ops_id, v.archs, time.monotonic() - t0,
+                             compiles, hits, log)
+
+
+def _main(argv: list[str]) -> int:
+    if len(argv) == 4 and argv[0] == "embed-metallib":
+        embed_metallib(Path(argv[1]), Path(argv[2]), argv[3])
+        return 0
+    print("usage: python -m toolkit.builders.local embed-metallib METALLIB HEADER OPS_ID", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1:]))

@@ -1,0 +1,104 @@
+"""The nix executor: where `nix` exists, hand the whole matrix to kernel-builder (hub-contract.md §7,
+prior-art.md B1) instead of compiling ourselves.
+
+It renders what kernel-builder needs next to our rendered tree — a flake.nix whose outputs come from
+`kernel-builder.lib.genKernelFlakeOutputs` — in a staging copy of the project, runs
+`nix run .#build-and-copy`, and moves each produced variant into build/ with the same atomic swap as the
+local executor. kernel-builder writes metadata.json, the digest and provenance itself.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .local import VariantResult, swap_into_place
+from .plan import BuildPlan, VariantPlan
+
+KERNEL_BUILDER_FLAKE = "github:huggingface/kernels"
+# What kernel-builder reads from a kernel source tree (everything else stays out of the nix store copy).
+COPIED = ("build.toml", "torch-ext", "csrc", "vendor/ggml", "vendor/UPSTREAM")
+
+FLAKE_TEMPLATE = """\
+{{
+  description = "{name}: ggml kernels vendored by ggml-vendor";
+
+  nixConfig = {{
+    extra-substituters = [ "https://huggingface.cachix.org" ];
+    extra-trusted-public-keys = [
+      "huggingface.cachix.org-1:ynTPbLS0W8ofXd9fDjk1KvoFky9K2jhxe6r4nXAkc/o="
+    ];
+  }};
+
+  inputs = {{
+    kernel-builder.url = "{builder}";
+  }};
+
+  outputs = {{ self, kernel-builder }}:
+    kernel-builder.lib.genKernelFlakeOutputs {{
+      inherit self;
+      path = ./.;
+    }};
+}}
+"""
+
+
+def render_flake(name: str, builder: str = KERNEL_BUILDER_FLAKE) -> str:
+    return FLAKE_TEMPLATE.format(name=name, builder=builder)
+
+
+@dataclass(frozen=True)
+class NixPlan:
+    flake: str
+    command: tuple[str, ...]
+    copied: tuple[str, ...]
+
+
+def plan_nix(plan: BuildPlan, nix: str, jobs: int, variants: tuple[VariantPlan, ...]) -> NixPlan:
+    cmd = (nix, "run", ".#build-and-copy", "-L", "--max-jobs", str(jobs))
+    return NixPlan(render_flake(plan.project.name), cmd, COPIED)
+
+
+class NixExecutor:
+    def __init__(self, plan: BuildPlan, host, jobs: int = 2) -> None:  # type: ignore[no-untyped-def]
+        self.plan = plan
+        self.nix = host.nix
+        self.jobs = jobs
+
+    def run(self, variants: tuple[VariantPlan, ...]) -> list[VariantResult]:
+        root = self.plan.project.root
+        np_ = plan_nix(self.plan, self.nix, self.jobs, variants)
+        t0 = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix=".nix-stage-", dir=root) as tmp:
+            stage = Path(tmp)
+            for rel in np_.copied:
+                src = root / rel
+                if src.is_dir():
+                    shutil.copytree(src, stage / rel)
+                elif src.is_file():
+                    (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(src, stage / rel)
+            (stage / "flake.nix").write_text(np_.flake)
+            # Flakes only see files tracked by git: make the staging copy its own repository.
+            subprocess.run(["git", "init", "-q"], cwd=stage, check=False)
+            subprocess.run(["git", "add", "-A"], cwd=stage, check=False)
+            proc = subprocess.run(list(np_.command), cwd=stage, capture_output=True, text=True)
+            results = []
+            for v in variants:
+                produced = stage / "build" / v.name
+                if proc.returncode == 0 and produced.is_dir():
+                    tmp_final = Path(tempfile.mkdtemp(prefix=f".{v.name}.tmp-", dir=root / "build"))
+                    shutil.rmtree(tmp_final)
+                    shutil.copytree(produced, tmp_final)
+                    swap_into_place(tmp_final, root / v.out_dir)
+                    results.append(VariantResult(v.name, "built", "via nix (kernel-builder)", v.out_dir,
+                                                 v.ops_id, v.archs, time.monotonic() - t0))
+                else:
+                    tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])
+                    results.append(VariantResult(v.name, "failed", f"nix build-and-copy exited {proc.returncode}",
+                                                 v.out_dir, v.ops_id, v.archs, time.monotonic() - t0, tail=tail))
+        return results

@@ -1,0 +1,414 @@
+"""The build plan: for each variant, which compile and link steps run, from which files, with which flags, and
+where the result goes — a printable value computed from the rendered build.toml and the host facts.
+
+Shape (issue 4, "Speed"): translation units of a `[kernel.*]` section that does not depend on torch are one
+step per (toolkit, arch set, flags) and are shared by every torch variant; only the binding (`[torch] src`)
+is compiled per torch environment, then one link per variant. Steps are deduplicated by their identity
+(toolchain + command line), so cu130 and cu132 variants built with the same nvcc share objects too.
+
+Nothing here runs a compiler. Command lines use project-relative paths (executors run them with the project
+root as cwd) and the placeholders {out}, {dep} and {inputs}, filled by the executor.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..errors import BuildError
+from ..variants import Status, Variant
+
+TOOL_VERSION_DEFAULT = "0.1.0"
+PY_LIMITED_API = "0x03090000"  # abi3 for CPython >= 3.9 (hub-contract.md §5)
+METAL_STD = "metal4.0"  # hub-contract.md §4.7
+MACOS_MIN = "26.0"
+SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".c", ".mm", ".m", ".metal")
+HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inc")
+
+
+@dataclass(frozen=True)
+class KernelSection:
+    """One `[kernel.<name>]` table of build.toml, as the executor needs it."""
+
+    name: str
+    backend: str
+    depends: tuple[str, ...]
+    src: tuple[str, ...]
+    include: tuple[str, ...] = ()
+    cxx_flags: tuple[str, ...] = ()
+    cuda_flags: tuple[str, ...] = ()
+    hip_flags: tuple[str, ...] = ()
+    cuda_capabilities: tuple[str, ...] = ()
+    rocm_archs: tuple[str, ...] = ()
+
+    @property
+    def torch_dependent(self) -> bool:
+        return "torch" in self.depends
+
+
+@dataclass(frozen=True)
+class ProjectInputs:
+    """Everything the plan reads from the rendered project (no file access after this point)."""
+
+    root: Path
+    name: str  # kernel name (dash-case)
+    module: str  # python module (underscored)
+    version: int
+    license: str
+    upstream: str | None
+    backends: tuple[str, ...]  # build.toml general.backends
+    torch_src: tuple[str, ...]
+    torch_include: tuple[str, ...]
+    torch_cxx_flags: tuple[str, ...]
+    kernels: tuple[KernelSection, ...]
+    python_files: tuple[str, ...]  # relative to torch-ext/<module>/
+    source_id: str  # sha256 over every build input file; the op id's uid is its first 7 hex digits
+    has_registration_h: bool = False
+    tool_version: str = TOOL_VERSION_DEFAULT
+
+    @property
+    def uid(self) -> str:
+        return self.source_id[:7]
+
+    def ops_id(self, backend: str) -> str:
+        """`_<module>_<backend>_<uid>` (hub-contract.md §2.5): op namespace = .so stem = metadata id."""
+        return f"_{self.module}_{backend}_{self.uid}"
+
+    def sections(self, backend: str) -> tuple[KernelSection, ...]:
+        return tuple(k for k in self.kernels if k.backend == backend)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One compiler invocation. `id` is its identity: same toolchain and command line = same step."""
+
+    id: str
+    kind: str  # compile | link | embed
+    tool: str  # nvcc | c++ | hipcc | metal | metallib | python
+    label: str
+    argv: tuple[str, ...]
+    output: str  # artefact file name
+    toolchain: str  # identity hashed into the cache key (compiler version, torch build, tool version)
+    inputs: tuple[str, ...] = ()  # project-relative files whose content is hashed into the key
+    after: tuple[str, ...] = ()  # step ids whose outputs feed this one ({inputs})
+    runnable: bool = True  # False: planned for a toolchain this host does not have
+
+    @property
+    def compiles(self) -> bool:
+        return self.tool != "python"
+
+
+@dataclass(frozen=True)
+class VariantPlan:
+    variant: Variant
+    status: Status
+    ops_id: str
+    out_dir: str  # project-relative, build/<variant>
+    steps: tuple[str, ...] = ()  # every step this variant needs (shared ones included)
+    link: str | None = None  # step id of the final .so
+    archs: tuple[str, ...] = ()  # metadata backend.archs: exactly what the steps compile
+    notes: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.variant.name
+
+    @property
+    def so_name(self) -> str:
+        return f"{self.ops_id}.abi3.so"
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    project: ProjectInputs
+    variants: tuple[VariantPlan, ...]
+    steps: dict[str, Step] = field(default_factory=dict)
+
+    def buildable(self) -> tuple[VariantPlan, ...]:
+        return tuple(v for v in self.variants if v.status.buildable and v.status.executor == "local")
+
+    def steps_for(self, variants: tuple[VariantPlan, ...]) -> list[Step]:
+        seen: dict[str, Step] = {}
+        for v in variants:
+            for sid in v.steps:
+                seen.setdefault(sid, self.steps[sid])
+        return list(seen.values())
+
+    def to_json(self) -> dict:
+        return {
+            "project": str(self.project.root),
+            "id_uid": self.project.uid,
+            "source_id": self.project.source_id,
+            "variants": [{
+                "name": v.name, "status": v.status.label, "reason": v.status.reason,
+                "executor": v.status.executor, "id": v.ops_id, "out_dir": v.out_dir,
+                "archs": list(v.archs), "steps": list(v.steps), "notes": list(v.notes),
+                "torch": v.status.env.version if v.status.env else None,
+                "toolkit": v.status.toolkit.full_version or v.status.toolkit.version if v.status.toolkit else None,
+            } for v in self.variants],
+            "steps": {s.id: {"tool": s.tool, "kind": s.kind, "label": s.label, "argv": list(s.argv),
+                             "runnable": s.runnable, "after": list(s.after)} for s in self.steps.values()},
+        }
+
+
+# --- CUDA capabilities ------------------------------------------------------------------------------------
+
+_CAP_RE = re.compile(r"^(\d+)\.(\d+)([af]?)(\+PTX)?$")
+
+
+def parse_capability(cap: str) -> tuple[str, bool]:
+    """"9.0a" -> ("90a", False); "12.0+PTX" -> ("120", True)."""
+    m = _CAP_RE.match(cap)
+    if not m:
+        raise BuildError(f"CUDA capability {cap!r} in build.toml is not X.Y[a|f][+PTX]",
+                         "fix cuda-capabilities (e.g. \"8.0\", \"9.0a\", \"12.0+PTX\")")
+    return f"{m[1]}{m[2]}{m[3]}", bool(m[4])
+
+
+def supported_capabilities(caps: tuple[str, ...], toolkit_archs: tuple[str, ...]) -> tuple[str, ...]:
+    """kernel-builder's loose intersection: keep what the toolkit can target (all when it is unknown)."""
+    if not toolkit_archs:
+        return caps
+    known = {a.removeprefix("sm_").removeprefix("compute_") for a in toolkit_archs}
+    return tuple(c for c in caps if re.sub(r"[af]$", "", parse_capability(c)[0]) in known)
+
+
+def gencode_flags(caps: tuple[str, ...]) -> tuple[str, ...]:
+    flags: list[str] = []
+    for cap in caps:
+        num, ptx = parse_capability(cap)
+        flags.append(f"-gencode=arch=compute_{num},code=sm_{num}")
+        if ptx:
+            flags.append(f"-gencode=arch=compute_{num},code=compute_{num}")
+    return tuple(flags)
+
+
+def sort_archs(archs: set[str] | tuple[str, ...]) -> tuple[str, ...]:
+    def key(a: str) -> tuple:
+        m = _CAP_RE.match(a)
+        return (0, int(m[1]), int(m[2]), m[3], bool(m[4])) if m else (1, 0, 0, a, False)
+    return tuple(sorted(set(archs), key=key))
+
+
+# --- planning ---------------------------------------------------------------------------------------------
+
+def _step_id(prefix: str, toolchain: str, argv: tuple[str, ...]) -> str:
+    blob = "\0".join((toolchain, *argv)).encode()
+    return f"{prefix}-{hashlib.sha256(blob).hexdigest()[:16]}"
+
+
+def _obj_name(src: str) -> str:
+    return src.replace("/", "__") + ".o"
+
+
+@dataclass(frozen=True)
+class _Tools:
+    """Concrete or symbolic (off-host) tool locations for one variant."""
+
+    compiler: str  # nvcc / hipcc
+    toolkit_root: str
+    toolkit_id: str
+    toolkit_archs: tuple[str, ...]
+    cxx: str
+    cxx_id: str
+    torch_includes: tuple[str, ...]
+    torch_lib: str
+    python_include: str
+    torch_id: str
+    cxx_standard: str
+    cxx11_abi: bool
+    runnable: bool
+
+
+def _tools_for(variant: Variant, status: Status, cxx: str | None, cxx_id: str) -> _Tools:
+    env, tk = status.env, status.toolkit
+    runnable = status.buildable and status.executor == "local"
+    major, minor = (int(x) for x in variant.torch.split("."))
+    std = "c++20" if (major, minor) >= (2, 12) else "c++17"
+    if env is not None and env.include_dirs:
+        torch_includes, torch_lib, py_inc = env.include_dirs, env.lib_dir, env.python_include
+        torch_id, std, abi = f"torch {env.version} @ {env.torch_dir}", env.cxx_standard, env.cxx11_abi
+    else:  # symbolic: what would be used once the environment exists
+        t = f"<torch {variant.torch} {variant.compute}>"
+        torch_includes = (f"{t}/include", f"{t}/include/torch/csrc/api/include")
+        torch_lib, py_inc, torch_id, abi = f"{t}/lib", "<python>/include", t, True
+    if tk is not None:
+        compiler, root, tk_id, archs = tk.compiler, tk.root, f"{tk.backend} {tk.full_version or tk.version}", tk.archs
+    else:
+        kind = {"cuda": "nvcc", "rocm": "hipcc"}.get(variant.backend, "xcrun")
+        root = f"<{variant.backend} {variant.toolkit or ''}>".replace(" >", ">")
+        compiler, tk_id, archs = f"{root}/bin/{kind}", root, ()
+    if variant.backend == "metal":
+        cxx, cxx_id = "clang++", "<xcode clang++>"
+    return _Tools(compiler, root, tk_id, archs, cxx or "c++", cxx_id, torch_includes, torch_lib, py_inc,
+                  torch_id, std, abi, runnable)
+
+
+def _binding_defines(backend: str, ops_id: str, abi: bool) -> tuple[str, ...]:
+    per_backend = {
+        "cuda": ("-DCUDA_KERNEL", "-DUSE_CUDA=1"),
+        "rocm": ("-DROCM_KERNEL", "-DUSE_ROCM=1", "-D__HIP_PLATFORM_AMD__=1"),
+        "metal": ("-DMETAL_KERNEL",),
+        "cpu": ("-DCPU_KERNEL",),
+    }[backend]
+    abi_flag = () if backend == "metal" else (f"-D_GLIBCXX_USE_CXX11_ABI={int(abi)}",)
+    return (f"-DTORCH_EXTENSION_NAME={ops_id}", f"-DPy_LIMITED_API={PY_LIMITED_API}", *per_backend, *abi_flag)
+
+
+def plan_variant(project: ProjectInputs, variant: Variant, status: Status, *, cxx: str | None = None,
+                 cxx_id: str = "", gen_include: str = "<gen>") -> tuple[VariantPlan, list[Step]]:
+    """The steps of one variant. Off-host variants get the same shape with symbolic tool paths and
+    runnable=False, so --dry-run shows the whole matrix."""
+    ops_id = project.ops_id(variant.backend)
+    out_dir = f"build/{variant.name}"
+    sections = project.sections(variant.backend)
+    if not sections:
+        reason = status.reason or f"build.toml has no [kernel.*] section with backend = \"{variant.backend}\""
+        return VariantPlan(variant, Status(False, reason), ops_id, out_dir), []
+    tools = _tools_for(variant, status, cxx, cxx_id)
+    tool_tag = f"ggml-vendor {project.tool_version}"
+    steps: list[Step] = []
+    notes: list[str] = []
+    archs: set[str] = set()
+    objects: list[str] = []
+    fpic = ("-Xcompiler", "-fPIC")
+    torch_side = tuple(f"-I{d}" for d in tools.torch_includes) + (f"-I{tools.python_include}",)
+
+    for sec in sections:
+        incs = tuple(f"-I{d}" for d in sec.include)
+        if variant.backend == "cuda":
+            caps = supported_capabilities(sec.cuda_capabilities, tools.toolkit_archs)
+            dropped = set(sec.cuda_capabilities) - set(caps)
+            if dropped:
+                notes.append(f"{sec.name}: {tools.toolkit_id} cannot target {', '.join(sort_archs(dropped))}")
+            if not caps:
+                return VariantPlan(variant, Status(False, f"[kernel.{sec.name}] cuda-capabilities "
+                                   f"{list(sec.cuda_capabilities)} has none that {tools.toolkit_id} supports"),
+                                   ops_id, out_dir), []
+            archs.update(caps)
+            arch_flags = gencode_flags(caps)
+        elif variant.backend == "rocm":
+            caps = sec.rocm_archs
+            archs.update(caps)
+            arch_flags = tuple(f"--offload-arch={a}" for a in caps)
+        else:
+            arch_flags = ()
+        # A section that does not depend on torch compiles without torch: the same object serves every
+        # torch version (the point of the split). One that does is compiled per torch environment.
+        per_torch = sec.torch_dependent
+        extra = (torch_side + (f"-D_GLIBCXX_USE_CXX11_ABI={int(tools.cxx11_abi)}",)) if per_torch else ()
+        tc_gpu = tools.toolkit_id + (f" | {tools.torch_id}" if per_torch else "") + f" | {tool_tag}"
+        tc_cxx = tools.cxx_id + (f" | {tools.torch_id}" if per_torch else "") + f" | {tool_tag}"
+        for src in sec.src:
+            if src.endswith(HEADER_SUFFIXES):
+                continue
+            if variant.backend == "metal" and src.endswith(".metal"):
+                continue  # handled below (shader library)
+            out = _obj_name(src)
+            if src.endswith(".cu") and variant.backend == "cuda":
+                argv = (tools.compiler, "-c", src, "-o", "{out}", "-MD", "-MF", "{dep}", *fpic, "-O3",
+                        "-DCUDA_KERNEL", "-DUSE_CUDA=1", *incs, *extra, *sec.cuda_flags, *arch_flags)
+                tool, tc = "nvcc", tc_gpu
+                label = f"nvcc {src} [{', '.join(sort_archs(caps))}]"
+            elif src.endswith(".cu") and variant.backend == "rocm":
+                argv = (tools.compiler, "-c", "-x", "hip", src, "-o", "{out}", "-MD", "-MF", "{dep}", "-fPIC",
+                        "-O3", "-DGGML_USE_HIP", "-DROCM_KERNEL", "-DUSE_ROCM=1", *incs, *extra,
+                        *sec.hip_flags, *arch_flags)
+                tool, tc = "hipcc", tc_gpu
+                label = f"hipcc {src} [{', '.join(caps)}]"
+            else:
+                lang = ("-x", "objective-c++", "-fobjc-arc") if src.endswith((".mm", ".m")) else ()
+                osx = (f"-mmacosx-version-min={MACOS_MIN}", "-arch", "arm64") if variant.backend == "metal" else ()
+                argv = (tools.cxx, "-c", *lang, src, "-o", "{out}", "-MD", "-MF", "{dep}", "-fPIC", "-O3",
+                        f"-std={tools.cxx_standard}", *osx, *incs, *extra, *sec.cxx_flags)
+                tool, tc = "c++", tc_cxx
+                label = f"c++ {src}"
+            if variant.backend == "metal" and src.endswith((".mm", ".m")):
+                # The Metal host code embeds this build's shader library (named after the op id), so it is
+                # compiled per id; hub-contract.md §4.7.
+                argv += (f"-I{gen_include}/{ops_id}", f"-DEMBEDDED_METALLIB_HEADER=\"{ops_id}_metallib.h\"",
+                         f"-DEMBEDDED_METALLIB_NAMESPACE={ops_id}_metal", *torch_side, "-DMETAL_KERNEL")
+                tc += f" | {tools.torch_id}"
+            sid = _step_id("obj", tc, argv)
+            steps.append(Step(sid, "compile", tool, label, argv, out, tc, inputs=(src,), runnable=tools.runnable))
+            objects.append(sid)
+        if variant.backend == "metal":
+            metal_srcs = [s for s in sec.src if s.endswith(".metal")]
+            airs = []
+            for src in metal_srcs:
+                argv = ("xcrun", "-sdk", "macosx", "metal", f"-std={METAL_STD}", "-O2",
+                        f"-mmacosx-version-min={MACOS_MIN}", *incs, "-c", src, "-o", "{out}", "-MD", "-MF", "{dep}")
+                sid = _step_id("air", "<xcrun metal>", argv)
+                steps.append(Step(sid, "compile", "metal", f"metal {src}", argv, _obj_name(src)[:-2] + ".air",
+                                  "<xcrun metal>", inputs=(src,), runnable=tools.runnable))
+                airs.append(sid)
+            if airs:
+                argv = ("xcrun", "-sdk", "macosx", "metallib", "{inputs}", "-o", "{out}")
+                lib = _step_id("metallib", "<xcrun metallib>", argv + tuple(airs))
+                steps.append(Step(lib, "link", "metallib", f"metallib {ops_id}.metallib", argv, f"{ops_id}.metallib",
+                                  "<xcrun metallib>", after=tuple(airs), runnable=tools.runnable))
+                emb_argv = ("python", "-m", "toolkit.builders.local", "embed-metallib", "{inputs}", "{out}", ops_id)
+                emb = _step_id("embed", tool_tag, emb_argv + (lib,))
+                steps.append(Step(emb, "embed", "python", f"embed {ops_id}.metallib as bytes", emb_argv,
+                                  f"{ops_id}_metallib.h", tool_tag, after=(lib,), runnable=tools.runnable))
+                notes.append(f"metallib compiled with -std={METAL_STD}: loads on macOS >= {MACOS_MIN} only")
+                # host objects include the header: make them wait for it
+                steps = [replace(s, after=s.after + (emb,)) if s.id in objects and s.tool == "c++" else s
+                         for s in steps]
+                archs.add("metal")
+
+    # The binding: per torch environment, with the op id baked in.
+    bind_objs: list[str] = []
+    for src in project.torch_src:
+        if src.endswith(HEADER_SUFFIXES):
+            continue
+        gen = () if project.has_registration_h else (f"-I{gen_include}",)
+        toolkit_inc = (f"-I{tools.toolkit_root}/include",) if variant.backend in ("cuda", "rocm") else ()
+        osx = (f"-mmacosx-version-min={MACOS_MIN}", "-arch", "arm64") if variant.backend == "metal" else ()
+        argv = (tools.cxx, "-c", src, "-o", "{out}", "-MD", "-MF", "{dep}", "-fPIC", "-O3",
+                f"-std={tools.cxx_standard}", "-fvisibility=hidden", *osx,
+                *(("-fno-gnu-unique",) if variant.os == "linux" else ()),
+                *_binding_defines(variant.backend, ops_id, tools.cxx11_abi),
+                *(f"-I{d}" for d in project.torch_include), *gen, *torch_side, *toolkit_inc,
+                *project.torch_cxx_flags)
+        tc = f"{tools.cxx_id} | {tools.torch_id} | {tools.toolkit_id} | {tool_tag}"
+        sid = _step_id("bind", tc, argv)
+        steps.append(Step(sid, "compile", "c++", f"c++ {src} (torch {variant.torch})", argv, _obj_name(src), tc,
+                          inputs=(src,), runnable=tools.runnable))
+        bind_objs.append(sid)
+
+    # The link: only the libraries kernel-builder links (not all of TORCH_LIBRARIES), no RPATH, so the
+    # extension reuses the copies torch already loaded (hub-contract.md §4.6).
+    libs = {
+        "cuda": ("-ltorch", "-ltorch_cpu", "-ltorch_cuda", "-lc10", "-lc10_cuda", f"-L{tools.toolkit_root}/lib64",
+                 "-lcudart"),
+        "rocm": ("-ltorch", "-ltorch_cpu", "-ltorch_hip", "-lc10", "-lc10_hip", f"-L{tools.toolkit_root}/lib",
+                 "-lamdhip64"),
+        "metal": ("-ltorch", "-ltorch_cpu", "-lc10", "-framework", "Metal", "-framework", "Foundation",
+                  "-undefined", "dynamic_lookup", f"-mmacosx-version-min={MACOS_MIN}", "-arch", "arm64"),
+        "cpu": ("-ltorch", "-ltorch_cpu", "-lc10"),
+    }[variant.backend]
+    link_argv = (tools.cxx, "-shared", "-o", "{out}", "{inputs}", f"-L{tools.torch_lib}", *libs)
+    tc = f"{tools.cxx_id} | {tools.torch_id} | {tools.toolkit_id} | {tool_tag}"
+    after = tuple(objects + bind_objs)
+    link_id = _step_id("link", tc, link_argv + after)
+    steps.append(Step(link_id, "link", "c++", f"link {ops_id}.abi3.so", link_argv, f"{ops_id}.abi3.so", tc,
+                      after=after, runnable=tools.runnable))
+    arch_list = sort_archs(archs - {"metal"}) if variant.backend != "rocm" else tuple(sorted(archs))
+    vp = VariantPlan(variant, status, ops_id, out_dir, tuple(s.id for s in steps), link_id, arch_list, tuple(notes))
+    return vp, steps
+
+
+def make_plan(project: ProjectInputs, judged: list[tuple[Variant, Status]], *, cxx: str | None = None,
+              cxx_id: str = "", gen_include: str = "<gen>") -> BuildPlan:
+    """The whole plan: one VariantPlan per variant (skipped ones keep their reason), steps deduplicated."""
+    steps: dict[str, Step] = {}
+    plans: list[VariantPlan] = []
+    for variant, status in judged:
+        vp, vsteps = plan_variant(project, variant, status, cxx=cxx, cxx_id=cxx_id, gen_include=gen_include)
+        for s in vsteps:
+            steps.setdefault(s.id, s)
+        plans.append(vp)
+    return BuildPlan(project, tuple(plans), steps)

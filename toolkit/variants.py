@@ -1,0 +1,244 @@
+"""The build matrix (variants/*.toml): variant names per the Hub grammar and each variant's status on this host.
+
+Pure: parsing and naming touch only the matrix file; `status` judges a variant against `HostFacts` that the
+caller detected (toolkit.builders.envs.detect_host), so every rule here is unit-testable without nvcc,
+hipcc, Xcode or a second torch.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import tomlkit
+
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .builders.envs import HostFacts, Toolkit, TorchEnv
+
+BACKENDS_WITH_TOOLKIT = ("cuda", "rocm")
+ALL_BACKENDS = ("cuda", "rocm", "metal", "cpu")
+SYSTEMS = ("x86_64-linux", "aarch64-linux", "aarch64-darwin", "x86_64-windows")
+_VERSION_RE = re.compile(r"^\d+\.\d+$")
+# hub-contract.md §2.1: torch<MAJ><MIN>[-cxx11]-<compute>-<cpu>-<os>
+NAME_RE = re.compile(
+    r"^torch(?P<tmaj>\d)(?P<tmin>\d+)(?P<cxx11>-cxx11)?-(?P<compute>cu\d+|rocm\d+|metal|cpu)"
+    r"-(?P<cpu>x86_64|aarch64)-(?P<os>linux|darwin|windows)$"
+)
+
+
+def _compact(version: str) -> str:
+    """"13.0" -> "130", "2.14" -> "214", "7.2" -> "72" (kernel-builder's tag spelling)."""
+    major, minor = version.split(".")
+    return f"{major}{minor}"
+
+
+@dataclass(frozen=True, order=True)
+class Variant:
+    """One cell of the matrix: a torch minor, a backend (+ toolkit version), a cpu and an os."""
+
+    torch: str  # "2.14"
+    backend: str  # cuda | rocm | metal | cpu
+    toolkit: str | None  # "13.0" for cuda, "7.2" for rocm, None otherwise
+    cpu: str  # x86_64 | aarch64
+    os: str  # linux | darwin | windows
+
+    @property
+    def compute(self) -> str:
+        if self.backend == "cuda":
+            return f"cu{_compact(self.toolkit or '')}"
+        if self.backend == "rocm":
+            return f"rocm{_compact(self.toolkit or '')}"
+        return self.backend
+
+    @property
+    def system(self) -> str:
+        return f"{self.cpu}-{self.os}"
+
+    @property
+    def name(self) -> str:
+        # The -cxx11 tag is kept on Linux only (hub-contract.md §2.1, #599).
+        cxx = "-cxx11" if self.os == "linux" else ""
+        return f"torch{_compact(self.torch)}{cxx}-{self.compute}-{self.cpu}-{self.os}"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def parse_name(name: str) -> Variant:
+    """The inverse of Variant.name; raises ConfigError for a name outside the grammar."""
+    m = NAME_RE.match(name)
+    if not m or (m["os"] == "linux") != bool(m["cxx11"]):
+        raise ConfigError(f"{name!r} is not a variant name", "use e.g. torch214-cxx11-cu130-x86_64-linux")
+    compute = m["compute"]
+    backend, toolkit = compute, None
+    for prefix, be in (("cu", "cuda"), ("rocm", "rocm")):
+        if compute.startswith(prefix) and compute[len(prefix):].isdigit():
+            digits = compute[len(prefix):]
+            backend, toolkit = be, f"{digits[:-1]}.{digits[-1]}"
+    return Variant(f"{m['tmaj']}.{m['tmin']}", backend, toolkit, m["cpu"], m["os"])
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """The parsed matrix file: variants in file order plus where torch comes from per backend."""
+
+    path: Path
+    variants: tuple[Variant, ...]
+    torch_index: dict[str, str] = field(default_factory=dict)
+
+    def index_for(self, variant: Variant) -> str:
+        template = self.torch_index.get(variant.backend, "https://pypi.org/simple")
+        return template.replace("{compute}", variant.compute)
+
+    def select(self, patterns: tuple[str, ...] | list[str] | None) -> tuple[Variant, ...]:
+        """Variants whose name matches any glob; no patterns = all. A pattern matching nothing is an error
+        (a typo must not silently build nothing)."""
+        if not patterns:
+            return self.variants
+        for pat in patterns:
+            if not any(fnmatch.fnmatchcase(v.name, pat) for v in self.variants):
+                raise ConfigError(
+                    f"--variant {pat!r} matches no variant of {self.path.name}",
+                    "run `ggml-vendor variants` to see the names",
+                )
+        return tuple(v for v in self.variants if any(fnmatch.fnmatchcase(v.name, p) for p in patterns))
+
+
+def _strings(value: Any, what: str, where: str) -> list[str]:
+    if not isinstance(value, list) or not value or not all(isinstance(x, str) for x in value):
+        raise ConfigError(f"{where}: {what} must be a non-empty list of strings", "fix the matrix file")
+    return list(value)
+
+
+def parse_matrix(text: str, path: Path) -> Matrix:
+    where = str(path)
+    try:
+        doc = tomlkit.parse(text).unwrap()
+    except Exception as exc:  # tomlkit raises several parse error types
+        raise ConfigError(f"{where}: not valid TOML ({exc})", "fix the matrix file") from None
+    if doc.get("schema", 1) != 1:
+        raise ConfigError(f"{where}: unsupported schema {doc.get('schema')!r}", "use schema = 1")
+    default_torch = doc.get("torch")
+    rows = doc.get("build")
+    if not isinstance(rows, list) or not rows:
+        raise ConfigError(f"{where}: no [[build]] rows", "add at least one [[build]] table")
+    seen: dict[str, Variant] = {}
+    for i, row in enumerate(rows):
+        here = f"{where} [[build]] #{i + 1}"
+        unknown = set(row) - {"backend", "torch", "toolkits", "systems"}
+        if unknown:
+            raise ConfigError(f"{here}: unknown key(s) {sorted(unknown)}", "use backend, torch, toolkits, systems")
+        backend = row.get("backend")
+        if backend not in ALL_BACKENDS:
+            raise ConfigError(f"{here}: backend {backend!r} is not one of {ALL_BACKENDS}", "fix the matrix file")
+        torches = _strings(row.get("torch", default_torch), "torch", here)
+        systems = _strings(row.get("systems"), "systems", here)
+        if backend in BACKENDS_WITH_TOOLKIT:
+            toolkits: list[str | None] = list(_strings(row.get("toolkits"), "toolkits", here))
+        elif "toolkits" in row:
+            raise ConfigError(f"{here}: backend {backend} takes no toolkits", "remove toolkits from this row")
+        else:
+            toolkits = [None]
+        for version in [*torches, *(t for t in toolkits if t)]:
+            if not _VERSION_RE.match(version):
+                raise ConfigError(f"{here}: version {version!r} is not MAJOR.MINOR", "write e.g. \"2.14\" or \"13.0\"")
+        for system in systems:
+            if system not in SYSTEMS:
+                raise ConfigError(f"{here}: system {system!r} is not one of {SYSTEMS}", "fix the matrix file")
+        if backend == "metal" and any(s != "aarch64-darwin" for s in systems):
+            raise ConfigError(f"{here}: metal variants exist only for aarch64-darwin", "fix systems")
+        for torch in torches:
+            for toolkit in toolkits:
+                for system in systems:
+                    cpu, os_ = system.split("-")
+                    v = Variant(torch, backend, toolkit, cpu, os_)
+                    seen.setdefault(v.name, v)  # duplicates across rows collapse to one variant
+    index = doc.get("torch-index", {})
+    if not isinstance(index, dict) or not all(isinstance(v, str) for v in index.values()):
+        raise ConfigError(f"{where}: [torch-index] must map backend -> index URL", "fix the matrix file")
+    return Matrix(path, tuple(seen.values()), dict(index))
+
+
+def load_matrix(path: Path) -> Matrix:
+    if not path.is_file():
+        raise ConfigError(f"variant matrix {path} does not exist",
+                          "create it (see variants/default.toml) or fix [tool.ggml-vendor].variants")
+    return parse_matrix(path.read_text(), path)
+
+
+# --- status on this host -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Status:
+    """Whether a variant can be built here and how; when not, `reason` says exactly what is missing."""
+
+    buildable: bool
+    reason: str  # "" when buildable by the local executor
+    executor: str | None = None  # "local" | "nix" | None
+    toolkit: Toolkit | None = None
+    env: TorchEnv | None = None
+
+    @property
+    def label(self) -> str:
+        return f"buildable ({self.executor})" if self.buildable else "skipped"
+
+
+def pick_toolkit(variant: Variant, toolkits: tuple[Toolkit, ...]) -> Toolkit | None:
+    """The toolkit that builds `variant`: same backend and major; the exact minor if present, else the
+    newest older minor of that major (its binaries run on the variant's newer runtime; a newer minor's
+    would not run on the older one)."""
+    want_major, want_minor = (int(x) for x in (variant.toolkit or "0.0").split("."))
+    usable = [t for t in toolkits if t.backend == variant.backend and t.major == want_major and t.minor <= want_minor]
+    return max(usable, key=lambda t: t.minor, default=None)
+
+
+def pick_env(variant: Variant, envs: tuple[TorchEnv, ...]) -> TorchEnv | None:
+    for env in envs:
+        if env.torch_minor == variant.torch and env.compute == variant.compute:
+            return env
+    return None
+
+
+def status(variant: Variant, host: HostFacts, *, enabled_backends: tuple[str, ...], index: str) -> Status:
+    """Judge one variant against the host. Order matters: the first unmet need is the one reported."""
+    if variant.backend not in enabled_backends:
+        return Status(False, f"backend {variant.backend} is not enabled ([tool.ggml-vendor].backends and "
+                             f"build.toml general.backends enable: {', '.join(enabled_backends) or 'none'})")
+    if host.nix:
+        # kernel-builder's Nix builds every variant of the host's system (hub-contract.md §7, prior-art B1).
+        if variant.system == host.system:
+            return Status(True, "", "nix")
+    if variant.os == "darwin" and host.os != "darwin":
+        return Status(False, f"needs macOS on Apple silicon with Xcode 26 and the Metal toolchain "
+                             f"(this host is {host.system})")
+    if variant.os != host.os:
+        return Status(False, f"needs a {variant.os} host (this host is {host.system})")
+    if variant.cpu != host.cpu:
+        return Status(False, f"needs an {variant.cpu} host: no cross-compilation (this host is {host.cpu})")
+    toolkit = None
+    if variant.backend == "metal":
+        if not host.metal:
+            return Status(False, "needs the Metal toolchain (`xcodebuild -downloadComponent MetalToolchain`)")
+    elif variant.backend in BACKENDS_WITH_TOOLKIT:
+        toolkit = pick_toolkit(variant, host.toolkits)
+        if toolkit is None:
+            found = ", ".join(f"{t.backend} {t.version}" for t in host.toolkits) or "none"
+            if variant.backend == "cuda":
+                major = (variant.toolkit or "").split(".")[0]
+                need = f"needs a CUDA toolkit {major}.0-{variant.toolkit} (nvcc) for {variant.compute}"
+            else:
+                need = f"needs ROCm {variant.toolkit} (hipcc)"
+            return Status(False, f"{need}; found: {found}")
+    env = pick_env(variant, host.envs)
+    if env is None:
+        what = {"cuda": f"for CUDA {variant.toolkit}", "rocm": f"for ROCm {variant.toolkit}"}.get(
+            variant.backend, f"({variant.backend})")
+        have = ", ".join(f"{e.version}" for e in host.envs) or "none"
+        return Status(False, f"needs torch {variant.torch} {what} from {index} "
+                             f"(torch environments here: {have}; `--create-envs` makes one)")
+    return Status(True, "", "local", toolkit, env)
