@@ -48,6 +48,12 @@ class Stat:
             return "–"
         return f"{self.median:.{digits}f}"
 
+    def fmt_spread(self, digits: int = 1) -> str:
+        """median (p10–p90)"""
+        if self.median is None or self.p10 is None:
+            return self.fmt(digits)
+        return f"{self.median:.{digits}f} ({self.p10:.{digits}f}–{self.p90:.{digits}f})"
+
 
 @dataclass
 class Timer:
@@ -95,7 +101,7 @@ class Timer:
             return Stat(None, note=f"host-bound: enqueue takes {host.median / 1000:.1f} ms, the spin cannot hide it")
         # Generous margin: the spin is sized in cycles at the calibrated clock, and the clock can move.
         spin_cycles = int((3.0 * host.p90 + 50.0) * self.cycles_per_us)
-        xs = []
+        xs, late = [], 0
         for _ in range(samples):
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             self.flush_l2()
@@ -103,9 +109,15 @@ class Timer:
             s.record()
             fn()
             e.record()
+            # If the GPU already passed the start event when the host got here, the spin ended before the call
+            # was fully enqueued (a call that blocks the host, e.g. a synchronising copy): host time leaked in.
+            late += bool(s.query())
             e.synchronize()
             xs.append(s.elapsed_time(e) * 1000.0)
-        return _stat(xs)
+        if late > samples // 2:
+            return Stat(None, note=f"host not hidden in {late}/{samples} samples: the call blocks the host "
+                                   f"(events {statistics.median(xs):.1f} µs include host time)")
+        return _stat(xs, note=f"host not hidden in {late}/{samples} samples" if late else "")
 
     def events_us(self, fn: Fn, samples: int = 3) -> Stat:
         """Plain events around a synchronised call (for calls too long for `hidden_us`): includes host time."""
@@ -170,6 +182,16 @@ class Timer:
             torch.cuda.synchronize()
             xs.append((time.perf_counter() - t0) * 1e6 / n)
         return _stat(xs, note=f"{n} calls")
+
+
+def host_yardstick(timer: Timer) -> float | None:
+    """Python µs per call of one tiny torch op (add, out=): how fast this host dispatches right now.
+    The VM's host speed drifts (perf-anchors-2.md pitfall 4), so per-call numbers are read against this."""
+    a = torch.ones(16, device="cuda")
+    b, c = a.clone(), torch.empty_like(a)
+    for _ in range(100):
+        torch.add(a, b, out=c)
+    return timer.loop_us(lambda: torch.add(a, b, out=c), n=2000, budget_s=0.3).median
 
 
 def _stat(xs: list[float], note: str = "") -> Stat:
