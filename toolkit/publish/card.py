@@ -1,0 +1,59 @@
+"""The Hub card (README.md on `main`): rendered from templates/card/README.md.j2 with the ops, the upstream
+pin and the variants being published."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from .. import __version__
+
+TEMPLATE = Path("card") / "README.md.j2"
+
+
+def public_functions(variant_dir: Path) -> list[str]:
+    """`__all__` of the variant's __init__.py, read without importing it (kernel-builder's fill-card rule)."""
+    init = variant_dir / "__init__.py"
+    try:
+        tree = ast.parse(init.read_text())
+    except (OSError, SyntaxError):
+        return []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            try:
+                return [str(x) for x in ast.literal_eval(node.value) if x != "layers"]
+            except ValueError:
+                return []
+    return []
+
+
+def _template_dir(cfg: Any) -> Path:
+    own = cfg.templates_dir / TEMPLATE
+    if own.is_file():
+        return cfg.templates_dir
+    # A project without its own card template (e.g. the demo workspace) uses the one shipped with the tool.
+    return Path(__file__).resolve().parents[2] / "templates"
+
+
+def render_card(cfg: Any, repo_id: str, variant_dirs: list[Path], lock: Any | None) -> str:
+    variants = []
+    for d in variant_dirs:
+        meta = json.loads((d / "metadata.json").read_text())
+        backend = meta.get("backend") or {}
+        variants.append({"name": d.name, "backend": backend.get("type", "?"), "archs": backend.get("archs") or []})
+    functions = next((f for f in (public_functions(d) for d in variant_dirs) if f), [])
+    upstream = {"url": cfg.upstream, "commit": "(not synced)", "date": "", "subject": ""}
+    patches: list[dict[str, str]] = []
+    if lock is not None:
+        upstream = {"url": lock.upstream, "commit": lock.commit, "date": lock.date, "subject": lock.subject}
+        patches = [{"name": p.name, "sha256": p.sha256} for p in lock.patches]
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_template_dir(cfg))),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    return env.get_template(TEMPLATE.as_posix()).render(
+        name=cfg.name, module=cfg.module, repo_id=repo_id, version=cfg.version, license=cfg.license,
+        ops=[op.name for op in cfg.ops], functions=functions, upstream=upstream, patches=patches,
+        variants=sorted(variants, key=lambda v: v["name"]), tool_version=__version__)

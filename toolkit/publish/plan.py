@@ -1,0 +1,173 @@
+"""The publish plan: what a push would add, delete and leave unchanged on each branch, decided by content
+hashes against the live tree. Pure: inputs are file listings, the output a printable value.
+
+Deletion rule (kernel-builder's upload.rs): on a branch that already exists only files under the variants
+being uploaded are deleted, so per-platform builders can publish independently; a brand-new branch starts
+from `main`, so anything under build/ or benchmarks/ that it inherited and that is not being uploaded goes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+ADD, DELETE, UNCHANGED = "add", "delete", "unchanged"
+CARD_PATH = "README.md"
+
+
+def git_blob_id(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    path_in_repo: str
+    local: str  # absolute path on disk ("" for generated content such as the card)
+    size: int
+    sha256: str
+    git_blob: str
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    path: str
+    size: int
+    blob_id: str
+    sha256: str | None  # LFS oid; None for a plain git blob
+
+
+@dataclass(frozen=True)
+class FileAction:
+    path: str
+    action: str
+    size: int
+    sha256: str = ""
+
+
+@dataclass(frozen=True)
+class BranchPlan:
+    branch: str
+    exists: bool
+    actions: tuple[FileAction, ...]
+
+    def of(self, kind: str) -> tuple[FileAction, ...]:
+        return tuple(a for a in self.actions if a.action == kind)
+
+    @property
+    def changes(self) -> tuple[FileAction, ...]:
+        return tuple(a for a in self.actions if a.action != UNCHANGED)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"branch": self.branch, "exists": self.exists,
+                **{k: [a.path for a in self.of(k)] for k in (ADD, DELETE, UNCHANGED)}}
+
+
+@dataclass(frozen=True)
+class PublishPlan:
+    repo_id: str
+    target: str  # "hub" or the git remote
+    version: int
+    variants: tuple[str, ...]
+    branches: tuple[BranchPlan, ...]
+    local: dict[str, LocalFile] = field(default_factory=dict)  # path_in_repo -> file (for execution)
+    card_text: str = ""  # README.md content for main (generated, so it has no file on disk)
+
+    @property
+    def is_noop(self) -> bool:
+        return not any(b.changes for b in self.branches)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"repo_id": self.repo_id, "target": self.target, "version": self.version,
+                "variants": list(self.variants), "branches": [b.to_json() for b in self.branches]}
+
+    def lines(self) -> list[str]:
+        out = [f"publish {self.repo_id} ({self.target}), version {self.version}: {', '.join(self.variants)}"]
+        for b in self.branches:
+            state = "existing" if b.exists else "new"
+            out.append(f"  branch {b.branch} ({state}): {len(b.of(ADD))} to add, {len(b.of(DELETE))} to delete, "
+                       f"{len(b.of(UNCHANGED))} unchanged")
+            for a in b.actions:
+                if a.action != UNCHANGED:
+                    out.append(f"    {'+' if a.action == ADD else '-'} {a.path}" + (f" ({a.size} B)" if a.action == ADD else ""))
+        return out
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _git_blob_file(path: Path) -> str:
+    h = hashlib.sha1(b"blob %d\0" % path.stat().st_size)
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def collect_variant_files(build_dir: Path, variants: Iterable[str]) -> list[LocalFile]:
+    """Every file of every variant as build/<variant>/<rel>, bytecode skipped (kernels never downloads it)."""
+    out = []
+    for v in variants:
+        base = build_dir / v
+        for f in sorted(p for p in base.rglob("*") if p.is_file()):
+            rel = f.relative_to(base).as_posix()
+            if "__pycache__" in rel.split("/") or rel.endswith(".pyc"):
+                continue
+            out.append(LocalFile(f"build/{v}/{rel}", str(f), f.stat().st_size, _sha256_file(f), _git_blob_file(f)))
+    return out
+
+
+def card_file(text: str) -> LocalFile:
+    data = text.encode()
+    return LocalFile(CARD_PATH, "", len(data), hashlib.sha256(data).hexdigest(), git_blob_id(data))
+
+
+def same_content(local: LocalFile, remote: RemoteFile) -> bool:
+    if remote.sha256:
+        return remote.sha256 == local.sha256 and remote.size == local.size
+    return remote.blob_id == local.git_blob
+
+
+def plan_branch(branch: str, local: list[LocalFile], remote: dict[str, RemoteFile] | None,
+                variants: Iterable[str], *, prune_prefixes: tuple[str, ...] = ("build/", "benchmarks/"),
+                base_for_new: dict[str, RemoteFile] | None = None) -> BranchPlan:
+    """Actions for one branch. `remote` is the branch's live tree (None: the branch does not exist yet and
+    will be created from `base_for_new`, e.g. main)."""
+    exists = remote is not None
+    tree = remote if remote is not None else (base_for_new or {})
+    actions: list[FileAction] = []
+    wanted = {f.path_in_repo: f for f in local}
+    for path, f in sorted(wanted.items()):
+        r = tree.get(path)
+        actions.append(FileAction(path, UNCHANGED if r is not None and same_content(f, r) else ADD, f.size, f.sha256))
+    stale = tuple(f"build/{v}/" for v in variants) if exists else prune_prefixes
+    for path, r in sorted(tree.items()):
+        if stale and path not in wanted and path.startswith(stale):
+            actions.append(FileAction(path, DELETE, r.size, r.sha256 or ""))
+    return BranchPlan(branch, exists, tuple(actions))
+
+
+def make_plan(*, repo_id: str, target: str, version: int, branch: str, variants: list[str],
+              files: list[LocalFile], card_text: str | None, remote_branch: dict[str, RemoteFile] | None,
+              remote_main: dict[str, RemoteFile] | None) -> PublishPlan:
+    """The whole publish: variants to `branch`, the card to main."""
+    card = card_file(card_text) if card_text is not None else None
+    branches = [plan_branch(branch, files, remote_branch, variants, base_for_new=remote_main)]
+    if card is not None:
+        branches.append(plan_branch("main", [card], remote_main, (), prune_prefixes=()))
+    local = {f.path_in_repo: f for f in files}
+    if card is not None:
+        local[card.path_in_repo] = card
+    return PublishPlan(repo_id, target, version, tuple(variants), tuple(branches), local, card_text or "")
+
+
+def batches(actions: tuple[FileAction, ...], size: int) -> list[tuple[FileAction, ...]]:
+    """Changes in commit-sized groups; a variant's files stay together where they fit (paths are sorted)."""
+    changes = [a for a in actions if a.action != UNCHANGED]
+    return [tuple(changes[i:i + size]) for i in range(0, len(changes), size)] if changes else []

@@ -1,0 +1,87 @@
+"""Refusals before anything is pushed: no variants, unverified or changed-since-verify builds, dirty builds
+or vendor/, mixed versions, Git LFS pointer stubs, a missing token. Offline and read-only."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import PublishError
+from ..verify.binaries import check_file
+from ..verify.runner import discover, stamp_verdict
+
+
+@dataclass(frozen=True)
+class Ready:
+    """What preflight established: the variants to ship, their shared version, the lock (for the card)."""
+
+    variant_dirs: tuple[Path, ...]
+    version: int
+    lock: Any | None
+
+
+def resolve_token(token: str | None) -> str:
+    """--token, else HF_TOKEN, else the token huggingface_hub stored at login. Never echoed anywhere."""
+    if token:
+        return token
+    env = os.environ.get("HF_TOKEN")
+    if env:
+        return env
+    try:
+        from huggingface_hub import get_token
+
+        stored = get_token()
+    except Exception:  # a broken token file is the same as none for this purpose
+        stored = None
+    if stored:
+        return stored
+    raise PublishError("no Hugging Face token: publishing needs write access",
+                       "set HF_TOKEN, pass --token, or run `hf auth login`")
+
+
+def preflight(cfg: Any, names: list[str] | None, *, build_dir: Path | None = None,
+              check_vendor: bool = True) -> Ready:
+    build_dir = build_dir or cfg.build_dir
+    dirs = discover(build_dir, names)
+    if not dirs:
+        raise PublishError(f"nothing to publish: no variants under {build_dir}", "run ggml-vendor build first")
+    problems: list[str] = []
+    versions: dict[Any, list[str]] = {}
+    for d in dirs:
+        ok, why = stamp_verdict(build_dir, d)
+        if not ok:
+            problems.append(f"{d.name} is unverified ({why})")
+        try:
+            meta = json.loads((d / "metadata.json").read_text())
+        except (OSError, ValueError):
+            problems.append(f"{d.name} has no readable metadata.json")
+            continue
+        versions.setdefault(meta.get("version"), []).append(d.name)
+        ours = (meta.get("provenance") or {}).get("ggml-vendor") or {}
+        if ours.get("dirty") is not False:
+            problems.append(f"{d.name} is a dirty build (provenance dirty={ours.get('dirty')!r})")
+        # Stubs are re-checked here even though verify passed: the tree may have been re-checked-out since.
+        for f in sorted(p for p in d.rglob("*") if p.is_file()):
+            with f.open("rb") as fh:
+                why = check_file(f.relative_to(d).as_posix(), fh.read(4096))
+            if why:
+                problems.append(f"{d.name}: {why}")
+    if len(versions) > 1:
+        problems.append("mixed versions: " + "; ".join(f"v{v}: {', '.join(n)}" for v, n in sorted(versions.items(), key=str)))
+    version = next(iter(versions)) if len(versions) == 1 else None
+    if version is not None and version != cfg.version:
+        problems.append(f"variants are version {version} but [tool.ggml-vendor] version is {cfg.version}")
+    lock = None
+    if check_vendor:
+        from ..verify.provenance import check_vendor_clean
+
+        findings, lock = check_vendor_clean(cfg)
+        problems += [f.message for f in findings if f.failed]
+    if problems:
+        shown = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
+        raise PublishError(f"refusing to publish, nothing was pushed: {shown}",
+                           "fix the build, run ggml-vendor verify, then publish again")
+    return Ready(tuple(dirs), int(version), lock)  # type: ignore[arg-type]
