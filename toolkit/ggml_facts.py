@@ -160,11 +160,14 @@ METAL_FA_VEC_MAX_NQ = 20  # exclusive
 METAL_FA_VEC_NWG = 32
 METAL_FA_VEC_MAX_NSG = 4
 METAL_FA_VEC_NCPSG = 32  # OP_FLASH_ATTN_EXT_VEC_NCPSG
-# (DK, DV) pairs with a kernel_flash_attn_ext_vec_<t>_dk<DK>_dv<DV> instance, and the KV types we bind
-# (bf16 exists only under GGML_METAL_HAS_BF16, which kernel-builder cannot pass to the Metal compiler).
+# (DK, DV) pairs with a kernel_flash_attn_ext_vec_<t>_dk<DK>_dv<DV> instance, and the KV types we bind.
+# bf16 instances exist only under GGML_METAL_HAS_BF16, which kernel-builder cannot pass to the Metal
+# compiler, so our one Metal translation unit (csrc/metal/ggml_metal_kernels.metal) defines it before
+# #including the vendored entries (METAL_DEFINES).
 METAL_FA_VEC_HEAD_DIMS = ((32, 32), (64, 64), (96, 96), (128, 128), (192, 128), (192, 192), (256, 256),
                           (320, 256), (512, 512), (576, 512))
-METAL_FA_VEC_KV_TYPES = ("f16", "f32")
+METAL_FA_VEC_KV_TYPES = ("f16", "f32", "bf16")
+METAL_DEFINES = ("GGML_METAL_HAS_BF16",)
 # The two source layouts (§8.3): the monolith up to the snapshot, per-op files after llama.cpp #26561.
 METAL_MONOLITH = "src/ggml-metal/ggml-metal.metal"
 METAL_SPLIT_DIR = "src/ggml-metal/kernels/"
