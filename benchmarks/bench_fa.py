@@ -54,11 +54,12 @@ def reference(x: dict) -> torch.Tensor:
     return (p @ v).transpose(1, 2)
 
 
-def parallel_blocks(occupancy: int, nsm: int, n_kv: int) -> int:
+def parallel_blocks(occupancy: int, nsm: int, n_kv: int, head_dim: int = D, n_heads: int = H, n_q: int = N_Q,
+                    batch: int = B) -> int:
     """launch_fattn's non-stream-k choice (fattn-common.cuh), re-stated: start at the occupancy, cap by the KV
     tiles (nbatch_fa = D for the vec kernel), raise while the last wave gets fuller, stop past 95%."""
-    ntiles_kv = (n_kv + D - 1) // D
-    ntiles_dst = N_Q * H * B
+    ntiles_kv = (n_kv + head_dim - 1) // head_dim
+    ntiles_dst = n_q * n_heads * batch  # ncols = 1: one query column per block
     pb = min(occupancy, ntiles_kv)
     per_wave = nsm * occupancy
     best_waves, best_eff = 0, 0

@@ -17,21 +17,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ("raw_shim.cu", "raw_gdn.cu", "raw_fa.cu")
-# Upstream files the harness TUs pull in (the include closures of ggml-upstream.md §1.5 and §3.1).
-VENDOR_FILES = (
-    "src/ggml-cuda/gated_delta_net.cu",
-    "src/ggml-cuda/gated_delta_net.cuh",
-    "src/ggml-cuda/common.cuh",
-    "src/ggml-cuda/fattn-vec.cuh",
-    "src/ggml-cuda/fattn-common.cuh",
-    "src/ggml-cuda/convert.cuh",
-    "src/ggml-cuda/vecdotq.cuh",
-    "src/ggml-cuda/vendors/cuda.h",
-    "src/ggml-common.h",
-    "src/ggml-impl.h",
-    "include/ggml.h",
-    "include/ggml-cuda.h",
-)
+# Upstream entry files the harness TUs #include (their closures: ggml-upstream.md §1.5 and §3.1).
+VENDOR_ENTRIES = ("src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/fattn-vec.cuh", "src/ggml-cuda/common.cuh")
+# Folders whose headers can be in those closures: all of them go into the build cache key.
+VENDOR_HASHED = ("include", "src", "src/ggml-cuda", "src/ggml-cuda/vendors")
 # ggml's own CUDA flags (ggml-upstream.md §1.7); no torch flags are involved since no torch header is used.
 NVCC_FLAGS = (
     "-std=c++17", "-O3", "-use_fast_math", "-extended-lambda",
@@ -96,7 +85,7 @@ def _arch() -> str:
 def build(vendor: Path, out_dir: Path, *, quiet: bool = True) -> Path:
     """Compile the harness into out_dir/<hash>/libraw_ggml.so (cached by content) and return its path."""
     vendor = Path(vendor).resolve()
-    missing = [f for f in VENDOR_FILES if not (vendor / f).exists()]
+    missing = [f for f in VENDOR_ENTRIES if not (vendor / f).exists()]
     if missing:
         raise RawUnavailable(f"{vendor} lacks {missing[0]} (and {len(missing) - 1} more): run `ggml-vendor sync` "
                              "or extract a ggml snapshot into vendor/ggml")
@@ -106,8 +95,10 @@ def build(vendor: Path, out_dir: Path, *, quiet: bool = True) -> Path:
     digest = hashlib.sha256()
     for f in SOURCES + ("raw_common.h",):
         digest.update((HERE / f).read_bytes())
-    for f in VENDOR_FILES:
-        digest.update((vendor / f).read_bytes())
+    for folder in VENDOR_HASHED:
+        for f in sorted((vendor / folder).glob("*")):
+            if f.is_file() and f.suffix in (".h", ".cuh", ".cu"):
+                digest.update(f.name.encode() + b"\0" + f.read_bytes())
     digest.update(" ".join(NVCC_FLAGS + tuple(gencode) + (nvcc,)).encode())
     build_dir = Path(out_dir).resolve() / digest.hexdigest()[:16]
     lib = build_dir / "libraw_ggml.so"

@@ -31,23 +31,20 @@ const ggml_cuda_device_info & ggml_cuda_info() {
         if (n > GGML_CUDA_MAX_DEVICES) {
             n = GGML_CUDA_MAX_DEVICES;
         }
-        out.device_count          = n;
-        out.physical_device_count = n;
+        // Only the fields upstream's launch paths read (cc, nsm, smem limits, warp size): the struct gains and
+        // loses others between pins (ggml-upstream.md §1.6), which stay value-initialised.
+        out.device_count = n;
         for (int d = 0; d < n; ++d) {
             cudaDeviceProp p{};
             if (cudaGetDeviceProperties(&p, d) != cudaSuccess) {
                 continue;
             }
-            auto & dev      = out.devices[d];
-            dev.cc          = 100 * p.major + 10 * p.minor;
-            dev.nsm         = p.multiProcessorCount;
-            dev.smpb        = p.sharedMemPerBlock;
-            dev.smpbo       = p.sharedMemPerBlockOptin;
-            dev.integrated  = p.integrated != 0;
-            dev.total_vram  = p.totalGlobalMem;
-            dev.warp_size   = p.warpSize;
-            dev.physical_device = d;
-            dev.physical_share_count = 1;
+            auto & dev     = out.devices[d];
+            dev.cc         = 100 * p.major + 10 * p.minor;
+            dev.nsm        = p.multiProcessorCount;
+            dev.smpb       = p.sharedMemPerBlock;
+            dev.smpbo      = p.sharedMemPerBlockOptin;
+            dev.warp_size  = p.warpSize;
         }
         return out;
     }();
