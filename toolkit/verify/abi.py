@@ -23,15 +23,22 @@ def check_abi(variant: str, so_files: list[Path], *, os_name: str, backend: str,
               macos: str | None = None) -> list[Finding]:
     import kernel_abi_check as kac  # imported here: a compiled wheel, only needed when verifying
 
+    from .objfile import binary_format
+
     findings: list[Finding] = []
     for so in so_files:
+        with so.open("rb") as fh:
+            if binary_format(fh.read(8)) is None:
+                findings.append(Finding(variant, "abi", FAIL, f"{so.name} is not an ELF/Mach-O binary; ABI unchecked",
+                                        "rebuild the variant (see the binaries finding)"))
+                continue
         try:
             obj = kac.ObjectFile(str(so))
-        except Exception as exc:  # the binding raises plain exceptions for unreadable files
+            py = obj.check_python_abi(PYTHON_ABI)
+        except Exception as exc:  # the binding raises plain ValueErrors for unreadable files
             findings.append(Finding(variant, "abi", FAIL, f"{so.name}: kernel-abi-check cannot read it ({exc})",
                                     "rebuild the variant"))
             continue
-        py = obj.check_python_abi(PYTHON_ABI)
         if py:
             findings.append(Finding(
                 variant, "abi", FAIL,
