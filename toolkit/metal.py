@@ -1,0 +1,384 @@
+"""The Metal build plan: vendored ggml .metal -> .air -> one metallib -> a C++ header holding its bytes.
+
+This is the offline compile kernel-builder performs for a `backend = "metal"` section (hub-contract.md
+§4.7: `metal -std=metal4.0 -O2 [-I...] -c` per .metal, `metallib` to link, `metallib_to_header.py` to
+embed), laid out as data so an executor (toolkit/builders) can run it where Xcode's Metal toolchain exists
+and `--dry-run`/`variants` can say exactly why it cannot run anywhere else.
+
+Both upstream layouts are supported (ggml-upstream.md §4.2, §8.3): the single `src/ggml-metal/ggml-metal.metal`
+of the snapshot and the per-op `src/ggml-metal/kernels/*.metal` files after llama.cpp #26561. Either way the
+one translation unit is our rendered `csrc/metal/ggml_metal_kernels.metal`, which #defines
+GGML_METAL_HAS_BF16 and #includes the vendored entries (kernel-builder cannot pass -D to the Metal
+compiler); GGML_METAL_EMBED_LIBRARY and GGML_METAL_HAS_TENSOR are never defined.
+
+API for the build executor:
+    sources = metal_sources(lock)                       # which vendored files, which layout
+    p = plan(root, sources, out_dir, name)               # MetalPlan: steps (argv), requirements, blockers
+    p.buildable / p.blockers                             # can this host run it, and if not, why
+    execute(p)                                           # run the steps (BuildError with the log tail)
+    p.mm_defines                                         # -D flags the .mm files need to find the header
+    embed_metallib(metallib, header, namespace)          # also: python -m toolkit.metal embed ...
+and for verify: required_kernels(ops) (every kernel name the binding can dispatch).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import ggml_facts as facts
+from . import metallib as mtlb
+from .errors import BuildError, VendorStateError
+
+LAYOUT_MONOLITH = "monolith"
+LAYOUT_SPLIT = "split"
+# Our rendered Metal translation unit and host sources (templates/csrc/metal).
+TRANSLATION_UNIT = "csrc/metal/ggml_metal_kernels.metal"
+HOST_SOURCES = ("csrc/metal/ggml_metal_runtime.mm", "csrc/metal/gated_delta_net_metal.mm",
+                "csrc/metal/flash_attn_metal.mm")
+OUR_INCLUDE = "csrc/metal"
+VENDOR_DIR = f"vendor/{facts.VENDOR_SUBDIR}"
+
+
+# --- which files --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MetalSources:
+    """The vendored Metal inputs: entry .metal files (#included by our translation unit) and the other
+    files of their closures (headers: dependencies only). Paths in the standalone-ggml layout."""
+
+    layout: str
+    entries: tuple[str, ...]
+    headers: tuple[str, ...]
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return self.entries + self.headers
+
+
+def detect_layout(paths: Iterable[str]) -> str | None:
+    """LAYOUT_SPLIT when any path is under ggml-metal/kernels/, LAYOUT_MONOLITH for ggml-metal.metal."""
+    paths = list(paths)
+    if any(p.startswith(facts.METAL_SPLIT_DIR) and p.endswith(".metal") for p in paths):
+        return LAYOUT_SPLIT
+    if facts.METAL_MONOLITH in paths:
+        return LAYOUT_MONOLITH
+    return None
+
+
+def metal_sources(lock) -> MetalSources:  # lock: toolkit.lock.Lock (duck-typed: .entries, .closures)
+    """The Metal sources the lock pins. Entries keep config order, duplicates (the monolith serves both
+    ops) collapse."""
+    if lock is None:
+        raise VendorStateError("vendor/ has no lock (vendor/UPSTREAM)", "run `ggml-vendor sync` first")
+    entries: list[str] = []
+    headers: list[str] = []
+    for op, per_backend in lock.entries.items():
+        for path in per_backend.get("metal", ()):
+            if path.endswith(".metal") and path not in entries:
+                entries.append(path)
+        for path in lock.closures.get(op, {}).get("metal", ()):
+            if not path.endswith(".metal") and path not in headers:
+                headers.append(path)
+    if not entries:
+        raise VendorStateError("the lock pins no Metal sources",
+                               "add \"metal\" to backends and its entries to [tool.ggml-vendor.ops], then sync")
+    layout = detect_layout(entries)
+    if layout is None:
+        raise VendorStateError(
+            f"Metal entries {entries} are neither {facts.METAL_MONOLITH} nor under {facts.METAL_SPLIT_DIR}",
+            "point the ops' metal entries at one of ggml's two Metal layouts")
+    return MetalSources(layout, tuple(entries), tuple(headers))
+
+
+def required_kernels(ops: Iterable[str]) -> tuple[str, ...]:
+    """Every Metal function the binding may look up for these ops (what the metallib must contain)."""
+    names: list[str] = []
+    ops = set(ops)
+    if "gated_delta_net" in ops:
+        names += [facts.GDN_METAL_KERNEL.format(nsg=d // facts.METAL_GDN_LANES) for d in facts.GDN_METAL_HEAD_DIMS]
+    if "flash_attn" in ops:
+        names += [facts.FA_VEC_METAL_KERNEL.format(t=t, dk=dk, dv=dv)
+                  for t in facts.METAL_FA_VEC_KV_TYPES for dk, dv in facts.METAL_FA_VEC_HEAD_DIMS]
+        names += [facts.FA_VEC_REDUCE_METAL_KERNEL, facts.FA_PAD_METAL_KERNEL]
+    return tuple(names)
+
+
+# --- the host ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MetalHost:
+    """What this machine has for building Metal."""
+
+    system: str  # platform.system()
+    machine: str
+    macos: str | None  # e.g. "26.0"
+    xcrun: str | None
+    metal: str | None  # `xcrun -sdk macosx -f metal`
+    metallib: str | None
+
+    @property
+    def blockers(self) -> tuple[str, ...]:
+        if self.system != "Darwin":
+            return (f"needs macOS on Apple silicon with Xcode 26 and the Metal Toolchain (xcrun metal); this host "
+                    f"is {self.system} {self.machine}",)
+        out = []
+        if self.machine not in ("arm64", "aarch64"):
+            out.append(f"needs Apple silicon (arm64); this Mac is {self.machine}")
+        if self.xcrun is None:
+            out.append("xcrun is not on PATH: install Xcode 26 and select it with xcode-select")
+        elif self.metal is None or self.metallib is None:
+            out.append("xcrun finds no `metal`/`metallib`: run `xcodebuild -downloadComponent MetalToolchain`")
+        return tuple(out)
+
+
+def _xcrun_find(xcrun: str, tool: str, run: Callable[..., subprocess.CompletedProcess]) -> str | None:
+    try:
+        res = run([xcrun, "-sdk", "macosx", "-f", tool], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    path = res.stdout.strip()
+    return path if res.returncode == 0 and path else None
+
+
+def probe_host(run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> MetalHost:
+    system, machine = platform.system(), platform.machine()
+    macos = (platform.mac_ver()[0] or None) if system == "Darwin" else None
+    xcrun = shutil.which("xcrun") if system == "Darwin" else None
+    metal = _xcrun_find(xcrun, "metal", run) if xcrun else None
+    metallib = _xcrun_find(xcrun, "metallib", run) if xcrun else None
+    return MetalHost(system, machine, macos, xcrun, metal, metallib)
+
+
+# --- the plan ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command. `argv[0]` is the program; paths are absolute."""
+
+    name: str
+    argv: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "argv": list(self.argv), "inputs": list(self.inputs),
+                "outputs": list(self.outputs)}
+
+
+@dataclass(frozen=True)
+class MetalPlan:
+    name: str  # the library's name: <name>.metallib, namespace <name>_metal
+    layout: str
+    translation_unit: str
+    entries: tuple[str, ...]
+    headers: tuple[str, ...]
+    include_dirs: tuple[str, ...]
+    std: str
+    min_macos: str
+    air: str
+    metallib: str
+    header: str
+    namespace: str
+    steps: tuple[Step, ...]
+    requirements: tuple[str, ...]
+    blockers: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def buildable(self) -> bool:
+        return not self.blockers
+
+    @property
+    def mm_defines(self) -> tuple[str, ...]:
+        """What the Objective-C++ sources need to #include the generated header (kernel-builder's names)."""
+        return (f"-DEMBEDDED_METALLIB_HEADER=\"{Path(self.header).name}\"",
+                f"-DEMBEDDED_METALLIB_NAMESPACE={self.namespace}", f"-I{Path(self.header).parent}")
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name, "layout": self.layout, "translation_unit": self.translation_unit,
+            "entries": list(self.entries), "headers": list(self.headers), "include_dirs": list(self.include_dirs),
+            "std": self.std, "min_macos": self.min_macos, "metallib": self.metallib, "header": self.header,
+            "namespace": self.namespace, "mm_defines": list(self.mm_defines),
+            "steps": [s.to_dict() for s in self.steps], "requirements": list(self.requirements),
+            "buildable": self.buildable, "blockers": list(self.blockers), "notes": list(self.notes),
+        }
+
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def compile_argv(unit: Path, air: Path, include_dirs: Sequence[Path], *, std: str = facts.METAL_STD,
+                 min_macos: str = facts.METAL_MIN_MACOS) -> tuple[str, ...]:
+    """`xcrun metal` for one translation unit. No -D: the unit defines what it needs itself, and
+    facts.METAL_UNDEFINED_MACROS must stay undefined."""
+    return ("xcrun", "-sdk", "macosx", "metal", f"-std={std}", facts.METAL_OPT, f"-mmacosx-version-min={min_macos}",
+            *(f"-I{d}" for d in include_dirs), "-c", str(unit), "-o", str(air))
+
+
+def plan(root: Path, sources: MetalSources, out_dir: Path, name: str, *, host: MetalHost | None = None) -> MetalPlan:
+    """The steps that turn the rendered project's Metal sources into `<out_dir>/<name>_metallib.h`.
+
+    Pure apart from probing the host (pass `host` to make it fully pure). Missing inputs are blockers,
+    not errors, so a plan can always be printed."""
+    if not _NAME.match(name):
+        raise BuildError(f"metallib name {name!r} is not a C identifier", "use letters, digits and underscores")
+    root = Path(root).resolve()
+    out_dir = Path(out_dir).resolve()
+    host = host if host is not None else probe_host()
+    vendor = root / VENDOR_DIR
+    include_dirs = tuple(vendor / r for r in facts.METAL_INCLUDE_ROOTS) + (root / OUR_INCLUDE,)
+    unit = root / TRANSLATION_UNIT
+    air = out_dir / (Path(TRANSLATION_UNIT).stem + ".air")
+    lib = out_dir / f"{name}.metallib"
+    header = out_dir / f"{name}_metallib.h"
+    namespace = f"{name}_metal"
+    steps = (
+        Step("compile", compile_argv(unit, air, include_dirs), (str(unit), *(str(vendor / p) for p in sources.files)),
+             (str(air),)),
+        Step("link", ("xcrun", "-sdk", "macosx", "metallib", str(air), "-o", str(lib)), (str(air),), (str(lib),)),
+        Step("embed", (sys.executable, "-m", "toolkit.metal", "embed", str(lib), str(header), namespace),
+             (str(lib),), (str(header),)),
+    )
+    blockers = list(host.blockers)
+    missing = [p for p in sources.files if not (vendor / p).is_file()]
+    if missing:
+        blockers.append(f"vendor/ lacks {len(missing)} Metal file(s) the lock pins (e.g. {missing[0]}): "
+                        "run `ggml-vendor sync`")
+    if not unit.is_file():
+        blockers.append(f"{TRANSLATION_UNIT} is not rendered: run `ggml-vendor render`")
+    if host.system == "Darwin" and host.macos:
+        try:
+            if mtlb.parse_version(host.macos) < mtlb.parse_version(facts.METAL_MIN_MACOS):
+                blockers.append(f"the library targets macOS {facts.METAL_MIN_MACOS}; this Mac runs {host.macos} "
+                                "(it can build but not load it)")
+        except mtlb.MetallibError:
+            pass
+    requirements = (
+        "macOS on Apple silicon (arm64)",
+        "Xcode 26 selected with xcode-select, plus the Metal Toolchain (xcodebuild -downloadComponent MetalToolchain)",
+        f"torch with MPS for the variant's torch version; the metallib loads on macOS >= {facts.METAL_MIN_MACOS}",
+    )
+    notes = (f"layout: {sources.layout} ({', '.join(sources.entries)})",
+             f"-std={facts.METAL_STD}: Metal 4 libraries do not load on macOS < {facts.METAL_MIN_MACOS}")
+    return MetalPlan(name=name, layout=sources.layout, translation_unit=str(unit), entries=sources.entries,
+                     headers=sources.headers, include_dirs=tuple(str(d) for d in include_dirs), std=facts.METAL_STD,
+                     min_macos=facts.METAL_MIN_MACOS, air=str(air), metallib=str(lib), header=str(header),
+                     namespace=namespace, steps=steps, requirements=requirements, blockers=tuple(blockers),
+                     notes=notes)
+
+
+# --- embedding -----------------------------------------------------------------------------------------
+
+
+def header_source(data: bytes, namespace: str, *, source_name: str = "metallib") -> str:
+    """A C++ header holding `data` (kernel-builder's metallib_to_header.py shape: `metallib_data[]`,
+    `metallib_data_len` in `namespace`) plus `createLibrary(device, &error)` for Objective-C++ includers.
+    Deterministic: same bytes in, same text out."""
+    if not _NAME.match(namespace):
+        raise BuildError(f"namespace {namespace!r} is not a C identifier", "use letters, digits and underscores")
+    digest = hashlib.sha256(data).hexdigest()
+    rows = "\n".join("    " + ", ".join(f"0x{b:02x}" for b in data[i:i + 16]) + ","
+                     for i in range(0, len(data), 16))
+    return (
+        f"// Generated by ggml-vendor (toolkit/metal.py) from {source_name}: {len(data)} bytes, sha256 {digest}.\n"
+        "// Do not edit; rebuild the metallib instead.\n"
+        "#pragma once\n"
+        "#include <cstddef>\n"
+        "#ifdef __OBJC__\n"
+        "#import <Foundation/Foundation.h>\n"
+        "#import <Metal/Metal.h>\n"
+        "#endif\n\n"
+        f"namespace {namespace} {{\n\n"
+        "alignas(16) static const unsigned char metallib_data[] = {\n"
+        f"{rows}\n"
+        "};\n"
+        f"static const size_t metallib_data_len = {len(data)};\n\n"
+        "#ifdef __OBJC__\n"
+        "// The library from the embedded bytes (newLibraryWithData: copies what it needs).\n"
+        "inline id<MTLLibrary> createLibrary(id<MTLDevice> device, NSError ** error) {\n"
+        "    dispatch_data_t data = dispatch_data_create(metallib_data, metallib_data_len, nil,\n"
+        "                                                DISPATCH_DATA_DESTRUCTOR_DEFAULT);\n"
+        "    id<MTLLibrary> library = [device newLibraryWithData:data error:error];\n"
+        "#if !__has_feature(objc_arc)\n"
+        "    dispatch_release(data);\n"
+        "#endif\n"
+        "    return library;\n"
+        "}\n"
+        "#endif\n\n"
+        f"}}  // namespace {namespace}\n"
+    )
+
+
+def embed_metallib(metallib: Path, header: Path, namespace: str, *,
+                   required: Iterable[str] = ()) -> mtlb.MetalLibrary:
+    """Check that `metallib` is a usable metallib (and has `required` kernels), then write the header
+    atomically. Returns what was embedded."""
+    data = Path(metallib).read_bytes()
+    lib = mtlb.parse(data, where=str(metallib))
+    problems = mtlb.check(lib, required=required, min_macos=facts.METAL_MIN_MACOS)
+    if problems:
+        raise BuildError(f"{metallib}: {problems[0]}", "rebuild the metallib from the vendored sources")
+    header = Path(header)
+    header.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=header.name, dir=header.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(header_source(data, namespace, source_name=Path(metallib).name))
+        os.replace(tmp, header)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return lib
+
+
+# --- running -------------------------------------------------------------------------------------------
+
+
+def execute(p: MetalPlan, *, run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+            log: Callable[[str], None] = lambda line: None) -> Path:
+    """Run the plan's steps in order; the header path on success. Refuses a plan with blockers; on a failed
+    step raises BuildError carrying the step's output tail."""
+    if p.blockers:
+        raise BuildError(f"cannot build the metallib here: {p.blockers[0]}", "build on a Mac with Xcode 26")
+    Path(p.header).parent.mkdir(parents=True, exist_ok=True)
+    for step in p.steps:
+        log(f"{step.name}: {' '.join(step.argv)}")
+        res = run(list(step.argv), capture_output=True, text=True)
+        if res.returncode != 0:
+            tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-20:])
+            raise BuildError(f"metal {step.name} failed (exit {res.returncode}): {tail}",
+                             "fix the error above; the full command is in the build log")
+    return Path(p.header)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m toolkit.metal embed METALLIB HEADER NAMESPACE`: the plan's embed step."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) == 4 and args[0] == "embed":
+        try:
+            lib = embed_metallib(Path(args[1]), Path(args[2]), args[3])
+        except (BuildError, mtlb.MetallibError, OSError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        print(f"embedded {len(lib.functions)} functions ({lib.size} bytes) as {args[3]}::metallib_data")
+        return 0
+    print("usage: python -m toolkit.metal embed METALLIB HEADER NAMESPACE", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
