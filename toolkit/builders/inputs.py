@@ -157,7 +157,7 @@ class Provenance:
     upstream_url: str | None
     upstream_commit: str | None
     layout: str | None
-    patches: tuple[str, ...]
+    patches: tuple[tuple[str, str], ...]  # (name, sha256) in application order
     lock_sha256: str | None
     kernel_commit: str | None  # this repository's HEAD
     kernel_dirty: bool
@@ -195,7 +195,7 @@ def read_provenance(root: Path) -> Provenance:
         upstream_url=lock.upstream if lock else None,
         upstream_commit=lock.commit if lock else None,
         layout=lock.layout if lock else None,
-        patches=tuple(p.name for p in lock.patches) if lock else (),
+        patches=tuple((p.name, p.sha256) for p in lock.patches) if lock else (),
         lock_sha256=sha256_file(lock_file) if lock_file.is_file() else None,
         kernel_commit=head if head and len(head) in (40, 64) else None,
         kernel_dirty=dirty,

@@ -297,6 +297,7 @@ class LocalExecutor:
             with ThreadPoolExecutor(max_workers=self.jobs) as pool:
                 running: dict[Future, str] = {}
                 while pending or running:
+                    doomed = {v.name for v in variants if any(x in failed for x in v.steps)}
                     for sid, s in list(pending.items()):
                         if len(running) >= self.jobs:
                             break
@@ -305,10 +306,18 @@ class LocalExecutor:
                             failed[sid] = failed[bad[0]]
                             pending.pop(sid)
                             continue
+                        if all(v.name in doomed for v in users.get(sid, [])):
+                            # Every variant needing this step already failed: do not spend minutes on it.
+                            pending.pop(sid)
+                            continue
                         if all(a in self._results for a in s.after):
                             running[pool.submit(self._run_step, s)] = sid
                             pending.pop(sid)
                     if not running:
+                        if pending and not any(all(a in self._results or a in failed for a in s.after)
+                                               for s in pending.values()):
+                            raise BuildError("internal: build steps wait on each other",
+                                             "report this as a ggml-vendor bug with the --dry-run output")
                         continue
                     finished, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
                     for fut in finished:
@@ -413,11 +422,13 @@ class LocalExecutor:
         provenance["ggml-vendor"] (kernels 0.17.2 accepts the extra key; the upstream revision has no
         standard field)."""
         proj, prov, st = self.plan.project, self.prov, v.status
+        # Schema shared with verify (toolkit/verify/provenance.py): tool-version, upstream{url,commit,layout},
+        # patches[{name,sha256}], dirty (vendor/ differs from the lock, or there is no lock at all).
         ours: dict = {
-            "version": proj.tool_version,
+            "tool-version": proj.tool_version,
             "upstream": {"url": prov.upstream_url, "commit": prov.upstream_commit, "layout": prov.layout},
-            "patches": list(prov.patches),
-            "vendor-dirty": prov.vendor_dirty,
+            "patches": [{"name": n, "sha256": h} for n, h in prov.patches],
+            "dirty": True if prov.vendor_dirty is None else prov.vendor_dirty,
             "lock-sha256": prov.lock_sha256,
             "source-id": proj.source_id,
             "torch": st.env.version if st.env else None,

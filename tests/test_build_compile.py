@@ -1,0 +1,178 @@
+"""Real builds of the miniature kernel package with nvcc and the installed CUDA torch: the variant layout,
+metadata, loading through kernels.get_local_kernel in a fresh process, the cache (a second build runs no
+compiler), failure and Ctrl-C leaving build/ in its previous state. Skipped, with the reason, where nvcc or
+a CUDA build of torch is missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from toolkit.builders.envs import detect_cuda_toolkits, discover_envs
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "build_kernel"
+pytestmark = pytest.mark.slow
+
+
+def _why_not() -> str | None:
+    if not detect_cuda_toolkits():
+        return "nvcc (a CUDA toolkit) is not installed"
+    env = next((e for e in discover_envs() if not e.managed), None)
+    if env is None:
+        return "torch is not installed"
+    if not env.cuda:
+        return f"torch {env.version} is not a CUDA build"
+    return None
+
+
+_SKIP = _why_not()
+if _SKIP:
+    pytestmark = [pytest.mark.slow, pytest.mark.skip(reason=_SKIP)]
+
+
+def _cli(root: Path, *args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "toolkit.cli", "build", "-C", str(root), *args],
+                          capture_output=True, text=True, **kw)
+
+
+def _host_variant() -> str:
+    env = next(e for e in discover_envs() if not e.managed)
+    return f"torch{env.torch_minor.replace('.', '')}-cxx11-{env.compute}-x86_64-linux"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("build") / "proj"
+    shutil.copytree(FIXTURE, root)
+    res = _cli(root, "--json", "-j", "2")
+    assert res.returncode == 0, res.stdout + res.stderr
+    return root, json.loads(res.stdout)
+
+
+def test_host_variant_layout_and_metadata(built):
+    root, report = built
+    [r] = report["variants"]
+    assert r["name"] == _host_variant() and r["result"] == "built"
+    out = root / r["out_dir"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["metadata.json", "__init__.py", "_ops.py", f"{r['id']}.abi3.so"])
+    meta = json.loads((out / "metadata.json").read_text())
+    from kernels._rust import Digest, DigestAlgorithm, Metadata
+
+    Metadata.from_bytes((out / "metadata.json").read_bytes())
+    assert meta["id"] == r["id"] and meta["backend"] == {"type": "cuda", "archs": ["8.0"]}
+    assert meta["digest"]["files"] == Digest.hash_variant(DigestAlgorithm.SHA256, str(out)).files
+    assert report["compiler_invocations"] == 3  # nvcc object, binding, link
+
+
+def test_so_exports_its_init_and_has_no_rpath(built):
+    root, report = built
+    [r] = report["variants"]
+    so = root / r["out_dir"] / f"{r['id']}.abi3.so"
+    dyn = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True).stdout
+    if not dyn:
+        pytest.skip("readelf is not installed")
+    assert "RPATH" not in dyn and "RUNPATH" not in dyn
+    assert "libtorch.so" in dyn and "libcudart.so" in dyn
+    syms = subprocess.run(["nm", "-D", "--defined-only", str(so)], capture_output=True, text=True).stdout
+    exported = [line.split()[-1] for line in syms.splitlines()]
+    assert f"PyInit_{r['id']}" in exported
+    # -fvisibility=hidden: the vendored kernel's host function does not leak out of the extension
+    assert not any("mini_revision" in s or "mini_scale_launch" in s for s in exported)
+
+
+def test_loads_with_get_local_kernel_in_a_fresh_process(built):
+    root, report = built
+    [r] = report["variants"]
+    code = (
+        "import sys, torch; from pathlib import Path; import kernels\n"
+        "k = kernels.get_local_kernel(Path(sys.argv[1]))\n"
+        "print(k.__name__, k.revision(), k.ops.scale.default.name() if hasattr(k, 'ops') else '')\n"
+        "import json; print(json.dumps(str(getattr(torch.ops, k.__name__).scale.default._schema)))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    first = res.stdout.splitlines()[0].split()
+    assert first[0] == r["id"]
+    assert first[1] == "7"  # MINI_REVISION from the vendored header, via the torch-independent object
+    assert "scale(Tensor x, float s) -> Tensor" in res.stdout
+
+
+def test_second_build_is_a_cache_hit_with_no_compiler(built):
+    root, report = built
+    out = root / report["variants"][0]["out_dir"]
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    res = _cli(root, "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["compiler_invocations"] == 0 and doc["variants"][0]["result"] == "up-to-date"
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+
+
+def test_edited_variant_dir_is_rebuilt_from_cache_without_compiling(built):
+    root, report = built
+    out = root / report["variants"][0]["out_dir"]
+    (out / "__init__.py").write_text("# tampered\n")
+    doc = json.loads(_cli(root, "--json").stdout)
+    assert doc["variants"][0]["result"] == "built" and doc["compiler_invocations"] == 0
+    assert (out / "__init__.py").read_text() == (FIXTURE / "torch-ext" / "mini_kernel" / "__init__.py").read_text()
+
+
+def test_vendored_header_change_recompiles_object_and_renames_namespace(built, tmp_path):
+    root, report = built
+    proj = tmp_path / "p"
+    shutil.copytree(root, proj, ignore=shutil.ignore_patterns("build"))  # keeps .cache: warm cache
+    hdr = proj / "vendor" / "ggml" / "src" / "ggml-cuda" / "mini.cuh"
+    hdr.write_text(hdr.read_text().replace("#define MINI_REVISION 7", "#define MINI_REVISION 8"))
+    res = _cli(proj, "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["per_tool"].get("nvcc") == 1  # the edited header's object is rebuilt
+    assert doc["variants"][0]["id"] != report["variants"][0]["id"]
+    meta = json.loads((proj / doc["variants"][0]["out_dir"] / "metadata.json").read_text())
+    assert meta["provenance"]["ggml-vendor"]["dirty"] is True  # vendor/ no longer matches the lock
+
+
+def test_failed_build_keeps_previous_variant_and_shows_the_error(built, tmp_path):
+    root, report = built
+    proj = tmp_path / "p"
+    shutil.copytree(root, proj)
+    out = proj / report["variants"][0]["out_dir"]
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    cu = proj / "csrc" / "cuda" / "scale.cu"
+    cu.write_text(cu.read_text() + "\nthis is not C++;\n")
+    res = _cli(proj, "-j", "1")  # the object fails first; the binding of the doomed variant is not compiled
+    assert res.returncode == 7, res.stdout + res.stderr
+    assert "scale.cu" in res.stderr and "error" in res.stderr  # the failing step's tail
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert not list((proj / "build").glob(".*"))  # no staging left behind
+    log = proj / ".cache" / "build" / "logs" / f"{report['variants'][0]['name']}.log"
+    assert "this is not C++" in log.read_text()
+    assert "1 compiler invocation(s)" in res.stdout  # fail fast: nothing else compiled for a failed variant
+
+
+def test_ctrl_c_leaves_no_half_written_variant(tmp_path):
+    proj = tmp_path / "p"
+    shutil.copytree(FIXTURE, proj)
+    env = dict(os.environ, GGML_VENDOR_BUILD_CACHE=str(tmp_path / "cold-cache"))
+    proc = subprocess.Popen([sys.executable, "-m", "toolkit.cli", "build", "-C", str(proj)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 60
+    tmp_dir = tmp_path / "cold-cache" / "tmp"
+    while time.monotonic() < deadline and not (tmp_dir.is_dir() and any(tmp_dir.iterdir())):
+        time.sleep(0.1)  # wait until a compiler is running
+    assert tmp_dir.is_dir(), "the build never started compiling"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    build = proj / "build"
+    assert not build.exists() or not any(build.iterdir())
+    assert not any(tmp_dir.iterdir())  # compiler scratch cleaned up
