@@ -1,0 +1,242 @@
+"""`ggml-vendor demo`: the whole pipeline on the embedded miniature upstream, offline, in a throwaway
+workspace — sync, render, build what this machine can, verify, publish to a local Hub, load it back with
+`kernels.get_kernel` in a fresh process — and one report of the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .errors import VendorError
+
+DEMO_REPO = "ggml-demo/ggml-attn-kernels"
+DEMO_TOKEN = "hf_demo_local_only"
+# What the workspace copies from the project: its configuration and templates, never vendor/ or build/.
+COPIED = ("pyproject.toml", "variants", "templates")
+
+OK, FAILED, SKIPPED = "ok", "failed", "skipped"
+
+
+@dataclass
+class Stage:
+    name: str
+    status: str = SKIPPED
+    seconds: float = 0.0
+    detail: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.name, "status": self.status, "seconds": round(self.seconds, 3),
+                "detail": self.detail, "data": self.data}
+
+
+@dataclass
+class DemoReport:
+    workspace: str
+    stages: list[Stage]
+
+    @property
+    def ok(self) -> bool:
+        return all(s.status == OK for s in self.stages)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "workspace": self.workspace, "tool_version": __version__,
+                "stages": [s.to_json() for s in self.stages]}
+
+
+def _source_project(start: Path | None) -> Path:
+    """The project whose configuration the demo copies: --project, else the nearest one, else the tool's own
+    repository (a source checkout installed with pip -e)."""
+    from .config import find_root
+
+    try:
+        return find_root(start)
+    except VendorError:
+        here = Path(__file__).resolve().parents[1]
+        if (here / "pyproject.toml").is_file() and (here / "templates").is_dir():
+            return here
+        raise
+
+
+def make_workspace(source: Path, dest: Path) -> Path:
+    """A copy of the project's configuration pointing at the embedded miniature upstream."""
+    from .config import set_value
+    from .embedded import EMBEDDED
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in COPIED:
+        src = source / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, dirs_exist_ok=True)
+        elif src.is_file():
+            shutil.copy2(src, dest / name)
+    # Patches target the real upstream; the miniature is our own code and needs none.
+    (dest / "vendor" / "patches").mkdir(parents=True, exist_ok=True)
+    set_value(dest, "upstream", EMBEDDED)
+    set_value(dest, "hub-repo", DEMO_REPO)
+    return dest
+
+
+def _stage(report: DemoReport, name: str, fn: Callable[[Stage], None], say: Callable[[str], None]) -> bool:
+    st = Stage(name)
+    report.stages.append(st)
+    if any(s.status == FAILED for s in report.stages[:-1]):
+        st.detail = "not run: an earlier stage failed"
+        return False
+    say(f"{name} …")
+    t0 = time.perf_counter()
+    try:
+        fn(st)
+        st.status = OK
+    except VendorError as exc:
+        st.status, st.detail = FAILED, exc.one_line()
+    except Exception as exc:  # a demo reports every failure in its table instead of a traceback
+        st.status, st.detail = FAILED, f"{type(exc).__name__}: {exc}"
+    st.seconds = time.perf_counter() - t0
+    return st.status == OK
+
+
+_LOAD_CHILD = r"""
+import json, sys
+import torch, kernels
+repo, version = sys.argv[1], int(sys.argv[2])
+mod = kernels.get_kernel(repo, version=version, trust_remote_code=True)
+names = list(getattr(mod, "__all__", []))
+ops = sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith(mod.__name__ + "::"))
+out = {"module": mod.__name__, "functions": names, "ops": ops, "file": getattr(mod, "__file__", ""),
+       "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "ran": []}
+if torch.cuda.is_available() and hasattr(mod, "gated_delta_net"):
+    # One small call on the GPU: shapes from the op contract, values random; the GPU tests check numerics.
+    B, T, H, D = 1, 4, 2, 64
+    dev = "cuda"
+    q, k, v = (torch.randn(B, T, H, D, device=dev) for _ in range(3))
+    g = -torch.rand(B, T, H, device=dev)
+    beta = torch.rand(B, T, H, device=dev)
+    state = torch.zeros(B, H, D, D, device=dev)
+    res = mod.gated_delta_net(q, k, v, g, beta, state)
+    o = res[0] if isinstance(res, (tuple, list)) else res
+    torch.cuda.synchronize()
+    out["ran"].append({"op": "gated_delta_net", "shape": list(o.shape), "finite": bool(torch.isfinite(o).all())})
+print("DEMO" + json.dumps(out))
+"""
+
+
+def load_with_get_kernel(endpoint: str, repo: str, version: int, cache: Path) -> dict[str, Any]:
+    """kernels.get_kernel(repo, version=N, trust_remote_code=True) in a fresh process against `endpoint`."""
+    env = {**os.environ, "HF_ENDPOINT": endpoint, "HF_HUB_DISABLE_XET": "1", "HF_HUB_CACHE": str(cache),
+           "KERNELS_CACHE": str(cache), "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "0"}
+    # kernels 0.17.2 with huggingface_hub 2.x sends an invalid User-Agent when telemetry is disabled.
+    env.pop("HF_HUB_DISABLE_TELEMETRY", None)
+    env.pop("LOCAL_KERNELS", None)
+    proc = subprocess.run([sys.executable, "-c", _LOAD_CHILD, repo, str(version)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("DEMO")), None)
+    if proc.returncode != 0 or line is None:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise VendorError(f"get_kernel failed in a fresh process: {tail}", "see the traceback by running it by hand")
+    return json.loads(line[4:])
+
+
+def run_demo(project: Path | None = None, *, workspace: Path | None = None, jobs: int | None = None,
+             say: Callable[[str], None] | None = None) -> DemoReport:
+    say = say or (lambda _m: None)
+    source = _source_project(project)
+    ws = workspace or Path(tempfile.mkdtemp(prefix="ggml-vendor-demo-"))
+    report = DemoReport(str(ws), [])
+    ctx: dict[str, Any] = {}
+
+    def setup(st: Stage) -> None:
+        from .config import load
+
+        make_workspace(source, ws)
+        ctx["cfg"] = load(ws)
+        st.detail = f"copied {', '.join(COPIED)} from {source} into {ws}; upstream = embedded miniature"
+
+    def sync(st: Stage) -> None:
+        from .config import load
+        from .embedded import EMBEDDED, TAG
+        from .sync import SyncRequest, run_sync
+
+        rep = run_sync(ctx["cfg"], SyncRequest(rev=TAG, upstream=EMBEDDED))
+        lock = rep.plan.lock
+        ctx["cfg"] = load(ws)
+        st.detail = f"{rep.status}: {len(lock.files)} files at {lock.commit[:12]} ({lock.layout} layout)"
+        st.data = {"commit": lock.commit, "files": sorted(lock.files)}
+
+    def render(st: Stage) -> None:
+        from . import render as r
+
+        plan = r.plan(ctx["cfg"])
+        r.write(plan)
+        st.detail = f"{len(plan.files)} files (build.toml validated by kernels' parser)"
+        st.data = {"files": [f.path for f in plan.files]}
+
+    def build(st: Stage) -> None:
+        from .builders.stage import execute, prepare
+
+        rep = execute(prepare(ctx["cfg"]), jobs=jobs, progress=False)
+        built = [r for r in rep.results if r.result in ("built", "up-to-date")]
+        skipped = [r for r in rep.results if r.result == "skipped"]
+        st.data = rep.to_json()
+        if rep.failed:
+            f = rep.failed[0]
+            raise VendorError(f"{f.name} failed at {f.failed_step}: {(f.tail or '').strip().splitlines()[-1:]}",
+                              f"full log: {f.log}")
+        if not built:
+            raise VendorError("this machine can build no variant: " + "; ".join(f"{r.name}: {r.reason}" for r in skipped),
+                              "install a CUDA toolkit matching torch (see ggml-vendor variants)")
+        st.detail = (f"built {', '.join(r.name for r in built)} "
+                     f"({rep.stats.compiler_invocations} compiler runs); {len(skipped)} other variants skipped here")
+        ctx["variants"] = [r.name for r in built]
+
+    def verify(st: Stage) -> None:
+        from .verify import verify_build
+
+        rep = verify_build(ctx["cfg"], ctx["variants"])
+        st.data = rep.to_json()
+        if not rep.ok:
+            f = rep.failures()[0]
+            raise VendorError(f"{len(rep.failures())} check(s) failed; first: {f.variant}: {f.check}: {f.message}",
+                              f.remedy or "run ggml-vendor verify -C <workspace>")
+        n = sum(len(v.findings) for v in rep.variants)
+        st.detail = f"{len(rep.variants)} variant(s), {n} checks passed or skipped (smoke: get_local_kernel import)"
+
+    def publish(st: Stage) -> None:
+        from .publish.hub import publish_hub
+        from .publish.localhub import HubServer, HubState
+
+        hub = HubServer(HubState(tokens=(DEMO_TOKEN,))).start()
+        ctx["hub"] = hub
+        res = publish_hub(ctx["cfg"], ctx["variants"], endpoint=hub.url, token=DEMO_TOKEN, progress=say)
+        st.data = res.to_json()
+        st.detail = (f"{res.target} branch v{ctx['cfg'].version}: {len(res.commits)} commits, "
+                     f"{res.verified['files_checked']} files re-listed and matched")
+
+    def load_back(st: Stage) -> None:
+        info = load_with_get_kernel(ctx["hub"].url, DEMO_REPO, ctx["cfg"].version, ws / "hf-cache")
+        st.data = info
+        ran = "; ".join(f"{r['op']} on {info['device']}: {r['shape']} finite={r['finite']}" for r in info["ran"])
+        if any(not r["finite"] for r in info["ran"]):
+            raise VendorError(f"the loaded kernel produced non-finite output: {ran}", "run the GPU tests")
+        st.detail = (f"get_kernel({DEMO_REPO!r}, version={ctx['cfg'].version}) -> {info['module']}: "
+                     f"{len(info['functions'])} functions, {len(info['ops'])} ops" + (f"; {ran}" if ran else
+                                                                                     "; no GPU here: not executed"))
+
+    try:
+        for name, fn in (("setup", setup), ("sync", sync), ("render", render), ("build", build),
+                         ("verify", verify), ("publish", publish), ("get_kernel", load_back)):
+            _stage(report, name, fn, say)
+    finally:
+        if "hub" in ctx:
+            ctx["hub"].stop()
+    return report
