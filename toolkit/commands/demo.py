@@ -29,17 +29,21 @@ def demo(
                                                                        "a temporary one.")] = None,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the temporary workspace for inspection.")] = False,
     jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="Parallel compile jobs.")] = None,
+    upstream: Annotated[str | None, typer.Option("--upstream", help="Use this ggml / llama.cpp (local clone or URL) "
+                                                                    "instead of the bundled miniature.")] = None,
+    rev: Annotated[str | None, typer.Option("--rev", help="Revision of --upstream (default HEAD).")] = None,
 ) -> None:
     """Run the whole pipeline offline on the miniature upstream bundled with the tool, in a throwaway copy of
     this project: sync -> render -> build (what this machine can) -> verify -> publish to a local test Hub
-    -> kernels.get_kernel(repo, version=N) in a fresh process. Prints one table (or --json) and exits
-    non-zero if any stage failed. Your project, vendor/ and build/ are not touched."""
+    -> kernels.get_kernel(repo, version=N) in a fresh process, which on a CUDA machine also runs both ops
+    against float64 references. Prints one table (or --json) and exits non-zero if any stage failed. Your
+    project, vendor/ and build/ are not touched."""
 
     def body() -> None:
         from ..demo import run_demo
 
         say = (lambda m: None) if json_out else (lambda m: ui.err.print(f"[dim]…[/] {escape(m)}"))
-        report = run_demo(project, workspace=workspace, jobs=jobs, say=say)
+        report = run_demo(project, workspace=workspace, jobs=jobs, say=say, upstream=upstream, rev=rev)
         if json_out:
             ui.emit_json(report.to_json())
         else:
