@@ -1,4 +1,6 @@
-// Miniature common.cuh (written by the ggml-vendor authors): device info, error checks, fastdiv.
+// Miniature common.cuh (written by the ggml-vendor authors, not taken from ggml): the part of ggml's CUDA
+// common header that the bindings touch (device info, error checks, launch helper, fastdiv, warp reductions),
+// with ggml's names and signatures so bindings written against ggml compile against this test double.
 #pragma once
 
 #include "ggml.h"
@@ -7,6 +9,15 @@
 #include <cstdint>
 #include <limits>
 
+#include <utility>
+
+// The vendor headers come first here: the miniature ggml-common.h does not include cuda_fp16.h itself.
+#if defined(GGML_USE_HIP)
+#include "vendors/hip.h"
+#else
+#include "vendors/cuda.h"
+#endif // defined(GGML_USE_HIP)
+
 #if defined(GGML_USE_HIP)
 #define GGML_COMMON_DECL_HIP
 #else
@@ -14,14 +25,9 @@
 #endif
 #include "ggml-common.h"
 
-#if defined(GGML_USE_HIP)
-#include "vendors/hip.h"
-#else
-#include "vendors/cuda.h"
-#endif // defined(GGML_USE_HIP)
-
 #define WARP_SIZE 32
 #define GGML_CUDA_MAX_DEVICES 16
+#define GGML_CUDA_CC_OFFSET_AMD 0x1000000
 
 [[noreturn]]
 void ggml_cuda_error(const char * stmt, const char * func, const char * file, int line, const char * msg);
@@ -49,10 +55,32 @@ struct ggml_cuda_device_info {
 };
 
 const ggml_cuda_device_info & ggml_cuda_info();
+
+void ggml_cuda_set_device(int device);
 int ggml_cuda_get_device();
 
 static constexpr __device__ int ggml_cuda_get_physical_warp_size() {
     return WARP_SIZE;
+}
+
+struct ggml_cuda_kernel_launch_params {
+    dim3 block_nums;
+    dim3 block_dims;
+    size_t shmem;
+    cudaStream_t stream;
+
+    ggml_cuda_kernel_launch_params(const dim3 & block_nums_, const dim3 & block_dims_, const size_t shmem_,
+                                   const cudaStream_t stream_)
+        : block_nums(block_nums_), block_dims(block_dims_), shmem(shmem_), stream(stream_) {}
+};
+
+// Plain <<<>>> launch (ggml's also uses programmatic dependent launch where it can).
+template <typename Kernel, typename... Args>
+static __inline__ void ggml_cuda_kernel_launch(Kernel kernel, const ggml_cuda_kernel_launch_params & launch_params,
+                                               Args &&... args) {
+    kernel<<<launch_params.block_nums, launch_params.block_dims, launch_params.shmem, launch_params.stream>>>(
+        std::forward<Args>(args)...);
+    CUDA_CHECK(cudaGetLastError());
 }
 
 // n/d = (mulhi(n, mp) + n) >> L, with mp and L precomputed on the host.

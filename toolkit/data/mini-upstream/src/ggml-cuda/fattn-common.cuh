@@ -1,10 +1,12 @@
-// Miniature fattn-common.cuh (written by the ggml-vendor authors).
+// Miniature fattn-common.cuh (written by the ggml-vendor authors, not taken from ggml): fattn_kernel_t and the
+// combine kernel with ggml's signatures and partials layout ([seq][query][head][parallel block][D]).
 #pragma once
 
 #include "common.cuh"
 #include "convert.cuh"
 #include "vecdotq.cuh"
 
+#include <cfloat>
 #include <cstdint>
 
 #define FATTN_KQ_STRIDE       256
@@ -40,7 +42,7 @@ static __global__ void flash_attn_combine_results(
         float * dst,
         const int parallel_blocks) {
     const int col = blockIdx.x, head = blockIdx.y, seq = blockIdx.z, tid = threadIdx.x;
-    const int64_t row = ((int64_t) seq * gridDim.y + head) * gridDim.x + col;
+    const int64_t row = ((int64_t) seq * gridDim.x + col) * gridDim.y + head;  // as ggml: ne01 = gridDim.x
     VKQ_parts += row * parallel_blocks * D;
     VKQ_meta  += row * parallel_blocks;
 
