@@ -70,7 +70,7 @@ def test_host_variant_layout_and_metadata(built):
     Metadata.from_bytes((out / "metadata.json").read_bytes())
     assert meta["id"] == r["id"] and meta["backend"] == {"type": "cuda", "archs": ["8.0"]}
     assert meta["digest"]["files"] == Digest.hash_variant(DigestAlgorithm.SHA256, str(out)).files
-    assert report["compiler_invocations"] == 3  # nvcc object, binding, link
+    assert report["compiler_invocations"] == 4  # nvcc object, glibc compat object, binding, link
 
 
 def test_so_exports_its_init_and_has_no_rpath(built):
@@ -81,6 +81,10 @@ def test_so_exports_its_init_and_has_no_rpath(built):
     if not dyn:
         pytest.skip("readelf is not installed")
     assert "RPATH" not in dyn and "RUNPATH" not in dyn
+    from kernel_abi_check import ObjectFile
+
+    assert ObjectFile(str(so)).check_manylinux("manylinux_2_28") == []
+    assert ObjectFile(str(so)).check_python_abi("3.9") == []
     assert "libtorch.so" in dyn and "libcudart.so" in dyn
     syms = subprocess.run(["nm", "-D", "--defined-only", str(so)], capture_output=True, text=True).stdout
     exported = [line.split()[-1] for line in syms.splitlines()]

@@ -64,12 +64,13 @@ def test_torch_independent_objects_are_planned_once_for_two_torch_versions(proje
     for s in steps:
         by_tool.setdefault(s.label.split()[0], []).append(s)
     assert len(by_tool["nvcc"]) == 1  # scale.cu once, shared
+    assert len(by_tool["c"]) == 1  # glibc_compat.c once, shared
     assert len(by_tool["c++"]) == 2  # the binding, once per torch
     assert len(by_tool["link"]) == 2
     nvcc = by_tool["nvcc"][0]
     assert all(nvcc.id in v.steps for v in plan.variants)
-    # Building each variant from scratch would have been 2 x 3 invocations; the plan has 5.
-    assert sum(len(v.steps) for v in plan.variants) == 6 and len(steps) == 5
+    # Building each variant from scratch would have been 2 x 4 invocations; the plan has 6.
+    assert sum(len(v.steps) for v in plan.variants) == 8 and len(steps) == 6
 
 
 def test_kernel_object_flags_come_from_build_toml_and_have_no_torch(project):

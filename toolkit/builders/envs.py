@@ -36,6 +36,10 @@ class Toolkit:
     compiler: str  # path of nvcc / hipcc
     full_version: str = ""  # e.g. "13.0.88" (goes into cache keys and provenance)
     archs: tuple[str, ...] = ()  # what the compiler can target: sm_75 ... / gfx...
+    # ggml's vendors/cuda.h includes cublas_v2.h (headers only; nothing is linked). A toolkit installed
+    # without cuBLAS gets them from the nvidia-cublas wheel torch depends on: this is that wheel's include
+    # dir, and the build copies only cublas*.h out of it (its other headers must not shadow the toolkit's).
+    cublas_headers: str = ""
 
     @property
     def major(self) -> int:
@@ -286,6 +290,14 @@ def _cuda_roots() -> list[Path]:
     return unique
 
 
+def _cublas_wheel_headers(major: int) -> str:
+    for base in sys.path:
+        for rel in (f"nvidia/cu{major}/include", "nvidia/cublas/include"):
+            if (Path(base) / rel / "cublas_v2.h").is_file():
+                return str(Path(base) / rel)
+    return ""
+
+
 def detect_cuda_toolkits() -> tuple[Toolkit, ...]:
     found: dict[str, Toolkit] = {}
     for root in _cuda_roots():
@@ -295,7 +307,8 @@ def detect_cuda_toolkits() -> tuple[Toolkit, ...]:
             continue
         version = f"{m[1]}.{m[2]}"
         archs = tuple(_run([nvcc, "--list-gpu-code"]).split())
-        found.setdefault(version, Toolkit("cuda", version, str(root), nvcc, m[3], archs))
+        cublas = "" if (root / "include" / "cublas_v2.h").is_file() else _cublas_wheel_headers(int(m[1]))
+        found.setdefault(version, Toolkit("cuda", version, str(root), nvcc, m[3], archs, cublas))
     return tuple(found.values())
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from ..errors import BuildError, Interrupted
 from .cache import BuildCache, digest_strings, parse_depfile
 from .inputs import Provenance, toolchain_env
-from .plan import BuildPlan, Step, VariantPlan
+from .plan import GLIBC_COMPAT_C, BuildPlan, Step, VariantPlan
 
 STAGE_PREFIX = "."  # staging dirs are hidden siblings of the variant dirs: build/.<variant>.tmp-XXXX
 LOG_TAIL_LINES = 25
@@ -53,6 +53,15 @@ REGISTRATION_H = """\
                                         nullptr, 0, nullptr};                      \\
     return PyModule_Create(&module);                                               \\
   }
+"""
+
+# See plan.py (GLIBC_COMPAT_C): keeps __libc_single_threaded@GLIBC_2.32 out of the extension's imports.
+GLIBC_COMPAT = """\
+/* glibc_compat.c, supplied by ggml-vendor build. libstdc++ >= 11 reads __libc_single_threaded (glibc >= 2.32)
+   to skip atomics in single-threaded processes; manylinux_2_28 promises glibc 2.28. This hidden local copy,
+   fixed at 0 ("may be multi-threaded"), satisfies those references inside the extension: atomics are always
+   used, which is correct everywhere, and the .so imports no glibc symbol newer than 2.28 for it. */
+__attribute__((visibility("hidden"))) char __libc_single_threaded = 0;
 """
 
 # kernel-builder's _ops.py (hub-contract.md §4.2), written when torch-ext/<module>/ has no _ops.py.
@@ -279,10 +288,12 @@ class LocalExecutor:
         (self.cache.root / "tmp").mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.gen_dir.mkdir(parents=True, exist_ok=True)
-        reg = self.gen_dir / "registration.h"
-        if not reg.is_file() or reg.read_text() != REGISTRATION_H:
-            reg.write_text(REGISTRATION_H)
+        for name, text in (("registration.h", REGISTRATION_H), (GLIBC_COMPAT_C, GLIBC_COMPAT)):
+            f = self.gen_dir / name
+            if not f.is_file() or f.read_text() != text:
+                f.write_text(text)
         clean_stale_stages(self.root / "build")
+        self._materialize_cublas(variants)
         steps = self.plan.steps_for(variants)
         pending = {s.id: s for s in steps}
         users: dict[str, list[VariantPlan]] = {}
@@ -357,6 +368,25 @@ class LocalExecutor:
         for v, r in zip(variants, out):
             self._write_log(v, r)
         return out
+
+    def _materialize_cublas(self, variants: tuple[VariantPlan, ...]) -> None:
+        """Copy cublas*.h from the nvidia-cublas wheel into the planned include dir (see envs.Toolkit)."""
+        from .plan import cublas_dir
+
+        for v in variants:
+            tk = v.status.toolkit
+            if tk is None or not tk.cublas_headers:
+                continue
+            dest = Path(cublas_dir(str(self.gen_dir), tk.cublas_headers))
+            if dest.is_dir():
+                continue
+            tmp = Path(tempfile.mkdtemp(prefix=".cublas-", dir=self.gen_dir))
+            for header in Path(tk.cublas_headers).glob("cublas*.h"):
+                shutil.copy2(header, tmp / header.name)
+            try:
+                os.rename(tmp, dest)
+            except OSError:  # another build made it first
+                shutil.rmtree(tmp, ignore_errors=True)
 
     def _progress(self, variants):  # type: ignore[no-untyped-def]
         from .. import ui

@@ -24,6 +24,7 @@ TOOL_VERSION_DEFAULT = "0.1.0"
 PY_LIMITED_API = "0x03090000"  # abi3 for CPython >= 3.9 (hub-contract.md §5)
 METAL_STD = "metal4.0"  # hub-contract.md §4.7
 MACOS_MIN = "26.0"
+GLIBC_COMPAT_C = "glibc_compat.c"  # written into the generated include dir by the executor
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".c", ".mm", ".m", ".metal")
 HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inc")
 
@@ -211,6 +212,7 @@ class _Tools:
     toolkit_root: str
     toolkit_id: str
     toolkit_archs: tuple[str, ...]
+    extra_gpu_includes: tuple[str, ...]
     cxx: str
     cxx_id: str
     torch_includes: tuple[str, ...]
@@ -222,7 +224,12 @@ class _Tools:
     runnable: bool
 
 
-def _tools_for(variant: Variant, status: Status, cxx: str | None, cxx_id: str) -> _Tools:
+def cublas_dir(gen_include: str, source: str) -> str:
+    """Where the executor puts the cublas*.h copied from `source` (one dir per source)."""
+    return f"{gen_include}/cublas-{hashlib.sha256(source.encode()).hexdigest()[:12]}"
+
+
+def _tools_for(variant: Variant, status: Status, cxx: str | None, cxx_id: str, gen_include: str) -> _Tools:
     env, tk = status.env, status.toolkit
     runnable = status.buildable and status.executor == "local"
     major, minor = (int(x) for x in variant.torch.split("."))
@@ -234,15 +241,19 @@ def _tools_for(variant: Variant, status: Status, cxx: str | None, cxx_id: str) -
         t = f"<torch {variant.torch} {variant.compute}>"
         torch_includes = (f"{t}/include", f"{t}/include/torch/csrc/api/include")
         torch_lib, py_inc, torch_id, abi = f"{t}/lib", "<python>/include", t, True
+    extra: tuple[str, ...] = ()
     if tk is not None:
         compiler, root, tk_id, archs = tk.compiler, tk.root, f"{tk.backend} {tk.full_version or tk.version}", tk.archs
+        if tk.cublas_headers:
+            extra = (cublas_dir(gen_include, tk.cublas_headers),)
+            tk_id += f" + cublas headers {tk.cublas_headers}"
     else:
         kind = {"cuda": "nvcc", "rocm": "hipcc"}.get(variant.backend, "xcrun")
         root = f"<{variant.backend} {variant.toolkit or ''}>".replace(" >", ">")
         compiler, tk_id, archs = f"{root}/bin/{kind}", root, ()
     if variant.backend == "metal":
         cxx, cxx_id = "clang++", "<xcode clang++>"
-    return _Tools(compiler, root, tk_id, archs, cxx or "c++", cxx_id, torch_includes, torch_lib, py_inc,
+    return _Tools(compiler, root, tk_id, archs, extra, cxx or "c++", cxx_id, torch_includes, torch_lib, py_inc,
                   torch_id, std, abi, runnable)
 
 
@@ -267,7 +278,7 @@ def plan_variant(project: ProjectInputs, variant: Variant, status: Status, *, cx
     if not sections:
         reason = status.reason or f"build.toml has no [kernel.*] section with backend = \"{variant.backend}\""
         return VariantPlan(variant, Status(False, reason), ops_id, out_dir), []
-    tools = _tools_for(variant, status, cxx, cxx_id)
+    tools = _tools_for(variant, status, cxx, cxx_id, gen_include)
     tool_tag = f"ggml-vendor {project.tool_version}"
     steps: list[Step] = []
     notes: list[str] = []
@@ -278,6 +289,7 @@ def plan_variant(project: ProjectInputs, variant: Variant, status: Status, *, cx
 
     for sec in sections:
         incs = tuple(f"-I{d}" for d in sec.include)
+        gpu_incs = tuple(f"-I{d}" for d in tools.extra_gpu_includes)
         if variant.backend == "cuda":
             caps = supported_capabilities(sec.cuda_capabilities, tools.toolkit_archs)
             dropped = set(sec.cuda_capabilities) - set(caps)
@@ -298,7 +310,8 @@ def plan_variant(project: ProjectInputs, variant: Variant, status: Status, *, cx
         # A section that does not depend on torch compiles without torch: the same object serves every
         # torch version (the point of the split). One that does is compiled per torch environment.
         per_torch = sec.torch_dependent
-        extra = (torch_side + (f"-D_GLIBCXX_USE_CXX11_ABI={int(tools.cxx11_abi)}",)) if per_torch else ()
+        abi = (f"-D_GLIBCXX_USE_CXX11_ABI={int(tools.cxx11_abi)}",) if variant.os == "linux" else ()
+        extra = (torch_side + abi) if per_torch else ()
         tc_gpu = tools.toolkit_id + (f" | {tools.torch_id}" if per_torch else "") + f" | {tool_tag}"
         tc_cxx = tools.cxx_id + (f" | {tools.torch_id}" if per_torch else "") + f" | {tool_tag}"
         for src in sec.src:
@@ -309,7 +322,7 @@ def plan_variant(project: ProjectInputs, variant: Variant, status: Status, *, cx
             out = _obj_name(src)
             if src.endswith(".cu") and variant.backend == "cuda":
                 argv = (tools.compiler, "-c", src, "-o", "{out}", "-MD", "-MF", "{dep}", *fpic, "-O3",
-                        "-DCUDA_KERNEL", "-DUSE_CUDA=1", *incs, *extra, *sec.cuda_flags, *arch_flags)
+                        "-DCUDA_KERNEL", "-DUSE_CUDA=1", *incs, *gpu_incs, *extra, *sec.cuda_flags, *arch_flags)
                 tool, tc = "nvcc", tc_gpu
                 label = f"nvcc {src} [{', '.join(sort_archs(caps))}]"
             elif src.endswith(".cu") and variant.backend == "rocm":
@@ -329,7 +342,8 @@ def plan_variant(project: ProjectInputs, variant: Variant, status: Status, *, cx
                 # The Metal host code embeds this build's shader library (named after the op id), so it is
                 # compiled per id; hub-contract.md §4.7.
                 argv += (f"-I{gen_include}/{ops_id}", f"-DEMBEDDED_METALLIB_HEADER=\"{ops_id}_metallib.h\"",
-                         f"-DEMBEDDED_METALLIB_NAMESPACE={ops_id}_metal", *torch_side, "-DMETAL_KERNEL")
+                         f"-DEMBEDDED_METALLIB_NAMESPACE={ops_id}_metal",
+                         *(() if per_torch else torch_side), "-DMETAL_KERNEL")
                 tc += f" | {tools.torch_id}"
             sid = _step_id("obj", tc, argv)
             steps.append(Step(sid, "compile", tool, label, argv, out, tc, inputs=(src,), runnable=tools.runnable))
@@ -378,6 +392,17 @@ def plan_variant(project: ProjectInputs, variant: Variant, status: Status, *, cx
         steps.append(Step(sid, "compile", "c++", f"c++ {src} (torch {variant.torch})", argv, _obj_name(src), tc,
                           inputs=(src,), runnable=tools.runnable))
         bind_objs.append(sid)
+
+    # manylinux_2_28 allows glibc <= 2.28, but libstdc++ >= 11 headers reference __libc_single_threaded
+    # (glibc 2.32) when the host glibc has it. A hidden local definition (glibc_compat.c, fixed at 0 =
+    # "maybe multi-threaded": atomics always used, which is always correct) keeps that symbol out of the
+    # .so's imports. Torch-independent: compiled once per host compiler.
+    if variant.os == "linux" and variant.backend in ("cuda", "rocm", "cpu"):
+        compat_argv = (tools.cxx, "-x", "c", "-c", f"{gen_include}/{GLIBC_COMPAT_C}", "-o", "{out}", "-fPIC", "-O2")
+        compat = _step_id("obj", f"{tools.cxx_id} | {tool_tag}", compat_argv)
+        steps.append(Step(compat, "compile", "c++", "c glibc_compat.c (manylinux_2_28 symbol versions)",
+                          compat_argv, "glibc_compat.o", f"{tools.cxx_id} | {tool_tag}", runnable=tools.runnable))
+        objects.append(compat)
 
     # The link: only the libraries kernel-builder links (not all of TORCH_LIBRARIES), no RPATH, so the
     # extension reuses the copies torch already loaded (hub-contract.md §4.6).
