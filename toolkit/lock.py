@@ -18,6 +18,14 @@ import tomlkit
 
 from .errors import VendorStateError
 
+try:  # the standard library's parser is several times faster than tomlkit (no-op re-sync budget: 0.5 s)
+    import tomllib as _toml
+
+    _TomlError: tuple[type[Exception], ...] = (_toml.TOMLDecodeError,)
+except ImportError:  # Python 3.10
+    _toml = None  # type: ignore[assignment]
+    _TomlError = ()
+
 LOCK_NAME = "UPSTREAM"
 SCHEMA = 1
 
@@ -164,7 +172,7 @@ def render_lock(lock: Lock) -> str:
 def parse_lock(text: str, where: str = LOCK_NAME) -> Lock:
     """Parse lock text; a malformed lock is a VendorStateError naming what is wrong."""
     try:
-        doc = tomlkit.parse(text).unwrap()
+        doc = _toml.loads(text) if _toml is not None else tomlkit.parse(text).unwrap()
         up = doc["upstream"]
         files_t = doc.get("files", {})
         file_info = tuple(
@@ -187,7 +195,7 @@ def parse_lock(text: str, where: str = LOCK_NAME) -> Lock:
             fingerprints={str(k): str(v) for k, v in doc.get("fingerprints", {}).items()},
             llama_cpp_commit=str(up.get("llama-cpp-commit", "")),
         )
-    except (KeyError, TypeError, ValueError, tomlkit.exceptions.ParseError) as exc:
+    except (KeyError, TypeError, ValueError, tomlkit.exceptions.ParseError, *_TomlError) as exc:
         raise VendorStateError(f"{where} is not a valid lock ({type(exc).__name__}: {exc})",
                                "restore it from git (git checkout vendor/UPSTREAM) or re-run ggml-vendor sync --rev REV --force") from None
 

@@ -33,7 +33,7 @@ _REMOTE = "origin"
 
 def validate_rev(rev: str) -> str:
     """`rev` if it is a plain branch/tag name or a hex commit id; UpstreamError otherwise."""
-    bad = (not rev or len(rev) > 200 or not _REF_RE.match(rev) or ".." in rev or "//" in rev or "/." in rev
+    bad = (not rev or len(rev) > 200 or not _REF_RE.fullmatch(rev) or ".." in rev or "//" in rev or "/." in rev
            or rev.endswith((".", "/", ".lock")))
     if bad:
         raise UpstreamError(f"--rev {rev!r} is not a plain branch, tag or commit id",
