@@ -140,6 +140,13 @@ def variant_intact(out: Path) -> bool:
     return all(b64_sha256_file(out / rel) == want for rel, want in files.items())
 
 
+def _digest_files(out: Path) -> dict | None:
+    try:
+        return json.loads((out / "metadata.json").read_text())["digest"]["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def clean_stale_stages(build_dir: Path) -> None:
     """Staging dirs left by a killed build (SIGKILL skips our cleanup) are removed on the next run."""
     if build_dir.is_dir():
@@ -489,7 +496,7 @@ class LocalExecutor:
         compiles, hits = self._counts(v)
         log = str(self.log_dir / f"{v.name}.log")
         old = self.cache.read_stamp(v.name) or {}
-        if old.get("stamp") == stamp and variant_intact(final):
+        if old.get("stamp") == stamp and variant_intact(final) and old.get("files") == _digest_files(final):
             return VariantResult(v.name, "up-to-date", "", v.out_dir, v.ops_id, v.archs,
                                  time.monotonic() - t0, compiles, hits, log)
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -514,7 +521,8 @@ class LocalExecutor:
             swap_into_place(stage, final)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
-        self.cache.write_stamp(v.name, {"stamp": stamp, "id": v.ops_id, "link-key": link.key})
+        self.cache.write_stamp(v.name, {"stamp": stamp, "id": v.ops_id, "link-key": link.key,
+                                        "files": meta["digest"]["files"]})
         return VariantResult(v.name, "built", "", v.out_dir, v.ops_id, v.archs, time.monotonic() - t0,
                              compiles, hits, log)
 
