@@ -327,3 +327,24 @@ def test_cli_json_and_exit_code(tmp_path: Path) -> None:
     assert doc["ok"] is False
     assert any(f["check"] == "archs" and f["status"] == "fail" for v in doc["variants"] for f in v["findings"])
     assert "error:" in proc.stderr and "check(s) failed" in proc.stderr
+
+
+@pytest.mark.slow
+def test_host_toolchain_abi_is_a_warning_only_when_asked_and_never_for_huggingface_co(tmp_path: Path) -> None:
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH (static cudart is how this test gets glibc > 2.28 symbols)")
+    from toolkit.errors import PublishError
+    from toolkit.publish.preflight import preflight
+
+    cfg, build = _project(tmp_path)
+    v = make_variant(build, compiler="nvcc", gencode=("-gencode", "arch=compute_80,code=sm_80"), archs=["8.0"],
+                     static_cudart=True, uid="fxhost")
+    assert not verify_build(cfg, options=NO_VENDOR).ok
+    report = verify_build(cfg, options=VerifyOptions(check_vendor=False, smoke=False, host_toolchain_ok=True))
+    assert report.ok and _by_check(report, "abi")[0].status == "warn"
+    assert stamp_verdict(build, v) == (True, "")
+    ok, why = stamp_verdict(build, v, official_hub=True)
+    assert not ok and "not for huggingface.co" in why
+    with pytest.raises(PublishError, match="not for huggingface.co"):
+        preflight(cfg, None, check_vendor=False, official_hub=True)
+    assert preflight(cfg, None, check_vendor=False).variant_dirs == (v,)

@@ -31,6 +31,10 @@ def verify(
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
     no_smoke: Annotated[bool, typer.Option("--no-smoke", help="Skip the get_local_kernel import test.")] = False,
+    host_toolchain: Annotated[bool, typer.Option(
+        "--host-toolchain", help="Accept binaries above the manylinux_2_28 symbol ceilings (built with this "
+                                 "machine's compiler) as a warning; such variants can be published to a "
+                                 "private hub or git remote, never to huggingface.co.")] = False,
 ) -> None:
     """Check every build/<variant>/: layout and names (op namespace = .so stem = metadata id), metadata.json
     through kernels' own parser and digest, backend.archs against the cubins/PTX inside the binary, ABI
@@ -43,7 +47,8 @@ def verify(
 
         cfg = config.load(project)
         with ui.task("verifying build/ variants", quiet=json_out):
-            report = verify_build(cfg, variants or None, options=VerifyOptions(smoke=not no_smoke))
+            report = verify_build(cfg, variants or None,
+                                  options=VerifyOptions(smoke=not no_smoke, host_toolchain_ok=host_toolchain))
         if json_out:
             ui.emit_json(report.to_json())
         else:

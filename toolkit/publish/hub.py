@@ -188,9 +188,9 @@ def publish_hub(cfg: Any, names: list[str] | None = None, *, repo_id: str | None
 
     progress = progress or (lambda _msg: None)
     repo_id = repo_id or cfg.hub_repo
-    ready = preflight(cfg, names, check_vendor=check_vendor)
-    secret = resolve_token(token) if not dry_run else (token or os.environ.get("HF_TOKEN") or "")
     endpoint = endpoint or os.environ.get("HF_ENDPOINT") or None
+    ready = preflight(cfg, names, check_vendor=check_vendor, official_hub=_is_official(endpoint))
+    secret = resolve_token(token) if not dry_run else (token or os.environ.get("HF_TOKEN") or "")
     target = f"{(endpoint or 'https://huggingface.co').rstrip('/')}/kernels/{repo_id}"
     report_path = report_path or (ready.variant_dirs[0].parent / REPORT_NAME)
     api = HfApi(endpoint=endpoint, token=secret or None, library_name="ggml-vendor", library_version=__version__)

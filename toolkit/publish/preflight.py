@@ -43,7 +43,7 @@ def resolve_token(token: str | None) -> str:
 
 
 def preflight(cfg: Any, names: list[str] | None, *, build_dir: Path | None = None,
-              check_vendor: bool = True) -> Ready:
+              check_vendor: bool = True, official_hub: bool = False) -> Ready:
     build_dir = build_dir or cfg.build_dir
     dirs = discover(build_dir, names)
     if not dirs:
@@ -51,7 +51,7 @@ def preflight(cfg: Any, names: list[str] | None, *, build_dir: Path | None = Non
     problems: list[str] = []
     versions: dict[Any, list[str]] = {}
     for d in dirs:
-        ok, why = stamp_verdict(build_dir, d)
+        ok, why = stamp_verdict(build_dir, d, official_hub=official_hub)
         if not ok:
             problems.append(f"{d.name} is unverified ({why})")
         try:

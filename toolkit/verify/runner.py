@@ -30,6 +30,9 @@ class VerifyOptions:
     smoke: bool = True
     check_vendor: bool = True
     metal_required: tuple[str, ...] | None = None  # None: the binding's dispatch list from ggml_facts
+    # Accept binaries above the manylinux_2_28 ceilings (host-toolchain builds: the demo, local use). The
+    # stamp records it and publish refuses such variants for huggingface.co.
+    host_toolchain_ok: bool = False
 
 
 def is_variant_dir(p: Path) -> bool:
@@ -85,7 +88,8 @@ def verify_variant(cfg: Any, path: Path, *, lock: Any | None, options: VerifyOpt
     sos = so_files(path) if path.is_dir() else []
     if is_arch and raw is not None:
         findings += check_archs(variant, backend, ((raw.get("backend") or {}).get("archs")), sos)
-        findings += check_abi(variant, sos, os_name=str(os_name), backend=backend)
+        findings += check_abi(variant, sos, os_name=str(os_name), backend=backend,
+                              host_toolchain_ok=options.host_toolchain_ok)
         findings += check_metal(variant, path, backend, sos, options.metal_required)
     findings += check_provenance(variant, raw, lock)
     if options.smoke:
@@ -133,6 +137,11 @@ def verify_build(cfg: Any, names: list[str] | None = None, *, options: VerifyOpt
     return report
 
 
+def _hub_compliant(v: VariantReport) -> bool:
+    """False when an ABI ceiling was waived (host toolchain): fine for local hubs, not for huggingface.co."""
+    return not any(f.check == "abi" and f.status == "warn" and "manylinux" in f.message for f in v.findings)
+
+
 # --- the verdict stamp --------------------------------------------------------------------------------
 
 def write_stamp(build_dir: Path, report: VerifyReport) -> None:
@@ -148,14 +157,16 @@ def write_stamp(build_dir: Path, report: VerifyReport) -> None:
     global_ok = not any(f.failed for f in report.global_findings)
     for v in report.variants:
         variants[v.variant] = {"tree_sha256": v.tree_sha256, "ok": v.ok and global_ok, "tool_version": __version__,
+                               "hub_compliant": _hub_compliant(v),
                                "failures": [f.line() for f in v.findings if f.failed]}
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps({"variants": variants}, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
 
 
-def stamp_verdict(build_dir: Path, variant_path: Path) -> tuple[bool, str]:
-    """(publishable, why not) for one variant from the stamp; the files must hash to what verify passed."""
+def stamp_verdict(build_dir: Path, variant_path: Path, *, official_hub: bool = False) -> tuple[bool, str]:
+    """(publishable, why not) for one variant from the stamp; the files must hash to what verify passed.
+    `official_hub`: also require a Hub-compliant ABI (no waived manylinux ceiling)."""
     try:
         doc = json.loads((build_dir / STAMP_NAME).read_text())
     except (OSError, ValueError):
@@ -167,6 +178,8 @@ def stamp_verdict(build_dir: Path, variant_path: Path) -> tuple[bool, str]:
         return False, "verify failed: " + "; ".join(entry.get("failures", [])[:2])
     if entry.get("tree_sha256") != tree_sha256(variant_path):
         return False, "files changed since it was verified"
+    if official_hub and entry.get("hub_compliant") is False:
+        return False, "built with the host toolchain: not manylinux_2_28, so not for huggingface.co"
     return True, ""
 
 
