@@ -111,45 +111,51 @@ def compute_closure(
     optional: tuple[str, ...] = ggml_facts.OPTIONAL_QUOTED_INCLUDES,
 ) -> Closure:
     """Follow quoted includes from every (op, backend, entry); UpstreamError naming file and line for an
-    include that resolves nowhere or outside the tree."""
+    include that resolves nowhere or outside the tree.
+
+    The include graph is walked breadth-first over all entries at once, so a filtered URL cache fetches
+    each level's blobs in one round trip (`prefetch`); each op's closure is then read off the graph."""
+    fetch = prefetch or (lambda _paths: None)
+    fetch([alt for _, _, entry in entries for alt in entry.alternatives])
+    chosen: list[tuple[str, str, str]] = [(op, b, _choose_entry(e, read, f"{op}/{b}", where)) for op, b, e in entries]
+
+    graph: dict[str, list[tuple[int, str]]] = {}  # file -> [(line, resolved include)]
+    frontier = list(dict.fromkeys(path for _, _, path in chosen))
+    while frontier:
+        parsed = {}
+        for path in frontier:
+            data = read(path) if path.endswith(suffixes) else None
+            parsed[path] = quoted_includes(data.decode("utf-8", "replace")) if data is not None else []
+        fetch([c for path, incs in parsed.items() for _, name in incs
+               for c in include_candidates(path, name, roots) if not _escapes(c)])
+        following: list[str] = []
+        for path, incs in parsed.items():
+            edges = []
+            for line, name in incs:
+                cands = include_candidates(path, name, roots)
+                hit = next((c for c in cands if not _escapes(c) and read(c) is not None), None)
+                if hit is None:
+                    if name in optional:
+                        continue
+                    if _escapes(cands[0]):
+                        raise UpstreamError(f"{path}:{line}: #include \"{name}\" points outside the ggml tree",
+                                            "refusing to vendor it; pick another --rev or patch the include")
+                    raise UpstreamError(
+                        f"{path}:{line}: #include \"{name}\" not found at {where} (looked in {', '.join(cands)})",
+                        "pick another --rev, or list it in ggml_facts.OPTIONAL_QUOTED_INCLUDES if no build takes that #if")
+                edges.append((line, hit))
+                if hit not in graph and hit not in parsed and hit not in following:
+                    following.append(hit)
+            graph[path] = edges
+        frontier = following
+
     reasons: dict[str, str] = {}
     needed: dict[str, list[str]] = {}
     per_key: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
-    scanned: dict[str, list[tuple[int, str, str]]] = {}  # file -> [(line, name, resolved)]
-
-    def includes_of(path: str) -> list[tuple[int, str, str]]:
-        if path in scanned:
-            return scanned[path]
-        if not path.endswith(suffixes):
-            scanned[path] = []
-            return []
-        data = read(path)
-        assert data is not None
-        incs = quoted_includes(data.decode("utf-8", "replace"))
-        if prefetch is not None:
-            prefetch([c for _, name in incs for c in include_candidates(path, name, roots) if not _escapes(c)])
-        out = []
-        for line, name in incs:
-            cands = include_candidates(path, name, roots)
-            hit = next((c for c in cands if not _escapes(c) and read(c) is not None), None)
-            if hit is None:
-                if name in optional:
-                    continue
-                if all(_escapes(c) for c in cands) or _escapes(cands[0]):
-                    raise UpstreamError(f"{path}:{line}: #include \"{name}\" points outside the ggml tree",
-                                        "refusing to vendor it; pick another --rev or patch the include")
-                raise UpstreamError(
-                    f"{path}:{line}: #include \"{name}\" not found at {where} (looked in {', '.join(cands)})",
-                    "pick another --rev, or list it in ggml_facts.OPTIONAL_QUOTED_INCLUDES if no build takes that #if")
-            out.append((line, name, hit))
-        scanned[path] = out
-        return out
-
-    for op, backend, entry in entries:
+    for op, backend, start in chosen:
         key = f"{op}/{backend}"
-        chosen, files = per_key.setdefault((op, backend), ([], []))
-        start = _choose_entry(entry, read, key, where)
-        chosen.append(start)
+        starts, files = per_key.setdefault((op, backend), ([], []))
+        starts.append(start)
         reasons.setdefault(start, f"entry of {key}")
         queue = [start]
         while queue:
@@ -157,12 +163,13 @@ def compute_closure(
             if path in files:
                 continue
             files.append(path)
-            if key not in needed.setdefault(path, []):
+            needed.setdefault(path, [])
+            if key not in needed[path]:
                 needed[path].append(key)
-            for line, _name, hit in includes_of(path):
+            for line, hit in graph[path]:
                 reasons.setdefault(hit, f"included by {path}:{line}")
                 if hit not in files:
                     queue.append(hit)
-    ops = tuple(OpClosure(op, b, tuple(chosen), tuple(files)) for (op, b), (chosen, files) in per_key.items())
+    ops = tuple(OpClosure(op, b, tuple(st), tuple(files)) for (op, b), (st, files) in per_key.items())
     return Closure(ops=ops, files=tuple(sorted(reasons)), reasons=reasons,
                    needed_by={p: tuple(sorted(v)) for p, v in needed.items()})

@@ -142,6 +142,9 @@ def plan_sync(
     `extra_patch_files` are other files under vendor/patches/ (kept as they are); `current` maps
     vendor/-relative paths to the sha256 of what is there now; `findings` is check_vendor_dir's result."""
     where = f"{snapshot.commit[:12]}"
+    if prefetch is not None:  # one round trip for the entries and the always-shipped files (URL upstreams)
+        prefetch([alt for _, _, e in entries for alt in e.alternatives]
+                 + [*ggml_facts.ALWAYS_SHIP, *ggml_facts.OPTIONAL_SHIP, ggml_facts.LLAMA_CPP_SYNC_FILE])
     closure = compute_closure(entries, snapshot.read, where=where, prefetch=prefetch)
     pristine: dict[str, bytes] = {}
     blobs: dict[str, str] = {}

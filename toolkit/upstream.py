@@ -11,6 +11,7 @@ import hashlib
 import os
 import posixpath
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,7 +161,7 @@ class Snapshot:
         if not self.source.partial:
             return
         shas = [s for s in (self.blob_id(p) for p in paths) if s]
-        self.source.fetch_blobs(shas)
+        self.source.fetch_blobs(shas, self.commit)
 
 
 class Source:
@@ -171,6 +172,7 @@ class Source:
         self.recorded = recorded
         self.partial = partial
         self.url = url
+        self._missing: dict[str, set[str]] = {}
         try:
             self.repo = git.Repo(path)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
@@ -191,19 +193,26 @@ class Source:
             raise UpstreamError(f"cannot read blob {sha[:12]} from {self.recorded} ({exc})",
                                 "check the clone, or that the URL is reachable for a filtered cache") from None
 
-    def fetch_blobs(self, shas: list[str]) -> None:
+    def fetch_blobs(self, shas: list[str], commit: str) -> None:
+        """One fetch for those of `shas` (blobs of `commit`) that the filtered cache does not hold yet."""
         if not shas or not self.url:
             return
-        check = subprocess.run(["git", f"--git-dir={self.git_dir}", "cat-file", "--batch-check"],
-                               input="".join(s + "\n" for s in shas), capture_output=True, text=True,
-                               env={**_git_env(), "GIT_NO_LAZY_FETCH": "1"}, check=False)
-        missing = [ln.split()[0] for ln in check.stdout.splitlines() if ln.endswith(" missing")]
-        if missing:
-            proc = _run_git(self.git_dir, "fetch", "-q", "--no-tags", "--no-write-fetch-head",
-                            "--filter=blob:none", "--end-of-options", _REMOTE, *missing, check=False)
+        if commit not in self._missing:
+            # Which blobs of the commit are absent, without triggering git's one-object-at-a-time lazy fetch.
+            proc = _run_git(self.git_dir, "rev-list", "--objects", "--missing=print", commit, check=False)
+            self._missing[commit] = {ln[1:].split()[0] for ln in proc.stdout.splitlines() if ln.startswith("?")}
+        missing = self._missing[commit]
+        wanted = sorted({s for s in shas if s in missing})
+        if wanted:
+            # noop negotiation, as git's own lazy fetch: announcing the pinned commit as a "have" would make
+            # the server assume we hold its blobs and send none of them.
+            proc = _run_git(self.git_dir, "-c", "fetch.negotiationAlgorithm=noop", "fetch", "-q", "--no-tags",
+                            "--no-write-fetch-head", "--recurse-submodules=no", "--filter=blob:none",
+                            "--end-of-options", _REMOTE, *wanted, check=False)
             if proc.returncode != 0:
                 raise UpstreamError(f"cannot fetch files from {self.url}: {_last_line(proc.stderr)}",
                                     "check the network, or sync from a local clone with --mirror PATH")
+            missing.difference_update(wanted)
 
     def resolve(self, rev: str) -> str:
         """Full commit id of `rev` (validated first); UpstreamError when unknown."""
@@ -267,7 +276,7 @@ def _open_url(url: str, rev: str) -> tuple[Source, str]:
                            ("core.repositoryformatversion", "1"), ("extensions.partialClone", _REMOTE)):
             _run_git(tmp, "config", key, value)
         if cache.exists():  # another process won the race; its cache is as good as ours
-            subprocess.run(["rm", "-rf", str(tmp)], check=False)
+            shutil.rmtree(tmp, ignore_errors=True)
         else:
             os.replace(tmp, cache)
     src = Source(cache, url, partial=True, url=url)
