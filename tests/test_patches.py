@@ -74,3 +74,10 @@ def test_not_a_diff_is_refused():
 def test_no_patches_is_identity():
     out, res = apply_patches(FILES, [])
     assert out == FILES and res == []
+
+
+@pytest.mark.parametrize("path", ["../../etc/evil.h", "/etc/evil.h", "src/../../evil.h"])
+def test_patch_writing_outside_vendor_is_refused(path):
+    p = f"--- /dev/null\n+++ {path}\n@@ -0,0 +1 @@\n+x\n"
+    with pytest.raises(PatchError, match="outside vendor/ggml"):
+        apply_patches(FILES, [("0001-evil.patch", p.encode())])

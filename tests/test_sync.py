@@ -134,6 +134,8 @@ def test_embedded_upstream_offline(tmp_path):
     assert lock.licenses and lock.licenses[0].spdx == ("MIT",)
     # re-sync of the pin needs neither --rev nor --upstream (both come from the lock) and writes nothing
     assert sync(cfg).status == "unchanged"
+    # and --upstream embedded needs no --rev: the miniature has one commit (master)
+    assert sync(cfg, upstream=EMBEDDED).status == "unchanged"
 
 
 def test_mirror_reads_locally_but_records_the_url(proj, up):

@@ -115,6 +115,11 @@ def apply_patches(files: Mapping[str, bytes], patches: list[tuple[str, bytes]]) 
                 raise PatchError(f"vendor/patches/{name} holds no unified diff",
                                  "write it with `git diff` or `diff -ru` (paths relative to vendor/ggml)")
             touched: list[str] = []
+            for path in (p for pair in targets for p in pair if p):
+                parts = path.split("/")
+                if path.startswith("/") or ".." in parts or "" in parts:
+                    raise PatchError(f"patch {name} touches {path!r}, which would land outside vendor/ggml",
+                                     f"fix the paths in vendor/patches/{name} (relative to vendor/ggml)")
             for old, new in targets:
                 for path in (old, new):
                     if path and path not in touched:

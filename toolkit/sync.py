@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from . import __version__, ggml_facts
+from . import __version__, embedded, ggml_facts
 from .closure import Closure, compute_closure
 from .config import Config, Entry
+from .embedded import EMBEDDED
 from .drift import Drift, compute_drift, fingerprints_of, write_report
 from .errors import UpstreamError, VendorStateError
 from .lock import (LOCK_NAME, VERDICT_UPSTREAM, LicenseInfo, Lock, LockedFile, LockedPatch, read_lock,
@@ -255,10 +256,17 @@ def run_sync(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object]
     vendor = cfg.vendor_dir
     recovered = tuple(recover(cfg.root))
     previous = read_lock(vendor)
-    if req.rev is None and previous is None:
+    embedded_default = req.rev is None and (req.upstream == EMBEDDED or (
+        req.upstream is None and previous is not None and previous.upstream == EMBEDDED))
+    if embedded_default:
+        # The miniature has one commit, whose id follows its content (which changes with the toolkit):
+        # "the pin" of an embedded sync is whatever this toolkit ships.
+        rev = resolve_rev = embedded.BRANCH
+    elif req.rev is None and previous is None:
         raise UpstreamError("vendor/ has no pin yet (no vendor/UPSTREAM)", "pass --rev REV (a sha, tag or branch)")
-    rev = req.rev if req.rev is not None else previous.rev or previous.commit  # type: ignore[union-attr]
-    resolve_rev = req.rev if req.rev is not None else previous.commit  # type: ignore[union-attr]
+    else:
+        rev = req.rev if req.rev is not None else previous.rev or previous.commit  # type: ignore[union-attr]
+        resolve_rev = req.rev if req.rev is not None else previous.commit  # type: ignore[union-attr]
     if req.upstream is not None:
         label = req.upstream
     elif req.rev is None and previous is not None:

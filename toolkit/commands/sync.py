@@ -88,8 +88,8 @@ def _check(project: Path | None, as_json: bool) -> None:
 @app.command("sync", help=HELP)
 def sync(
     rev: Annotated[str | None, typer.Option("--rev", "-r", help="Branch, tag or (short) sha to pin; recorded as the full commit id. Default: the locked commit.")] = None,
-    upstream: Annotated[str | None, typer.Option("--upstream", "-u", help="URL, local clone path, or 'embedded' (the bundled miniature). Default: [tool.ggml-vendor] upstream.")] = None,
-    mirror: Annotated[Path | None, typer.Option("--mirror", envvar="GGML_VENDOR_MIRROR", help="Local clone to read objects from instead of the network; the lock still records the upstream URL. Env: GGML_VENDOR_MIRROR.")] = None,
+    upstream: Annotated[str | None, typer.Option("--upstream", "-u", help="URL, local clone path, or 'embedded' (the bundled miniature). Default: the 'upstream' key of pyproject's tool.ggml-vendor table.")] = None,
+    mirror: Annotated[Path | None, typer.Option("--mirror", envvar="GGML_VENDOR_MIRROR", help="Local clone to read objects from instead of the network; the lock still records the upstream URL.")] = None,
     check: Annotated[bool, typer.Option("--check", help="Offline: compare vendor/ with vendor/UPSTREAM (edited, missing, extra files); exit 4 when dirty.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite local edits and extra files in vendor/ (they are listed).")] = False,
     drop_upstreamed: Annotated[bool, typer.Option("--drop-upstreamed", help="Delete patches that upstream already contains.")] = False,
