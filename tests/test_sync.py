@@ -358,7 +358,7 @@ def test_pin_move_reports_drift(proj, up):
     mtime = keep.stat().st_mtime_ns
     rep = sync(proj, rev="v2")
     d = rep.drift
-    assert d.old_commit == up.commits["v1"] and d.new_commit == up.commits["v2"]
+    assert d.old_commit == up.commits["v1"] and d.new_commit == up.commits["v2"] and not d.backwards
     assert d.renamed == (("src/ggml-cuda/convert.cuh", "src/ggml-cuda/cvt.cuh"),)
     assert set(d.changed) == {"src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/fattn-common.cuh"}
     assert d.added == () and d.removed == ()
@@ -375,6 +375,13 @@ def test_pin_move_reports_drift(proj, up):
     # unchanged files keep their inode and mtime across the swap
     assert keep.stat().st_mtime_ns == mtime
     assert not (proj.vendor_dir / "ggml" / "src/ggml-cuda/convert.cuh").exists()
+
+
+def test_pin_moving_backwards_lists_the_dropped_commits(proj):
+    sync(proj, rev="v2")
+    d = sync(proj, rev="v1").drift
+    assert d.backwards and [s for _, s in d.commits][-1] == "cuda : tweak the gdn kernel body (llama/101)"
+    assert d.renamed == (("src/ggml-cuda/cvt.cuh", "src/ggml-cuda/convert.cuh"),)
 
 
 def test_pin_move_cli_prints_drift_and_json(proj):

@@ -69,6 +69,7 @@ class Drift:
     commits: tuple[tuple[str, str], ...] | None  # (sha, subject), newest first; None = history not available
     history_note: str
     regions: tuple[RegionDrift, ...]
+    backwards: bool = False  # the new pin is older: `commits` are the ones the move drops
 
     @property
     def empty(self) -> bool:
@@ -80,7 +81,7 @@ class Drift:
             "files": {"added": list(self.added), "removed": list(self.removed),
                       "renamed": [{"from": a, "to": b} for a, b in self.renamed], "changed": list(self.changed)},
             "commits": None if self.commits is None else [{"commit": c, "subject": s} for c, s in self.commits],
-            "history_note": self.history_note,
+            "history_note": self.history_note, "backwards": self.backwards,
             "fingerprints": [{"name": r.name, "path": r.path, "old": r.old, "new": r.new, "diff": r.diff}
                              for r in self.regions],
         }
@@ -96,7 +97,8 @@ class Drift:
                 out.append(f"- {label}: `{p}`")
         for a, b in self.renamed:
             out.append(f"- renamed: `{a}` → `{b}`")
-        out += ["", "## Upstream commits touching the subset", ""]
+        out += ["", "## Upstream commits touching the subset"
+                + (" (dropped: the pin moved backwards)" if self.backwards else ""), ""]
         if self.commits is None:
             out.append(f"Not available: {self.history_note}")
         elif not self.commits:
@@ -117,7 +119,8 @@ class Drift:
         lines = [f"drift {self.old_commit[:12]} -> {self.new_commit[:12]}: "
                  f"{len(self.added)} added, {len(self.removed)} removed, {len(self.renamed)} renamed, "
                  f"{len(self.changed)} changed; "
-                 + (f"{len(self.commits)} upstream commits" if self.commits is not None else "commit list unavailable")
+                 + (f"{len(self.commits)} upstream commits" + (" dropped (moved backwards)" if self.backwards else "")
+                    if self.commits is not None else "commit list unavailable")
                  + f"; {len(self.regions)} fingerprinted regions moved"]
         lines += [f"  region {r.name}: {'appeared' if r.old == ABSENT else 'gone' if r.new == ABSENT else 'changed'}"
                   for r in self.regions]
@@ -148,6 +151,7 @@ def compute_drift(
             added.remove(twin)
     changed = sorted(p for p in set(old_blobs) & set(new_blobs) if old_blobs[p] != new_blobs[p])
     commits: list[tuple[str, str]] | None = None
+    backwards = False
     note = ""
     if old.upstream != new.upstream or old.layout != new.layout:
         note = f"the upstream changed ({old.upstream} [{old.layout}] -> {new.upstream} [{new.layout}])"
@@ -157,6 +161,10 @@ def compute_drift(
         prefix = ggml_facts.LAYOUT_PREFIX.get(new.layout, "")
         paths = sorted({prefix + p for p in set(old_blobs) | set(new_blobs)})
         commits = log(old.commit, new.commit, paths)
+        if commits == []:
+            dropped = log(new.commit, old.commit, paths)
+            if dropped:
+                commits, backwards = dropped, True
         if commits is None:
             note = ("the old pin's history is not in the object source (a shallow URL cache); "
                     "pass --mirror PATH to a full clone for the commit list")
@@ -174,7 +182,7 @@ def compute_drift(
                                                 f"{old.commit[:12]}:{fp.path}", f"{new.commit[:12]}:{fp.path}"))
         regions.append(RegionDrift(fp.name, fp.path, o, n, diff))
     return Drift(new.upstream, old.commit, new.commit, tuple(added), tuple(removed), tuple(renamed), tuple(changed),
-                 None if commits is None else tuple(commits), note, tuple(regions))
+                 None if commits is None else tuple(commits), note, tuple(regions), backwards)
 
 
 def _atomic_write(path: Path, text: str) -> None:
