@@ -303,3 +303,36 @@ def test_build_with_nothing_buildable_exits_10_and_writes_nothing(project):
     assert res.exit_code == 10, res.output
     assert "nothing to build" in res.output
     assert not (project / "build").exists()
+
+
+# --- torch environments ---------------------------------------------------------------------------------
+
+def test_managed_envs_are_discovered_without_importing_torch(tmp_path):
+    from toolkit.builders.envs import discover_envs
+
+    venv = tmp_path / "torch213-cu130"
+    tdir = venv / "lib" / "python3.11" / "site-packages" / "torch"
+    tdir.mkdir(parents=True)
+    (tdir / "version.py").write_text("__version__ = '2.13.0+cu130'\ncuda = '13.0'\nhip = None\n")
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").write_text("")
+    envs = [e for e in discover_envs(tmp_path) if e.managed]
+    assert [(e.version, e.compute, e.python) for e in envs] == [("2.13.0+cu130", "cu130", str(venv / "bin" / "python"))]
+
+
+def test_env_creation_is_atomic(tmp_path):
+    import sys
+
+    from toolkit.builders.envs import EnvPlan, create_env, plan_env
+
+    p = plan_env("2.13", "cu130", "https://download.pytorch.org/whl/cu130", tmp_path)
+    assert p.path == tmp_path / "torch213-cu130"
+    assert p.commands[-1][-3:] == ("torch==2.13.*", "--index-url", "https://download.pytorch.org/whl/cu130")
+    bad = EnvPlan(tmp_path / "bad", ((sys.executable, "-c", "import sys; print('no index'); sys.exit(1)"),))
+    with pytest.raises(BuildError, match="creating torch environment bad failed"):
+        create_env(bad)
+    assert list(tmp_path.iterdir()) == []  # nothing half-made
+    good_path = tmp_path / "good"
+    make = f"import os; os.makedirs(r'{good_path}/bin'); open(r'{good_path}/bin/python', 'w').close()"
+    create_env(EnvPlan(good_path, ((sys.executable, "-c", make),)))
+    assert (good_path / "bin" / "python").is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["good"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -10,9 +10,11 @@ from rich.table import Table
 
 from .. import ui
 from ..app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
-from ..builders.stage import BuildReport, NothingToBuildError, Prepared, execute, prepare
 from ..config import load
 from ..errors import BuildError
+
+if TYPE_CHECKING:
+    from ..builders.stage import BuildReport, Prepared
 
 _STYLE = {"built": "green", "up-to-date": "green", "skipped": "yellow", "failed": "red", "interrupted": "red",
           "planned": "cyan"}
@@ -28,6 +30,12 @@ def _print_plan(prep: Prepared) -> None:
         head = f"[bold]{v.name}[/] -> {v.out_dir}/{v.so_name}"
         if not v.status.buildable:
             ui.out.print(f"{head}\n  [yellow]skipped:[/] {escape(v.status.reason)}")
+            if v.status.reason.startswith("needs torch") and prep.matrix is not None:
+                from ..builders.envs import plan_env
+
+                env = plan_env(v.variant.torch, v.variant.compute, prep.matrix.index_for(v.variant))
+                cmds = " && ".join(" ".join(c) for c in env.commands)
+                ui.out.print(f"  [dim]--create-envs would run: {escape(cmds)}[/]")
             if not v.steps:
                 continue
             ui.out.print("  would run (toolchain not on this host):")
@@ -78,6 +86,8 @@ def _print_report(report: BuildReport) -> None:
 
 def _build(project, all_variants: bool, patterns: list[str], jobs: int | None, dry_run: bool,  # type: ignore[no-untyped-def]
            as_json: bool, create_envs: bool) -> None:
+    from ..builders.stage import NothingToBuildError, execute, prepare  # deferred: keeps CLI start-up light
+
     cfg = load(project)
     prep = prepare(cfg, all_variants=all_variants, patterns=tuple(patterns), create_envs=create_envs and not dry_run)
     if dry_run:

@@ -11,11 +11,12 @@ from rich.table import Table
 from .. import ui
 from ..app import JsonOpt, ProjectOpt, app, run_guarded
 from ..config import load
-from ..variants import load_matrix, status
-from ..builders.envs import detect_host
 
 
 def _variants(project, patterns: list[str], as_json: bool) -> None:  # type: ignore[no-untyped-def]
+    from ..builders.envs import detect_host  # deferred: keeps CLI start-up light
+    from ..variants import load_matrix, status
+
     cfg = load(project)
     matrix = load_matrix(cfg.variants_file)
     host = detect_host()
