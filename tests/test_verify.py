@@ -348,3 +348,26 @@ def test_host_toolchain_abi_is_a_warning_only_when_asked_and_never_for_huggingfa
     with pytest.raises(PublishError, match="not for huggingface.co"):
         preflight(cfg, None, check_vendor=False, official_hub=True)
     assert preflight(cfg, None, check_vendor=False).variant_dirs == (v,)
+
+
+def _offload_bundle(triples: list[str]) -> bytes:
+    """An uncompressed clang offload bundle (what hipcc puts in .hip_fatbin), laid out per clang's format."""
+    head = b"__CLANG_OFFLOAD_BUNDLE__" + struct.pack("<Q", len(triples))
+    entries = b""
+    payload_at = len(head) + sum(24 + len(t) for t in triples)
+    for t in triples:
+        entries += struct.pack("<QQQ", payload_at, 4, len(t)) + t.encode()
+        payload_at += 4
+    return head + entries + b"\0\0\0\0" * len(triples)
+
+
+def test_rocm_archs_from_the_offload_bundle(tmp_path: Path) -> None:
+    bundle = _offload_bundle(["host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx942",
+                              "hipv4-amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-"])
+    arr = ",".join(str(b) for b in bundle)
+    so = compile_so(tmp_path, "_m_rocm_x", extra_c=f'__attribute__((used, section(".hip_fatbin"))) '
+                                                      f"static const unsigned char hipfb[] = {{{arr}}};\n")
+    assert check_archs("v", "rocm", ["gfx90a", "gfx942"], [so])[0].status == PASS
+    bad = check_archs("v", "rocm", ["gfx942", "gfx1100"], [so])
+    assert bad[0].status == FAIL and "['gfx90a', 'gfx942']" in bad[0].message
+    assert check_archs("v", "metal", None, [so])[0].status == SKIP
