@@ -17,7 +17,7 @@ def publish(
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
     dry_run: DryRunOpt = False,
-    repo: Annotated[str | None, typer.Option("--repo", help="Hub repo id (default: [tool.ggml-vendor] hub-repo).")] = None,
+    repo: Annotated[str | None, typer.Option("--repo", help="Hub repo id (default: hub-repo from pyproject.toml).")] = None,
     to: Annotated[str | None, typer.Option("--to", help="Push to this git remote (URL or path) with git-lfs "
                                                         "instead of the Hub HTTP API.")] = None,
     create_pr: Annotated[bool, typer.Option("--create-pr", help="Open pull requests instead of pushing to the "
