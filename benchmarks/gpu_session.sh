@@ -38,8 +38,27 @@ else
 fi
 ls build/*/ 2>&1 | tee -a "$OUT/session.log"
 
+log "argument-error paths (each one a Python exception, never a crash)"
+if timeout 120 python3 benchmarks/gpu_error_paths.py >"$OUT/error-paths.log" 2>&1; then
+  cat "$OUT/error-paths.log" | grep -v Warning
+else
+  tail -40 "$OUT/error-paths.log"
+  GDB=$(command -v cuda-gdb || ls /usr/local/cuda/bin/cuda-gdb 2>/dev/null)
+  [ -n "$GDB" ] && timeout 240 "$GDB" -q -batch -ex "set pagination off" -ex run -ex bt \
+    --args python3 benchmarks/gpu_error_paths.py >"$OUT/error-paths-gdb.log" 2>&1
+  grep -B2 -A45 'received signal' "$OUT/error-paths-gdb.log" | head -70
+  echo "--- the same sources built directly (benchmarks/devbuild.py), for comparison"
+  python3 benchmarks/devbuild.py --root . --archs 9.0 --out /tmp/devb/build --jobs "$(nproc)" 2>&1 | tail -2
+  timeout 120 python3 benchmarks/gpu_error_paths.py --root /tmp/devb 2>&1 | grep -v Warning | tee "$OUT/error-paths-devbuild.log" | tail -30
+fi
+
 log "GPU tests"
 timeout 330 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py -rs --durations=5 2>&1 | tee "$OUT/gpu-tests.log" | tail -25
+if grep -q "Fatal Python error" "$OUT/gpu-tests.log"; then
+  log "GPU tests again without the argument-error tests (the run above crashed)"
+  timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py -rs \
+    -k "not bad_arguments and not supports_is_exact" 2>&1 | tee "$OUT/gpu-tests-2.log" | tail -15
+fi
 
 log "accuracy table"
 timeout 120 python3 benchmarks/gpu_accuracy.py 2>&1 | tee "$OUT/accuracy.md" | tail -60

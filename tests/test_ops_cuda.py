@@ -205,7 +205,7 @@ def test_gdn_bad_arguments_name_the_argument(torch, op):
         (ValueError, r"\bstate must have shape", (q, k, v, g, beta, state[:, :, :, :32])),
         (ValueError, r"\bstate must be contiguous", (q, k, v, g, beta, state.transpose(-1, -2))),
         (ValueError, r"\bg must have shape", (q, k, v, g[:, :2], beta, state)),
-        (ValueError, r"\bg must be contiguous", (q, k, v, g.transpose(0, 1).contiguous().transpose(0, 1), beta, state)),
+        (ValueError, r"\bg must have beta.s layout", (q, k, v, g.transpose(0, 1).contiguous().transpose(0, 1), beta, state)),
         (ValueError, r"\bk must have the same strides as q", (q, k.transpose(1, 2).contiguous().transpose(1, 2), v, g, beta, state)),
         (ValueError, r"\bq's last dimension must be contiguous", (q.transpose(-1, -2).contiguous().transpose(-1, -2), k, v, g, beta, state)),
         (ValueError, r"q/k have 3 heads", (q[:, :, :3], k[:, :, :3], v, g, beta, state)),

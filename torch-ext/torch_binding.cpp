@@ -115,8 +115,17 @@ ggml_vendor_gdn_args gdn_args(const at::Tensor & q, const at::Tensor & k, const 
   TORCH_CHECK_VALUE(beta.dim() == 3 && beta.size(0) == B && beta.size(1) == T && beta.size(2) == H, op,
                     ": beta must have shape (n_seqs, n_tokens, n_heads) = (", B, ", ", T, ", ", H, "), got ",
                     beta.sizes());
-  TORCH_CHECK_VALUE(g.is_contiguous(), op, ": g must be contiguous; call .contiguous()");
-  TORCH_CHECK_VALUE(beta.is_contiguous(), op, ": beta must be contiguous; call .contiguous()");
+  // ggml addresses g with beta's element offsets (times head_dim for per-channel gates), so beta may have any
+  // strides (a time slice of a longer run, say) as long as g has the matching layout.
+  bool g_matches_beta = !kda || g.stride(3) == 1;
+  for (int64_t d = 0; d < 3; ++d) {
+    if (beta.size(d) > 1 && g.stride(d) != beta.stride(d) * (kda ? D : 1)) {
+      g_matches_beta = false;
+    }
+  }
+  TORCH_CHECK_VALUE(g_matches_beta, op, ": g must have beta's layout (ggml indexes g with beta's strides",
+                    kda ? ", times head_dim for per-channel gates" : "", "), got g strides ", g.strides(),
+                    " and beta strides ", beta.strides(), "; make both .contiguous()");
   TORCH_CHECK_VALUE(state.dim() == 4 && state.size(0) == B && state.size(1) == H && state.size(2) == D &&
                         state.size(3) == D,
                     op, ": state must have shape (n_seqs, n_heads, head_dim, head_dim) = (", B, ", ", H, ", ", D,
@@ -142,10 +151,9 @@ ggml_vendor_gdn_args gdn_args(const at::Tensor & q, const at::Tensor & k, const 
   a.sv1 = v.stride(2);
   a.sv2 = v.stride(1);
   a.sv3 = v.stride(0);
-  // beta is contiguous (n_seqs, n_tokens, n_heads): canonical strides (a size-1 dim may report any stride).
-  a.sb1 = 1;
-  a.sb2 = H;
-  a.sb3 = T * H;
+  a.sb1 = beta.stride(2);
+  a.sb2 = beta.stride(1);
+  a.sb3 = beta.stride(0);
   a.n_heads_qk = Hk;
   a.kda = kda ? 1 : 0;
   return a;

@@ -8,7 +8,8 @@ gated_delta_net(q, k, v, g, beta, state, *, inplace=False) -> (out, final_state)
     q, k   (n_seqs, n_tokens, n_heads_qk, head_dim) float32, last dim contiguous, identical strides
     v      (n_seqs, n_tokens, n_heads, head_dim) float32, last dim contiguous
     g      (n_seqs, n_tokens, n_heads) log-domain decay, or (..., head_dim) per-key-channel gates (KDA)
-    beta   (n_seqs, n_tokens, n_heads); g and beta contiguous
+    beta   (n_seqs, n_tokens, n_heads); any strides, with g laid out like beta (e.g. both contiguous, or
+           both time slices of longer runs)
     state  (n_seqs, n_heads, head_dim, head_dim) float32 contiguous, indexed [value][key]
     out    (n_seqs, n_tokens, n_heads, head_dim) float32, carrying the kernel's 1/sqrt(head_dim)
     Pass q and k with one head per value head. If n_heads_qk divides n_heads instead, value head h reads
@@ -137,9 +138,12 @@ def _check_gdn(op: str, q, k, v, g, beta, state) -> Tuple[int, int, int, int]:
         _fail(ValueError, op, f"beta must have shape ({n_seqs}, {n_tokens}, {n_heads}), got {tuple(beta.shape)}")
     if tuple(state.shape) != (n_seqs, n_heads, head_dim, head_dim):
         _fail(ValueError, op, f"state must have shape ({n_seqs}, {n_heads}, {head_dim}, {head_dim}) indexed [value][key], got {tuple(state.shape)}")
-    for name, t in (("g", g), ("beta", beta), ("state", state)):
-        if not t.is_contiguous():
-            _fail(ValueError, op, f"{name} must be contiguous; call .contiguous()")
+    kda = g.dim() == 4
+    scale = head_dim if kda else 1
+    if (kda and g.stride(3) != 1) or any(beta.shape[d] > 1 and g.stride(d) != beta.stride(d) * scale for d in range(3)):
+        _fail(ValueError, op, f"g must have beta's layout (ggml indexes g with beta's strides), got g strides {g.stride()} and beta strides {beta.stride()}; make both .contiguous()")
+    if not state.is_contiguous():
+        _fail(ValueError, op, "state must be contiguous; call .contiguous()")
     return n_seqs, n_tokens, n_heads, head_dim
 
 
