@@ -33,7 +33,8 @@ def contents(vendor: Path) -> dict[str, bytes] | None:
 def world(tmp_path_factory):
     """An upstream, plus the expected vendor/ contents at v1 and at v2 (from reference syncs)."""
     base = tmp_path_factory.mktemp("kill")
-    os.environ.setdefault("GGML_VENDOR_CACHE", str(base / "cache"))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("GGML_VENDOR_CACHE", str(base / "cache"))
     up = build_upstream(base / "up")
     states = {}
     for rev in ("v1", "v2"):
@@ -42,7 +43,8 @@ def world(tmp_path_factory):
         run_sync(cfg, SyncRequest(rev=rev))
         states[rev] = contents(cfg.vendor_dir)
     assert states["v1"] != states["v2"]
-    return up, states
+    yield up, states
+    mp.undo()
 
 
 def _write_patch(cfg) -> None:
