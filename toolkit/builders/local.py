@@ -312,7 +312,10 @@ class LocalExecutor:
         progress, tasks = self._progress(variants)
         failed: dict[str, StepResult] = {}
         try:
-            with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            pool = ThreadPoolExecutor(max_workers=self.jobs)
+            # Not a `with` block: its exit would wait for running compilers before our Ctrl-C handler
+            # could stop them.
+            try:
                 running: dict[Future, str] = {}
                 while pending or running:
                     doomed = {v.name for v in variants if any(x in failed for x in v.steps)}
@@ -361,9 +364,13 @@ class LocalExecutor:
                             if progress is not None:
                                 progress.update(tasks[v.name], completed=len(v.steps) + 1,
                                                 description=f"{v.name}: {results[v.name].result}")
+            except BaseException:
+                self._cancel.set()
+                self._kill_all()
+                raise
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
         except KeyboardInterrupt:
-            self._cancel.set()
-            self._kill_all()
             raise Interrupted("build interrupted", "no variant in build/ was half-written; re-run to continue") from None
         finally:
             if progress is not None:
