@@ -230,10 +230,10 @@ static std::string resolve(int idx, uintptr_t addr, const std::vector<RoleAddr> 
     return "[" + std::to_string(idx) + ",\"unknown\"," + std::to_string(addr) + "]";
 }
 
-static Tensor desc(const ggml_tensor * t) {
-    Tensor d{};
-    for (int i = 0; i < 4; ++i) { d.ne[i] = t->ne[i]; d.nb[i] = t->nb[i]; }
-    return d;
+// A torch tensor (sizes, strides in elements, outermost first) through our from_torch.
+static Tensor TT(std::initializer_list<int64_t> sizes, std::initializer_list<int64_t> strides, int64_t es = 4) {
+    std::vector<int64_t> sz(sizes), st(strides);
+    return from_torch(sz.data(), st.data(), es);
 }
 
 // ---- cases ----------------------------------------------------------------------------------------
@@ -276,7 +276,8 @@ static void emit(const char * name, const std::vector<RoleAddr> & roles, const s
     std::cout << o.str() << std::endl;
 }
 
-static void run_gdn(ggml_context * ctx, const std::string & name, int S, int H, int Hk, int T, int B, int G, int K, int fused) {
+static void run_gdn(ggml_context * ctx, const std::string & name, int64_t S, int64_t H, int64_t Hk, int64_t T, int64_t B,
+                    int64_t G, int K, int fused) {
     ggml_tensor *q, *k, *v;
     if (fused) {  // q, k, v as views of one projection output, heads concatenated per token
         ggml_tensor * qkv = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, S, 2*Hk + H, T, B);
@@ -300,18 +301,24 @@ static void run_gdn(ggml_context * ctx, const std::string & name, int S, int H, 
     ggml_metal_op_gated_delta_net(mctx, ggml_metal_op_n_nodes(mctx) - 1);
     ggml_metal_op_free(mctx);
 
-    const Tensor dst = desc(op);
-    const std::string err = gdn_check(desc(v), desc(g), dst, K);
+    // Ours sees the same memory the way a torch caller describes it: q, k, v (B, T, H, D) -- views of a
+    // (B, T, 2*Hk + H, D) projection when fused --, g (B, T, H) unsqueezed to (B, T, H, 1) or (B, T, H, D).
+    const int64_t W = fused ? 2*Hk + H : 0;
+    const Tensor tq = fused ? TT({B, T, Hk, S}, {T*W*S, W*S, S, 1}) : TT({B, T, Hk, S}, {T*Hk*S, Hk*S, S, 1});
+    const Tensor tv = fused ? TT({B, T, H, S}, {T*W*S, W*S, S, 1}) : TT({B, T, H, S}, {T*H*S, H*S, S, 1});
+    const Tensor tg = G == 1 ? TT({B, T, H, 1}, {T*H, H, 1, 1}) : TT({B, T, H, S}, {T*H*S, H*S, S, 1});
+    const Tensor dst = gdn_dst(S, H, T, B, K);
+    const std::string err = gdn_check(tv, tg, dst, K);
     if (!err.empty()) { std::fprintf(stderr, "%s: ours refused: %s\n", name.c_str(), err.c_str()); std::exit(3); }
-    std::vector<Dispatch> ours = {gated_delta_net(desc(q), desc(k), desc(v), desc(g), dst, K)};
+    std::vector<Dispatch> ours = {gated_delta_net(tq, tq, tv, tg, dst, K)};
     emit(name.c_str(), {{Role::Q, (uintptr_t) q->data}, {Role::K, (uintptr_t) k->data}, {Role::V, (uintptr_t) v->data},
                         {Role::G, (uintptr_t) g->data}, {Role::BETA, (uintptr_t) beta->data},
                         {Role::STATE, (uintptr_t) state->data}, {Role::DST, (uintptr_t) op->data}}, ours);
 }
 
-static void run_fa(ggml_context * ctx, const std::string & name, int D, int DV, int nq, int H, int Hkv, int nkv, int cap,
-                   int B, const std::string & kv, int with_mask, int maskB, int maskH, float scale, float max_bias,
-                   float softcap, int with_sinks) {
+static void run_fa(ggml_context * ctx, const std::string & name, int64_t D, int64_t DV, int64_t nq, int64_t H, int64_t Hkv,
+                   int64_t nkv, int64_t cap, int64_t B, const std::string & kv, int with_mask, int64_t maskB,
+                   int64_t maskH, float scale, float max_bias, float softcap, int with_sinks) {
     const ggml_type kt = kv == "f32" ? GGML_TYPE_F32 : GGML_TYPE_F16;
     ggml_tensor * q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, D, nq, H, B); place(q);
     ggml_tensor * kc = ggml_new_tensor_4d(ctx, kt, D, cap, Hkv, B); place(kc);   // a KV cache, used up to n_kv
@@ -335,14 +342,21 @@ static void run_fa(ggml_context * ctx, const std::string & name, int D, int DV, 
     ggml_metal_op_flash_attn_ext(mctx, ggml_metal_op_n_nodes(mctx) - 1);
     ggml_metal_op_free(mctx);
 
-    Tensor mdesc;
-    if (mask) mdesc = desc(mask);
-    const std::string err = fa_vec_check(desc(q), desc(k), desc(v), mask ? &mdesc : nullptr, desc(op));
+    // Ours: the torch caller's view of the same memory. q (B, H, n_q, D); k, v (B, H_kv, cap, D) caches sliced
+    // to n_kv; mask (mask_B, mask_H, n_q, n_kv) contiguous; out (B, n_q, H, DV) contiguous.
+    const int64_t es = ggml_type_size(kt);
+    const Tensor tq = TT({B, H, nq, D}, {H*nq*D, nq*D, D, 1});
+    const Tensor tk = TT({B, Hkv, nkv, D}, {Hkv*cap*D, cap*D, D, 1}, es);
+    const Tensor tv = TT({B, Hkv, nkv, DV}, {Hkv*cap*DV, cap*DV, DV, 1}, es);
+    const Tensor tm = TT({maskB, maskH, nq, nkv}, {maskH*nq*nkv, nq*nkv, nkv, 1}, 2);
+    const Tensor to = TT({B, nq, H, DV}, {nq*H*DV, H*DV, DV, 1});
+    const Tensor * pm = mask ? &tm : nullptr;
+    const std::string err = fa_vec_check(tq, tk, tv, pm, to);
     if (!err.empty()) { std::fprintf(stderr, "%s: ours refused: %s\n", name.c_str(), err.c_str()); std::exit(3); }
     FaParams p;
     p.scale = scale; p.max_bias = max_bias; p.logit_softcap = softcap; p.has_sinks = with_sinks != 0; p.kv_type = ggml_type_name(kt);
-    const std::vector<Dispatch> ours = flash_attn_ext_vec(desc(q), desc(k), desc(v), mask ? &mdesc : nullptr, desc(op), p);
-    const FaScratch s = fa_vec_scratch(desc(q), desc(k), desc(v), mask ? &mdesc : nullptr);
+    const std::vector<Dispatch> ours = flash_attn_ext_vec(tq, tk, tv, pm, to, p);
+    const FaScratch s = fa_vec_scratch(tq, tk, tv, pm);
     // scratch sizes go to stderr-free channel: a separate line per case
     std::vector<RoleAddr> roles = {{Role::Q, (uintptr_t) q->data}, {Role::K, (uintptr_t) k->data}, {Role::V, (uintptr_t) v->data},
                                    {Role::DST, (uintptr_t) op->data}, {Role::PAD, pad}, {Role::TMP, tmp}};
@@ -366,11 +380,11 @@ int main() {
         std::string kind, name;
         in >> kind >> name;
         if (kind == "gdn") {
-            int S, H, Hk, T, B, G, K, fused;
+            int64_t S, H, Hk, T, B, G; int K, fused;
             in >> S >> H >> Hk >> T >> B >> G >> K >> fused;
             run_gdn(ctx, name, S, H, Hk, T, B, G, K, fused);
         } else if (kind == "fa") {
-            int D, DV, nq, H, Hkv, nkv, cap, B, m, mB, mH, sinks; std::string kv; float sc, mb, cap_;
+            int64_t D, DV, nq, H, Hkv, nkv, cap, B, mB, mH; int m, sinks; std::string kv; float sc, mb, cap_;
             in >> D >> DV >> nq >> H >> Hkv >> nkv >> cap >> B >> kv >> m >> mB >> mH >> sc >> mb >> cap_ >> sinks;
             run_fa(ctx, name, D, DV, nq, H, Hkv, nkv, cap, B, kv, m, mB, mH, sc, mb, cap_, sinks);
         }

@@ -58,15 +58,10 @@ const char * kv_type_name(at::ScalarType t) {
   }
 }
 
-// torch (A, B, C, X) with byte strides -> ggml [X, C, B, A].
+// torch order -> ggml order (ggml_metal_dispatch.h), e.g. (B, T, H, X) -> [X, H, T, B].
 Tensor desc_rev(const at::Tensor & t) {
-  Tensor d{};
-  const int64_t es = t.element_size();
-  for (int i = 0; i < 4; ++i) {
-    d.ne[i] = t.size(3 - i);
-    d.nb[i] = (uint64_t) (t.stride(3 - i) * es);
-  }
-  return d;
+  TORCH_CHECK(t.dim() == 4, "internal error: expected a 4-d tensor");
+  return ggml_vendor_metal::from_torch(t.sizes().data(), t.strides().data(), t.element_size());
 }
 
 // The kernel loads rows as 4-element vectors (float4 / half4): the first element and every stride along a
@@ -122,13 +117,12 @@ at::Tensor flash_attn_metal(const at::Tensor & q, const at::Tensor & k, const at
   TORCH_CHECK_VALUE(n_kv <= kI32Max && B <= kI32Max && H * n_q * B <= ((int64_t) 1 << 31), op,
                     ": the problem exceeds the kernel's 32-bit indexing; split the batch");
 
-  // Q: read as float4 with any strides; other dtypes or misaligned layouts are converted once.
-  at::Tensor q32 = q;
-  if (q.scalar_type() != at::kFloat || !vec4_aligned(q)) {
-    q32 = q.to(q.options().dtype(at::kFloat), /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous);
-    if (!vec4_aligned(q32)) {
-      q32 = q32.contiguous();
-    }
+  // Q: read as float4 with any strides; other dtypes are converted once, and a misaligned view (an offset
+  // or stride that is not a multiple of 4 floats) is copied into a fresh allocation (clone, not contiguous():
+  // a contiguous view at an odd offset would stay misaligned).
+  at::Tensor q32 = q.scalar_type() == at::kFloat ? q : q.to(at::kFloat);
+  if (!vec4_aligned(q32)) {
+    q32 = q32.clone(at::MemoryFormat::Contiguous);
   }
 
   // Mask: additive f16 with a contiguous n_kv dimension, used in place when it already is one.
@@ -148,9 +142,10 @@ at::Tensor flash_attn_metal(const at::Tensor & q, const at::Tensor & k, const at
       m16 = m;
     } else if (m.scalar_type() == at::kBool) {
       m16 = at::where(m, at::scalar_tensor(0.0, m.options().dtype(at::kHalf)),
-                      at::scalar_tensor(-std::numeric_limits<double>::infinity(), m.options().dtype(at::kHalf)));
+                      at::scalar_tensor(-std::numeric_limits<double>::infinity(), m.options().dtype(at::kHalf)))
+                .contiguous();
     } else {
-      m16 = m.to(m.options().dtype(at::kHalf), /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous);
+      m16 = m.to(at::kHalf).contiguous();  // .to() alone may return a strided view (same dtype) or keep strides
     }
   }
 

@@ -76,6 +76,17 @@ struct Tensor {
     uint64_t nb[4];
 };
 
+// A 4-d torch tensor (sizes and strides in elements, outermost dim first) as ggml sees it: the dims
+// reversed (ne[0] = torch's last dim) and strides in bytes. E.g. q (B, T, H, D) -> ggml [D, H, T, B].
+inline Tensor from_torch(const int64_t * sizes, const int64_t * strides, int64_t element_size) {
+    Tensor d{};
+    for (int i = 0; i < 4; ++i) {
+        d.ne[i] = sizes[3 - i];
+        d.nb[i] = (uint64_t) (strides[3 - i] * element_size);
+    }
+    return d;
+}
+
 template <typename T>
 inline std::vector<uint8_t> bytes_of(const T & v) {
     static_assert(std::is_trivially_copyable<T>::value, "kargs must be trivially copyable");

@@ -42,15 +42,10 @@ void check_mps(const at::Tensor & t, const char * op, const char * name) {
                    " (ggml's kernel reads float32; cast with .float())");
 }
 
-// torch (B, T, H, X) with byte strides -> ggml [X, H, T, B].
+// torch order -> ggml order (ggml_metal_dispatch.h), e.g. (B, T, H, X) -> [X, H, T, B].
 Tensor desc_bthx(const at::Tensor & t) {
-  Tensor d{};
-  const int64_t es = t.element_size();
-  for (int i = 0; i < 4; ++i) {
-    d.ne[i] = t.size(3 - i);
-    d.nb[i] = (uint64_t) (t.stride(3 - i) * es);
-  }
-  return d;
+  TORCH_CHECK(t.dim() == 4, "internal error: expected a 4-d tensor");
+  return ggml_vendor_metal::from_torch(t.sizes().data(), t.strides().data(), t.element_size());
 }
 
 struct Gdn {
