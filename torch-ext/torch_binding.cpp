@@ -10,6 +10,53 @@
 #include "registration.h"
 #include "torch_binding.h"
 
+#include <cstdio>
+#include <string>
+
+// Error messages are assembled with std::to_string / snprintf only, never through a std::ostream: on the
+// H200 image the toolchain left iostream code inside the .so whose numeric output crashed (an error message
+// carrying a shape, through torch's stream-based message builder, seen with both build paths), so the
+// binding never formats numbers through a stream.
+namespace gv {
+
+inline void put(std::string & s, const char * x) { s += x ? x : "(null)"; }
+inline void put(std::string & s, const std::string & x) { s += x; }
+inline void put(std::string & s, bool x) { s += x ? "true" : "false"; }
+inline void put(std::string & s, int x) { s += std::to_string(x); }
+inline void put(std::string & s, long x) { s += std::to_string(x); }
+inline void put(std::string & s, long long x) { s += std::to_string(x); }
+inline void put(std::string & s, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%g", x);
+  s += buf;
+}
+inline void put(std::string & s, c10::IntArrayRef x) {
+  s += "(";
+  for (size_t i = 0; i < x.size(); ++i) {
+    s += (i ? ", " : "") + std::to_string(x[i]);
+  }
+  s += ")";
+}
+inline void put(std::string & s, c10::ScalarType x) { s += c10::toString(x); }
+inline void put(std::string & s, const c10::Device & x) { s += x.str(); }
+
+template <typename... Args>
+std::string cat(const Args &... args) {
+  std::string s;
+  (put(s, args), ...);
+  return s;
+}
+
+}  // namespace gv
+
+// Like TORCH_CHECK_VALUE / TORCH_CHECK_TYPE (ValueError / TypeError / RuntimeError in Python), with gv::cat.
+#define GV_CHECK(kind, cond, ...)                                                                      \
+  do {                                                                                                 \
+    if (!(cond)) {                                                                                     \
+      throw ::c10::kind({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, gv::cat(__VA_ARGS__)); \
+    }                                                                                                  \
+  } while (0)
+
 #if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/constant_pad_nd.h>
@@ -36,15 +83,15 @@ constexpr int64_t kMaxGridYZ = 65535;
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 void check_device(const at::Tensor & t, const char * op, const char * name, const at::Device & device) {
-  TORCH_CHECK_VALUE(t.defined(), op, ": ", name, " is an undefined tensor");
-  TORCH_CHECK_VALUE(t.is_cuda(), op, ": ", name, " must be a CUDA tensor, got one on ", t.device(),
+  GV_CHECK(ValueError, t.defined(), op, ": ", name, " is an undefined tensor");
+  GV_CHECK(ValueError, t.is_cuda(), op, ": ", name, " must be a CUDA tensor, got one on ", t.device(),
                     "; move it with .to(q.device)");
-  TORCH_CHECK_VALUE(t.device() == device, op, ": ", name, " is on ", t.device(), " but q is on ", device,
+  GV_CHECK(ValueError, t.device() == device, op, ": ", name, " is on ", t.device(), " but q is on ", device,
                     "; put all inputs on one device");
 }
 
 void check_dim(const at::Tensor & t, int64_t dim, const char * op, const char * name, const char * shape) {
-  TORCH_CHECK_VALUE(t.dim() == dim, op, ": ", name, " must have shape ", shape, ", got ", t.sizes());
+  GV_CHECK(ValueError, t.dim() == dim, op, ": ", name, " must have shape ", shape, ", got ", t.sizes());
 }
 
 // Strides only matter along dims with more than one element.
@@ -58,7 +105,7 @@ bool same_strides(const at::Tensor & a, const at::Tensor & b) {
 }
 
 void check_launch(const char * err, const char * op) {
-  TORCH_CHECK(err == nullptr, op, ": ggml launch failed: ", err ? err : "");
+  GV_CHECK(Error, err == nullptr, op, ": ggml launch failed: ", err ? err : "");
 }
 
 // ---- gated_delta_net -----------------------------------------------------------------------------------
@@ -67,7 +114,7 @@ void check_launch(const char * err, const char * op) {
 // the launcher arguments except the state pointers. Shapes in torch order (ggml-upstream.md §1.3).
 ggml_vendor_gdn_args gdn_args(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v, const at::Tensor & g,
                               const at::Tensor & beta, const at::Tensor & state, const char * op) {
-  TORCH_CHECK_VALUE(q.defined(), op, ": q is an undefined tensor");
+  GV_CHECK(ValueError, q.defined(), op, ": q is an undefined tensor");
   const at::Device device = q.device();
   check_device(q, op, "q", device);
   check_device(k, op, "k", device);
@@ -76,43 +123,43 @@ ggml_vendor_gdn_args gdn_args(const at::Tensor & q, const at::Tensor & k, const 
   check_device(beta, op, "beta", device);
   check_device(state, op, "state", device);
   const char * f32_remedy = " (ggml's kernel reads float32; cast with .float())";
-  TORCH_CHECK_TYPE(q.scalar_type() == at::kFloat, op, ": q must be float32, got ", q.scalar_type(), f32_remedy);
-  TORCH_CHECK_TYPE(k.scalar_type() == at::kFloat, op, ": k must be float32, got ", k.scalar_type(), f32_remedy);
-  TORCH_CHECK_TYPE(v.scalar_type() == at::kFloat, op, ": v must be float32, got ", v.scalar_type(), f32_remedy);
-  TORCH_CHECK_TYPE(g.scalar_type() == at::kFloat, op, ": g must be float32, got ", g.scalar_type(), f32_remedy);
-  TORCH_CHECK_TYPE(beta.scalar_type() == at::kFloat, op, ": beta must be float32, got ", beta.scalar_type(),
+  GV_CHECK(TypeError, q.scalar_type() == at::kFloat, op, ": q must be float32, got ", q.scalar_type(), f32_remedy);
+  GV_CHECK(TypeError, k.scalar_type() == at::kFloat, op, ": k must be float32, got ", k.scalar_type(), f32_remedy);
+  GV_CHECK(TypeError, v.scalar_type() == at::kFloat, op, ": v must be float32, got ", v.scalar_type(), f32_remedy);
+  GV_CHECK(TypeError, g.scalar_type() == at::kFloat, op, ": g must be float32, got ", g.scalar_type(), f32_remedy);
+  GV_CHECK(TypeError, beta.scalar_type() == at::kFloat, op, ": beta must be float32, got ", beta.scalar_type(),
                    f32_remedy);
-  TORCH_CHECK_TYPE(state.scalar_type() == at::kFloat, op, ": state must be float32, got ", state.scalar_type(),
+  GV_CHECK(TypeError, state.scalar_type() == at::kFloat, op, ": state must be float32, got ", state.scalar_type(),
                    f32_remedy);
 
   check_dim(v, 4, op, "v", "(n_seqs, n_tokens, n_heads, head_dim)");
   check_dim(q, 4, op, "q", "(n_seqs, n_tokens, n_heads, head_dim)");
   check_dim(k, 4, op, "k", "(n_seqs, n_tokens, n_heads, head_dim)");
   const int64_t B = v.size(0), T = v.size(1), H = v.size(2), D = v.size(3);
-  TORCH_CHECK_VALUE(ggml_vendor_gdn_supports(D), op, ": head_dim ", D,
+  GV_CHECK(ValueError, ggml_vendor_gdn_supports(D), op, ": head_dim ", D,
                     " (v.shape[3]) has no compiled kernel; ask supports_gated_delta_net(head_dim) first");
-  TORCH_CHECK_VALUE(q.size(0) == B && q.size(1) == T && q.size(3) == D, op, ": q has shape ", q.sizes(),
+  GV_CHECK(ValueError, q.size(0) == B && q.size(1) == T && q.size(3) == D, op, ": q has shape ", q.sizes(),
                     " but v has ", v.sizes(), "; q must be (n_seqs, n_tokens, n_heads_qk, head_dim) like v");
-  TORCH_CHECK_VALUE(k.sizes() == q.sizes(), op, ": k has shape ", k.sizes(), " but q has ", q.sizes(),
+  GV_CHECK(ValueError, k.sizes() == q.sizes(), op, ": k has shape ", k.sizes(), " but q has ", q.sizes(),
                     "; they must match");
   const int64_t Hk = q.size(2);
-  TORCH_CHECK_VALUE(Hk >= 1 && H % Hk == 0, op, ": q/k have ", Hk, " heads, which does not divide v's ", H,
+  GV_CHECK(ValueError, Hk >= 1 && H % Hk == 0, op, ": q/k have ", Hk, " heads, which does not divide v's ", H,
                     " heads; pass one q/k head per value head (value head h reads q/k head h % n_heads_qk)");
-  TORCH_CHECK_VALUE(q.stride(3) == 1, op, ": q's last dimension must be contiguous (stride 1), got strides ",
+  GV_CHECK(ValueError, q.stride(3) == 1, op, ": q's last dimension must be contiguous (stride 1), got strides ",
                     q.strides(), "; call .contiguous()");
-  TORCH_CHECK_VALUE(k.stride(3) == 1, op, ": k's last dimension must be contiguous (stride 1), got strides ",
+  GV_CHECK(ValueError, k.stride(3) == 1, op, ": k's last dimension must be contiguous (stride 1), got strides ",
                     k.strides(), "; call .contiguous()");
-  TORCH_CHECK_VALUE(v.stride(3) == 1, op, ": v's last dimension must be contiguous (stride 1), got strides ",
+  GV_CHECK(ValueError, v.stride(3) == 1, op, ": v's last dimension must be contiguous (stride 1), got strides ",
                     v.strides(), "; call .contiguous()");
-  TORCH_CHECK_VALUE(same_strides(q, k), op, ": k must have the same strides as q (ggml indexes both with one ",
+  GV_CHECK(ValueError, same_strides(q, k), op, ": k must have the same strides as q (ggml indexes both with one ",
                     "set), got q ", q.strides(), " and k ", k.strides(), "; make both .contiguous()");
 
   const bool kda = g.dim() == 4;
-  TORCH_CHECK_VALUE((g.dim() == 3 || (kda && g.size(3) == D)) && g.size(0) == B && g.size(1) == T &&
+  GV_CHECK(ValueError, (g.dim() == 3 || (kda && g.size(3) == D)) && g.size(0) == B && g.size(1) == T &&
                         g.size(2) == H,
                     op, ": g must have shape (n_seqs, n_tokens, n_heads) = (", B, ", ", T, ", ", H,
                     ") or, for per-channel (KDA) gates, (n_seqs, n_tokens, n_heads, head_dim); got ", g.sizes());
-  TORCH_CHECK_VALUE(beta.dim() == 3 && beta.size(0) == B && beta.size(1) == T && beta.size(2) == H, op,
+  GV_CHECK(ValueError, beta.dim() == 3 && beta.size(0) == B && beta.size(1) == T && beta.size(2) == H, op,
                     ": beta must have shape (n_seqs, n_tokens, n_heads) = (", B, ", ", T, ", ", H, "), got ",
                     beta.sizes());
   // ggml addresses g with beta's element offsets (times head_dim for per-channel gates), so beta may have any
@@ -123,17 +170,17 @@ ggml_vendor_gdn_args gdn_args(const at::Tensor & q, const at::Tensor & k, const 
       g_matches_beta = false;
     }
   }
-  TORCH_CHECK_VALUE(g_matches_beta, op, ": g must have beta's layout (ggml indexes g with beta's strides",
+  GV_CHECK(ValueError, g_matches_beta, op, ": g must have beta's layout (ggml indexes g with beta's strides",
                     kda ? ", times head_dim for per-channel gates" : "", "), got g strides ", g.strides(),
                     " and beta strides ", beta.strides(), "; make both .contiguous()");
-  TORCH_CHECK_VALUE(state.dim() == 4 && state.size(0) == B && state.size(1) == H && state.size(2) == D &&
+  GV_CHECK(ValueError, state.dim() == 4 && state.size(0) == B && state.size(1) == H && state.size(2) == D &&
                         state.size(3) == D,
                     op, ": state must have shape (n_seqs, n_heads, head_dim, head_dim) = (", B, ", ", H, ", ", D,
                     ", ", D, ") indexed [value][key], got ", state.sizes());
-  TORCH_CHECK_VALUE(state.is_contiguous(), op, ": state must be contiguous; call .contiguous()");
-  TORCH_CHECK_VALUE(B <= kMaxGridYZ, op, ": n_seqs = ", B, " exceeds the kernel's grid limit of ", kMaxGridYZ,
+  GV_CHECK(ValueError, state.is_contiguous(), op, ": state must be contiguous; call .contiguous()");
+  GV_CHECK(ValueError, B <= kMaxGridYZ, op, ": n_seqs = ", B, " exceeds the kernel's grid limit of ", kMaxGridYZ,
                     "; split the batch");
-  TORCH_CHECK_VALUE(H <= kInt32Max, op, ": n_heads = ", H, " exceeds the kernel's grid limit");
+  GV_CHECK(ValueError, H <= kInt32Max, op, ": n_heads = ", H, " exceeds the kernel's grid limit");
 
   ggml_vendor_gdn_args a = {};
   a.q = q.data_ptr<float>();
@@ -239,7 +286,7 @@ at::Tensor gated_delta_net_inplace_cuda(const at::Tensor & q, const at::Tensor &
 at::Tensor flash_attn_cuda(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v,
                            const std::optional<at::Tensor> & mask, double scale) {
   const char * op = "flash_attn";
-  TORCH_CHECK_VALUE(q.defined(), op, ": q is an undefined tensor");
+  GV_CHECK(ValueError, q.defined(), op, ": q is an undefined tensor");
   const at::Device device = q.device();
   check_device(q, op, "q", device);
   check_device(k, op, "k", device);
@@ -247,40 +294,40 @@ at::Tensor flash_attn_cuda(const at::Tensor & q, const at::Tensor & k, const at:
   check_dim(q, 4, op, "q", "(n_seqs, n_heads, n_q, head_dim)");
   check_dim(k, 4, op, "k", "(n_seqs, n_heads_kv, n_kv, head_dim)");
   check_dim(v, 4, op, "v", "(n_seqs, n_heads_kv, n_kv, head_dim)");
-  TORCH_CHECK_TYPE(q.scalar_type() == at::kFloat || q.scalar_type() == at::kHalf ||
+  GV_CHECK(TypeError, q.scalar_type() == at::kFloat || q.scalar_type() == at::kHalf ||
                        q.scalar_type() == at::kBFloat16,
                    op, ": q must be float32, float16 or bfloat16, got ", q.scalar_type());
   const int kv_type = kv_type_of(k.scalar_type());
-  TORCH_CHECK_TYPE(kv_type >= 0, op, ": k must be float16 or bfloat16 (the kernel's compiled K/V types), got ",
+  GV_CHECK(TypeError, kv_type >= 0, op, ": k must be float16 or bfloat16 (the kernel's compiled K/V types), got ",
                    k.scalar_type());
-  TORCH_CHECK_TYPE(v.scalar_type() == k.scalar_type(), op, ": v must have k's dtype ", k.scalar_type(), ", got ",
+  GV_CHECK(TypeError, v.scalar_type() == k.scalar_type(), op, ": v must have k's dtype ", k.scalar_type(), ", got ",
                    v.scalar_type());
 
   const int64_t B = q.size(0), H = q.size(1), n_q = q.size(2), D = q.size(3);
   const int64_t Hkv = k.size(1), n_kv = k.size(2);
-  TORCH_CHECK_VALUE(k.size(0) == B && k.size(3) == D, op, ": k has shape ", k.sizes(), " but q has ", q.sizes(),
+  GV_CHECK(ValueError, k.size(0) == B && k.size(3) == D, op, ": k has shape ", k.sizes(), " but q has ", q.sizes(),
                     "; k must be (n_seqs, n_heads_kv, n_kv, head_dim) with q's n_seqs and head_dim");
-  TORCH_CHECK_VALUE(v.size(0) == B && v.size(1) == Hkv && v.size(2) == n_kv, op, ": v has shape ", v.sizes(),
+  GV_CHECK(ValueError, v.size(0) == B && v.size(1) == Hkv && v.size(2) == n_kv, op, ": v has shape ", v.sizes(),
                     " but k has ", k.sizes(), "; they must agree in n_seqs, n_heads_kv and n_kv");
-  TORCH_CHECK_VALUE(ggml_vendor_fa_vec_supports(D, v.size(3), kv_type), op, ": head_dim ", D, " (k) / ", v.size(3),
+  GV_CHECK(ValueError, ggml_vendor_fa_vec_supports(D, v.size(3), kv_type), op, ": head_dim ", D, " (k) / ", v.size(3),
                     " (v) has no compiled kernel; ask supports_flash_attn(n_q, head_dim_k, head_dim_v) first");
-  TORCH_CHECK_VALUE(n_q >= 1 && n_q <= kFaMaxQueries, op, ": q has n_q = ", n_q,
+  GV_CHECK(ValueError, n_q >= 1 && n_q <= kFaMaxQueries, op, ": q has n_q = ", n_q,
                     " queries; the vector (decode) kernel takes 1..", kFaMaxQueries,
                     " (ask supports_flash_attn; use SDPA for prefill)");
-  TORCH_CHECK_VALUE(n_kv >= 1, op, ": k/v have n_kv = 0 positions; attention needs at least one");
-  TORCH_CHECK_VALUE(Hkv >= 1 && H % Hkv == 0, op, ": q has ", H, " heads, which is not a multiple of k/v's ", Hkv,
+  GV_CHECK(ValueError, n_kv >= 1, op, ": k/v have n_kv = 0 positions; attention needs at least one");
+  GV_CHECK(ValueError, Hkv >= 1 && H % Hkv == 0, op, ": q has ", H, " heads, which is not a multiple of k/v's ", Hkv,
                     " heads (grouped-query attention needs n_heads % n_heads_kv == 0)");
-  TORCH_CHECK_VALUE(H * B <= kMaxGridYZ, op, ": n_seqs * n_heads = ", H * B, " exceeds the kernel's grid limit of ",
+  GV_CHECK(ValueError, H * B <= kMaxGridYZ, op, ": n_seqs * n_heads = ", H * B, " exceeds the kernel's grid limit of ",
                     kMaxGridYZ, "; split the batch");
-  TORCH_CHECK_VALUE(k.stride(3) == 1, op, ": k's last dimension must be contiguous (stride 1), got strides ",
+  GV_CHECK(ValueError, k.stride(3) == 1, op, ": k's last dimension must be contiguous (stride 1), got strides ",
                     k.strides(), "; call .contiguous()");
-  TORCH_CHECK_VALUE(v.stride(3) == 1, op, ": v's last dimension must be contiguous (stride 1), got strides ",
+  GV_CHECK(ValueError, v.stride(3) == 1, op, ": v's last dimension must be contiguous (stride 1), got strides ",
                     v.strides(), "; call .contiguous()");
-  TORCH_CHECK_VALUE(aligned16(k), op, ": k's data pointer and strides must be multiples of 16 bytes (the kernel ",
+  GV_CHECK(ValueError, aligned16(k), op, ": k's data pointer and strides must be multiples of 16 bytes (the kernel ",
                     "loads rows with 16-byte copies), got strides ", k.strides(), "; call .contiguous()");
-  TORCH_CHECK_VALUE(aligned16(v), op, ": v's data pointer and strides must be multiples of 16 bytes (the kernel ",
+  GV_CHECK(ValueError, aligned16(v), op, ": v's data pointer and strides must be multiples of 16 bytes (the kernel ",
                     "loads rows with 16-byte copies), got strides ", v.strides(), "; call .contiguous()");
-  TORCH_CHECK_VALUE(std::isfinite(scale), op, ": scale must be finite, got ", scale);
+  GV_CHECK(ValueError, std::isfinite(scale), op, ": scale must be finite, got ", scale);
 
   const c10::cuda::CUDAGuard guard(device);
 
@@ -289,9 +336,9 @@ at::Tensor flash_attn_cuda(const at::Tensor & q, const at::Tensor & k, const at:
   if (q.scalar_type() != at::kFloat) {
     q32 = q.to(q.options().dtype(at::kFloat), /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous);
   } else {
-    TORCH_CHECK_VALUE(q.stride(3) == 1, op, ": q's last dimension must be contiguous (stride 1), got strides ",
+    GV_CHECK(ValueError, q.stride(3) == 1, op, ": q's last dimension must be contiguous (stride 1), got strides ",
                       q.strides(), "; call .contiguous()");
-    TORCH_CHECK_VALUE(aligned16(q), op, ": q's data pointer and strides must be multiples of 16 bytes (the kernel ",
+    GV_CHECK(ValueError, aligned16(q), op, ": q's data pointer and strides must be multiples of 16 bytes (the kernel ",
                       "loads rows with 16-byte copies), got strides ", q.strides(), "; call .contiguous()");
   }
 
@@ -312,12 +359,12 @@ at::Tensor flash_attn_cuda(const at::Tensor & q, const at::Tensor & k, const at:
   if (mask.has_value() && mask->defined()) {
     const at::Tensor & m = *mask;
     check_device(m, op, "mask", device);
-    TORCH_CHECK_VALUE(m.dim() == 4 && (m.size(0) == 1 || m.size(0) == B) && m.size(2) == n_q && m.size(3) == n_kv,
+    GV_CHECK(ValueError, m.dim() == 4 && (m.size(0) == 1 || m.size(0) == B) && m.size(2) == n_q && m.size(3) == n_kv,
                       op, ": mask must have shape (n_seqs or 1, 1, n_q, n_kv) = (", B, ", 1, ", n_q, ", ", n_kv,
                       "), got ", m.sizes());
-    TORCH_CHECK_VALUE(m.size(1) == 1, op, ": mask has ", m.size(1),
+    GV_CHECK(ValueError, m.size(1) == 1, op, ": mask has ", m.size(1),
                       " heads; ggml's kernel shares one mask across heads, pass (n_seqs, 1, n_q, n_kv)");
-    TORCH_CHECK_TYPE(m.scalar_type() == at::kHalf || m.scalar_type() == at::kFloat ||
+    GV_CHECK(TypeError, m.scalar_type() == at::kHalf || m.scalar_type() == at::kFloat ||
                          m.scalar_type() == at::kBFloat16 || m.scalar_type() == at::kBool,
                      op, ": mask must be additive float16/float32/bfloat16 or bool (True = attend), got ",
                      m.scalar_type());
@@ -342,10 +389,10 @@ at::Tensor flash_attn_cuda(const at::Tensor & q, const at::Tensor & k, const at:
   }
 
   const int64_t qes = 4, kes = k_use.element_size();
-  TORCH_CHECK_VALUE(fits_int32(q32.stride(0) * qes) && fits_int32(q32.stride(1) * qes) &&
+  GV_CHECK(ValueError, fits_int32(q32.stride(0) * qes) && fits_int32(q32.stride(1) * qes) &&
                         fits_int32(q32.stride(2) * qes),
                     op, ": q's strides ", q32.strides(), " exceed the kernel's 32-bit byte offsets");
-  TORCH_CHECK_VALUE(fits_int32(k_use.stride(1) * kes) && fits_int32(k_use.stride(2) * kes) &&
+  GV_CHECK(ValueError, fits_int32(k_use.stride(1) * kes) && fits_int32(k_use.stride(2) * kes) &&
                         fits_int32(v_use.stride(1) * kes) && fits_int32(v_use.stride(2) * kes) && n_pad <= kInt32Max,
                     op, ": k/v are too large for the kernel's 32-bit byte offsets (per-head stride ",
                     k_use.stride(1) * kes, " bytes)");
@@ -357,7 +404,7 @@ at::Tensor flash_attn_cuda(const at::Tensor & q, const at::Tensor & k, const at:
 
   int parallel_blocks = 1;
   check_launch(ggml_vendor_fa_vec_plan(D, kv_type, n_q, H, B, n_pad, &parallel_blocks), op);
-  TORCH_CHECK_VALUE(B * n_q * H * parallel_blocks * D <= kInt32Max, op,
+  GV_CHECK(ValueError, B * n_q * H * parallel_blocks * D <= kInt32Max, op,
                     ": the output is too large for the kernel's 32-bit indexing; split the batch");
   at::Tensor partials, meta;
   if (parallel_blocks > 1) {
@@ -453,7 +500,7 @@ constexpr const char * kBuildDevice = "this build's device";
 #endif
 
 [[noreturn]] void reject_cpu(const char * op) {
-  C10_THROW_ERROR(ValueError, c10::str(op, ": q is a CPU tensor; this build's kernels run on ", kBuildDevice));
+  throw ::c10::ValueError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, gv::cat(op, ": q is a CPU tensor; this build's kernels run on ", kBuildDevice));
 }
 
 std::tuple<at::Tensor, at::Tensor> gated_delta_net_cpu(const at::Tensor &, const at::Tensor &, const at::Tensor &,
