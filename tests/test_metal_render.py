@@ -414,3 +414,45 @@ def test_objective_cxx_sources_parse(tmp_path: Path, arc: bool) -> None:
 def test_metal_binary_built_on_macos() -> None:  # pragma: no cover - needs a Mac
     host = metal.probe_host()
     assert not host.blockers, host.blockers
+
+
+@pytest.mark.real_upstream
+@pytest.mark.skipif(shutil.which("clang") is None and shutil.which("cpp") is None, reason="no C preprocessor on PATH")
+def test_translation_unit_preprocesses_against_the_real_monolith(tmp_path: Path) -> None:
+    """Our Metal translation unit, preprocessed with the include roots the build passes and the real vendored
+    snapshot: every #include resolves, ggml-common.h is read directly (GGML_METAL_EMBED_LIBRARY undefined),
+    <metal_tensor> stays out (GGML_METAL_HAS_TENSOR undefined), and the bf16 kernels are instantiated."""
+    mirror = Path("/work/.mirror/ggml-org+ggml/repo")
+    env_tree = os.environ.get("GGML_VENDOR_REAL_UPSTREAM")
+    if env_tree:
+        tree = Path(env_tree) / "ggml" if (Path(env_tree) / "ggml" / "src").is_dir() else Path(env_tree)
+    elif (mirror / "HEAD").is_file():
+        tree = tmp_path / "ggml"
+        tree.mkdir()
+        archive = subprocess.run(["git", "-C", str(mirror), "archive", "HEAD", "src"], capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    else:
+        pytest.skip("no real ggml tree (set GGML_VENDOR_REAL_UPSTREAM)")
+    if not (tree / MONO).is_file():
+        pytest.skip(f"{tree} is not a pre-split tree (no {MONO})")
+    unit = tmp_path / "ggml_metal_kernels.metal"
+    unit.write_text(rendered(tmp_path, "pre-split")["csrc/metal/ggml_metal_kernels.metal"])
+    sysinc = tmp_path / "metal-sdk"  # the Metal standard library is not here: empty stand-ins
+    sysinc.mkdir()
+    for name in ("metal_stdlib", "metal_tensor"):
+        (sysinc / name).write_text(f"// stand-in for <{name}>\n")
+    cpp = ["clang", "-E", "-P", "-x", "c++"] if shutil.which("clang") else ["cpp", "-P", "-x", "c++"]
+    res = subprocess.run([*cpp, "-D__METAL_VERSION__=400", f"-I{tree / 'src'}", f"-I{tree / 'src/ggml-metal'}",
+                          "-isystem", str(sysinc), "-H", str(unit)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    included = [line.lstrip(". ").strip() for line in res.stderr.splitlines() if line.startswith(".")]
+    assert any(p.endswith("ggml-metal/ggml-metal.metal") for p in included)
+    assert any(p.endswith("src/ggml-common.h") for p in included)
+    assert not any(p.endswith("metal_tensor") for p in included)
+    assert "__embed_ggml-common.h__" not in res.stdout
+    names = set(re.findall(r'host_name\("([A-Za-z0-9_]+)"\)', res.stdout))
+    needed = set(metal.required_kernels(["gated_delta_net", "flash_attn"])) - {
+        "kernel_flash_attn_ext_vec_reduce", "kernel_flash_attn_ext_pad"}
+    assert needed <= names, sorted(needed - names)[:5]
+    assert re.search(r"kernel void kernel_flash_attn_ext_vec_reduce\(", res.stdout)
