@@ -265,13 +265,17 @@ class LocalExecutor:
         return res
 
     def _spawn(self, argv: list[str]) -> tuple[int, str]:
-        try:
-            # Own session: Ctrl-C reaches us, and we stop the compilers we started (and only those).
-            proc = subprocess.Popen(argv, cwd=self.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, errors="replace", env=toolchain_env(), start_new_session=True)
-        except OSError as exc:
-            return 127, f"cannot run {argv[0]}: {exc}"
+        # Spawned and registered under the lock that _kill_all takes, after checking for cancellation: a
+        # compiler can never start unseen by an interrupt (and then run on for minutes).
         with self._lock:
+            if self._cancel.is_set():
+                return 130, "interrupted"
+            try:
+                # Own session: Ctrl-C reaches us, and we stop the compilers we started (and only those).
+                proc = subprocess.Popen(argv, cwd=self.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True, errors="replace", env=toolchain_env(), start_new_session=True)
+            except OSError as exc:
+                return 127, f"cannot run {argv[0]}: {exc}"
             self._procs.add(proc)
         try:
             text, _ = proc.communicate()
