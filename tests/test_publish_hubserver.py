@@ -51,7 +51,7 @@ def test_lfs_bytes_must_match_their_oid_and_commits_need_uploaded_objects(hub) -
 
     data = b"\x7fELF" + os.urandom(64)
     oid = hashlib.sha256(data).hexdigest()
-    r = httpx2.put(f"{hub.url}/lfs-upload/{oid}/{len(data)}", content=data[:-1] + b"x")
+    r = httpx2.put(f"{hub.url}/lfs-upload/{oid}/{len(data)}", content=data[:-1] + b"x", timeout=60)
     assert r.status_code == 400 and oid not in hub.state.lfs
     api = HfApi(endpoint=hub.url, token="tok")
     api.create_repo("o/r", repo_type="kernel")
@@ -59,7 +59,7 @@ def test_lfs_bytes_must_match_their_oid_and_commits_need_uploaded_objects(hub) -
         {"key": "header", "value": {"summary": "s"}},
         {"key": "lfsFile", "value": {"path": "x.so", "algo": "sha256", "oid": oid, "size": len(data)}})).encode()
     r = httpx2.post(f"{hub.url}/api/kernels/o/r/commit/main", content=body,
-                    headers={"Authorization": "Bearer tok", "Content-Type": "application/x-ndjson"})
+                    headers={"Authorization": "Bearer tok", "Content-Type": "application/x-ndjson"}, timeout=60)
     assert r.status_code == 422 and "never uploaded" in r.text
     info = api.create_commit("o/r", [CommitOperationAdd("x.so", data)], commit_message="real", repo_type="kernel")
     assert hub.state.read("kernel", "o/r", info.oid, "x.so") == data
