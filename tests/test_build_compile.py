@@ -125,6 +125,25 @@ def test_second_build_is_a_cache_hit_with_no_compiler(built):
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
 
 
+def test_build_all_after_the_host_build_is_a_cache_hit_and_reports_the_rest(built):
+    root, report = built
+    from toolkit.variants import load_matrix
+
+    names = {v.name for v in load_matrix(root / "variants" / "matrix.toml").variants}
+    if _host_variant() not in names:
+        pytest.skip(f"this host's variant {_host_variant()} is not in the fixture matrix")
+    res = _cli(root, "--all", "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["compiler_invocations"] == 0
+    results = {v["name"]: v for v in doc["variants"]}
+    assert set(results) == names
+    assert results[_host_variant()]["result"] == "up-to-date"
+    for name, v in results.items():
+        if name != _host_variant():
+            assert v["result"] == "skipped" and v["reason"], v
+
+
 def test_edited_variant_dir_is_rebuilt_from_cache_without_compiling(built):
     root, report = built
     out = root / report["variants"][0]["out_dir"]
