@@ -281,7 +281,7 @@ def run_sync(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object]
         t = lap("resolve", t)
         step(f"computing the include closure at {commit[:12]} ({snapshot.layout} layout)")
         patches, other_patch_files = read_patches(vendor)
-        current = {k: v for k, v in current_hashes(vendor).items()}
+        current = current_hashes(vendor)
         findings = check_vendor_dir(vendor, previous) if vendor.exists() else []
         plan = plan_sync(cfg.entries_for(req.backends), snapshot, upstream=source.recorded, rev=rev,
                          patches=patches, extra_patch_files=other_patch_files, previous=previous,
