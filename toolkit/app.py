@@ -46,3 +46,8 @@ def run_guarded(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
     except KeyboardInterrupt:
         ui.err.print(f"[yellow]interrupted:[/] {Interrupted('').one_line() or 'previous state kept'}")
         raise typer.Exit(Interrupted.exit_code) from None
+
+
+@app.callback()
+def _root() -> None:
+    """Keeps `ggml-vendor` a command group even when the CLI registers only the one command it runs."""

@@ -1,20 +1,44 @@
-"""Entry point of the `ggml-vendor` command: imports each command module so it registers on the app."""
+"""Entry point of the `ggml-vendor` command: imports the command modules so they register on the app.
+
+Each command lives in toolkit/commands/<name>.py and registers itself with @app.command(). When the
+command line names one command, only that module is imported: the stages pull in git, jinja2, torch
+helpers and huggingface_hub, and a no-op `sync` should not pay for `publish`'s imports.
+"""
 
 from __future__ import annotations
 
 import importlib
+import sys
+from typing import Any
 
-from .app import app
-
-# One module per command under toolkit/commands/; each registers itself with @app.command().
 COMMAND_MODULES = ("sync", "status", "render", "variants", "build", "verify", "publish", "demo")
 
-for _name in COMMAND_MODULES:
-    importlib.import_module(f"{__package__}.commands.{_name}")
+
+def _register(argv: list[str]) -> None:
+    named = [a for a in argv if a in COMMAND_MODULES]
+    # Only the first non-option word can be the command; anything else (help, typos) registers all, so
+    # `--help` lists every command and typer's "No such command" message stays accurate.
+    first = next((a for a in argv if not a.startswith("-")), None)
+    wanted = (first,) if named and first == named[0] else COMMAND_MODULES
+    for name in wanted:
+        importlib.import_module(f"{__package__}.commands.{name}")
 
 
 def main() -> None:
+    _register(sys.argv[1:])
+    from .app import app
+
     app()
+
+
+def __getattr__(name: str) -> Any:
+    """`from toolkit.cli import app` (tests, embedding) gets the app with every command registered."""
+    if name == "app":
+        _register([])
+        from .app import app
+
+        return app
+    raise AttributeError(name)
 
 
 if __name__ == "__main__":
