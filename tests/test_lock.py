@@ -72,7 +72,7 @@ def test_malformed_lock_is_one_clear_error(tmp_path, text):
 
 def test_license_inventory():
     inv = license_inventory({
-        "LICENSE": b"MIT License\n\nCopyright (c) 2023-2026 The ggml authors\n\nPermission is hereby granted, free of "
+        "LICENSE": b"MIT License\n\nCopyright (c) 2024-2026 The fixture authors\n\nPermission is hereby granted, free of "
                    b"charge, to any person obtaining a copy\nThe above copyright notice and this permission notice\n",
         "src/x.metal": b"// MIT licensed. Copyright (c) 2023 Jeffrey Quesnelle and Bowen Peng.\n",
         "src/y.h": b"/* SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception */\n",
@@ -81,7 +81,7 @@ def test_license_inventory():
     by = {i.path: i for i in inv}
     assert set(by) == {"LICENSE", "src/x.metal", "src/y.h"}
     assert by["LICENSE"].spdx == ("MIT",)
-    assert by["LICENSE"].copyright == ("Copyright (c) 2023-2026 The ggml authors",)
+    assert by["LICENSE"].copyright == ("Copyright (c) 2024-2026 The fixture authors",)
     assert by["src/x.metal"].spdx == ("MIT",)
     assert by["src/x.metal"].copyright == ("MIT licensed. Copyright (c) 2023 Jeffrey Quesnelle and Bowen Peng.",)
     assert by["src/y.h"].spdx == ("Apache-2.0 WITH LLVM-exception",)
