@@ -7,7 +7,6 @@ holds no timestamps of its own: only facts of the pinned upstream commit.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any
 import tomlkit
 
 from .errors import VendorStateError
+from .hashing import sha256_bytes, sha256_file  # noqa: F401  (re-exported: the lock's hash helpers)
 
 try:  # the standard library's parser is several times faster than tomlkit (no-op re-sync budget: 0.5 s)
     import tomllib as _toml
@@ -101,18 +101,6 @@ class Lock:
             "closures": {op: {b: list(v) for b, v in per.items()} for op, per in self.closures.items()},
             "fingerprints": dict(self.fingerprints),
         }
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _q(value: str) -> str:

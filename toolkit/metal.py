@@ -37,6 +37,7 @@ from pathlib import Path
 
 from . import ggml_facts as facts
 from . import metallib as mtlb
+from .command_step import Step
 from .errors import BuildError, VendorStateError
 
 LAYOUT_MONOLITH = "monolith"
@@ -162,20 +163,6 @@ def probe_host(run: Callable[..., subprocess.CompletedProcess] = subprocess.run)
 
 
 # --- the plan ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Step:
-    """One command. `argv[0]` is the program; paths are absolute."""
-
-    name: str
-    argv: tuple[str, ...]
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "argv": list(self.argv), "inputs": list(self.inputs),
-                "outputs": list(self.outputs)}
 
 
 @dataclass(frozen=True)

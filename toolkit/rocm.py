@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import ggml_facts as facts
+from .command_step import Step
 from .errors import BuildError, ConfigError
 
 _ARCH = re.compile(r"^gfx[0-9a-f]{3,4}$")
@@ -106,17 +107,6 @@ def probe_host(torch_hip: str | None = None,
         except (OSError, subprocess.TimeoutExpired):
             version = None
     return RocmHost(hipcc, version, torch_hip)
-
-
-@dataclass(frozen=True)
-class Step:
-    name: str
-    argv: tuple[str, ...]
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "argv": list(self.argv), "inputs": list(self.inputs), "outputs": list(self.outputs)}
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+from ..hashing import sha256_file
 
 
 def digest_strings(*parts: str) -> str:

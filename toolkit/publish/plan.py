@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..hashing import sha256_file
+
 ADD, DELETE, UNCHANGED = "add", "delete", "unchanged"
 CARD_PATH = "README.md"
 
@@ -94,14 +96,6 @@ class PublishPlan:
         return out
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _git_blob_file(path: Path) -> str:
     h = hashlib.sha1(b"blob %d\0" % path.stat().st_size)
     with path.open("rb") as fh:
@@ -119,7 +113,7 @@ def collect_variant_files(build_dir: Path, variants: Iterable[str]) -> list[Loca
             rel = f.relative_to(base).as_posix()
             if "__pycache__" in rel.split("/") or rel.endswith(".pyc"):
                 continue
-            out.append(LocalFile(f"build/{v}/{rel}", str(f), f.stat().st_size, _sha256_file(f), _git_blob_file(f)))
+            out.append(LocalFile(f"build/{v}/{rel}", str(f), f.stat().st_size, sha256_file(f), _git_blob_file(f)))
     return out
 
 
