@@ -40,7 +40,7 @@ def test_set_value_keeps_comments(repo_root: Path, tmp_path: Path) -> None:
     ("old", "new", "match"),
     [
         ('name = "ggml-attn-kernels"', 'name = "Bad_Name"', "not a valid kernel name"),
-        ('backends = ["cuda", "metal"]', 'backends = ["cuda", "vulkan"]', "unknown backend"),
+        ('backends = ["cuda", "metal", "rocm"]', 'backends = ["cuda", "vulkan"]', "unknown backend"),
         ('cuda = ["src/ggml-cuda/fattn-vec.cuh"]', 'cuda = ["../escape.cuh"]', "not a relative path"),
         ("version = 1 ", 'version = "one" ', "must be a int"),
     ],
