@@ -13,7 +13,7 @@ from pathlib import Path
 from .. import __version__
 from ..config import Config
 from ..errors import BuildError
-from ..variants import Matrix, Status, Variant, load_matrix, parse_name, status
+from ..variants import Matrix, Status, Variant, load_matrix, status
 from .cache import BuildCache
 from .envs import HostFacts, detect_host, plan_env, create_env, with_probe, discover_envs
 from .inputs import load_project, read_provenance
@@ -149,7 +149,3 @@ def execute(prep: Prepared, *, jobs: int | None = None, progress: bool = True) -
         if v.name not in results:
             results[v.name] = VariantResult(v.name, "skipped", v.status.reason, v.out_dir, v.ops_id, v.archs)
     return BuildReport([results[v.name] for v in plan.variants], stats, plan)
-
-
-def variant_by_name(name: str) -> Variant:
-    return parse_name(name)

@@ -76,10 +76,6 @@ class PublishPlan:
     local: dict[str, LocalFile] = field(default_factory=dict)  # path_in_repo -> file (for execution)
     card_text: str = ""  # README.md content for main (generated, so it has no file on disk)
 
-    @property
-    def is_noop(self) -> bool:
-        return not any(b.changes for b in self.branches)
-
     def to_json(self) -> dict[str, Any]:
         return {"repo_id": self.repo_id, "target": self.target, "version": self.version,
                 "variants": list(self.variants), "branches": [b.to_json() for b in self.branches]}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import ggml_facts as facts
-from .findings import FAIL, PASS, SKIP, Finding
+from .findings import FAIL, PASS, Finding
 from .objfile import macho_minos
 
 
@@ -70,7 +70,3 @@ def check_metal(variant: str, path: Path, backend: str, so_files: list[Path],
         f.append(Finding(variant, "metallib", PASS,
                          f"{libs}: {len(have)} functions incl. all {len(required)} dispatched; loads on macOS {declared}"))
     return f
-
-
-def metal_skip(variant: str) -> Finding:
-    return Finding(variant, "metallib", SKIP, "not a Metal variant", "")

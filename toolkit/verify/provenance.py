@@ -28,10 +28,6 @@ PROVENANCE_KEY = "ggml-vendor"
 _HEX40 = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
-def tool_version_string() -> str:
-    return f"ggml-vendor {__version__}"
-
-
 def check_provenance(variant: str, raw: dict[str, Any] | None, lock: Any | None) -> list[Finding]:
     if raw is None:
         return []
