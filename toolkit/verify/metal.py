@@ -12,18 +12,11 @@ from .objfile import macho_minos
 
 
 def required_kernels() -> tuple[str, ...]:
-    """Host names the Metal binding looks up. A fact list from the binding's owner wins when present;
-    otherwise derived from the dispatch facts (GDN nsg = head_dim/32, FA-vec per KV type and (DK, DV))."""
-    explicit = getattr(facts, "METAL_DISPATCHED_KERNELS", None)
-    if explicit:
-        return tuple(explicit)
-    lanes = getattr(facts, "METAL_GDN_LANES", 32)
-    names = [facts.GDN_METAL_KERNEL.format(nsg=d // lanes) for d in facts.GDN_METAL_HEAD_DIMS]
-    for t in getattr(facts, "METAL_FA_VEC_KV_TYPES", ("f16",)):
-        for dk, dv in getattr(facts, "METAL_FA_VEC_HEAD_DIMS", ()):
-            names.append(facts.FA_VEC_METAL_KERNEL.format(t=t, dk=dk, dv=dv))
-    names += [facts.FA_VEC_REDUCE_METAL_KERNEL, facts.FA_PAD_METAL_KERNEL]
-    return tuple(dict.fromkeys(names))
+    """Host names the Metal binding looks up for both ops: toolkit/metal.py's list, derived from the dispatch
+    facts (GDN nsg = head_dim/32, FA-vec per KV type and (DK, DV))."""
+    from .. import metal
+
+    return metal.required_kernels(("gated_delta_net", "flash_attn"))
 
 
 def check_metal(variant: str, path: Path, backend: str, so_files: list[Path],
@@ -46,7 +39,7 @@ def check_metal(variant: str, path: Path, backend: str, so_files: list[Path],
         declared = declared or macho_minos(data)
         for lib in metallib.find_embedded(data, where=so.name):
             sources.append((f"{so.name}@{lib.offset}", lib))
-    declared = declared or getattr(facts, "METAL_MIN_MACOS", "26.0")
+    declared = declared or facts.METAL_MIN_MACOS
     f = [Finding(variant, "metallib", FAIL, e, "rebuild the metallib") for e in errors]
     if not sources:
         if not errors:
@@ -58,7 +51,7 @@ def check_metal(variant: str, path: Path, backend: str, so_files: list[Path],
     for where, lib in sources:
         problems = [p for p in metallib.check(lib, required=(), min_macos=declared)]
         f += [Finding(variant, "metallib", FAIL, f"{where}: {p}",
-                      f"compile with -std={getattr(facts, 'METAL_STD', 'metal4.0')} for macOS {declared}") for p in problems]
+                      f"compile with -std={facts.METAL_STD} for macOS {declared}") for p in problems]
     missing = [n for n in required if n not in have]
     if missing:
         f.append(Finding(variant, "metallib", FAIL,
