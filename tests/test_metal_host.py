@@ -21,10 +21,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import jinja2
 import pytest
 
-from toolkit import ggml_facts
+from toolkit import ggml_facts, render
 
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = Path("/work/.mirror/ggml-org+ggml/repo")
@@ -36,17 +35,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not 
 
 def render_dispatch_header(dest: Path) -> Path:
     """Render our header the way `ggml-vendor render` does (same template, facts module as `facts`)."""
-    try:
-        from toolkit import render  # noqa: F401  (H2's renderer, when present, is the reference path)
-        env_factory = getattr(render, "environment", None)
-    except ImportError:
-        env_factory = None
-    if env_factory is not None:
-        env = env_factory(REPO / "templates")
-    else:
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(REPO / "templates")),
-                                 undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    text = env.get_template("csrc/metal/ggml_metal_dispatch.h.j2").render(
+    text = render._environment(REPO / "templates").get_template("csrc/metal/ggml_metal_dispatch.h.j2").render(
         notice="generated for tests by tests/test_metal_host.py", facts=ggml_facts)
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / "ggml_metal_dispatch.h"

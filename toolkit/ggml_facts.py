@@ -105,7 +105,7 @@ FA_VEC_METAL_KERNEL = "kernel_flash_attn_ext_vec_{t}_dk{dk}_dv{dv}"
 FA_VEC_REDUCE_METAL_KERNEL = "kernel_flash_attn_ext_vec_reduce"
 FA_PAD_METAL_KERNEL = "kernel_flash_attn_ext_pad"
 
-# --- Metal host port and metallib build (H5; ggml-upstream.md §2.1-2.2, §3.2, §4.2, §4.4, §8.3-8.4) --
+# --- Metal host port and metallib build (ggml-upstream.md §2.1-2.2, §3.2, §4.2, §4.4, §8.3-8.4) ------
 # Read from ggml-metal-device.cpp / -ops.cpp / -device.m at d99724f2. The rendered csrc/metal code uses
 # the vendored ggml-metal-impl.h macros (FC_*, OP_FLASH_ATTN_EXT_VEC_*) and structs directly; these
 # copies exist so that tests and `sync` can check that the vendored header still says the same thing.
@@ -182,7 +182,7 @@ METAL_INCLUDE_ROOTS = ("src", "src/ggml-metal")
 # marker; HAS_TENSOR pulls in <metal_tensor> and MetalPerformancePrimitives.
 METAL_UNDEFINED_MACROS = ("GGML_METAL_EMBED_LIBRARY", "GGML_METAL_HAS_TENSOR")
 
-# --- ROCm / HIP (H5; ggml-upstream.md §5, hub-contract.md §4.8) -------------------------------------
+# --- ROCm / HIP (ggml-upstream.md §5, hub-contract.md §4.8) -----------------------------------------
 # The CUDA sources build as HIP with GGML_USE_HIP (vendors/hip.h maps the cuda* names). torch's HIP
 # extension flags add -D__HIP_NO_HALF_OPERATORS__/-CONVERSIONS__, which ggml's half arithmetic needs
 # undone (the HIP twin of the -U__CUDA_NO_HALF* above). No fast-math: upstream HIP builds IEEE-conformant
