@@ -22,7 +22,7 @@ import re
 from typing import Any
 
 from .. import __version__
-from .findings import FAIL, PASS, SKIP, WARN, Finding
+from .findings import FAIL, PASS, WARN, Finding
 
 PROVENANCE_KEY = "ggml-vendor"
 _HEX40 = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
@@ -79,11 +79,9 @@ def check_provenance(variant: str, raw: dict[str, Any] | None, lock: Any | None)
 
 def check_vendor_clean(cfg: Any) -> tuple[list[Finding], Any | None]:
     """(findings, lock) for the project's vendor/: refuse a dirty tree (edited, missing, extra files)."""
-    try:
-        from ..lock import read_lock
-        from ..vendor_tree import check_vendor
-    except ImportError as exc:  # the sync stage is not installed in this tree
-        return [Finding("*", "vendor", SKIP, f"vendor/ check unavailable ({exc})", "")], None
+    from ..lock import read_lock
+    from ..vendor_tree import check_vendor
+
     lock = read_lock(cfg.vendor_dir)
     if lock is None:
         return [Finding("*", "vendor", FAIL, "vendor/UPSTREAM is missing: nothing is pinned",
