@@ -100,6 +100,26 @@ cuda = ["src/ggml-cuda/fattn-vec.cuh"]
 metal = [["src/ggml-metal/kernels/fa.metal", "src/ggml-metal/ggml-metal.metal"]]
 """
 
+# The render tests' project: {backends} and {archs} are comma-separated quoted lists.
+RENDER_PYPROJECT = """\
+[tool.ggml-vendor]
+name = "ggml-attn-kernels"
+version = 1
+license = "MIT"
+hub-repo = "example/ggml-attn-kernels"
+upstream = "https://github.com/ggml-org/llama.cpp"
+backends = [{backends}]
+cuda-archs = [{archs}]
+
+[tool.ggml-vendor.ops.gated_delta_net]
+cuda = ["src/ggml-cuda/gated_delta_net.cu"]
+metal = [["src/ggml-metal/kernels/gated_delta_net.metal", "src/ggml-metal/ggml-metal.metal"]]
+
+[tool.ggml-vendor.ops.flash_attn]
+cuda = ["src/ggml-cuda/fattn-vec.cuh"]
+metal = [["src/ggml-metal/kernels/fa.metal", "src/ggml-metal/ggml-metal.metal"]]
+"""
+
 
 def git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
     full = {**os.environ, **(env or {})}

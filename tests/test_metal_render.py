@@ -28,28 +28,13 @@ from toolkit import config as config_mod
 from toolkit import ggml_facts, metal, metallib, render
 from toolkit.lock import Lock
 
+from fixture_repos import RENDER_PYPROJECT
+
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "metal"
 UPDATE = os.environ.get("GGML_VENDOR_UPDATE_GOLDEN") == "1"
 
-PYPROJECT = """\
-[tool.ggml-vendor]
-name = "ggml-attn-kernels"
-version = 1
-license = "MIT"
-hub-repo = "example/ggml-attn-kernels"
-upstream = "https://github.com/ggml-org/llama.cpp"
-backends = [{backends}]
-cuda-archs = ["8.0", "9.0"]
-
-[tool.ggml-vendor.ops.gated_delta_net]
-cuda = ["src/ggml-cuda/gated_delta_net.cu"]
-metal = [["src/ggml-metal/kernels/gated_delta_net.metal", "src/ggml-metal/ggml-metal.metal"]]
-
-[tool.ggml-vendor.ops.flash_attn]
-cuda = ["src/ggml-cuda/fattn-vec.cuh"]
-metal = [["src/ggml-metal/kernels/fa.metal", "src/ggml-metal/ggml-metal.metal"]]
-"""
+PYPROJECT = RENDER_PYPROJECT.replace("{archs}", '"8.0", "9.0"')
 
 MONO = "src/ggml-metal/ggml-metal.metal"
 IMPL = "src/ggml-metal/ggml-metal-impl.h"

@@ -18,33 +18,16 @@ from toolkit.cli import app
 from toolkit.errors import RenderError
 from toolkit.lock import Lock
 
+from fixture_repos import RENDER_PYPROJECT
+
 REPO = Path(__file__).resolve().parents[1]
-
-PYPROJECT = """\
-[tool.ggml-vendor]
-name = "ggml-attn-kernels"
-version = 1
-license = "MIT"
-hub-repo = "example/ggml-attn-kernels"
-upstream = "https://github.com/ggml-org/llama.cpp"
-backends = [{backends}]
-cuda-archs = [{archs}]
-
-[tool.ggml-vendor.ops.gated_delta_net]
-cuda = ["src/ggml-cuda/gated_delta_net.cu"]
-metal = [["src/ggml-metal/kernels/gated_delta_net.metal", "src/ggml-metal/ggml-metal.metal"]]
-
-[tool.ggml-vendor.ops.flash_attn]
-cuda = ["src/ggml-cuda/fattn-vec.cuh"]
-metal = [["src/ggml-metal/kernels/fa.metal", "src/ggml-metal/ggml-metal.metal"]]
-"""
 
 
 def make_project(tmp: Path, backends=("cuda",), archs=("8.0", "9.0"), templates: Path | None = None,
                  name: str = "proj") -> Path:
     root = tmp / name
     root.mkdir()
-    (root / "pyproject.toml").write_text(PYPROJECT.format(
+    (root / "pyproject.toml").write_text(RENDER_PYPROJECT.format(
         backends=", ".join(f'"{b}"' for b in backends), archs=", ".join(f'"{a}"' for a in archs)))
     shutil.copytree(templates or REPO / "templates", root / "templates")
     (root / "vendor").mkdir()
