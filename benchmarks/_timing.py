@@ -48,12 +48,6 @@ class Stat:
             return "–"
         return f"{self.median:.{digits}f}"
 
-    def fmt_spread(self, digits: int = 1) -> str:
-        """median (p10–p90)"""
-        if self.median is None or self.p10 is None:
-            return self.fmt(digits)
-        return f"{self.median:.{digits}f} ({self.p10:.{digits}f}–{self.p90:.{digits}f})"
-
 
 @dataclass
 class Timer:
