@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from ..app import JsonOpt, ProjectOpt, app, run_guarded
 from .. import config, ui
-from ..lock import read_lock
+from ..lock import read_lock, sha256_file
 from ..vendor_tree import LOSSY, MISSING, PATCH_ADDED, PATCH_EDITED, PATCH_REMOVED, check_vendor, patch_files
-from ..lock import sha256_file
 
 HELP = """Show the pinned upstream (vendor/UPSTREAM), whether vendor/ matches it, and each patch's state.
 
