@@ -4,7 +4,6 @@ proves every file arrives with the right bytes."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import PublishError
+from ..hashing import sha256_file
 from ..verify.binaries import LFS_POINTER_PREFIX, check_gitattributes, gitattributes_text
 from .hub import REPORT_NAME, PublishResult, write_report
 from .plan import ADD, DELETE, RemoteFile, collect_variant_files, make_plan
@@ -200,6 +200,6 @@ def _verify_clone(remote: str, plan: Any, dest: Path) -> dict[str, Any]:
             local = plan.local[a.path]
             if not p.is_file():
                 mismatches.append(f"{bp.branch}:{a.path} is missing after the push")
-            elif hashlib.sha256(p.read_bytes()).hexdigest() != local.sha256:
+            elif sha256_file(p) != local.sha256:
                 mismatches.append(f"{bp.branch}:{a.path} differs after the push")
     return {"ok": not mismatches, "files_checked": checked, "mismatches": mismatches}

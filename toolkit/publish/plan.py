@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..hashing import sha256_file
+from ..hashing import sha256_bytes
 
 ADD, DELETE, UNCHANGED = "add", "delete", "unchanged"
 CARD_PATH = "README.md"
@@ -92,12 +92,15 @@ class PublishPlan:
         return out
 
 
-def _git_blob_file(path: Path) -> str:
-    h = hashlib.sha1(b"blob %d\0" % path.stat().st_size)
+def _file_digests(path: Path) -> tuple[int, str, str]:
+    """(size, sha256, git blob id) of a file in one streamed read: variant binaries are large."""
+    size = path.stat().st_size
+    sha, blob = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % size)
     with path.open("rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+            sha.update(chunk)
+            blob.update(chunk)
+    return size, sha.hexdigest(), blob.hexdigest()
 
 
 def collect_variant_files(build_dir: Path, variants: Iterable[str]) -> list[LocalFile]:
@@ -109,13 +112,13 @@ def collect_variant_files(build_dir: Path, variants: Iterable[str]) -> list[Loca
             rel = f.relative_to(base).as_posix()
             if "__pycache__" in rel.split("/") or rel.endswith(".pyc"):
                 continue
-            out.append(LocalFile(f"build/{v}/{rel}", str(f), f.stat().st_size, sha256_file(f), _git_blob_file(f)))
+            out.append(LocalFile(f"build/{v}/{rel}", str(f), *_file_digests(f)))
     return out
 
 
 def card_file(text: str) -> LocalFile:
     data = text.encode()
-    return LocalFile(CARD_PATH, "", len(data), hashlib.sha256(data).hexdigest(), git_blob_id(data))
+    return LocalFile(CARD_PATH, "", len(data), sha256_bytes(data), git_blob_id(data))
 
 
 def same_content(local: LocalFile, remote: RemoteFile) -> bool:
