@@ -85,3 +85,22 @@ def test_license_inventory():
     assert by["src/x.metal"].spdx == ("MIT",)
     assert by["src/x.metal"].copyright == ("MIT licensed. Copyright (c) 2023 Jeffrey Quesnelle and Bowen Peng.",)
     assert by["src/y.h"].spdx == ("Apache-2.0 WITH LLVM-exception",)
+
+
+def test_notices_stay_in_the_vendored_file_and_are_read_back_only_from_the_pinned_bytes(tmp_path):
+    from toolkit.lock import sha256_bytes
+
+    license_bytes = b"MIT License\n\nCopyright (c) 2024 The fixture authors\n"
+    (inv,) = license_inventory({"LICENSE": license_bytes})
+    assert inv.copyright_at == (3,)
+    files = (LockedFile("LICENSE", sha256_bytes(license_bytes), "2" * 40, "always ships (license notice)"),)
+    lock = sample(file_info=files, files={"LICENSE": sha256_bytes(license_bytes)}, licenses=(inv,))
+    text = render_lock(lock)
+    assert "The fixture authors" not in text and "copyright-lines = [3]" in text
+    (tmp_path / "UPSTREAM").write_text(text)
+    (tmp_path / "ggml").mkdir()
+    assert read_lock(tmp_path).licenses[0].copyright == ()  # file not vendored: nothing to read back
+    (tmp_path / "ggml" / "LICENSE").write_bytes(license_bytes)
+    assert read_lock(tmp_path).licenses[0].copyright == ("Copyright (c) 2024 The fixture authors",)
+    (tmp_path / "ggml" / "LICENSE").write_bytes(license_bytes.replace(b"2024", b"1999"))
+    assert read_lock(tmp_path).licenses[0].copyright == ()  # edited bytes are not the pinned notice

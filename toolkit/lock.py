@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import tomlkit
 
+from . import ggml_facts
 from .errors import VendorStateError
 from .hashing import sha256_bytes, sha256_file  # noqa: F401  (re-exported: the lock's hash helpers)
 
@@ -56,9 +57,17 @@ class LockedPatch:
 
 @dataclass(frozen=True)
 class LicenseInfo:
+    """SPDX ids and copyright notices found in one vendored file.
+
+    The lock records only where each notice stands (`copyright_at`, 1-based lines); the notice text itself
+    stays in the vendored file, which the lock pins by sha256, and `read_lock` reads it back from there.
+    So upstream's wording never enters a tracked file, and a notice that moves or changes still changes the
+    file's hash."""
+
     path: str
     spdx: tuple[str, ...]
-    copyright: tuple[str, ...]
+    copyright: tuple[str, ...]  # notice texts; () when read from a lock whose vendored file is absent
+    copyright_at: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,7 +104,8 @@ class Lock:
                                "needed_by": list(f.needed_by), "patched_by": list(f.patched_by)}
                       for f in self.file_info},
             "patches": [{"name": p.name, "sha256": p.sha256, "verdict": p.verdict} for p in self.patches],
-            "licenses": {lic.path: {"spdx": list(lic.spdx), "copyright": list(lic.copyright)}
+            "licenses": {lic.path: {"spdx": list(lic.spdx), "copyright": list(lic.copyright),
+                                    "copyright_lines": list(lic.copyright_at)}
                          for lic in self.licenses},
             "entries": {op: {b: list(v) for b, v in per.items()} for op, per in self.entries.items()},
             "closures": {op: {b: list(v) for b, v in per.items()} for op, per in self.closures.items()},
@@ -147,9 +157,13 @@ def render_lock(lock: Lock) -> str:
             lines.append(f"patched-by = {_array(list(f.patched_by))}")
     for p in lock.patches:  # application order (file name order)
         lines += ["", "[[patches]]", f"name = {_q(p.name)}", f"sha256 = {_q(p.sha256)}", f"verdict = {_q(p.verdict)}"]
+    if lock.licenses:
+        lines += ["", "# Copyright notices stay in the vendored files: `copyright-lines` says where (ggml-vendor status"
+                  " prints them)."]
     for lic in sorted(lock.licenses, key=lambda x: x.path):
-        lines += ["", f"[licenses.{_q(lic.path)}]", f"spdx = {_array(lic.spdx)}",
-                  f"copyright = {_array(lic.copyright)}"]
+        lines += ["", f"[licenses.{_q(lic.path)}]", f"spdx = {_array(lic.spdx)}"]
+        if lic.copyright_at:
+            lines.append(f"copyright-lines = [{', '.join(str(n) for n in lic.copyright_at)}]")
     if lock.fingerprints:
         lines += ["", "# sha256 of the upstream regions our bindings depend on (ggml_facts.FINGERPRINTS).",
                   "[fingerprints]"]
@@ -176,7 +190,8 @@ def parse_lock(text: str, where: str = LOCK_NAME) -> Lock:
             file_info=file_info,
             patches=tuple(LockedPatch(str(p["name"]), str(p["sha256"]), str(p["verdict"]))
                           for p in doc.get("patches", [])),
-            licenses=tuple(LicenseInfo(p, tuple(v.get("spdx", ())), tuple(v.get("copyright", ())))
+            licenses=tuple(LicenseInfo(p, tuple(v.get("spdx", ())), tuple(v.get("copyright", ())),
+                                       tuple(int(n) for n in v.get("copyright-lines", ())))
                            for p, v in doc.get("licenses", {}).items()),
             entries={op: {b: tuple(v) for b, v in per.items()} for op, per in doc.get("entries", {}).items()},
             closures={op: {b: tuple(v) for b, v in per.items()} for op, per in doc.get("closures", {}).items()},
@@ -193,4 +208,23 @@ def read_lock(vendor_dir: Path) -> Lock | None:
     path = Path(vendor_dir) / LOCK_NAME
     if not path.is_file():
         return None
-    return parse_lock(path.read_text(encoding="utf-8"), str(path))
+    lock = parse_lock(path.read_text(encoding="utf-8"), str(path))
+    return replace(lock, licenses=tuple(_with_notices(lic, lock, Path(vendor_dir)) for lic in lock.licenses))
+
+
+def notice_text(line: str) -> str:
+    """A copyright line as the inventory shows it: comment markers and surrounding blanks removed."""
+    return line.strip().lstrip("/*#; ").rstrip("*/ ").strip()
+
+
+def _with_notices(lic: LicenseInfo, lock: Lock, vendor_dir: Path) -> LicenseInfo:
+    """Fill in the notice texts from the vendored file, but only from the very bytes the lock pins."""
+    src = vendor_dir / ggml_facts.VENDOR_SUBDIR / lic.path
+    if lic.copyright or not lic.copyright_at or not src.is_file():
+        return lic
+    data = src.read_bytes()
+    if sha256_bytes(data) != lock.files.get(lic.path):
+        return lic
+    text = data.decode("utf-8", "replace").splitlines()
+    notices = tuple(notice_text(text[n - 1]) for n in lic.copyright_at if 0 < n <= len(text))
+    return replace(lic, copyright=tuple(dict.fromkeys(notices)))

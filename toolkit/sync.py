@@ -21,7 +21,7 @@ from .embedded import EMBEDDED
 from .drift import Drift, compute_drift, fingerprints_of, write_report
 from .errors import UpstreamError, VendorStateError
 from .lock import (LOCK_NAME, VERDICT_UPSTREAM, LicenseInfo, Lock, LockedFile, LockedPatch, read_lock,
-                   render_lock, sha256_bytes)
+                   notice_text, render_lock, sha256_bytes)
 from .patches import PatchResult, apply_patches
 from .upstream import open_upstream
 from .vendor_tree import (LOSSY, PATCHES_DIR, SOURCES_DIR, Finding, check_vendor, check_vendor_dir,
@@ -116,9 +116,11 @@ def license_inventory(files: Mapping[str, bytes]) -> tuple[LicenseInfo, ...]:
         text = files[path].decode("utf-8", "replace")
         spdx = list(dict.fromkeys(m.group(1) for m in _SPDX_RE.finditer(text)))
         spdx += [sid for sid, marker in ggml_facts.LICENSE_TEXT_MARKERS if marker in text and sid not in spdx]
-        lines = [m.group(0).strip().lstrip("/*#; ").rstrip("*/ ").strip() for m in _COPYRIGHT_RE.finditer(text)]
-        if spdx or lines:
-            out.append(LicenseInfo(path, tuple(spdx), tuple(dict.fromkeys(lines))))
+        found = {notice_text(m.group(0)): text.count("\n", 0, m.start()) + 1 for m in reversed(list(
+            _COPYRIGHT_RE.finditer(text)))}  # reversed: a notice repeated keeps its first line
+        notices = sorted(found, key=found.__getitem__)
+        if spdx or notices:
+            out.append(LicenseInfo(path, tuple(spdx), tuple(notices), tuple(found[n] for n in notices)))
     return tuple(out)
 
 

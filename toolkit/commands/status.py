@@ -37,6 +37,10 @@ def status_doc(cfg: config.Config) -> dict[str, object]:
         "findings": [f.to_json() for f in findings],
         "patches": patches,
         "closures": {op: {b: len(v) for b, v in per.items()} for op, per in lock.closures.items()} if lock else {},
+        # The license inventory: SPDX ids from the lock, notice texts read back from the vendored files.
+        "licenses": {lic.path: {"spdx": list(lic.spdx), "copyright": list(lic.copyright),
+                                "copyright_lines": list(lic.copyright_at)}
+                     for lic in (lock.licenses if lock else ())},
     }
 
 
@@ -57,6 +61,9 @@ def status(as_json: JsonOpt = False, project: ProjectOpt = None) -> None:
                                                         if doc["llama_cpp_commit"] else ""))
             ops = ", ".join(f"{op}/{b} {n}" for op, per in doc["closures"].items() for b, n in per.items())  # type: ignore[union-attr]
             ui.out.print(f"files   {doc['files']} ({ops})")
+            for path, lic in doc["licenses"].items():  # type: ignore[union-attr]
+                notices = "; ".join(lic["copyright"]) or f"copyright at line(s) {lic['copyright_lines']}"
+                ui.out.print(f"license {path}: {', '.join(lic['spdx']) or '?'} — {notices}")
         findings = doc["findings"]
         if doc["clean"]:
             ui.out.print("vendor/ [green]clean[/]")
