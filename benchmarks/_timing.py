@@ -19,9 +19,9 @@ import platform
 import statistics
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -109,8 +109,11 @@ class Timer:
             e.synchronize()
             xs.append(s.elapsed_time(e) * 1000.0)
         if late > samples // 2:
-            return Stat(None, note=f"host not hidden in {late}/{samples} samples: the call blocks the host "
-                                   f"(events {statistics.median(xs):.1f} µs include host time)")
+            return Stat(
+                None,
+                note=f"host not hidden in {late}/{samples} samples: the call blocks the host "
+                f"(events {statistics.median(xs):.1f} µs include host time)",
+            )
         return _stat(xs, note=f"host not hidden in {late}/{samples} samples" if late else "")
 
     def events_us(self, fn: Fn, samples: int = 3) -> Stat:

@@ -30,9 +30,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from toolkit.builders.envs import TorchEnv, detect_host, discover_envs  # noqa: E402
-from toolkit.builders.stage import execute, host_variant, prepare  # noqa: E402
-from toolkit.config import load  # noqa: E402
+from toolkit.build.envs import TorchEnv, detect_host, discover_envs  # noqa: E402
+from toolkit.build.stage import execute, host_variant, prepare  # noqa: E402
+from toolkit.core.config import load  # noqa: E402
 
 FIXTURE = REPO / "tests" / "fixtures" / "build_kernel"
 
@@ -46,13 +46,19 @@ def hosts(second_python: str | None):
     host = detect_host()
     base = next(e for e in host.envs if not e.managed)
     if second_python:
-        env = next((e for e in discover_envs() if os.path.realpath(e.python) == os.path.realpath(second_python)),
-                   None)
+        env = next((e for e in discover_envs() if os.path.realpath(e.python) == os.path.realpath(second_python)), None)
         if env is None:  # a venv outside the managed dir: read it directly
-            out = subprocess.run([second_python, "-c", "import importlib.util as u;"
-                                  "print(u.find_spec('torch').submodule_search_locations[0])"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
-            from toolkit.builders.envs import read_torch_version
+            out = subprocess.run(
+                [
+                    second_python,
+                    "-c",
+                    "import importlib.util as u;print(u.find_spec('torch').submodule_search_locations[0])",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+            from toolkit.build.envs import read_torch_version
 
             version, cuda, hip = read_torch_version(Path(out))
             env = TorchEnv(second_python, version, out, cuda=cuda, hip=hip, managed=True)
@@ -98,8 +104,10 @@ def main() -> int:
         names = (v1.name, v2.name)
         print(f"project: {src}\nvariants: {', '.join(names)}")
         print(f"torch A: {base.version} ({base.python})")
-        print(f"torch B: {second.version} ({second.python})" + ("  [SIMULATED: torch A's install presented as "
-                                                               f"{second.torch_minor}]" if simulated else ""))
+        print(
+            f"torch B: {second.version} ({second.python})"
+            + (f"  [SIMULATED: torch A's install presented as {second.torch_minor}]" if simulated else "")
+        )
         print(f"jobs: {args.jobs}, CPUs: {os.cpu_count()}\n")
 
         # 1. ggml-vendor: both variants in one build, shared objects, cold cache.
@@ -115,8 +123,11 @@ def main() -> int:
         noop, t_noop = run(project, host, names, work / "cache-shared", args.jobs)
         # 4. The CLI's own no-op `build --all` (a fresh process: start-up included), real host only.
         os.environ["GGML_VENDOR_BUILD_CACHE"] = str(work / "cache-shared")
-        subprocess.run([sys.executable, "-m", "toolkit.cli", "build", "-C", str(project), "--all", "--json"],
-                       capture_output=True, cwd=REPO)  # warm: builds whatever --all adds for the real host
+        subprocess.run(
+            [sys.executable, "-m", "toolkit.cli", "build", "-C", str(project), "--all", "--json"],
+            capture_output=True,
+            cwd=REPO,
+        )  # warm: builds whatever --all adds for the real host
         # Best of 5 (a shared 2-core machine adds noise), plus the CPU time the process itself used.
         import resource
 
@@ -124,8 +135,12 @@ def main() -> int:
         for _ in range(5):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.monotonic()
-            cli = subprocess.run([sys.executable, "-m", "toolkit.cli", "build", "-C", str(project), "--all",
-                                  "--json"], capture_output=True, text=True, cwd=REPO)
+            cli = subprocess.run(
+                [sys.executable, "-m", "toolkit.cli", "build", "-C", str(project), "--all", "--json"],
+                capture_output=True,
+                text=True,
+                cwd=REPO,
+            )
             t_cli = min(t_cli, time.monotonic() - t0)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpu_cli = min(cpu_cli, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
@@ -134,8 +149,12 @@ def main() -> int:
         n_shared = shared.stats.compiler_invocations
         rows = [
             ("ggml-vendor (shared objects), cold", n_shared, t_shared, shared.stats.per_tool),
-            ("each variant from scratch", n_scratch, t_scratch,
-             {k: sum(r.stats.per_tool.get(k, 0) for r, _ in scratch) for k in ("nvcc", "c++")}),
+            (
+                "each variant from scratch",
+                n_scratch,
+                t_scratch,
+                {k: sum(r.stats.per_tool.get(k, 0) for r, _ in scratch) for k in ("nvcc", "c++")},
+            ),
             ("no-op rebuild (in process)", noop.stats.compiler_invocations, t_noop, noop.stats.per_tool),
             ("no-op `build --all` (CLI, best of 5)", cli_doc["compiler_invocations"], t_cli, {}),
         ]
@@ -143,21 +162,35 @@ def main() -> int:
         for label, n, t, per in rows:
             per_s = ", ".join(f"{k} {v}" for k, v in sorted(per.items())) or "-"
             print(f"{label:40} {n if n is not None else 'err':>11} {per_s:>22} {t:8.2f} {t / t_scratch:10.2f}x")
-        print(f"\nshared/scratch: {n_shared}/{n_scratch} invocations, wall {t_shared / t_scratch:.2f}x "
-              f"({t_scratch / t_shared:.2f}x faster). no-op CLI: {t_cli:.2f}s with "
-              f"{cli_doc['compiler_invocations']} compiler invocations, {cpu_cli:.2f}s CPU (target < 2 s, 0). "
-              f"Load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs.")
+        print(
+            f"\nshared/scratch: {n_shared}/{n_scratch} invocations, wall {t_shared / t_scratch:.2f}x "
+            f"({t_scratch / t_shared:.2f}x faster). no-op CLI: {t_cli:.2f}s with "
+            f"{cli_doc['compiler_invocations']} compiler invocations, {cpu_cli:.2f}s CPU (target < 2 s, 0). "
+            f"Load average now: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs."
+        )
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({
-            "project": str(src), "variants": names, "simulated_second_torch": simulated,
-            "torch": [base.version, second.version], "jobs": args.jobs, "cpus": os.cpu_count(),
-            "shared": {"invocations": n_shared, "seconds": t_shared, "per_tool": shared.stats.per_tool},
-            "scratch": {"invocations": n_scratch, "seconds": t_scratch},
-            "noop": {"invocations": noop.stats.compiler_invocations, "seconds": t_noop},
-            "noop_cli": {"invocations": cli_doc["compiler_invocations"], "seconds_best_of_5": t_cli,
-                         "cpu_seconds": cpu_cli},
-            "loadavg": os.getloadavg()[0],
-        }, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "project": str(src),
+                    "variants": names,
+                    "simulated_second_torch": simulated,
+                    "torch": [base.version, second.version],
+                    "jobs": args.jobs,
+                    "cpus": os.cpu_count(),
+                    "shared": {"invocations": n_shared, "seconds": t_shared, "per_tool": shared.stats.per_tool},
+                    "scratch": {"invocations": n_scratch, "seconds": t_scratch},
+                    "noop": {"invocations": noop.stats.compiler_invocations, "seconds": t_noop},
+                    "noop_cli": {
+                        "invocations": cli_doc["compiler_invocations"],
+                        "seconds_best_of_5": t_cli,
+                        "cpu_seconds": cpu_cli,
+                    },
+                    "loadavg": os.getloadavg()[0],
+                },
+                indent=2,
+            )
+        )
         print(f"wrote {args.json}")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -22,13 +22,15 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from _timing import Stat, Timer, environment, host_yardstick, load_op, markdown_table, ratio, rel_err, write_outputs  # noqa: E402
+from _timing import Timer, environment, host_yardstick, load_op, markdown_table, ratio, rel_err, write_outputs  # noqa: E402
 
 B, H, H_KV, D, N_Q = 1, 16, 4, 256, 1
 N_KV = (512, 4096, 32768)
 TARGET_DEVICE_RATIO = 1.10
-ANCHOR_NOTE = ("perf-anchors-2.md (D=256, 16/4, hidden µs): ggml 13.3 / 18.7 / 74.1, SDPA flash 15.6 / 29.9 / 63.4, "
-               "cuDNN 20.4 / 20.9 / 62.7 at n_kv 512 / 4096 / 32768")
+ANCHOR_NOTE = (
+    "perf-anchors-2.md (D=256, 16/4, hidden µs): ggml 13.3 / 18.7 / 74.1, SDPA flash 15.6 / 29.9 / 63.4, "
+    "cuDNN 20.4 / 20.9 / 62.7 at n_kv 512 / 4096 / 32768"
+)
 
 
 def make_inputs(n_kv: int, seed: int) -> dict:
@@ -37,11 +39,14 @@ def make_inputs(n_kv: int, seed: int) -> dict:
     k = torch.randn(B, H_KV, n_kv, D, device="cuda", generator=gen).half()
     v = torch.randn(B, H_KV, n_kv, D, device="cuda", generator=gen).half()
     return {
-        "q": q, "k": k, "v": v,
+        "q": q,
+        "k": k,
+        "v": v,
         "q32": q.float(),  # ggml's kernel asserts Q f32; same values
         "mask": torch.zeros(B, 1, N_Q, n_kv, device="cuda", dtype=torch.float16),
         # mem-efficient SDPA rejects GQA (perf-anchors.md): it gets K/V expanded outside the timed call.
-        "k_exp": k.repeat_interleave(H // H_KV, dim=1), "v_exp": v.repeat_interleave(H // H_KV, dim=1),
+        "k_exp": k.repeat_interleave(H // H_KV, dim=1),
+        "v_exp": v.repeat_interleave(H // H_KV, dim=1),
         "raw_out": torch.empty(B, N_Q, H, D, device="cuda"),
     }
 
@@ -54,8 +59,9 @@ def reference(x: dict) -> torch.Tensor:
     return (p @ v).transpose(1, 2)
 
 
-def parallel_blocks(occupancy: int, nsm: int, n_kv: int, head_dim: int = D, n_heads: int = H, n_q: int = N_Q,
-                    batch: int = B) -> int:
+def parallel_blocks(
+    occupancy: int, nsm: int, n_kv: int, head_dim: int = D, n_heads: int = H, n_q: int = N_Q, batch: int = B
+) -> int:
     """launch_fattn's non-stream-k choice (fattn-common.cuh), re-stated: start at the occupancy, cap by the KV
     tiles (nbatch_fa = D for the vec kernel), raise while the last wave gets fuller, stop past 95%."""
     ntiles_kv = (n_kv + head_dim - 1) // head_dim
@@ -88,8 +94,9 @@ def build_impls(op, raw, nsm: int) -> tuple[list[Impl], dict[str, str]]:
         # q f16 is what SDPA gets; the op converts it first (one extra small kernel), so that row shows the cost.
         impls.append(Impl("op", lambda x: fa(x["q32"], x["k"], x["v"], None, scale), "q f32, mask None"))
         impls.append(Impl("op (q f16)", lambda x: fa(x["q"], x["k"], x["v"], None, scale), "q f16, mask None"))
-        impls.append(Impl("op + mask", lambda x: fa(x["q32"], x["k"], x["v"], x["mask"], scale),
-                          "q f32, zero f16 mask"))
+        impls.append(
+            Impl("op + mask", lambda x: fa(x["q32"], x["k"], x["v"], x["mask"], scale), "q f32, zero f16 mask")
+        )
     elif op is not None:
         missing["op"] = "the loaded package has no flash_attn"
 
@@ -117,12 +124,33 @@ def build_impls(op, raw, nsm: int) -> tuple[list[Impl], dict[str, str]]:
             tmp, meta, pb = x.setdefault("_scratch", scratch_for(n_kv))
             # ggml's mask ne[1..3] = rows, 1, seqs and nb[1..3] in bytes; launch_fattn passes zeros without a mask.
             mask_dims = (m.shape[2], m.shape[1], m.shape[0], m.stride(2) * 2, m.stride(1) * 2, m.stride(0) * 2)
-            return (D, q.data_ptr(), k.data_ptr(), v.data_ptr(), m.data_ptr() if with_mask else None,
-                    out.data_ptr(), tmp.data_ptr(), meta.data_ptr(), pb, scale,
-                    N_Q, H, B, q.stride(2) * 4, q.stride(1) * 4, q.stride(0) * 4,
-                    n_kv, H_KV, k.stride(2) * 2, k.stride(1) * 2, k.stride(0) * 2,
-                    v.stride(2) * 2, v.stride(1) * 2, v.stride(0) * 2,
-                    *(mask_dims if with_mask else (0,) * 6))
+            return (
+                D,
+                q.data_ptr(),
+                k.data_ptr(),
+                v.data_ptr(),
+                m.data_ptr() if with_mask else None,
+                out.data_ptr(),
+                tmp.data_ptr(),
+                meta.data_ptr(),
+                pb,
+                scale,
+                N_Q,
+                H,
+                B,
+                q.stride(2) * 4,
+                q.stride(1) * 4,
+                q.stride(0) * 4,
+                n_kv,
+                H_KV,
+                k.stride(2) * 2,
+                k.stride(1) * 2,
+                k.stride(0) * 2,
+                v.stride(2) * 2,
+                v.stride(1) * 2,
+                v.stride(0) * 2,
+                *(mask_dims if with_mask else (0,) * 6),
+            )
 
         def raw_call(x, with_mask):
             key = "_raw_args_mask" if with_mask else "_raw_args"
@@ -205,7 +233,7 @@ def run(args) -> int:
                     row["err"] = rel_err(as_bnhd(impl.name, out), ref)
                     if impl.name.startswith("ggml raw"):
                         row["parallel_blocks"] = sets[0]["_scratch"][2]
-                    call = (lambda f, x: (lambda: f(x)))(impl.call, sets[0])
+                    call = (lambda f, x: lambda: f(x))(impl.call, sets[0])
                     for _ in range(3):
                         call()
                     torch.cuda.synchronize()
@@ -213,22 +241,29 @@ def run(args) -> int:
                     row["host_enqueue"] = host
                     row["hidden"] = timer.hidden_us(call, samples=args.samples, host=host)
                     row["loop"] = timer.loop_us(call, n=200, budget_s=0.5)
-                    row["graph"] = timer.graph_us([(lambda f, x: (lambda: f(x)))(impl.call, s) for s in sets])
+                    row["graph"] = timer.graph_us([(lambda f, x: lambda: f(x))(impl.call, s) for s in sets])
             except Exception as exc:
                 torch.cuda.synchronize()
                 msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
                 row["error"] = f"{type(exc).__name__}: {msg}"
             results.append(row)
-            print(f"[bench_fa] n_kv={n_kv} {impl.name}: "
-                  + ("error " + row["error"] if "error" in row else
-                     f"hidden {row['hidden'].fmt()} µs, graph {row['graph'].fmt()}, loop {row['loop'].fmt()}, "
-                     f"err {row['err']:.1e}"), flush=True)
+            print(
+                f"[bench_fa] n_kv={n_kv} {impl.name}: "
+                + (
+                    "error " + row["error"]
+                    if "error" in row
+                    else f"hidden {row['hidden'].fmt()} µs, graph {row['graph'].fmt()}, loop {row['loop'].fmt()}, "
+                    f"err {row['err']:.1e}"
+                ),
+                flush=True,
+            )
         del sets
         torch.cuda.empty_cache()
 
     markdown = render(results, missing, env)
-    md, js = write_outputs(Path(args.out), "bench_fa", markdown,
-                           {"env": env, "missing": missing, "results": results, "argv": sys.argv})
+    md, js = write_outputs(
+        Path(args.out), "bench_fa", markdown, {"env": env, "missing": missing, "results": results, "argv": sys.argv}
+    )
     print(markdown)
     print(f"\n[bench_fa] wrote {md} and {js}")
     return 0
@@ -250,8 +285,19 @@ def _find(results, n_kv, name):
 
 
 def render(results, missing, env) -> str:
-    header = ["n_kv", "impl", "**device µs** (host hidden; p10–p90)", "÷ ggml raw", "in-graph µs/call", "÷ ggml raw",
-              "Python µs/call", "÷ ggml raw", "host enqueue µs", "rel err", "note"]
+    header = [
+        "n_kv",
+        "impl",
+        "**device µs** (host hidden; p10–p90)",
+        "÷ ggml raw",
+        "in-graph µs/call",
+        "÷ ggml raw",
+        "Python µs/call",
+        "÷ ggml raw",
+        "host enqueue µs",
+        "rel err",
+        "note",
+    ]
     rows = []
     for n_kv in N_KV:
         raw = _find(results, n_kv, "ggml raw")
@@ -261,14 +307,22 @@ def render(results, missing, env) -> str:
                 continue
             note = r["note"] + (f"; parallel_blocks={r['parallel_blocks']}" if "parallel_blocks" in r else "")
             dev = r["hidden"]
-            dev_txt = (f"**{dev.fmt()}** ({dev.p10:.1f}–{dev.p90:.1f})" if dev.median is not None
-                       else f"– ({dev.note})")
-            rows.append([
-                str(n_kv), r["impl"], dev_txt, ratio(r["hidden"], raw and raw["hidden"]),
-                r["graph"].fmt(), ratio(r["graph"], raw and raw["graph"]),
-                r["loop"].fmt(), ratio(r["loop"], raw and raw["loop"]),
-                r["host_enqueue"].fmt(), f"{r['err']:.1e}", note,
-            ])
+            dev_txt = f"**{dev.fmt()}** ({dev.p10:.1f}–{dev.p90:.1f})" if dev.median is not None else f"– ({dev.note})"
+            rows.append(
+                [
+                    str(n_kv),
+                    r["impl"],
+                    dev_txt,
+                    ratio(r["hidden"], raw and raw["hidden"]),
+                    r["graph"].fmt(),
+                    ratio(r["graph"], raw and raw["graph"]),
+                    r["loop"].fmt(),
+                    ratio(r["loop"], raw and raw["loop"]),
+                    r["host_enqueue"].fmt(),
+                    f"{r['err']:.1e}",
+                    note,
+                ]
+            )
         for name, why in missing.items():
             rows.append([str(n_kv), name, why] + [""] * (len(header) - 3))
 
@@ -288,21 +342,37 @@ def render(results, missing, env) -> str:
         o, r = _find(results, n_kv, "op"), _find(results, n_kv, "ggml raw")
         if o and r and o["hidden"].median is not None and r["hidden"].median is not None:
             q = o["hidden"].median / r["hidden"].median
-            lines.append(f"* n_kv={n_kv}: op within 10% of ggml raw (device): {o['hidden'].fmt()} vs "
-                         f"{r['hidden'].fmt()} µs = {q:.2f}× → {'MET' if q <= TARGET_DEVICE_RATIO else 'MISSED'}")
+            lines.append(
+                f"* n_kv={n_kv}: op within 10% of ggml raw (device): {o['hidden'].fmt()} vs "
+                f"{r['hidden'].fmt()} µs = {q:.2f}× → {'MET' if q <= TARGET_DEVICE_RATIO else 'MISSED'}"
+            )
         else:
-            lines.append(f"* n_kv={n_kv}: op within 10% of ggml raw: not measured "
-                         f"({missing.get('op') or missing.get('ggml raw') or 'a row failed'})")
-        sdpa = [x for x in (_find(results, n_kv, n) for n in
-                            ("SDPA flash", "SDPA cuDNN", "SDPA default", "SDPA efficient", "SDPA math"))
-                if x and x["hidden"].median is not None]
+            lines.append(
+                f"* n_kv={n_kv}: op within 10% of ggml raw: not measured "
+                f"({missing.get('op') or missing.get('ggml raw') or 'a row failed'})"
+            )
+        sdpa = [
+            x
+            for x in (
+                _find(results, n_kv, n)
+                for n in ("SDPA flash", "SDPA cuDNN", "SDPA default", "SDPA efficient", "SDPA math")
+            )
+            if x and x["hidden"].median is not None
+        ]
         if r and r["hidden"].median is not None and sdpa:
             best = min(sdpa, key=lambda x: x["hidden"].median)
             g = best["hidden"].median / r["hidden"].median
-            verdict = ("ggml's kernel is faster" if g > 1.03 else
-                       "ggml's kernel is SLOWER" if g < 0.97 else "level (within 3%)")
-            lines.append(f"  * ggml raw vs best SDPA ({best['impl']} {best['hidden'].fmt()} µs): "
-                         f"{g:.2f}× → {verdict} at n_kv={n_kv}")
+            verdict = (
+                "ggml's kernel is faster"
+                if g > 1.03
+                else "ggml's kernel is SLOWER"
+                if g < 0.97
+                else "level (within 3%)"
+            )
+            lines.append(
+                f"  * ggml raw vs best SDPA ({best['impl']} {best['hidden'].fmt()} µs): "
+                f"{g:.2f}× → {verdict} at n_kv={n_kv}"
+            )
     lines += ["", f"Reference: {ANCHOR_NOTE}.", "", "### Environment", ""]
     lines += [f"* {k}: {v}" for k, v in env.items()]
     lines += [f"* command: `python3 {' '.join(sys.argv)}`"]
@@ -312,11 +382,17 @@ def render(results, missing, env) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=str(HERE / "out"), help="folder for bench_fa.md/.json (default benchmarks/out)")
-    p.add_argument("--kernel", default=None,
-                   help="built op: a build/<variant> folder or a folder holding build/ (default: the repo root)")
+    p.add_argument(
+        "--kernel",
+        default=None,
+        help="built op: a build/<variant> folder or a folder holding build/ (default: the repo root)",
+    )
     p.add_argument("--vendor", default=str(ROOT / "vendor" / "ggml"), help="vendored ggml tree for the raw harness")
-    p.add_argument("--build-dir", default=str(HERE / "out" / "raw_ggml_build"),
-                   help="where the raw-ggml harness is compiled (cached by content)")
+    p.add_argument(
+        "--build-dir",
+        default=str(HERE / "out" / "raw_ggml_build"),
+        help="where the raw-ggml harness is compiled (cached by content)",
+    )
     p.add_argument("--samples", type=int, default=30, help="host-hidden samples per measurement")
     args = p.parse_args(argv)
     return run(args)

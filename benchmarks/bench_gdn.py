@@ -27,8 +27,10 @@ from _timing import Stat, Timer, environment, host_yardstick, load_op, markdown_
 H, D = 32, 128
 CASES = [(1, 1), (1, 4), (1, 512), (32, 1), (32, 4), (32, 512)]
 # perf-anchors.md, same shapes on the same kind of GPU (for reading the table, never compared in code).
-ANCHOR_NOTE = ("perf-anchors.md, B=1 T=1: per call from Python ggml (ctypes) 11.5, fla 98.6, eager 156.1 µs; "
-               "device (hidden) ggml 6.2, fla 6.7, eager 44.6 µs")
+ANCHOR_NOTE = (
+    "perf-anchors.md, B=1 T=1: per call from Python ggml (ctypes) 11.5, fla 98.6, eager 156.1 µs; "
+    "device (hidden) ggml 6.2, fla 6.7, eager 44.6 µs"
+)
 TARGET_LOOP_US = 15.0
 TARGET_DEVICE_RATIO = 1.10
 
@@ -135,10 +137,32 @@ def build_impls(op, raw, fla_fn) -> tuple[list[Impl], dict[str, str]]:
             # Precomputed once per input set: the harness is the floor for what a Python-called launch costs.
             q, v, b = x["q"], x["v"], x["beta"]
             B, T = q.shape[0], q.shape[1]
-            return (q.data_ptr(), x["k"].data_ptr(), v.data_ptr(), x["g"].data_ptr(), b.data_ptr(),
-                    x["state_vk"].data_ptr(), x["raw_out"].data_ptr(), x["raw_state"].data_ptr(),
-                    D, H, T, B, q.stride(2), q.stride(1), q.stride(0), v.stride(2), v.stride(1), v.stride(0),
-                    b.stride(2), b.stride(1), b.stride(0), H, 1, 0)
+            return (
+                q.data_ptr(),
+                x["k"].data_ptr(),
+                v.data_ptr(),
+                x["g"].data_ptr(),
+                b.data_ptr(),
+                x["state_vk"].data_ptr(),
+                x["raw_out"].data_ptr(),
+                x["raw_state"].data_ptr(),
+                D,
+                H,
+                T,
+                B,
+                q.stride(2),
+                q.stride(1),
+                q.stride(0),
+                v.stride(2),
+                v.stride(1),
+                v.stride(0),
+                b.stride(2),
+                b.stride(1),
+                b.stride(0),
+                H,
+                1,
+                0,
+            )
 
         def raw_call(x):
             args = x.get("_raw_args") or x.setdefault("_raw_args", raw_args(x))
@@ -155,18 +179,33 @@ def build_impls(op, raw, fla_fn) -> tuple[list[Impl], dict[str, str]]:
         impls.append(Impl("ggml raw", raw_call, raw_result, "upstream launch_gated_delta_net via ctypes"))
 
     if fla_fn is not None:
+
         def fla_call(x):
-            return fla_fn(x["q"], x["k"], x["v"], g=x["g"], beta=x["beta"], initial_state=x["state_kv"],
-                          output_final_state=True)
+            return fla_fn(
+                x["q"], x["k"], x["v"], g=x["g"], beta=x["beta"], initial_state=x["state_kv"], output_final_state=True
+            )
 
         def fla_vfirst_call(x):
-            return fla_fn(x["q"], x["k"], x["v"], g=x["g"], beta=x["beta"], initial_state=x["state_vk"],
-                          output_final_state=True, state_v_first=True)
+            return fla_fn(
+                x["q"],
+                x["k"],
+                x["v"],
+                g=x["g"],
+                beta=x["beta"],
+                initial_state=x["state_vk"],
+                output_final_state=True,
+                state_v_first=True,
+            )
 
         impls.append(Impl("fla", fla_call, lambda x: fla_call(x), "fused_recurrent, state [K,V]"))
-        impls.append(Impl("fla v-first", fla_vfirst_call,
-                          lambda x: (lambda o, s: (o, s.transpose(-1, -2)))(*fla_vfirst_call(x)),
-                          "fused_recurrent, state_v_first=True ([V,K], ggml's layout)"))
+        impls.append(
+            Impl(
+                "fla v-first",
+                fla_vfirst_call,
+                lambda x: (lambda o, s: (o, s.transpose(-1, -2)))(*fla_vfirst_call(x)),
+                "fused_recurrent, state_v_first=True ([V,K], ggml's layout)",
+            )
+        )
 
     def eager_call(x):
         return eager_recurrence(x["q"], x["k"], x["v"], x["g"], x["beta"], x["state_kv"])
@@ -174,10 +213,22 @@ def build_impls(op, raw, fla_fn) -> tuple[list[Impl], dict[str, str]]:
     def eager_verbatim_call(x):
         return eager_recurrence(x["q"], x["k"], x["v"], x["g"], x["beta"], x["state_kv"], verbatim=True)
 
-    impls.append(Impl("eager torch", eager_call, eager_call,
-                      "transformers' recurrence written out, output zeros allocated on the GPU"))
-    impls.append(Impl("eager HF verbatim", eager_verbatim_call, eager_verbatim_call,
-                      "as transformers: CPU zeros .to(GPU) = one stream sync per call"))
+    impls.append(
+        Impl(
+            "eager torch",
+            eager_call,
+            eager_call,
+            "transformers' recurrence written out, output zeros allocated on the GPU",
+        )
+    )
+    impls.append(
+        Impl(
+            "eager HF verbatim",
+            eager_verbatim_call,
+            eager_verbatim_call,
+            "as transformers: CPU zeros .to(GPU) = one stream sync per call",
+        )
+    )
     return impls, missing
 
 
@@ -213,8 +264,7 @@ def run(args) -> int:
     except Exception as exc:
         fla_status = f"unavailable: {type(exc).__name__}: {exc}".splitlines()[0][:300]
     env.update(op=op_status, ggml_raw=raw_status, fla=fla_status)
-    print(f"[bench_gdn] op: {op_status}\n[bench_gdn] ggml raw: {raw_status}\n[bench_gdn] fla: {fla_status}",
-          flush=True)
+    print(f"[bench_gdn] op: {op_status}\n[bench_gdn] ggml raw: {raw_status}\n[bench_gdn] fla: {fla_status}", flush=True)
 
     impls, missing = build_impls(op, raw, fla_fn)
     if op is None:
@@ -231,9 +281,15 @@ def run(args) -> int:
         n_sets = graph_sets(B, T, l2) if T <= 4 else 1
         sets = [make_inputs(B, T, seed=1000 * ci + s) for s in range(n_sets)]
         x0 = sets[0]
-        ref_out, ref_state = eager_recurrence(x0["q"].double(), x0["k"].double(), x0["v"].double(),
-                                              x0["g"].double(), x0["beta"].double(), x0["state_kv"].double(),
-                                              dtype=torch.float64)
+        ref_out, ref_state = eager_recurrence(
+            x0["q"].double(),
+            x0["k"].double(),
+            x0["v"].double(),
+            x0["g"].double(),
+            x0["beta"].double(),
+            x0["state_kv"].double(),
+            dtype=torch.float64,
+        )
         for impl in impls:
             if impl.name == "eager HF verbatim" and T > 4:
                 continue  # at T=512 its one extra sync is noise beside 5634 launches; saves device time
@@ -243,36 +299,46 @@ def run(args) -> int:
                     out, st = impl.result(x0)
                     row["err_out"] = rel_err(out, ref_out)
                     row["err_state"] = rel_err(st, ref_state)
-                    call = (lambda f, x: (lambda: f(x)))(impl.call, x0)
+                    call = (lambda f, x: lambda: f(x))(impl.call, x0)
                     for _ in range(3):
                         call()
                     torch.cuda.synchronize()
                     host = timer.host_us(call, n=10)
                     row["host_enqueue"] = host
-                    hidden = timer.hidden_us(call, samples=args.samples if T < 512 else max(5, args.samples // 3),
-                                             host=host)
+                    hidden = timer.hidden_us(
+                        call, samples=args.samples if T < 512 else max(5, args.samples // 3), host=host
+                    )
                     if hidden.median is None:
                         row["events"] = timer.events_us(call, samples=3)
                     row["hidden"] = hidden
                     row["loop"] = timer.loop_us(call, n=200, budget_s=0.5 if T < 512 else 1.0)
                     if T <= 4:
-                        row["graph"] = timer.graph_us([(lambda f, x: (lambda: f(x)))(impl.call, s) for s in sets])
+                        row["graph"] = timer.graph_us([(lambda f, x: lambda: f(x))(impl.call, s) for s in sets])
                     else:
                         row["graph"] = Stat(None, note="not measured for T=512 (as perf-anchors.md)")
             except Exception as exc:  # one implementation failing must not hide the others' numbers
                 torch.cuda.synchronize()
-                row["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
+                row["error"] = (
+                    f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
+                )
             results.append(row)
-            print(f"[bench_gdn] B={B} T={T} {impl.name}: "
-                  + ("error " + row["error"] if "error" in row else
-                     f"hidden {row['hidden'].fmt()} µs, graph {row['graph'].fmt()}, loop {row['loop'].fmt()}, "
-                     f"err {row['err_out']:.1e}/{row['err_state']:.1e}"), flush=True)
+            print(
+                f"[bench_gdn] B={B} T={T} {impl.name}: "
+                + (
+                    "error " + row["error"]
+                    if "error" in row
+                    else f"hidden {row['hidden'].fmt()} µs, graph {row['graph'].fmt()}, loop {row['loop'].fmt()}, "
+                    f"err {row['err_out']:.1e}/{row['err_state']:.1e}"
+                ),
+                flush=True,
+            )
         del sets
         torch.cuda.empty_cache()
 
     markdown = render(results, missing, env, cases, args)
-    md, js = write_outputs(Path(args.out), "bench_gdn", markdown,
-                           {"env": env, "missing": missing, "results": results, "argv": sys.argv})
+    md, js = write_outputs(
+        Path(args.out), "bench_gdn", markdown, {"env": env, "missing": missing, "results": results, "argv": sys.argv}
+    )
     print(markdown)
     print(f"\n[bench_gdn] wrote {md} and {js}")
     return 0
@@ -286,8 +352,20 @@ def _find(results, B, T, name):
 
 
 def render(results, missing, env, cases, args) -> str:
-    header = ["B", "T", "impl", "**device µs** (host hidden; p10–p90)", "÷ ggml raw", "in-graph µs/call", "÷ ggml raw",
-              "Python µs/call", "÷ ggml raw", "host enqueue µs", "rel err out", "rel err state"]
+    header = [
+        "B",
+        "T",
+        "impl",
+        "**device µs** (host hidden; p10–p90)",
+        "÷ ggml raw",
+        "in-graph µs/call",
+        "÷ ggml raw",
+        "Python µs/call",
+        "÷ ggml raw",
+        "host enqueue µs",
+        "rel err out",
+        "rel err state",
+    ]
     rows = []
     for B, T in cases:
         raw = _find(results, B, T, "ggml raw")
@@ -296,14 +374,27 @@ def render(results, missing, env, cases, args) -> str:
                 rows.append([str(B), str(T), r["impl"], f"error: {r['error']}"] + [""] * (len(header) - 4))
                 continue
             dev = r["hidden"]
-            dev_txt = (f"**{dev.fmt()}** ({dev.p10:.1f}–{dev.p90:.1f})" if dev.median is not None
-                       else f"– ({dev.note}; events {r['events'].fmt()})")
-            rows.append([
-                str(B), str(T), r["impl"], dev_txt, ratio(dev, raw and raw["hidden"]),
-                r["graph"].fmt(), ratio(r["graph"], raw and raw["graph"]),
-                r["loop"].fmt(), ratio(r["loop"], raw and raw["loop"]),
-                r["host_enqueue"].fmt(), f"{r['err_out']:.1e}", f"{r['err_state']:.1e}",
-            ])
+            dev_txt = (
+                f"**{dev.fmt()}** ({dev.p10:.1f}–{dev.p90:.1f})"
+                if dev.median is not None
+                else f"– ({dev.note}; events {r['events'].fmt()})"
+            )
+            rows.append(
+                [
+                    str(B),
+                    str(T),
+                    r["impl"],
+                    dev_txt,
+                    ratio(dev, raw and raw["hidden"]),
+                    r["graph"].fmt(),
+                    ratio(r["graph"], raw and raw["graph"]),
+                    r["loop"].fmt(),
+                    ratio(r["loop"], raw and raw["loop"]),
+                    r["host_enqueue"].fmt(),
+                    f"{r['err_out']:.1e}",
+                    f"{r['err_state']:.1e}",
+                ]
+            )
         for name, why in missing.items():
             rows.append([str(B), str(T), name, why, "", "", "", "", "", "", "", ""])
 
@@ -330,19 +421,25 @@ def render(results, missing, env, cases, args) -> str:
 
     if op11:
         ok = op11["loop"].median <= TARGET_LOOP_US
-        lines.append(f"* GDN B=1 T=1 per call from Python ≤ {TARGET_LOOP_US:.0f} µs: op **{op11['loop'].fmt()} µs** "
-                     f"→ {'MET' if ok else 'MISSED'} (this run: fla {loop_of(fla11)}, eager HF verbatim "
-                     f"{loop_of(hf11)}, eager with device zeros {loop_of(eag11)}, ggml raw via ctypes "
-                     f"{loop_of(raw11)} µs; one tiny torch op {env.get('host_yardstick_us') or float('nan'):.1f} µs).")
+        lines.append(
+            f"* GDN B=1 T=1 per call from Python ≤ {TARGET_LOOP_US:.0f} µs: op **{op11['loop'].fmt()} µs** "
+            f"→ {'MET' if ok else 'MISSED'} (this run: fla {loop_of(fla11)}, eager HF verbatim "
+            f"{loop_of(hf11)}, eager with device zeros {loop_of(eag11)}, ggml raw via ctypes "
+            f"{loop_of(raw11)} µs; one tiny torch op {env.get('host_yardstick_us') or float('nan'):.1f} µs)."
+        )
     else:
-        lines.append(f"* GDN B=1 T=1 per call from Python ≤ {TARGET_LOOP_US:.0f} µs: op **not measured** "
-                     f"({missing.get('op', 'op failed')}).")
+        lines.append(
+            f"* GDN B=1 T=1 per call from Python ≤ {TARGET_LOOP_US:.0f} µs: op **not measured** "
+            f"({missing.get('op', 'op failed')})."
+        )
     for B, T in cases:
         o, r = _find(results, B, T, "op"), _find(results, B, T, "ggml raw")
         if o and r and o["hidden"].median is not None and r["hidden"].median is not None:
             q = o["hidden"].median / r["hidden"].median
-            lines.append(f"* device time within 10% of ggml raw, B={B} T={T}: op {o['hidden'].fmt()} vs raw "
-                         f"{r['hidden'].fmt()} µs = {q:.2f}× → {'MET' if q <= TARGET_DEVICE_RATIO else 'MISSED'}")
+            lines.append(
+                f"* device time within 10% of ggml raw, B={B} T={T}: op {o['hidden'].fmt()} vs raw "
+                f"{r['hidden'].fmt()} µs = {q:.2f}× → {'MET' if q <= TARGET_DEVICE_RATIO else 'MISSED'}"
+            )
         elif not o:
             lines.append(f"* device time within 10% of ggml raw, B={B} T={T}: op not measured")
     lines += ["", f"Reference: {ANCHOR_NOTE}.", "", "### Environment", ""]
@@ -354,11 +451,17 @@ def render(results, missing, env, cases, args) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default=str(HERE / "out"), help="folder for bench_gdn.md/.json (default benchmarks/out)")
-    p.add_argument("--kernel", default=None,
-                   help="built op: a build/<variant> folder or a folder holding build/ (default: the repo root)")
+    p.add_argument(
+        "--kernel",
+        default=None,
+        help="built op: a build/<variant> folder or a folder holding build/ (default: the repo root)",
+    )
     p.add_argument("--vendor", default=str(ROOT / "vendor" / "ggml"), help="vendored ggml tree for the raw harness")
-    p.add_argument("--build-dir", default=str(HERE / "out" / "raw_ggml_build"),
-                   help="where the raw-ggml harness is compiled (cached by content)")
+    p.add_argument(
+        "--build-dir",
+        default=str(HERE / "out" / "raw_ggml_build"),
+        help="where the raw-ggml harness is compiled (cached by content)",
+    )
     p.add_argument("--samples", type=int, default=30, help="host-hidden samples per measurement")
     p.add_argument("--quick", action="store_true", help="T in {1, 4} only")
     args = p.parse_args(argv)

@@ -30,9 +30,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from toolkit import config  # noqa: E402
-from toolkit.lock import read_lock  # noqa: E402
-from toolkit.sync import SyncRequest, run_sync  # noqa: E402
+from toolkit.core import config  # noqa: E402
+from toolkit.core.lock import read_lock  # noqa: E402
+from toolkit.sync.stage import SyncRequest, run_sync  # noqa: E402
 
 TARGET_FIRST_S = 2.0
 TARGET_NOOP_S = 0.5
@@ -86,11 +86,13 @@ def bench(clone: Path, rev: str, repeat: int) -> dict[str, object]:
             prefix = "ggml/" if lock.layout == "llama.cpp" else ""
 
             cli_cfg = make_project(tmp / f"cli{i}", clone)
-            rows["cli_first"].append(timed(lambda: subprocess.run([*cli, "-C", str(cli_cfg.root)], env=env, check=True,
-                                                                  capture_output=True)))
+            rows["cli_first"].append(
+                timed(lambda: subprocess.run([*cli, "-C", str(cli_cfg.root)], env=env, check=True, capture_output=True))
+            )
             before = snapshot(cli_cfg.vendor_dir)
-            rows["cli_noop"].append(timed(lambda: subprocess.run([*cli, "-C", str(cli_cfg.root)], env=env, check=True,
-                                                                 capture_output=True)))
+            rows["cli_noop"].append(
+                timed(lambda: subprocess.run([*cli, "-C", str(cli_cfg.root)], env=env, check=True, capture_output=True))
+            )
             noop_written.append(written_between(before, snapshot(cli_cfg.vendor_dir)))
 
             def baseline() -> None:
@@ -98,8 +100,11 @@ def bench(clone: Path, rev: str, repeat: int) -> dict[str, object]:
                 subprocess.run(["git", "-c", "safe.directory=*", "clone", "-q", str(clone), str(work)], check=True)
                 dest = tmp / f"base{i}" / "vendor" / "ggml"
                 for path in files:
-                    src = work / (path if (path in ("LICENSE", "AUTHORS") and not (work / prefix / path).exists())
-                                  else prefix + path)
+                    src = work / (
+                        path
+                        if (path in ("LICENSE", "AUTHORS") and not (work / prefix / path).exists())
+                        else prefix + path
+                    )
                     (dest / path).parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(src, dest / path)
 
@@ -107,15 +112,24 @@ def bench(clone: Path, rev: str, repeat: int) -> dict[str, object]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in rows.items()}
-    return {"clone": str(clone), "rev": rev, "repeat": repeat, "files": len(files), "median_s": med,
-            "all_s": rows, "noop_files_written": max(noop_written)}
+    return {
+        "clone": str(clone),
+        "rev": rev,
+        "repeat": repeat,
+        "files": len(files),
+        "median_s": med,
+        "all_s": rows,
+        "noop_files_written": max(noop_written),
+    }
 
 
 def report(res: dict) -> str:  # type: ignore[type-arg]
     med = res["median_s"]
     base = med["baseline"]
-    lines = [f"sync benchmark: {res['clone']} @ {res['rev']}, {res['files']} files, median of {res['repeat']}",
-             f"{'approach':34} {'seconds':>9} {'vs clone+copy':>14} {'files written':>14}"]
+    lines = [
+        f"sync benchmark: {res['clone']} @ {res['rev']}, {res['files']} files, median of {res['repeat']}",
+        f"{'approach':34} {'seconds':>9} {'vs clone+copy':>14} {'files written':>14}",
+    ]
     rows = [
         ("ggml-vendor sync, first (library)", med["sync_first"], res["files"] + 1),
         ("ggml-vendor sync, no-op (library)", med["sync_noop"], res["noop_files_written"]),
@@ -126,19 +140,22 @@ def report(res: dict) -> str:  # type: ignore[type-arg]
     ]
     for name, s, n in rows:
         lines.append(f"{name:34} {s:9.3f} {s / base:13.3f}x {n:14d}")
+
     def verdict(seconds: float, target: float, extra_ok: bool = True) -> str:
         return "met" if seconds < target and extra_ok else "MISSED"
 
     zero = res["noop_files_written"] == 0
-    lines += ["",
-              f"target: first sync from a local clone < {TARGET_FIRST_S} s: "
-              f"library {med['sync_first']:.3f} s ({verdict(med['sync_first'], TARGET_FIRST_S)}), "
-              f"CLI process {med['cli_first']:.3f} s ({verdict(med['cli_first'], TARGET_FIRST_S)})",
-              f"target: no-op re-sync < {TARGET_NOOP_S} s with 0 files written ({res['noop_files_written']} written): "
-              f"library {med['sync_noop']:.3f} s ({verdict(med['sync_noop'], TARGET_NOOP_S, zero)}), "
-              f"CLI process {med['cli_noop']:.3f} s ({verdict(med['cli_noop'], TARGET_NOOP_S, zero)}; "
-              "includes Python start-up and importing every ggml-vendor command)",
-              f"speed-up over clone+copy: first {base / med['sync_first']:.1f}x, no-op {base / med['sync_noop']:.1f}x"]
+    lines += [
+        "",
+        f"target: first sync from a local clone < {TARGET_FIRST_S} s: "
+        f"library {med['sync_first']:.3f} s ({verdict(med['sync_first'], TARGET_FIRST_S)}), "
+        f"CLI process {med['cli_first']:.3f} s ({verdict(med['cli_first'], TARGET_FIRST_S)})",
+        f"target: no-op re-sync < {TARGET_NOOP_S} s with 0 files written ({res['noop_files_written']} written): "
+        f"library {med['sync_noop']:.3f} s ({verdict(med['sync_noop'], TARGET_NOOP_S, zero)}), "
+        f"CLI process {med['cli_noop']:.3f} s ({verdict(med['cli_noop'], TARGET_NOOP_S, zero)}; "
+        "includes Python start-up and importing every ggml-vendor command)",
+        f"speed-up over clone+copy: first {base / med['sync_first']:.1f}x, no-op {base / med['sync_noop']:.1f}x",
+    ]
     return "\n".join(lines)
 
 

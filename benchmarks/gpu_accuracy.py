@@ -54,9 +54,11 @@ def main() -> None:
         torch.cuda.synchronize()
         nan = bool(out.isnan().any() or final.isnan().any())
         us = per_call_us(lambda: op.gated_delta_net(q, k, v, g, beta, state)) if T <= 4 else float("nan")
-        print(f"| {B} | {T} | {Hk} | {H} | {D} | {'KDA' if kda else 'scalar'} | {t.rel_err(out, ref_out):.1e} "
-              f"| {t.rel_err(final, ref_state):.1e} | {'yes' if nan else 'no'} | "
-              f"{'' if math.isnan(us) else f'{us:.1f}'} |")
+        print(
+            f"| {B} | {T} | {Hk} | {H} | {D} | {'KDA' if kda else 'scalar'} | {t.rel_err(out, ref_out):.1e} "
+            f"| {t.rel_err(final, ref_state):.1e} | {'yes' if nan else 'no'} | "
+            f"{'' if math.isnan(us) else f'{us:.1f}'} |"
+        )
 
     print("\n### flash_attn vs float64 softmax (16 q heads over 4 kv heads, D=128, f16 K/V, n_q=1)\n")
     print("| n_kv | mask | K/V storage | rel err | NaN left |")
@@ -78,8 +80,10 @@ def main() -> None:
                 t.poison(torch, (B, 1, H, D))
                 out = op.flash_attn(q, kk, vv, mask)
                 torch.cuda.synchronize()
-                print(f"| {n_kv} | {'yes' if masked else 'no'} | {label} | {t.rel_err(out, ref):.1e} | "
-                      f"{'yes' if out.isnan().any() else 'no'} |")
+                print(
+                    f"| {n_kv} | {'yes' if masked else 'no'} | {label} | {t.rel_err(out, ref):.1e} | "
+                    f"{'yes' if out.isnan().any() else 'no'} |"
+                )
 
     print("\n### flash_attn, other shapes (random quarter of positions masked)\n")
     print("| B | H | H_kv | n_q | n_kv | D | K/V | rel err |")
@@ -88,8 +92,10 @@ def main() -> None:
         q, k, v = t.fa_inputs(torch, B, H, Hkv, n_q, n_kv, D, getattr(torch, dtype), seed=7 + n_kv)
         mask, _ = t.causal_like_mask(torch, B, n_q, n_kv, seed=n_q)
         out = op.flash_attn(q, k, v, mask)
-        print(f"| {B} | {H} | {Hkv} | {n_q} | {n_kv} | {D} | {dtype} | "
-              f"{t.rel_err(out, t.fa_reference(torch, q, k, v, mask, 1 / math.sqrt(D))):.1e} |")
+        print(
+            f"| {B} | {H} | {Hkv} | {n_q} | {n_kv} | {D} | {dtype} | "
+            f"{t.rel_err(out, t.fa_reference(torch, q, k, v, mask, 1 / math.sqrt(D))):.1e} |"
+        )
 
 
 if __name__ == "__main__":

@@ -32,14 +32,25 @@ def main() -> None:
     fv = torch.randn_like(fk)
     cases = {
         "gdn ok": lambda: op.gated_delta_net(q, k, v, g, beta, state),
-        "gdn string-only message (g layout)": lambda: op.gated_delta_net(q, k, v, g.transpose(0, 1).contiguous().transpose(0, 1), beta, state),
-        "gdn int in message (head_dim 8)": lambda: op.gated_delta_net(q[..., :8].contiguous(), k[..., :8].contiguous(), v[..., :8].contiguous(), g, beta, state[..., :8, :8].contiguous()),
+        "gdn string-only message (g layout)": lambda: op.gated_delta_net(
+            q, k, v, g.transpose(0, 1).contiguous().transpose(0, 1), beta, state
+        ),
+        "gdn int in message (head_dim 8)": lambda: op.gated_delta_net(
+            q[..., :8].contiguous(),
+            k[..., :8].contiguous(),
+            v[..., :8].contiguous(),
+            g,
+            beta,
+            state[..., :8, :8].contiguous(),
+        ),
         "gdn sizes in message (state shape)": lambda: op.gated_delta_net(q, k, v, g, beta, state[:, :, :32]),
         "gdn dtype in message": lambda: op.gated_delta_net(q.half(), k, v, g, beta, state),
         "gdn cpu": lambda: op.gated_delta_net(q.cpu(), k.cpu(), v.cpu(), g.cpu(), beta.cpu(), state.cpu()),
         "fa ok": lambda: op.flash_attn(fq, fk, fv),
         "fa n_q": lambda: op.flash_attn(torch.randn(1, 8, 20, 128, device=dev), fk, fv),
-        "fa head_dim": lambda: op.flash_attn(fq[..., :96].contiguous(), fk[..., :96].contiguous(), fv[..., :96].contiguous()),
+        "fa head_dim": lambda: op.flash_attn(
+            fq[..., :96].contiguous(), fk[..., :96].contiguous(), fv[..., :96].contiguous()
+        ),
         "fa k dtype": lambda: op.flash_attn(fq, fk.float(), fv.float()),
         "fa nan scale": lambda: op.flash_attn(fq, fk, fv, None, float("nan")),
     }

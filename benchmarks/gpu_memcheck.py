@@ -27,8 +27,13 @@ def main() -> None:
     op = kernels.get_local_kernel(Path(args.root))
     F = torch.nn.functional
     dev = "cuda"
-    for n_kv, n_q, dtype in [(1, 1, torch.float16), (100, 3, torch.float16), (1000, 1, torch.bfloat16),
-                             (257, 2, torch.float16), (512, 19, torch.float16)]:
+    for n_kv, n_q, dtype in [
+        (1, 1, torch.float16),
+        (100, 3, torch.float16),
+        (1000, 1, torch.bfloat16),
+        (257, 2, torch.float16),
+        (512, 19, torch.float16),
+    ]:
         q = torch.randn(1, 8, n_q, 128, device=dev)
         k = torch.randn(1, 2, n_kv, 128, device=dev, dtype=dtype)
         v = torch.randn(1, 2, n_kv, 128, device=dev, dtype=dtype)

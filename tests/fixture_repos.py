@@ -50,32 +50,44 @@ BASE_FILES: dict[str, str] = {
         '#include "ggml-common.h"\n#include <cuda_runtime.h>\n'
         '// #include "commented-out.h"\n/* #include "block-commented.h"\n   #include "still-commented.h" */\n'
         '#if defined(GGML_USE_HIP)\n#  include "vendors/hip.h"\n#else\n#include "vendors/cuda.h"\n#endif\n'
-        "struct ggml_cuda_device_info {\n    int cc;\n};\n"),
+        "struct ggml_cuda_device_info {\n    int cc;\n};\n"
+    ),
     "src/ggml-cuda/vendors/cuda.h": "#pragma once\n#include <cuda_fp16.h>\n",
     "src/ggml-cuda/vendors/hip.h": "#pragma once\n#include <hip/hip_runtime.h>\n",
     "src/ggml-cuda/gated_delta_net.cuh": '#include "common.cuh"\n#include "ggml.h"\n',
     "src/ggml-cuda/gated_delta_net.cu": GDN_CU_V1,
     "src/ggml-cuda/fattn-vec.cuh": '#include "common.cuh"\n#include "fattn-common.cuh"\n',
-    "src/ggml-cuda/fattn-common.cuh": ('#pragma once\n#include "common.cuh"\n#include "convert.cuh"\n'
-                                      "#define FATTN_KQ_STRIDE       256\n"),
+    "src/ggml-cuda/fattn-common.cuh": (
+        '#pragma once\n#include "common.cuh"\n#include "convert.cuh"\n#define FATTN_KQ_STRIDE       256\n'
+    ),
     "src/ggml-cuda/convert.cuh": '#pragma once\n#include "common.cuh"\nint convert_me(int);\n',
     "src/ggml-cuda/fattn.cu": '#include "fattn-vec.cuh"\n#include "fattn-mma.cuh"\n',  # not an entry: never vendored
     "src/ggml-cuda/fattn-mma.cuh": "#pragma once\n",
     "src/ggml-metal/ggml-metal.metal": (
         '#define GGML_COMMON_DECL_METAL\n#include "ggml-common.h"\n#include "ggml-metal-impl.h"\n'
-        "#include <metal_stdlib>\n// MIT licensed. Copyright (c) 2023 Someone Else.\n"),
+        "#include <metal_stdlib>\n// MIT licensed. Copyright (c) 2023 Someone Else.\n"
+    ),
     "src/ggml-metal/ggml-metal-impl.h": "#pragma once\n#define FC_FLASH_ATTN_EXT_PAD 100\n#define FC_GATED_DELTA_NET 1600\n",
     "src/ggml-cpu/ops.cpp": '#include "ggml.h"\nint cpu(void) { return 1; }\n',
 }
 
 # Files of each closure with the standard entries (standalone layout).
 GDN_CUDA = {
-    "src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/gated_delta_net.cuh", "src/ggml-cuda/common.cuh",
-    "include/ggml.h", "src/ggml-impl.h", "include/ggml-backend.h", "src/ggml-common.h",
-    "src/ggml-cuda/vendors/hip.h", "src/ggml-cuda/vendors/cuda.h",
+    "src/ggml-cuda/gated_delta_net.cu",
+    "src/ggml-cuda/gated_delta_net.cuh",
+    "src/ggml-cuda/common.cuh",
+    "include/ggml.h",
+    "src/ggml-impl.h",
+    "include/ggml-backend.h",
+    "src/ggml-common.h",
+    "src/ggml-cuda/vendors/hip.h",
+    "src/ggml-cuda/vendors/cuda.h",
 }
 FA_CUDA = (GDN_CUDA - {"src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/gated_delta_net.cuh"}) | {
-    "src/ggml-cuda/fattn-vec.cuh", "src/ggml-cuda/fattn-common.cuh", "src/ggml-cuda/convert.cuh"}
+    "src/ggml-cuda/fattn-vec.cuh",
+    "src/ggml-cuda/fattn-common.cuh",
+    "src/ggml-cuda/convert.cuh",
+}
 METAL = {"src/ggml-metal/ggml-metal.metal", "src/ggml-metal/ggml-metal-impl.h", "src/ggml-common.h"}
 ALL_V1 = GDN_CUDA | FA_CUDA | METAL | {"LICENSE"}
 
@@ -172,8 +184,15 @@ class FixtureRepo:
         self._tick += 1
         date = f"2026-01-{self._tick:02d}T12:00:00+00:00"
         git(self.path, "add", "-A")
-        git(self.path, "commit", "-q", "--no-gpg-sign", "-m", message,
-            env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})
+        git(
+            self.path,
+            "commit",
+            "-q",
+            "--no-gpg-sign",
+            "-m",
+            message,
+            env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date},
+        )
         sha = git(self.path, "rev-parse", "HEAD")
         self.commits[label] = sha
         return sha
@@ -197,18 +216,27 @@ def build_upstream(path: Path, layout: str = "ggml") -> FixtureRepo:
     repo.commit("v1", "initial import (fixture/1)")
     git(path, "tag", "v1")
 
-    repo.write({"src/ggml-cuda/gated_delta_net.cu": GDN_CU_V1.replace("q[0] * k[0]", "q[0] * k[0] + 1.0f"),
-                "src/ggml-cpu/ops.cpp": '#include "ggml.h"\nint cpu(void) { return 2; }\n'})
+    repo.write(
+        {
+            "src/ggml-cuda/gated_delta_net.cu": GDN_CU_V1.replace("q[0] * k[0]", "q[0] * k[0] + 1.0f"),
+            "src/ggml-cpu/ops.cpp": '#include "ggml.h"\nint cpu(void) { return 2; }\n',
+        }
+    )
     repo.commit("v1b", "cuda : tweak the gdn kernel body (llama/101)")
     git(path, "tag", "v1b")
 
     repo.remove("src/ggml-cuda/convert.cuh")
-    repo.write({
-        "src/ggml-cuda/cvt.cuh": BASE_FILES["src/ggml-cuda/convert.cuh"],
-        "src/ggml-cuda/fattn-common.cuh": BASE_FILES["src/ggml-cuda/fattn-common.cuh"].replace("convert.cuh", "cvt.cuh"),
-        "src/ggml-cuda/gated_delta_net.cu": GDN_CU_V1.replace("q[0] * k[0]", "q[0] * k[0] + 1.0f").replace(
-            "int64_t S_v, int64_t H, cudaStream_t stream", "int64_t S_v, int64_t H, int K, cudaStream_t stream"),
-    })
+    repo.write(
+        {
+            "src/ggml-cuda/cvt.cuh": BASE_FILES["src/ggml-cuda/convert.cuh"],
+            "src/ggml-cuda/fattn-common.cuh": BASE_FILES["src/ggml-cuda/fattn-common.cuh"].replace(
+                "convert.cuh", "cvt.cuh"
+            ),
+            "src/ggml-cuda/gated_delta_net.cu": GDN_CU_V1.replace("q[0] * k[0]", "q[0] * k[0] + 1.0f").replace(
+                "int64_t S_v, int64_t H, cudaStream_t stream", "int64_t S_v, int64_t H, int K, cudaStream_t stream"
+            ),
+        }
+    )
     repo.commit("v2", "cuda : rename convert.cuh, add K to the launcher (llama/102)")
     git(path, "tag", "v2")
     git(path, "branch", "release", "v2")
@@ -219,22 +247,45 @@ def build_upstream(path: Path, layout: str = "ggml") -> FixtureRepo:
         repo.commit(label, message)
         repo.checkout("master")
 
-    side("missing-include", "missing-include", "fattn: include a header that is not there",
-         lambda: repo.write({"src/ggml-cuda/fattn-common.cuh":
-                             BASE_FILES["src/ggml-cuda/fattn-common.cuh"] + '#include "nowhere.cuh"\n'}))
-    side("symlink-escape", "symlink-escape", "vendors: cuda.h becomes a link out of the tree",
-         lambda: repo.symlink("src/ggml-cuda/vendors/cuda.h", "../../../../../outside-secret.h"))
-    side("symlink-inside", "symlink-inside", "vendors: cuda.h becomes a link inside the tree",
-         lambda: (repo.write({"src/ggml-cuda/vendors/cuda-real.h": "#pragma once\n// the real one\n"}),
-                  repo.symlink("src/ggml-cuda/vendors/cuda.h", "cuda-real.h")))
-    side("no-license", "no-license", "drop the license file",
-         lambda: repo.remove("LICENSE"))
-    side("no-metal", "no-metal", "metal: remove the monolith",
-         lambda: repo.remove("src/ggml-metal/ggml-metal.metal"))
-    side("metal-split", "metal-split", "metal: split kernels into per-op files",
-         lambda: repo.write({"src/ggml-metal/kernels/gated_delta_net.metal":
-                             '#include "common.h"\n#include "../ggml-metal-impl.h"\n',
-                             "src/ggml-metal/kernels/common.h": '#pragma once\n#include "ggml-common.h"\n'}))
+    side(
+        "missing-include",
+        "missing-include",
+        "fattn: include a header that is not there",
+        lambda: repo.write(
+            {
+                "src/ggml-cuda/fattn-common.cuh": BASE_FILES["src/ggml-cuda/fattn-common.cuh"]
+                + '#include "nowhere.cuh"\n'
+            }
+        ),
+    )
+    side(
+        "symlink-escape",
+        "symlink-escape",
+        "vendors: cuda.h becomes a link out of the tree",
+        lambda: repo.symlink("src/ggml-cuda/vendors/cuda.h", "../../../../../outside-secret.h"),
+    )
+    side(
+        "symlink-inside",
+        "symlink-inside",
+        "vendors: cuda.h becomes a link inside the tree",
+        lambda: (
+            repo.write({"src/ggml-cuda/vendors/cuda-real.h": "#pragma once\n// the real one\n"}),
+            repo.symlink("src/ggml-cuda/vendors/cuda.h", "cuda-real.h"),
+        ),
+    )
+    side("no-license", "no-license", "drop the license file", lambda: repo.remove("LICENSE"))
+    side("no-metal", "no-metal", "metal: remove the monolith", lambda: repo.remove("src/ggml-metal/ggml-metal.metal"))
+    side(
+        "metal-split",
+        "metal-split",
+        "metal: split kernels into per-op files",
+        lambda: repo.write(
+            {
+                "src/ggml-metal/kernels/gated_delta_net.metal": '#include "common.h"\n#include "../ggml-metal-impl.h"\n',
+                "src/ggml-metal/kernels/common.h": '#pragma once\n#include "ggml-common.h"\n',
+            }
+        ),
+    )
     return repo
 
 
@@ -266,5 +317,8 @@ def make_patch(old_path: str, old: str, new: str, *, prefix: str = "") -> str:
     """A unified diff (git style, a/ b/ prefixes) turning `old` into `new` in `old_path`."""
     import difflib
 
-    return "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
-                                        f"a/{prefix}{old_path}", f"b/{prefix}{old_path}"))
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(True), new.splitlines(True), f"a/{prefix}{old_path}", f"b/{prefix}{old_path}"
+        )
+    )

@@ -47,8 +47,9 @@ def test_eager_baseline_is_the_gated_delta_rule(verbatim):
     beta = torch.sigmoid(torch.randn(B, T, H, generator=gen)).double()
     s_vk = 0.5 * torch.randn(B, H, D, D, generator=gen).double()
     ref_out, ref_s = ggml_style_recurrence(q, k, v, g, beta, s_vk)
-    out, s_kv = bench_gdn.eager_recurrence(q, k, v, g, beta, s_vk.transpose(-1, -2), dtype=torch.float64,
-                                           verbatim=verbatim)
+    out, s_kv = bench_gdn.eager_recurrence(
+        q, k, v, g, beta, s_vk.transpose(-1, -2), dtype=torch.float64, verbatim=verbatim
+    )
     assert rel_err(out, ref_out) < 1e-12
     assert rel_err(s_kv.transpose(-1, -2), ref_s) < 1e-12
     # Reading the state in the wrong layout must be caught by the same check.
@@ -61,8 +62,9 @@ def test_eager_baseline_is_the_gated_delta_rule(verbatim):
     [(256, 16, 2, (2, 16, 16)), (128, 32, 3, (4, 12, 12))],
 )
 def test_parallel_blocks_matches_ggml_choice(head_dim, heads, occupancy, expected):
-    got = tuple(bench_fa.parallel_blocks(occupancy, 132, n, head_dim=head_dim, n_heads=heads)
-                for n in (512, 4096, 32768))
+    got = tuple(
+        bench_fa.parallel_blocks(occupancy, 132, n, head_dim=head_dim, n_heads=heads) for n in (512, 4096, 32768)
+    )
     assert got == expected
 
 
@@ -72,8 +74,15 @@ def test_parallel_blocks_never_exceeds_kv_tiles():
 
 
 def _row(impl, median, **extra):
-    return {"impl": impl, "note": "", "hidden": Stat(median, median, median), "graph": Stat(median / 2),
-            "loop": Stat(10.0), "host_enqueue": Stat(5.0), **extra}
+    return {
+        "impl": impl,
+        "note": "",
+        "hidden": Stat(median, median, median),
+        "graph": Stat(median / 2),
+        "loop": Stat(10.0),
+        "host_enqueue": Stat(5.0),
+        **extra,
+    }
 
 
 def test_gdn_report_says_not_built_and_prints_no_target_verdict():
@@ -85,11 +94,13 @@ def test_gdn_report_says_not_built_and_prints_no_target_verdict():
 
 
 def test_gdn_report_judges_the_targets_from_the_numbers():
-    results = [dict(_row("ggml raw", 6.0), B=1, T=1, err_out=1e-7, err_state=1e-7),
-               dict(_row("op", 7.0), B=1, T=1, err_out=1e-7, err_state=1e-7)]
+    results = [
+        dict(_row("ggml raw", 6.0), B=1, T=1, err_out=1e-7, err_state=1e-7),
+        dict(_row("op", 7.0), B=1, T=1, err_out=1e-7, err_state=1e-7),
+    ]
     md = bench_gdn.render(results, {}, {"host_yardstick_us": 5.0}, [(1, 1)], None)
-    assert "op **10.0 µs** → MET" in md          # 10 µs per call <= 15
-    assert "= 1.17× → MISSED" in md               # 7.0 / 6.0 > 1.10
+    assert "op **10.0 µs** → MET" in md  # 10 µs per call <= 15
+    assert "= 1.17× → MISSED" in md  # 7.0 / 6.0 > 1.10
 
 
 def test_fa_report_states_the_gap_to_sdpa_honestly():

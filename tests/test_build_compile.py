@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.builders.envs import detect_cuda_toolkits, discover_envs
+from toolkit.build.envs import detect_cuda_toolkits, discover_envs
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "build_kernel"
 pytestmark = pytest.mark.slow
@@ -39,8 +39,9 @@ if _SKIP:
 
 
 def _cli(root: Path, *args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "toolkit.cli", "build", "-C", str(root), *args],
-                          capture_output=True, text=True, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "toolkit.cli", "build", "-C", str(root), *args], capture_output=True, text=True, **kw
+    )
 
 
 def _host_variant() -> str:
@@ -63,7 +64,8 @@ def test_host_variant_layout_and_metadata(built):
     assert r["name"] == _host_variant() and r["result"] == "built"
     out = root / r["out_dir"]
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["metadata.json", "__init__.py", "_ops.py", f"{r['id']}.abi3.so"])
+        ["metadata.json", "__init__.py", "_ops.py", f"{r['id']}.abi3.so"]
+    )
     meta = json.loads((out / "metadata.json").read_text())
     from kernels._rust import Digest, DigestAlgorithm, Metadata
 
@@ -127,7 +129,7 @@ def test_second_build_is_a_cache_hit_with_no_compiler(built):
 
 def test_build_all_after_the_host_build_is_a_cache_hit_and_reports_the_rest(built):
     root, report = built
-    from toolkit.variants import load_matrix
+    from toolkit.build.matrix import load_matrix
 
     names = {v.name for v in load_matrix(root / "variants" / "matrix.toml").variants}
     if _host_variant() not in names:
@@ -190,8 +192,13 @@ def test_ctrl_c_leaves_no_half_written_variant(tmp_path):
     proj = tmp_path / "p"
     shutil.copytree(FIXTURE, proj)
     env = dict(os.environ, GGML_VENDOR_BUILD_CACHE=str(tmp_path / "cold-cache"))
-    proc = subprocess.Popen([sys.executable, "-m", "toolkit.cli", "build", "-C", str(proj)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolkit.cli", "build", "-C", str(proj)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     deadline = time.monotonic() + 60
     tmp_dir = tmp_path / "cold-cache" / "tmp"
     while time.monotonic() < deadline and not (tmp_dir.is_dir() and any(tmp_dir.iterdir())):

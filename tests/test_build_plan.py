@@ -11,31 +11,50 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from toolkit.builders.cache import BuildCache, parse_depfile
-from toolkit.builders.envs import HostFacts, Toolkit, TorchEnv
-from toolkit.builders.inputs import load_project, read_provenance
-from toolkit.builders.local import OPS_PY, LocalExecutor, variant_intact
-from toolkit.builders.plan import (KernelSection, gencode_flags, make_plan, sort_archs,
-                                   supported_capabilities)
-from toolkit.builders.stage import judge
-from toolkit.config import load
-from toolkit.errors import BuildError, ConfigError
-from toolkit.variants import parse_name
+from toolkit.build.cache import BuildCache, parse_depfile
+from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
+from toolkit.build.inputs import load_project, read_provenance
+from toolkit.build.local import OPS_PY, LocalExecutor, variant_intact
+from toolkit.build.matrix import parse_name
+from toolkit.build.plan import KernelSection, gencode_flags, make_plan, sort_archs, supported_capabilities
+from toolkit.build.stage import judge
+from toolkit.core.config import load
+from toolkit.core.errors import BuildError, ConfigError
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "build_kernel"
 
-NVCC = Toolkit("cuda", "13.0", "/cuda-13.0", "/cuda-13.0/bin/nvcc", "13.0.88",
-               ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"))
+NVCC = Toolkit(
+    "cuda",
+    "13.0",
+    "/cuda-13.0",
+    "/cuda-13.0/bin/nvcc",
+    "13.0.88",
+    ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"),
+)
 
 
 def _env(version: str, cuda: str = "13.0") -> TorchEnv:
     t = f"/envs/{version}/torch"
-    return TorchEnv(f"/envs/{version}/bin/python", version, t, cuda=cuda, include_dirs=(f"{t}/include",),
-                    lib_dir=f"{t}/lib", python_include="/py/include", cxx11_abi=True)
+    return TorchEnv(
+        f"/envs/{version}/bin/python",
+        version,
+        t,
+        cuda=cuda,
+        include_dirs=(f"{t}/include",),
+        lib_dir=f"{t}/lib",
+        python_include="/py/include",
+        cxx11_abi=True,
+    )
 
 
-HOST2 = HostFacts("linux", "x86_64", (NVCC,), (_env("2.14.1+cu130"), _env("2.13.0+cu130")), cxx="/usr/bin/g++",
-                  cxx_version="g++ 12.2.0")
+HOST2 = HostFacts(
+    "linux",
+    "x86_64",
+    (NVCC,),
+    (_env("2.14.1+cu130"), _env("2.13.0+cu130")),
+    cxx="/usr/bin/g++",
+    cxx_version="g++ 12.2.0",
+)
 
 
 @pytest.fixture
@@ -84,22 +103,33 @@ def test_kernel_object_flags_come_from_build_toml_and_have_no_torch(project):
 
 
 def test_binding_flags_per_torch_version(project):
-    plan = _plan(project, ["torch214-cxx11-cu130-x86_64-linux"],
-                 replace(HOST2, envs=(_env("2.14.1+cu130"), _env("2.11.0+cu130"))))
+    plan = _plan(
+        project,
+        ["torch214-cxx11-cu130-x86_64-linux"],
+        replace(HOST2, envs=(_env("2.14.1+cu130"), _env("2.11.0+cu130"))),
+    )
     bind = next(s for s in plan.steps.values() if s.id.startswith("bind"))
     v = plan.variants[0]
     assert v.ops_id.startswith("_mini_kernel_cuda_") and len(v.ops_id.rsplit("_", 1)[1]) == 7
-    for flag in (f"-DTORCH_EXTENSION_NAME={v.ops_id}", "-DPy_LIMITED_API=0x03090000", "-DCUDA_KERNEL",
-                 "-DUSE_CUDA=1", "-D_GLIBCXX_USE_CXX11_ABI=1", "-std=c++20", "-fvisibility=hidden",
-                 "-I/envs/2.14.1+cu130/torch/include", "-I/gen", "-I/cuda-13.0/include"):
+    for flag in (
+        f"-DTORCH_EXTENSION_NAME={v.ops_id}",
+        "-DPy_LIMITED_API=0x03090000",
+        "-DCUDA_KERNEL",
+        "-DUSE_CUDA=1",
+        "-D_GLIBCXX_USE_CXX11_ABI=1",
+        "-std=c++20",
+        "-fvisibility=hidden",
+        "-I/envs/2.14.1+cu130/torch/include",
+        "-I/gen",
+        "-I/cuda-13.0/include",
+    ):
         assert flag in bind.argv, flag
     link = plan.steps[v.link]
     assert "-ltorch_cuda" in link.argv and "-lc10_cuda" in link.argv and "-lcudart" in link.argv
     assert not any("rpath" in a for a in link.argv)
     assert link.output == f"{v.ops_id}.abi3.so" and v.archs == ("8.0",)
     # torch < 2.12 compiles the binding as C++17 (kernel-builder's rule)
-    p11 = _plan(project, ["torch211-cxx11-cu130-x86_64-linux"],
-                replace(HOST2, envs=(_env("2.11.0+cu130"),)))
+    p11 = _plan(project, ["torch211-cxx11-cu130-x86_64-linux"], replace(HOST2, envs=(_env("2.11.0+cu130"),)))
     b11 = next(s for s in p11.steps.values() if s.id.startswith("bind"))
     assert "-std=c++17" in b11.argv
 
@@ -115,8 +145,10 @@ def test_torch_dependent_kernel_section_is_compiled_per_torch(project):
 
 def test_capabilities_gencode_and_toolkit_intersection():
     assert gencode_flags(("9.0a", "12.0+PTX")) == (
-        "-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_120,code=sm_120",
-        "-gencode=arch=compute_120,code=compute_120")
+        "-gencode=arch=compute_90a,code=sm_90a",
+        "-gencode=arch=compute_120,code=sm_120",
+        "-gencode=arch=compute_120,code=compute_120",
+    )
     assert supported_capabilities(("7.0", "8.0", "9.0a", "12.0+PTX"), ("sm_75", "sm_80", "sm_90")) == ("8.0", "9.0a")
     assert supported_capabilities(("7.0",), ()) == ("7.0",)  # unknown toolkit: keep
     assert sort_archs({"12.0+PTX", "8.0", "10.0", "7.5", "9.0a"}) == ("7.5", "8.0", "9.0a", "10.0", "12.0+PTX")
@@ -144,18 +176,25 @@ def test_offhost_variants_are_planned_with_symbolic_tools(project):
 def test_rocm_and_metal_sections_plan_their_toolchains(project):
     text = (project / "build.toml").read_text()
     text = text.replace('backends = ["cuda"]', 'backends = ["cuda", "rocm", "metal"]')
-    text += ('\n[kernel.mini_rocm]\nbackend = "rocm"\ndepends = []\nsrc = ["csrc/cuda/scale.cu"]\n'
-             'include = ["vendor/ggml/src"]\nrocm-archs = ["gfx942", "gfx1100"]\nhip-flags = ["-Wno-unused"]\n'
-             '\n[kernel.mini_metal]\nbackend = "metal"\ndepends = ["torch"]\n'
-             'src = ["csrc/metal/scale.mm", "csrc/metal/scale.metal"]\ninclude = ["vendor/ggml/src"]\n')
+    text += (
+        '\n[kernel.mini_rocm]\nbackend = "rocm"\ndepends = []\nsrc = ["csrc/cuda/scale.cu"]\n'
+        'include = ["vendor/ggml/src"]\nrocm-archs = ["gfx942", "gfx1100"]\nhip-flags = ["-Wno-unused"]\n'
+        '\n[kernel.mini_metal]\nbackend = "metal"\ndepends = ["torch"]\n'
+        'src = ["csrc/metal/scale.mm", "csrc/metal/scale.metal"]\ninclude = ["vendor/ggml/src"]\n'
+    )
     (project / "build.toml").write_text(text)
     (project / "csrc" / "metal").mkdir()
     (project / "csrc" / "metal" / "scale.mm").write_text("// mm\n")
     (project / "csrc" / "metal" / "scale.metal").write_text("// metal\n")
     cfg = load(project)
     proj = load_project(cfg)
-    judged = judge((parse_name("torch214-cxx11-rocm72-x86_64-linux"), parse_name("torch214-metal-aarch64-darwin")),
-                   HOST2, ("cuda", "rocm", "metal"), None, None)
+    judged = judge(
+        (parse_name("torch214-cxx11-rocm72-x86_64-linux"), parse_name("torch214-metal-aarch64-darwin")),
+        HOST2,
+        ("cuda", "rocm", "metal"),
+        None,
+        None,
+    )
     plan = make_plan(proj, judged, cxx="g++", gen_include="/gen")
     rocm, metal = plan.variants
     r_steps = [plan.steps[s] for s in rocm.steps]
@@ -222,8 +261,14 @@ def test_cache_entry_is_invalidated_when_a_recorded_project_dependency_changes(p
 
 def test_metadata_is_strict_kernels_metadata_with_provenance(project, tmp_path):
     plan = _plan(project, TWO[:1])
-    ex = LocalExecutor(plan, BuildCache(tmp_path / "c", project), jobs=1, provenance=read_provenance(project),
-                       log_dir=tmp_path / "l", gen_dir=tmp_path / "g")
+    ex = LocalExecutor(
+        plan,
+        BuildCache(tmp_path / "c", project),
+        jobs=1,
+        provenance=read_provenance(project),
+        log_dir=tmp_path / "l",
+        gen_dir=tmp_path / "g",
+    )
     meta = ex.metadata(plan.variants[0])
     kernels_rust = pytest.importorskip("kernels._rust")
     kernels_rust.Metadata.from_bytes(json.dumps(meta).encode())
@@ -238,8 +283,14 @@ def test_metadata_is_strict_kernels_metadata_with_provenance(project, tmp_path):
 
 def test_generated_ops_py_names_the_namespace(project, tmp_path):
     plan = _plan(project, TWO[:1])
-    ex = LocalExecutor(plan, BuildCache(tmp_path / "c", project), jobs=1, provenance=read_provenance(project),
-                       log_dir=tmp_path / "l", gen_dir=tmp_path / "g")
+    ex = LocalExecutor(
+        plan,
+        BuildCache(tmp_path / "c", project),
+        jobs=1,
+        provenance=read_provenance(project),
+        log_dir=tmp_path / "l",
+        gen_dir=tmp_path / "g",
+    )
     v = plan.variants[0]
     files = ex._python_files(v)
     assert files["_ops.py"] == OPS_PY.format(ops_id=v.ops_id).encode()
@@ -275,6 +326,7 @@ def test_kernel_section_torch_dependency_flag():
 
 # --- the command, without compiling ---------------------------------------------------------------------
 
+
 def test_build_dry_run_json_lists_the_matrix_and_writes_nothing(project):
     from toolkit.cli import app
 
@@ -307,8 +359,9 @@ def test_build_with_nothing_buildable_exits_10_and_writes_nothing(project):
 
 # --- torch environments ---------------------------------------------------------------------------------
 
+
 def test_managed_envs_are_discovered_without_importing_torch(tmp_path):
-    from toolkit.builders.envs import discover_envs
+    from toolkit.build.envs import discover_envs
 
     venv = tmp_path / "torch213-cu130"
     tdir = venv / "lib" / "python3.11" / "site-packages" / "torch"
@@ -323,7 +376,7 @@ def test_managed_envs_are_discovered_without_importing_torch(tmp_path):
 def test_env_creation_is_atomic(tmp_path):
     import sys
 
-    from toolkit.builders.envs import EnvPlan, create_env, plan_env
+    from toolkit.build.envs import EnvPlan, create_env, plan_env
 
     p = plan_env("2.13", "cu130", "https://download.pytorch.org/whl/cu130", tmp_path)
     assert p.path == tmp_path / "torch213-cu130"

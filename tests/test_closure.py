@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
-from toolkit.closure import compute_closure, include_candidates, quoted_includes
-from toolkit.config import Entry
-from toolkit.errors import UpstreamError
-
 from fixture_repos import BASE_FILES, FA_CUDA, GDN_CUDA, METAL
+
+from toolkit.core.config import Entry
+from toolkit.core.errors import UpstreamError
+from toolkit.sync.closure import compute_closure, include_candidates, quoted_includes
 
 
 def reader(files: dict[str, str]):
@@ -17,23 +16,33 @@ def reader(files: dict[str, str]):
 
 ENTRIES = [
     ("gated_delta_net", "cuda", Entry(("src/ggml-cuda/gated_delta_net.cu",))),
-    ("gated_delta_net", "metal", Entry(("src/ggml-metal/kernels/gated_delta_net.metal", "src/ggml-metal/ggml-metal.metal"))),
+    (
+        "gated_delta_net",
+        "metal",
+        Entry(("src/ggml-metal/kernels/gated_delta_net.metal", "src/ggml-metal/ggml-metal.metal")),
+    ),
     ("flash_attn", "cuda", Entry(("src/ggml-cuda/fattn-vec.cuh",))),
     ("flash_attn", "metal", Entry(("src/ggml-metal/ggml-metal.metal",))),
 ]
 
 
 def test_quoted_includes_skip_comments_and_system_headers():
-    text = ('#include "a.h"\n  #  include   "b/c.h"  // trailing\n#include <sys.h>\n// #include "no1.h"\n'
-            '/* #include "no2.h"\n#include "no3.h" */ #include "no4.h"\nint x; /* c */ #include "no5.h"\n'
-            '#include_next "no6.h"\n#include "d.h" /* "no7.h" */\n')
+    text = (
+        '#include "a.h"\n  #  include   "b/c.h"  // trailing\n#include <sys.h>\n// #include "no1.h"\n'
+        '/* #include "no2.h"\n#include "no3.h" */ #include "no4.h"\nint x; /* c */ #include "no5.h"\n'
+        '#include_next "no6.h"\n#include "d.h" /* "no7.h" */\n'
+    )
     # no4.h is a real directive: the comment before it (opened at the start of line 5) is whitespace to cpp
     assert quoted_includes(text) == [(1, "a.h"), (2, "b/c.h"), (6, "no4.h"), (9, "d.h")]
 
 
 def test_candidates_relative_first_then_roots():
     assert include_candidates("src/ggml-cuda/x.cu", "common.cuh") == [
-        "src/ggml-cuda/common.cuh", "include/common.cuh", "src/common.cuh", "src/ggml-metal/common.cuh"]
+        "src/ggml-cuda/common.cuh",
+        "include/common.cuh",
+        "src/common.cuh",
+        "src/ggml-metal/common.cuh",
+    ]
     assert include_candidates("src/ggml-cuda/x.cu", "ggml-cuda/common.cuh")[2] == "src/ggml-cuda/common.cuh"
     assert include_candidates("src/a/b.h", "../c.h")[0] == "src/c.h"
 
@@ -49,8 +58,12 @@ def test_closure_follows_includes_across_folders():
     assert cl.files == tuple(sorted(GDN_CUDA | FA_CUDA | METAL))
     assert cl.reasons["src/ggml-cuda/gated_delta_net.cu"] == "entry of gated_delta_net/cuda"
     assert cl.reasons["include/ggml-backend.h"] == "included by src/ggml-cuda/common.cuh:4"
-    assert cl.needed_by["src/ggml-common.h"] == ("flash_attn/cuda", "flash_attn/metal",
-                                                 "gated_delta_net/cuda", "gated_delta_net/metal")
+    assert cl.needed_by["src/ggml-common.h"] == (
+        "flash_attn/cuda",
+        "flash_attn/metal",
+        "gated_delta_net/cuda",
+        "gated_delta_net/metal",
+    )
     # the entry comes first in each op's list
     assert cl.for_op("flash_attn", "cuda").files[0] == "src/ggml-cuda/fattn-vec.cuh"
 
@@ -92,7 +105,10 @@ def test_include_escaping_the_tree_is_refused():
 
 def test_missing_entry_lists_alternatives():
     files = {k: v for k, v in BASE_FILES.items() if k != "src/ggml-metal/ggml-metal.metal"}
-    with pytest.raises(UpstreamError, match=r"entry file of gated_delta_net/metal not found .*kernels/gated_delta_net.metal, src/ggml-metal/ggml-metal.metal"):
+    with pytest.raises(
+        UpstreamError,
+        match=r"entry file of gated_delta_net/metal not found .*kernels/gated_delta_net.metal, src/ggml-metal/ggml-metal.metal",
+    ):
         compute_closure(ENTRIES, reader(files))
 
 

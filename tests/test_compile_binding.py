@@ -20,7 +20,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import nvcc_available
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,8 +45,9 @@ if _SKIP:
 
 
 def _cli(root: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)], capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def built(tmp_path_factory) -> tuple[Path, dict]:
         src = REPO / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, root / name)
     (root / "vendor" / "patches").mkdir(parents=True)
-    from toolkit import config as config_mod
+    from toolkit.core import config as config_mod
 
     config_mod.set_value(root, "backends", ["cuda"])
     config_mod.set_value(root, "cuda-archs", ["8.0"])  # one arch keeps CI's compile short
@@ -139,7 +139,7 @@ def checks(built) -> dict:
     res = subprocess.run([sys.executable, "-c", CHECKS, str(root)], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     line = next(x for x in res.stdout.splitlines() if x.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def test_the_variant_is_built_with_the_binding(built) -> None:
@@ -171,17 +171,30 @@ def test_the_extension_defines_the_shim_and_exports_only_its_init(built) -> None
 
 def test_ops_are_registered_under_the_variant_namespace(checks) -> None:
     assert checks["name"].startswith("_ggml_attn_kernels_cuda_")
-    assert checks["registered"] == ["flash_attn", "gated_delta_net", "gated_delta_net_", "supports_flash_attn",
-                                    "supports_gated_delta_net"]
+    assert checks["registered"] == [
+        "flash_attn",
+        "gated_delta_net",
+        "gated_delta_net_",
+        "supports_flash_attn",
+        "supports_gated_delta_net",
+    ]
     assert checks["all"] == ["flash_attn", "gated_delta_net", "supports_flash_attn", "supports_gated_delta_net"]
 
 
 def test_supports_answers_from_the_compiled_instances(checks) -> None:
-    from toolkit import ggml_facts
+    from toolkit.core import ggml_facts
 
     assert tuple(checks["gdn_dims"]) == ggml_facts.GDN_CUDA_HEAD_DIMS
-    assert checks["fa"] == {"1,64,64": True, "1,128,128": True, "19,256,256": True, "20,128,128": False,
-                            "0,128,128": False, "1,96,96": False, "1,128,64": False, "2,512,512": False}
+    assert checks["fa"] == {
+        "1,64,64": True,
+        "1,128,128": True,
+        "19,256,256": True,
+        "20,128,128": False,
+        "0,128,128": False,
+        "1,96,96": False,
+        "1,128,64": False,
+        "2,512,512": False,
+    }
 
 
 def test_fake_implementations_give_shapes(checks) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from toolkit import config
-from toolkit.errors import ConfigError
+from toolkit.core import config
+from toolkit.core.errors import ConfigError
 
 
 def _copy_pyproject(repo_root: Path, tmp_path: Path) -> Path:

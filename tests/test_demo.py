@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit import config
+from toolkit.core import config
 from toolkit.demo import DEMO_REPO, make_workspace, run_demo
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -45,14 +45,36 @@ def test_a_failing_stage_stops_the_run_and_is_reported(tmp_path: Path) -> None:
 def test_demo_end_to_end(tmp_path: Path) -> None:
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not on PATH: this machine can build no variant for the demo")
-    proc = subprocess.run([sys.executable, "-m", "toolkit.cli", "demo", "-C", str(REPO_ROOT), "--json",
-                           "--workspace", str(tmp_path / "ws")], capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "toolkit.cli",
+            "demo",
+            "-C",
+            str(REPO_ROOT),
+            "--json",
+            "--workspace",
+            str(tmp_path / "ws"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     doc = json.loads(proc.stdout)
     stages = {s["stage"]: s for s in doc["stages"]}
     assert proc.returncode == 0 and doc["ok"], json.dumps(
-        {k: (v["status"], v["detail"]) for k, v in stages.items()}, indent=1)
-    assert [s["stage"] for s in doc["stages"]] == ["setup", "sync", "render", "build", "verify", "publish",
-                                                   "get_kernel"]
+        {k: (v["status"], v["detail"]) for k, v in stages.items()}, indent=1
+    )
+    assert [s["stage"] for s in doc["stages"]] == [
+        "setup",
+        "sync",
+        "render",
+        "build",
+        "verify",
+        "publish",
+        "get_kernel",
+    ]
     pub = stages["publish"]["data"]
     assert pub["status"] == "published" and pub["verified"]["ok"]
     loaded = stages["get_kernel"]["data"]

@@ -13,12 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-
-from toolkit import config
-from toolkit.sync import SyncRequest, run_sync
-from toolkit.vendor_tree import KILL_ENV, recover
-
 from fixture_repos import build_upstream, make_patch, make_project
+
+from toolkit.core import config
+from toolkit.sync.stage import SyncRequest, run_sync
+from toolkit.sync.vendor_tree import KILL_ENV, recover
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,7 +50,8 @@ def _write_patch(cfg) -> None:
     # a patch and a non-patch file ride along in vendor/patches: both must survive every swap
     text = "#pragma once\n#define QK8_0 32\n"
     (cfg.vendor_dir / "patches" / "0001-common.patch").write_text(
-        make_patch("src/ggml-common.h", text, text + "#define OURS 1\n"))
+        make_patch("src/ggml-common.h", text, text + "#define OURS 1\n")
+    )
     (cfg.vendor_dir / "patches" / "series.txt").write_text("0001-common.patch\n")
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from toolkit.errors import VendorStateError
-from toolkit.lock import LicenseInfo, Lock, LockedFile, LockedPatch, parse_lock, read_lock, render_lock
-from toolkit.sync import license_inventory
+from toolkit.core.errors import VendorStateError
+from toolkit.core.lock import LicenseInfo, Lock, LockedFile, LockedPatch, parse_lock, read_lock, render_lock
+from toolkit.sync.stage import license_inventory
 
 
 def sample(**over) -> Lock:
@@ -16,13 +16,25 @@ def sample(**over) -> Lock:
         LockedFile("src/a.cu", "a" * 64, "3" * 40, "entry of op/cuda", ("op/cuda",), ("0001-fix.patch",)),
     )
     base = dict(
-        upstream="https://example.invalid/ggml", layout="ggml", commit="f" * 40, rev="v1",
-        date="2026-01-01T12:00:00+00:00", subject='say "hi" \\ ünïcode', tool_version="0.1.0",
-        files={f.path: f.sha256 for f in files}, file_info=files,
-        patches=(LockedPatch("0001-fix.patch", "d" * 64, "applied"), LockedPatch("0002-old.patch", "e" * 64, "already-upstream")),
+        upstream="https://example.invalid/ggml",
+        layout="ggml",
+        commit="f" * 40,
+        rev="v1",
+        date="2026-01-01T12:00:00+00:00",
+        subject='say "hi" \\ ünïcode',
+        tool_version="0.1.0",
+        files={f.path: f.sha256 for f in files},
+        file_info=files,
+        patches=(
+            LockedPatch("0001-fix.patch", "d" * 64, "applied"),
+            LockedPatch("0002-old.patch", "e" * 64, "already-upstream"),
+        ),
         licenses=(LicenseInfo("LICENSE", ("MIT",), ("Copyright (c) 2024 X",)),),
-        entries={"op": {"cuda": ("src/a.cu",)}}, closures={"op": {"cuda": ("src/a.cu", "src/b.h")}},
-        fingerprints={"sig": "9" * 64}, llama_cpp_commit="a" * 40)
+        entries={"op": {"cuda": ("src/a.cu",)}},
+        closures={"op": {"cuda": ("src/a.cu", "src/b.h")}},
+        fingerprints={"sig": "9" * 64},
+        llama_cpp_commit="a" * 40,
+    )
     base.update(over)
     return Lock(**base)
 
@@ -71,13 +83,15 @@ def test_malformed_lock_is_one_clear_error(tmp_path, text):
 
 
 def test_license_inventory():
-    inv = license_inventory({
-        "LICENSE": b"MIT License\n\nCopyright (c) 2024-2026 The fixture authors\n\nPermission is hereby granted, free of "
-                   b"charge, to any person obtaining a copy\nThe above copyright notice and this permission notice\n",
-        "src/x.metal": b"// MIT licensed. Copyright (c) 2023 Jeffrey Quesnelle and Bowen Peng.\n",
-        "src/y.h": b"/* SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception */\n",
-        "src/plain.h": b"int x;\n",
-    })
+    inv = license_inventory(
+        {
+            "LICENSE": b"MIT License\n\nCopyright (c) 2024-2026 The fixture authors\n\nPermission is hereby granted, free of "
+            b"charge, to any person obtaining a copy\nThe above copyright notice and this permission notice\n",
+            "src/x.metal": b"// MIT licensed. Copyright (c) 2023 Jeffrey Quesnelle and Bowen Peng.\n",
+            "src/y.h": b"/* SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception */\n",
+            "src/plain.h": b"int x;\n",
+        }
+    )
     by = {i.path: i for i in inv}
     assert set(by) == {"LICENSE", "src/x.metal", "src/y.h"}
     assert by["LICENSE"].spdx == ("MIT",)
@@ -88,7 +102,7 @@ def test_license_inventory():
 
 
 def test_notices_stay_in_the_vendored_file_and_are_read_back_only_from_the_pinned_bytes(tmp_path):
-    from toolkit.lock import sha256_bytes
+    from toolkit.core.lock import sha256_bytes
 
     license_bytes = b"MIT License\n\nCopyright (c) 2024 The fixture authors\n"
     (inv,) = license_inventory({"LICENSE": license_bytes})

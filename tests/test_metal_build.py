@@ -1,4 +1,4 @@
-"""toolkit/metal.py: which vendored Metal files build, the metallib build plan, and embedding.
+"""toolkit/build/metal.py: which vendored Metal files build, the metallib build plan, and embedding.
 
 The Metal binary itself cannot be built on this (Linux) machine; the tests that would need it say so. What
 runs here: the plan as data (commands, inputs, outputs, blockers), the plan executed against a simulated
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from toolkit import ggml_facts, metal, metallib
-from toolkit.errors import BuildError, VendorStateError
-from toolkit.lock import Lock
+from toolkit.build import metal, metallib
+from toolkit.core import ggml_facts
+from toolkit.core.errors import BuildError, VendorStateError
+from toolkit.core.lock import Lock
 
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = Path("/work/.mirror/ggml-org+ggml/repo")
@@ -28,20 +29,40 @@ COMMON = "src/ggml-common.h"
 
 
 def make_lock(entries: dict[str, tuple[str, ...]], closures: dict[str, tuple[str, ...]]) -> Lock:
-    return Lock(upstream="https://github.com/ggml-org/llama.cpp", layout="llama.cpp", commit="0" * 40, rev="master",
-                date="2026-09-01T00:00:00+00:00", subject="test", tool_version="0.1.0", files={},
-                entries={op: {"metal": e} for op, e in entries.items()},
-                closures={op: {"metal": c} for op, c in closures.items()})
+    return Lock(
+        upstream="https://github.com/ggml-org/llama.cpp",
+        layout="llama.cpp",
+        commit="0" * 40,
+        rev="master",
+        date="2026-09-01T00:00:00+00:00",
+        subject="test",
+        tool_version="0.1.0",
+        files={},
+        entries={op: {"metal": e} for op, e in entries.items()},
+        closures={op: {"metal": c} for op, c in closures.items()},
+    )
 
 
-PRE_SPLIT = make_lock({"gated_delta_net": (MONO,), "flash_attn": (MONO,)},
-                      {"gated_delta_net": (MONO, IMPL, COMMON), "flash_attn": (MONO, IMPL, COMMON)})
+PRE_SPLIT = make_lock(
+    {"gated_delta_net": (MONO,), "flash_attn": (MONO,)},
+    {"gated_delta_net": (MONO, IMPL, COMMON), "flash_attn": (MONO, IMPL, COMMON)},
+)
 POST_SPLIT = make_lock(
-    {"gated_delta_net": ("src/ggml-metal/kernels/gated_delta_net.metal",),
-     "flash_attn": ("src/ggml-metal/kernels/fa.metal",)},
-    {"gated_delta_net": ("src/ggml-metal/kernels/gated_delta_net.metal", "src/ggml-metal/kernels/common.h", IMPL),
-     "flash_attn": ("src/ggml-metal/kernels/fa.metal", "src/ggml-metal/kernels/common.h",
-                    "src/ggml-metal/kernels/dequantize.h", IMPL, COMMON)})
+    {
+        "gated_delta_net": ("src/ggml-metal/kernels/gated_delta_net.metal",),
+        "flash_attn": ("src/ggml-metal/kernels/fa.metal",),
+    },
+    {
+        "gated_delta_net": ("src/ggml-metal/kernels/gated_delta_net.metal", "src/ggml-metal/kernels/common.h", IMPL),
+        "flash_attn": (
+            "src/ggml-metal/kernels/fa.metal",
+            "src/ggml-metal/kernels/common.h",
+            "src/ggml-metal/kernels/dequantize.h",
+            IMPL,
+            COMMON,
+        ),
+    },
+)
 
 LINUX = metal.MetalHost("Linux", "x86_64", None, None, None, None)
 MAC = metal.MetalHost("Darwin", "arm64", "26.1", "/usr/bin/xcrun", "/x/metal", "/x/metallib")
@@ -84,8 +105,9 @@ def test_required_kernels_exist_in_the_real_monolith() -> None:
     """Every name the binding may dispatch is a host_name in ggml-metal.metal at the snapshot."""
     if not (MIRROR / "HEAD").is_file():
         pytest.skip("no ggml snapshot mirror on this machine (set up /work/.mirror or run where it exists)")
-    text = subprocess.run(["git", "-C", str(MIRROR), "show", f"HEAD:{MONO}"], capture_output=True, text=True,
-                          check=True).stdout
+    text = subprocess.run(
+        ["git", "-C", str(MIRROR), "show", f"HEAD:{MONO}"], capture_output=True, text=True, check=True
+    ).stdout
     host_names = set(re.findall(r'host_name\("([A-Za-z0-9_]+)"\)', text))
     plain = set(re.findall(r"^kernel void (kernel_flash_attn_ext_(?:vec_reduce|pad))\(", text, re.M))
     missing = [n for n in metal.required_kernels(["gated_delta_net", "flash_attn"]) if n not in host_names | plain]
@@ -115,13 +137,16 @@ def test_plan_commands(tmp_path: Path, lock: Lock) -> None:
     assert "-std=metal4.0" in argv and "-O2" in argv and "-mmacosx-version-min=26.0" in argv
     assert argv[argv.index("-c") + 1].endswith("csrc/metal/ggml_metal_kernels.metal")
     incs = [a[2:] for a in argv if a.startswith("-I")]
-    assert incs == [str(root.resolve() / "vendor/ggml/src"), str(root.resolve() / "vendor/ggml/src/ggml-metal"),
-                    str(root.resolve() / "csrc/metal")]
+    assert incs == [
+        str(root.resolve() / "vendor/ggml/src"),
+        str(root.resolve() / "vendor/ggml/src/ggml-metal"),
+        str(root.resolve() / "csrc/metal"),
+    ]
     assert not any(a.startswith("-D") for a in argv)  # EMBED_LIBRARY / HAS_TENSOR never defined
     # every vendored Metal file is an input of the compile (a change rebuilds the library)
     assert {str(root.resolve() / "vendor/ggml" / f) for f in metal.metal_sources(lock).files} <= set(compile_.inputs)
     assert link.inputs == compile_.outputs and link.argv[3] == "metallib"
-    assert embed.inputs == link.outputs and embed.argv[1:4] == ("-m", "toolkit.metal", "embed")
+    assert embed.inputs == link.outputs and embed.argv[1:4] == ("-m", "toolkit.build.metal", "embed")
     assert p.namespace == "_ggml_attn_kernels_metal_abc1234_metal"
     assert p.mm_defines[0] == '-DEMBEDDED_METALLIB_HEADER="_ggml_attn_kernels_metal_abc1234_metallib.h"'
     assert p.to_dict()["buildable"] is True
@@ -146,8 +171,9 @@ def test_plan_reports_missing_inputs_and_toolchain(tmp_path: Path) -> None:
     assert "downloadComponent MetalToolchain" in text
     assert "run `ggml-vendor sync`" in text and "run `ggml-vendor render`" in text
     old = metal.MetalHost("Darwin", "arm64", "15.5", "/usr/bin/xcrun", "/m", "/l")
-    assert any("macOS 26.0" in b for b in metal.plan(root, metal.metal_sources(POST_SPLIT), tmp_path, "lib",
-                                                       host=old).blockers)
+    assert any(
+        "macOS 26.0" in b for b in metal.plan(root, metal.metal_sources(POST_SPLIT), tmp_path, "lib", host=old).blockers
+    )
     with pytest.raises(BuildError, match="not a C identifier"):
         metal.plan(root, metal.metal_sources(POST_SPLIT), tmp_path, "bad-name", host=MAC)
 
@@ -192,8 +218,9 @@ def test_embed_refuses_non_metallibs_and_writes_nothing(tmp_path: Path) -> None:
     assert not header.exists()
     (tmp_path / "few.metallib").write_bytes(metallib.build_fixture(["kernel_gated_delta_net_f32_1"]))
     with pytest.raises(BuildError, match="lacks 2 kernel"):
-        metal.embed_metallib(tmp_path / "few.metallib", header, "x_metal",
-                             required=metal.required_kernels(["gated_delta_net"]))
+        metal.embed_metallib(
+            tmp_path / "few.metallib", header, "x_metal", required=metal.required_kernels(["gated_delta_net"])
+        )
     assert not header.exists() and list((tmp_path / "h").glob("*")) == []
 
 
@@ -201,13 +228,21 @@ def test_embed_cli(tmp_path: Path) -> None:
     lib = tmp_path / "a.metallib"
     lib.write_bytes(metallib.build_fixture(["k1", "k2"]))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    ok = subprocess.run([sys.executable, "-m", "toolkit.metal", "embed", str(lib), str(tmp_path / "a.h"), "a_metal"],
-                        capture_output=True, text=True, env=env)
+    ok = subprocess.run(
+        [sys.executable, "-m", "toolkit.build.metal", "embed", str(lib), str(tmp_path / "a.h"), "a_metal"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert ok.returncode == 0 and "embedded 2 functions" in ok.stdout
-    bad = subprocess.run([sys.executable, "-m", "toolkit.metal", "embed", str(tmp_path / "a.h"), str(tmp_path / "b.h"),
-                          "b_metal"], capture_output=True, text=True, env=env)
+    bad = subprocess.run(
+        [sys.executable, "-m", "toolkit.build.metal", "embed", str(tmp_path / "a.h"), str(tmp_path / "b.h"), "b_metal"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert bad.returncode == 1 and bad.stderr.startswith("error: ") and len(bad.stderr.strip().splitlines()) == 1
-    usage = subprocess.run([sys.executable, "-m", "toolkit.metal"], capture_output=True, text=True, env=env)
+    usage = subprocess.run([sys.executable, "-m", "toolkit.build.metal"], capture_output=True, text=True, env=env)
     assert usage.returncode == 2
 
 
@@ -215,14 +250,16 @@ def test_header_source_is_deterministic_and_exact() -> None:
     data = bytes(range(40))
     a = metal.header_source(data, "n_metal", source_name="n.metallib")
     assert a == metal.header_source(data, "n_metal", source_name="n.metallib")
-    body = a[a.index("metallib_data[] = {") + len("metallib_data[] = {"):a.index("};")]
+    body = a[a.index("metallib_data[] = {") + len("metallib_data[] = {") : a.index("};")]
     assert bytes(int(x, 16) for x in re.findall(r"0x([0-9a-f]{2})", body)) == data
     with pytest.raises(BuildError):
         metal.header_source(data, "not a namespace")
 
 
-@pytest.mark.skipif(sys.platform != "darwin" or shutil.which("xcrun") is None,
-                    reason="the Metal binary is built only on macOS with Xcode 26 (xcrun metal); not on this host")
+@pytest.mark.skipif(
+    sys.platform != "darwin" or shutil.which("xcrun") is None,
+    reason="the Metal binary is built only on macOS with Xcode 26 (xcrun metal); not on this host",
+)
 def test_real_metallib_build_on_macos(tmp_path: Path) -> None:  # pragma: no cover - needs a Mac
     host = metal.probe_host()
     if host.blockers:

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from toolkit import ggml_facts, render
+from toolkit.core import ggml_facts
+from toolkit.render import stage as render
 
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = Path("/work/.mirror/ggml-org+ggml/repo")
@@ -35,8 +36,11 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not 
 
 def render_dispatch_header(dest: Path) -> Path:
     """Render our header the way `ggml-vendor render` does (same template, facts module as `facts`)."""
-    text = render._environment(REPO / "templates").get_template("csrc/metal/ggml_metal_dispatch.h.j2").render(
-        notice="generated for tests by tests/test_metal_host.py", facts=ggml_facts)
+    text = (
+        render._environment(REPO / "templates")
+        .get_template("csrc/metal/ggml_metal_dispatch.h.j2")
+        .render(notice="generated for tests by tests/test_metal_host.py", facts=ggml_facts)
+    )
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / "ggml_metal_dispatch.h"
     out.write_text(text)
@@ -56,8 +60,9 @@ def real_ggml_tree(tmp: Path) -> tuple[Path | None, str]:
     if (MIRROR / "HEAD").is_file() and shutil.which("git"):
         dest = tmp / "ggml"
         dest.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(MIRROR), "archive", "HEAD", "include", "src"],
-                                 capture_output=True, check=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(MIRROR), "archive", "HEAD", "include", "src"], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
         return dest, ""
     return None, "no real ggml tree: set GGML_VENDOR_REAL_UPSTREAM to a ggml or llama.cpp checkout"
@@ -65,16 +70,18 @@ def real_ggml_tree(tmp: Path) -> tuple[Path | None, str]:
 
 # --- the harness ------------------------------------------------------------------------------------
 
+
 def _kargs_printer() -> str:
     """C++ that prints every kargs field ggml_facts lists, by name (a missing field fails to compile)."""
     out = []
     for struct, fields in ggml_facts.METAL_KARGS.items():
-        body = " + \",\" + ".join(
-            f'F("{name}", a.{name})' for name, _ in fields)
-        out.append(f"static std::string kargs_{struct}(const std::vector<uint8_t> & b) {{\n"
-                   f"    {struct} a; std::memset(&a, 0, sizeof a);\n"
-                   f"    std::memcpy(&a, b.data(), std::min(sizeof a, b.size()));\n"
-                   f"    return \"{{\" + {body} + \",\" + F(\"__size\", (long long) b.size()) + \"}}\";\n}}\n")
+        body = ' + "," + '.join(f'F("{name}", a.{name})' for name, _ in fields)
+        out.append(
+            f"static std::string kargs_{struct}(const std::vector<uint8_t> & b) {{\n"
+            f"    {struct} a; std::memset(&a, 0, sizeof a);\n"
+            f"    std::memcpy(&a, b.data(), std::min(sizeof a, b.size()));\n"
+            f'    return "{{" + {body} + "," + F("__size", (long long) b.size()) + "}}";\n}}\n'
+        )
     return "\n".join(out)
 
 
@@ -420,16 +427,27 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Path:
     inc = ["-I", str(tree / "include"), "-I", str(src), "-I", str(src / "ggml-metal"), "-I", str(gen)]
     defs = ["-D_GNU_SOURCE", '-DGGML_VERSION="0"', '-DGGML_COMMIT="0"']
     objs = []
-    jobs = [("gcc", "-std=c11", src / "ggml.c"), ("gcc", "-std=c11", src / "ggml-quants.c"),
-            ("g++", "-std=c++17", src / "ggml-threading.cpp")]
-    jobs += [("g++", "-std=c++17", src / "ggml-metal" / f) for f in
-             ("ggml-metal-ops.cpp", "ggml-metal-device.cpp", "ggml-metal-common.cpp")]
+    jobs = [
+        ("gcc", "-std=c11", src / "ggml.c"),
+        ("gcc", "-std=c11", src / "ggml-quants.c"),
+        ("g++", "-std=c++17", src / "ggml-threading.cpp"),
+    ]
+    jobs += [
+        ("g++", "-std=c++17", src / "ggml-metal" / f)
+        for f in ("ggml-metal-ops.cpp", "ggml-metal-device.cpp", "ggml-metal-common.cpp")
+    ]
     jobs.append(("g++", "-std=c++17", gen / "driver.cpp"))
     procs = []
     for cc, std, path in jobs:
         obj = tmp / (path.name + ".o")
-        procs.append((path, subprocess.Popen([cc, std, "-O0", "-c", str(path), "-o", str(obj), *inc, *defs],
-                                             stderr=subprocess.PIPE, text=True)))
+        procs.append(
+            (
+                path,
+                subprocess.Popen(
+                    [cc, std, "-O0", "-c", str(path), "-o", str(obj), *inc, *defs], stderr=subprocess.PIPE, text=True
+                ),
+            )
+        )
         objs.append(str(obj))
     for path, p in procs:
         _, errtext = p.communicate()
@@ -488,13 +506,22 @@ def test_flash_attn_vec_matches_ggml_host_code(harness: Path) -> None:
         _assert_same(name, doc["ggml"], doc["ours"])
         kernels = [d["base"] for d in doc["ours"]]
         n_kv = FA_CASES[name][5]
-        assert kernels[0] == "kernel_flash_attn_ext_pad" if n_kv % 32 else kernels[0].startswith(
-            "kernel_flash_attn_ext_vec_"), name
+        assert (
+            kernels[0] == "kernel_flash_attn_ext_pad"
+            if n_kv % 32
+            else kernels[0].startswith("kernel_flash_attn_ext_vec_")
+        ), name
         assert kernels[-1] == "kernel_flash_attn_ext_vec_reduce"
         # our tmp scratch is what ggml reserves for it
         assert doc["scratch"]["tmp"] == doc["scratch"]["ggml_tmp"], name
-    vec = {name: [x for x in d["ours"] if x["base"].startswith("kernel_flash_attn_ext_vec_")
-                  and x["base"] != "kernel_flash_attn_ext_vec_reduce"][0] for name, d in got.items()}
+    vec = {
+        name: [
+            x
+            for x in d["ours"]
+            if x["base"].startswith("kernel_flash_attn_ext_vec_") and x["base"] != "kernel_flash_attn_ext_vec_reduce"
+        ][0]
+        for name, d in got.items()
+    }
     assert vec["fa-decode-gqa-unpadded"]["threads"] == [32, 1, 1]
     assert vec["fa-nsg2"]["threads"] == [32, 2, 1]
     assert vec["fa-nsg4-batch-mask"]["threads"] == [32, 4, 1]

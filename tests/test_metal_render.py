@@ -23,12 +23,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from toolkit import config as config_mod
-from toolkit import ggml_facts, metal, metallib, render
-from toolkit.lock import Lock
-
 from fixture_repos import RENDER_PYPROJECT
+
+from toolkit.build import metal, metallib
+from toolkit.core import config as config_mod
+from toolkit.core import ggml_facts
+from toolkit.core.lock import Lock
+from toolkit.render import stage as render
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "metal"
@@ -42,22 +43,46 @@ IMPL = "src/ggml-metal/ggml-metal-impl.h"
 
 def _lock(kind: str) -> Lock:
     if kind == "pre-split":
-        entries = {op: {"cuda": (c,), "metal": (MONO,)} for op, c in
-                   (("gated_delta_net", "src/ggml-cuda/gated_delta_net.cu"), ("flash_attn", "src/ggml-cuda/fattn-vec.cuh"))}
+        entries = {
+            op: {"cuda": (c,), "metal": (MONO,)}
+            for op, c in (
+                ("gated_delta_net", "src/ggml-cuda/gated_delta_net.cu"),
+                ("flash_attn", "src/ggml-cuda/fattn-vec.cuh"),
+            )
+        }
         closures = {op: {"metal": (MONO, IMPL, "src/ggml-common.h")} for op in entries}
-        return Lock(upstream="https://github.com/ggml-org/ggml", layout="ggml",
-                    commit="d99724f2b141fed9e1a9f402213506c081433465", rev="master", date="2026-08-21T15:39:22+03:00",
-                    subject="readme : update following llama.cpp style (#1599)", tool_version="0.1.0", files={},
-                    entries=entries, closures=closures)
+        return Lock(
+            upstream="https://github.com/ggml-org/ggml",
+            layout="ggml",
+            commit="d99724f2b141fed9e1a9f402213506c081433465",
+            rev="master",
+            date="2026-08-21T15:39:22+03:00",
+            subject="readme : update following llama.cpp style (#1599)",
+            tool_version="0.1.0",
+            files={},
+            entries=entries,
+            closures=closures,
+        )
     gdn, fa = "src/ggml-metal/kernels/gated_delta_net.metal", "src/ggml-metal/kernels/fa.metal"
     common = "src/ggml-metal/kernels/common.h"
-    return Lock(upstream="https://github.com/ggml-org/llama.cpp", layout="llama.cpp", commit="1" * 40, rev="master",
-                date="2026-09-20T00:00:00+00:00", subject="post-split fixture", tool_version="0.1.0", files={},
-                entries={"gated_delta_net": {"cuda": ("src/ggml-cuda/gated_delta_net.cu",), "metal": (gdn,)},
-                         "flash_attn": {"cuda": ("src/ggml-cuda/fattn-vec.cuh",), "metal": (fa,)}},
-                closures={"gated_delta_net": {"metal": (gdn, common, IMPL)},
-                          "flash_attn": {"metal": (fa, common, "src/ggml-metal/kernels/dequantize.h", IMPL,
-                                                   "src/ggml-common.h")}})
+    return Lock(
+        upstream="https://github.com/ggml-org/llama.cpp",
+        layout="llama.cpp",
+        commit="1" * 40,
+        rev="master",
+        date="2026-09-20T00:00:00+00:00",
+        subject="post-split fixture",
+        tool_version="0.1.0",
+        files={},
+        entries={
+            "gated_delta_net": {"cuda": ("src/ggml-cuda/gated_delta_net.cu",), "metal": (gdn,)},
+            "flash_attn": {"cuda": ("src/ggml-cuda/fattn-vec.cuh",), "metal": (fa,)},
+        },
+        closures={
+            "gated_delta_net": {"metal": (gdn, common, IMPL)},
+            "flash_attn": {"metal": (fa, common, "src/ggml-metal/kernels/dequantize.h", IMPL, "src/ggml-common.h")},
+        },
+    )
 
 
 def rendered(tmp_path: Path, kind: str, backends: str = '"cuda", "metal", "rocm"') -> dict[str, str]:
@@ -74,7 +99,7 @@ def rendered(tmp_path: Path, kind: str, backends: str = '"cuda", "metal", "rocm"
 def metal_section(build_toml: str) -> str:
     start = build_toml.index("# Metal:")
     end = build_toml.find("\n\n", start)
-    return build_toml[start:] if end < 0 else build_toml[start:end + 1]
+    return build_toml[start:] if end < 0 else build_toml[start : end + 1]
 
 
 # Only these outputs depend on the upstream Metal layout; every other rendered Metal file has one golden
@@ -96,17 +121,22 @@ def _golden(rel: str, text: str) -> None:
     expected = path.read_text()
     if text != expected:
         import difflib
-        diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True), f"golden/{rel}",
-                                            "rendered", n=2))
-        pytest.fail(f"rendered {rel} differs from its golden file (GGML_VENDOR_UPDATE_GOLDEN=1 to accept):\n{diff[:6000]}")
+
+        diff = "".join(
+            difflib.unified_diff(expected.splitlines(True), text.splitlines(True), f"golden/{rel}", "rendered", n=2)
+        )
+        pytest.fail(
+            f"rendered {rel} differs from its golden file (GGML_VENDOR_UPDATE_GOLDEN=1 to accept):\n{diff[:6000]}"
+        )
 
 
 @pytest.mark.parametrize("kind", ["pre-split", "post-split"])
 def test_rendered_metal_sources_match_golden(tmp_path: Path, kind: str) -> None:
     files = rendered(tmp_path, kind)
     ours = {p: t for p, t in files.items() if p.startswith("csrc/metal/")}
-    templates = sorted(p.relative_to(REPO / "templates").as_posix()[:-3]
-                       for p in (REPO / "templates" / "csrc" / "metal").glob("*.j2"))
+    templates = sorted(
+        p.relative_to(REPO / "templates").as_posix()[:-3] for p in (REPO / "templates" / "csrc" / "metal").glob("*.j2")
+    )
     assert sorted(ours) == templates  # every Metal template renders, and nothing else lands in csrc/metal
     for path, text in ours.items():
         _golden(_golden_rel(kind, path), text)
@@ -118,7 +148,9 @@ def test_rendered_metal_sources_match_golden(tmp_path: Path, kind: str) -> None:
 def test_golden_directory_has_no_stale_files() -> None:
     expected = set()
     for kind in ("pre-split", "post-split"):
-        expected |= {_golden_rel(kind, f"csrc/metal/{p.name[:-3]}") for p in (REPO / "templates/csrc/metal").glob("*.j2")}
+        expected |= {
+            _golden_rel(kind, f"csrc/metal/{p.name[:-3]}") for p in (REPO / "templates/csrc/metal").glob("*.j2")
+        }
         expected.add(_golden_rel(kind, "build.toml.metal-section"))
     present = {p.relative_to(GOLDEN).as_posix() for p in GOLDEN.rglob("*") if p.is_file()}
     assert present == expected
@@ -153,15 +185,15 @@ def test_metal_section_compiles_one_unit_and_tracks_vendored_headers(tmp_path: P
 def test_no_metal_sources_without_the_metal_backend(tmp_path: Path) -> None:
     files = rendered(tmp_path, "pre-split", backends='"cuda"')
     assert not any(p.startswith("csrc/metal/") for p in files)
-    assert "backend = \"metal\"" not in files["build.toml"]
+    assert 'backend = "metal"' not in files["build.toml"]
 
 
 def test_every_metal_entry_point_in_torch_binding_h_is_defined_once(tmp_path: Path) -> None:
     """The binding declares the kMPS implementations; our .mm files must define each with that signature."""
     files = rendered(tmp_path, "pre-split")
     header = files["torch-ext/torch_binding.h"]
-    block = header[header.index("\n#if defined(METAL_KERNEL)\n") + 1:]
-    block = block[:block.index("#endif")]
+    block = header[header.index("\n#if defined(METAL_KERNEL)\n") + 1 :]
+    block = block[: block.index("#endif")]
     norm = lambda s: re.sub(r"\s+", " ", s).replace("( ", "(").replace(" )", ")").strip()  # noqa: E731
     decls = [norm(d) for d in re.findall(r"^([^#/\n][^;]*?\([^;]*?\));", block, re.M | re.S)]
     assert len(decls) == 5
@@ -192,12 +224,16 @@ def facts_offsets(fields) -> list[tuple[str, int]]:
 
 def impl_header(post_split: bool) -> str:
     """A ggml-metal-impl.h carrying exactly the facts (and `nb_out` for the post-split generation)."""
-    lines = ["#pragma once", "#include <cstdint>",
-             f"#define FC_FLASH_ATTN_EXT_PAD {ggml_facts.FC_FLASH_ATTN_EXT_PAD}",
-             f"#define FC_FLASH_ATTN_EXT_VEC {ggml_facts.FC_FLASH_ATTN_EXT_VEC}",
-             f"#define FC_FLASH_ATTN_EXT_VEC_REDUCE {ggml_facts.FC_FLASH_ATTN_EXT_VEC_REDUCE}",
-             f"#define FC_GATED_DELTA_NET {ggml_facts.FC_GATED_DELTA_NET}",
-             "#define OP_FLASH_ATTN_EXT_VEC_NQPSG 1", f"#define OP_FLASH_ATTN_EXT_VEC_NCPSG {ggml_facts.METAL_FA_VEC_NCPSG}"]
+    lines = [
+        "#pragma once",
+        "#include <cstdint>",
+        f"#define FC_FLASH_ATTN_EXT_PAD {ggml_facts.FC_FLASH_ATTN_EXT_PAD}",
+        f"#define FC_FLASH_ATTN_EXT_VEC {ggml_facts.FC_FLASH_ATTN_EXT_VEC}",
+        f"#define FC_FLASH_ATTN_EXT_VEC_REDUCE {ggml_facts.FC_FLASH_ATTN_EXT_VEC_REDUCE}",
+        f"#define FC_GATED_DELTA_NET {ggml_facts.FC_GATED_DELTA_NET}",
+        "#define OP_FLASH_ATTN_EXT_VEC_NQPSG 1",
+        f"#define OP_FLASH_ATTN_EXT_VEC_NCPSG {ggml_facts.METAL_FA_VEC_NCPSG}",
+    ]
     for struct, fields in ggml_facts.METAL_KARGS.items():
         body = [f"    {t} {n};" for n, t in fields]
         if post_split and struct == "ggml_metal_kargs_gated_delta_net":
@@ -238,8 +274,22 @@ def test_dispatch_header_kargs_layout(tmp_path: Path, post_split: bool) -> None:
     offsets = "\n".join(f"    OFF({s}, {n})" for s, fields in ggml_facts.METAL_KARGS.items() for n, _ in fields)
     (gen / "drv.cpp").write_text(DRIVER.replace("@OFFSETS@", offsets))
     exe = tmp_path / "drv"
-    cc = subprocess.run(["g++", "-std=c++17", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", f"-I{gen}",
-                         str(gen / "drv.cpp"), "-o", str(exe)], capture_output=True, text=True)
+    cc = subprocess.run(
+        [
+            "g++",
+            "-std=c++17",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-Wno-unused-parameter",
+            f"-I{gen}",
+            str(gen / "drv.cpp"),
+            "-o",
+            str(exe),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert cc.returncode == 0, cc.stderr[-3000:]
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
     got = dict(line.rsplit(" ", 1) for line in out)
@@ -264,8 +314,11 @@ def test_dispatch_header_compiles_against_the_bundled_mini_upstream(tmp_path: Pa
     (tmp_path / "ggml_metal_dispatch.h").write_text(files["csrc/metal/ggml_metal_dispatch.h"])
     src = tmp_path / "t.cpp"
     src.write_text('#include <cstdint>\n#include "ggml_metal_dispatch.h"\nint main() { return 0; }\n')
-    cc = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", f"-I{tmp_path}", f"-I{impl.parent}", str(src)],
-                        capture_output=True, text=True)
+    cc = subprocess.run(
+        ["g++", "-std=c++17", "-fsyntax-only", f"-I{tmp_path}", f"-I{impl.parent}", str(src)],
+        capture_output=True,
+        text=True,
+    )
     assert cc.returncode == 0, cc.stderr[-3000:]
 
 
@@ -380,8 +433,11 @@ def test_objective_cxx_sources_parse(tmp_path: Path, arc: bool) -> None:
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text)
     stubs = tmp_path / "sdk"
-    for rel, text in (("Foundation/Foundation.h", STUB_FOUNDATION), ("Metal/Metal.h", STUB_METAL),
-                      ("dispatch/dispatch.h", STUB_DISPATCH)):
+    for rel, text in (
+        ("Foundation/Foundation.h", STUB_FOUNDATION),
+        ("Metal/Metal.h", STUB_METAL),
+        ("dispatch/dispatch.h", STUB_DISPATCH),
+    ):
         (stubs / rel).parent.mkdir(parents=True, exist_ok=True)
         (stubs / rel).write_text(text)
     impl = stubs / "ggml-metal-impl.h"
@@ -390,21 +446,37 @@ def test_objective_cxx_sources_parse(tmp_path: Path, arc: bool) -> None:
     metal_lib = metallib.build_fixture(["kernel_probe"])
     gen.mkdir()
     (gen / "t_metallib.h").write_text(metal.header_source(metal_lib, "t_metal"))
-    common = ["clang++", "-fsyntax-only", "-x", "objective-c++", "-std=c++20", "-fblocks",
-              "-fobjc-runtime=macosx-13.0", "-fobjc-arc" if arc else "-fno-objc-arc", "-Wno-nullability-completeness",
-              "-DMETAL_KERNEL", '-DEMBEDDED_METALLIB_HEADER="t_metallib.h"', "-DEMBEDDED_METALLIB_NAMESPACE=t_metal",
-              f"-I{stubs}", f"-I{gen}", f"-I{root / 'csrc/metal'}", *(f"-I{d}" for d in torch_inc)]
+    common = [
+        "clang++",
+        "-fsyntax-only",
+        "-x",
+        "objective-c++",
+        "-std=c++20",
+        "-fblocks",
+        "-fobjc-runtime=macosx-13.0",
+        "-fobjc-arc" if arc else "-fno-objc-arc",
+        "-Wno-nullability-completeness",
+        "-DMETAL_KERNEL",
+        '-DEMBEDDED_METALLIB_HEADER="t_metallib.h"',
+        "-DEMBEDDED_METALLIB_NAMESPACE=t_metal",
+        f"-I{stubs}",
+        f"-I{gen}",
+        f"-I{root / 'csrc/metal'}",
+        *(f"-I{d}" for d in torch_inc),
+    ]
     # Without ARC only the runtime differs (its release calls); parsing ATen is slow, so check that one.
     sources = metal.HOST_SOURCES if arc else ("csrc/metal/ggml_metal_runtime.mm",)
-    procs = {mm: subprocess.Popen([*common, str(root / mm)], stderr=subprocess.PIPE, text=True)
-             for mm in sources}
+    procs = {mm: subprocess.Popen([*common, str(root / mm)], stderr=subprocess.PIPE, text=True) for mm in sources}
     for mm, proc in procs.items():
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, f"{mm} ({'ARC' if arc else 'no ARC'}):\n{err[-6000:]}"
 
 
-@pytest.mark.skipif(sys.platform != "darwin", reason="the Metal binary is built only on macOS with Xcode 26: not "
-                    "built on this host (the sources above are checked by golden files, g++ and clang -fsyntax-only)")
+@pytest.mark.skipif(
+    sys.platform != "darwin",
+    reason="the Metal binary is built only on macOS with Xcode 26: not "
+    "built on this host (the sources above are checked by golden files, g++ and clang -fsyntax-only)",
+)
 def test_metal_binary_built_on_macos() -> None:  # pragma: no cover - needs a Mac
     host = metal.probe_host()
     assert not host.blockers, host.blockers
@@ -423,8 +495,9 @@ def test_translation_unit_preprocesses_against_the_real_monolith(tmp_path: Path)
     elif (mirror / "HEAD").is_file():
         tree = tmp_path / "ggml"
         tree.mkdir()
-        archive = subprocess.run(["git", "-C", str(mirror), "archive", "HEAD", "src"], capture_output=True,
-                                 check=True).stdout
+        archive = subprocess.run(
+            ["git", "-C", str(mirror), "archive", "HEAD", "src"], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     else:
         pytest.skip("no real ggml tree (set GGML_VENDOR_REAL_UPSTREAM)")
@@ -437,8 +510,20 @@ def test_translation_unit_preprocesses_against_the_real_monolith(tmp_path: Path)
     for name in ("metal_stdlib", "metal_tensor"):
         (sysinc / name).write_text(f"// stand-in for <{name}>\n")
     cpp = ["clang", "-E", "-P", "-x", "c++"] if shutil.which("clang") else ["cpp", "-P", "-x", "c++"]
-    res = subprocess.run([*cpp, "-D__METAL_VERSION__=400", f"-I{tree / 'src'}", f"-I{tree / 'src/ggml-metal'}",
-                          "-isystem", str(sysinc), "-H", str(unit)], capture_output=True, text=True)
+    res = subprocess.run(
+        [
+            *cpp,
+            "-D__METAL_VERSION__=400",
+            f"-I{tree / 'src'}",
+            f"-I{tree / 'src/ggml-metal'}",
+            "-isystem",
+            str(sysinc),
+            "-H",
+            str(unit),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     included = [line.lstrip(". ").strip() for line in res.stderr.splitlines() if line.startswith(".")]
     assert any(p.endswith("ggml-metal/ggml-metal.metal") for p in included)
@@ -447,6 +532,8 @@ def test_translation_unit_preprocesses_against_the_real_monolith(tmp_path: Path)
     assert "__embed_ggml-common.h__" not in res.stdout
     names = set(re.findall(r'host_name\("([A-Za-z0-9_]+)"\)', res.stdout))
     needed = set(metal.required_kernels(["gated_delta_net", "flash_attn"])) - {
-        "kernel_flash_attn_ext_vec_reduce", "kernel_flash_attn_ext_pad"}
+        "kernel_flash_attn_ext_vec_reduce",
+        "kernel_flash_attn_ext_pad",
+    }
     assert needed <= names, sorted(needed - names)[:5]
     assert re.search(r"kernel void kernel_flash_attn_ext_vec_reduce\(", res.stdout)

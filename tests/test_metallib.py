@@ -1,4 +1,4 @@
-"""toolkit/metallib.py: the metallib parser, the embedded-library finder, the compatibility check and the
+"""toolkit/build/metallib.py: the metallib parser, the embedded-library finder, the compatibility check and the
 fixture builder, tested against the byte layout documented in the module (offsets checked by hand here,
 not through the parser) and end to end through a real shared object built with g++."""
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from toolkit import metal, metallib
-from toolkit.metallib import FixtureFunction, MetallibError, build_fixture, check, find_embedded, parse
+from toolkit.build import metal, metallib
+from toolkit.build.metallib import FixtureFunction, MetallibError, build_fixture, check, find_embedded, parse
 
 GDN = ("kernel_gated_delta_net_f32_1", "kernel_gated_delta_net_f32_2", "kernel_gated_delta_net_f32_4")
 
@@ -27,17 +27,17 @@ def test_fixture_layout_matches_the_documented_bytes() -> None:
     fl_off, fl_size, pub_off, pub_size, priv_off, priv_size, bc_off, bc_size = struct.unpack_from("<8Q", data, 24)
     assert fl_off == 88 and struct.unpack_from("<I", data, 88)[0] == 3  # function count opens the list
     # MetalLibraryArchive's rule: offset + size lands on the last group's closing ENDT ...
-    assert data[fl_off + fl_size:fl_off + fl_size + 4] == b"ENDT"
+    assert data[fl_off + fl_size : fl_off + fl_size + 4] == b"ENDT"
     # ... and the header extension starts right after it: UUID tag, then ENDT, then the public metadata.
     ext = fl_off + fl_size + 4
-    assert data[ext:ext + 4] == b"UUID" and struct.unpack_from("<H", data, ext + 4)[0] == 16
-    assert data[ext + 6:ext + 22] == b"0123456789abcdef" and data[ext + 22:ext + 26] == b"ENDT"
+    assert data[ext : ext + 4] == b"UUID" and struct.unpack_from("<H", data, ext + 4)[0] == 16
+    assert data[ext + 6 : ext + 22] == b"0123456789abcdef" and data[ext + 22 : ext + 26] == b"ENDT"
     assert pub_off == ext + 26 and priv_off == pub_off + pub_size and bc_off == priv_off + priv_size
     assert bc_off + bc_size == len(data)
     # first tag group: size (including itself), then NAME as a NUL-terminated string
     group = struct.unpack_from("<I", data, 92)[0]
-    assert data[96:100] == b"NAME" and data[102:102 + 29] == b"kernel_gated_delta_net_f32_1\0"
-    assert data[92 + group - 4:92 + group] == b"ENDT"
+    assert data[96:100] == b"NAME" and data[102 : 102 + 29] == b"kernel_gated_delta_net_f32_1\0"
+    assert data[92 + group - 4 : 92 + group] == b"ENDT"
 
 
 def test_parse_roundtrip() -> None:
@@ -63,15 +63,18 @@ def test_parse_without_header_extension_or_target_os() -> None:
     assert lib.required_macos == (15, 0)  # from the language version alone
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda b: b"XTLB" + b[4:], "no MTLB magic"),
-    (lambda b: b[:60], "shorter than the 88-byte header"),
-    (lambda b: b[:-1], "header says"),
-    (lambda b: b + b"\0", "header says"),
-    (lambda b: b[:92] + struct.pack("<I", 7) + b[96:], "tag group size 7 is too small"),
-    (lambda b: b[:24] + struct.pack("<Q", 5000) + b[32:], "runs past the end"),
-    (lambda b: b[:24] + struct.pack("<Q", 40) + b[32:], "lies inside the header"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda b: b"XTLB" + b[4:], "no MTLB magic"),
+        (lambda b: b[:60], "shorter than the 88-byte header"),
+        (lambda b: b[:-1], "header says"),
+        (lambda b: b + b"\0", "header says"),
+        (lambda b: b[:92] + struct.pack("<I", 7) + b[96:], "tag group size 7 is too small"),
+        (lambda b: b[:24] + struct.pack("<Q", 5000) + b[32:], "runs past the end"),
+        (lambda b: b[:24] + struct.pack("<Q", 40) + b[32:], "lies inside the header"),
+    ],
+)
 def test_parse_rejects_broken_containers(mutate, message: str) -> None:
     data = build_fixture(GDN)
     with pytest.raises(MetallibError, match=message):
@@ -129,18 +132,23 @@ def test_parse_version() -> None:
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH")
 def test_embedded_header_survives_compilation_into_a_shared_object(tmp_path: Path) -> None:
-    """The header toolkit/metal.py generates, compiled into a .so exactly as the extension would hold it,
+    """The header toolkit/build/metal.py generates, compiled into a .so exactly as the extension would hold it,
     is found again by find_embedded with its bytes intact (the path verify takes on a real darwin build)."""
     data = build_fixture(metal.required_kernels(["gated_delta_net", "flash_attn"]))
     (tmp_path / "lib.metallib").write_bytes(data)
     metal.embed_metallib(tmp_path / "lib.metallib", tmp_path / "gen" / "x_metallib.h", "x_metal")
     src = tmp_path / "use.cpp"
-    src.write_text('#include "x_metallib.h"\n'
-                   'extern "C" const unsigned char * ggml_vendor_metallib(unsigned long * n) {\n'
-                   '  *n = x_metal::metallib_data_len; return x_metal::metallib_data; }\n')
+    src.write_text(
+        '#include "x_metallib.h"\n'
+        'extern "C" const unsigned char * ggml_vendor_metallib(unsigned long * n) {\n'
+        "  *n = x_metal::metallib_data_len; return x_metal::metallib_data; }\n"
+    )
     so = tmp_path / "libx.so"
-    subprocess.run(["g++", "-std=c++17", "-O2", "-shared", "-fPIC", f"-I{tmp_path / 'gen'}", str(src), "-o", str(so)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["g++", "-std=c++17", "-O2", "-shared", "-fPIC", f"-I{tmp_path / 'gen'}", str(src), "-o", str(so)],
+        check=True,
+        capture_output=True,
+    )
     found = find_embedded(so.read_bytes(), where=so.name)
     assert len(found) == 1
     assert found[0].sha256 == hashlib.sha256(data).hexdigest()

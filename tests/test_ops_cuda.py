@@ -18,7 +18,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import cuda_device_available
 
 pytestmark = pytest.mark.gpu
@@ -26,7 +25,7 @@ pytestmark = pytest.mark.gpu
 REPO = Path(__file__).resolve().parents[1]
 KERNEL_ROOT = Path(os.environ.get("GGML_VENDOR_KERNEL_ROOT", REPO))
 GDN_TOL = 2e-5  # f32 recurrence vs float64; measured ~1e-7 (docs/gpu-results.md)
-FA_TOL = 2e-3   # f16 K/V products accumulated as ggml does; measured ~1e-4 or better
+FA_TOL = 2e-3  # f16 K/V products accumulated as ggml does; measured ~1e-4 or better
 
 
 @pytest.fixture(scope="module")
@@ -102,9 +101,9 @@ def gdn_reference(torch, q, k, v, g, beta, state_vk):
 
 GDN_CASES = [
     # B, T, H_k, H, D, kda
-    (1, 1, 32, 32, 128, False),   # decode, Qwen3-Next-like
-    (2, 5, 4, 8, 128, False),     # GQA (tiled)
-    (2, 5, 4, 8, 128, True),      # KDA
+    (1, 1, 32, 32, 128, False),  # decode, Qwen3-Next-like
+    (2, 5, 4, 8, 128, False),  # GQA (tiled)
+    (2, 5, 4, 8, 128, True),  # KDA
     (3, 64, 2, 6, 64, False),
     (1, 17, 4, 4, 32, True),
     (4, 3, 2, 4, 16, False),
@@ -134,7 +133,9 @@ def test_gdn_gqa_is_tiled_not_grouped(torch, op):
     q, k, v, g, beta, state = gdn_inputs(torch, B, T, Hk, H, D, seed=7)
     out, _ = op.gated_delta_net(q, k, v, g, beta, state)
     tiled, _ = gdn_reference(torch, q, k, v, g, beta, state)
-    grouped, _ = gdn_reference(torch, q.repeat_interleave(H // Hk, 2), k.repeat_interleave(H // Hk, 2), v, g, beta, state)
+    grouped, _ = gdn_reference(
+        torch, q.repeat_interleave(H // Hk, 2), k.repeat_interleave(H // Hk, 2), v, g, beta, state
+    )
     assert rel_err(out, tiled) < GDN_TOL
     assert rel_err(out, grouped) > 1e-2
 
@@ -205,9 +206,21 @@ def test_gdn_bad_arguments_name_the_argument(torch, op):
         (ValueError, r"\bstate must have shape", (q, k, v, g, beta, state[:, :, :, :32])),
         (ValueError, r"\bstate must be contiguous", (q, k, v, g, beta, state.transpose(-1, -2))),
         (ValueError, r"\bg must have shape", (q, k, v, g[:, :2], beta, state)),
-        (ValueError, r"\bg must have beta.s layout", (q, k, v, g.transpose(0, 1).contiguous().transpose(0, 1), beta, state)),
-        (ValueError, r"\bk must have the same strides as q", (q, k.transpose(1, 2).contiguous().transpose(1, 2), v, g, beta, state)),
-        (ValueError, r"\bq's last dimension must be contiguous", (q.transpose(-1, -2).contiguous().transpose(-1, -2), k, v, g, beta, state)),
+        (
+            ValueError,
+            r"\bg must have beta.s layout",
+            (q, k, v, g.transpose(0, 1).contiguous().transpose(0, 1), beta, state),
+        ),
+        (
+            ValueError,
+            r"\bk must have the same strides as q",
+            (q, k.transpose(1, 2).contiguous().transpose(1, 2), v, g, beta, state),
+        ),
+        (
+            ValueError,
+            r"\bq's last dimension must be contiguous",
+            (q.transpose(-1, -2).contiguous().transpose(-1, -2), k, v, g, beta, state),
+        ),
         (ValueError, r"q/k have 3 heads", (q[:, :, :3], k[:, :, :3], v, g, beta, state)),
         (ValueError, r"\bv must have shape", (q, k, v[0], g, beta, state)),
         (ValueError, r"\bstate must be a CUDA tensor", (q, k, v, g, beta, state.cpu())),
@@ -268,11 +281,11 @@ def test_fa_matches_float64_softmax_for_any_n_kv(torch, op, n_kv, masked):
 FA_CASES = [
     # B, H, H_kv, n_q, n_kv, D, dtype
     (1, 16, 4, 1, 512, 256, "float16"),
-    (1, 16, 2, 1, 4096, 256, "float16"),    # Qwen3-Next full attention
+    (1, 16, 2, 1, 4096, 256, "float16"),  # Qwen3-Next full attention
     (2, 32, 8, 1, 777, 128, "float16"),
-    (1, 8, 8, 2, 300, 64, "float16"),       # ncols = 2
-    (3, 8, 2, 3, 1024, 128, "float16"),     # odd n_q, several blocks of 2
-    (1, 4, 1, 19, 129, 64, "float16"),      # the largest n_q the vector kernel takes
+    (1, 8, 8, 2, 300, 64, "float16"),  # ncols = 2
+    (3, 8, 2, 3, 1024, 128, "float16"),  # odd n_q, several blocks of 2
+    (1, 4, 1, 19, 129, 64, "float16"),  # the largest n_q the vector kernel takes
     (2, 16, 4, 1, 1000, 128, "bfloat16"),
     (1, 8, 4, 5, 2048, 256, "bfloat16"),
 ]
@@ -308,7 +321,7 @@ def test_fa_reads_a_preallocated_cache_in_place_and_masks_the_tail(torch, op):
     q, k, v = fa_inputs(torch, B, H, Hkv, 1, n_kv, D, seed=8)
     k_cache[:, :, :n_kv] = k
     v_cache[:, :, :n_kv] = v
-    k_cache[:, :, n_kv:] = 30.0   # finite junk past n_kv: would dominate the softmax if it were read unmasked
+    k_cache[:, :, n_kv:] = 30.0  # finite junk past n_kv: would dominate the softmax if it were read unmasked
     v_cache[:, :, n_kv:] = -30.0
     mask, _ = causal_like_mask(torch, B, 1, n_kv, seed=8)
     ref = fa_reference(torch, q, k, v, mask, 1 / math.sqrt(D))
@@ -344,7 +357,9 @@ def test_fa_mask_forms(torch, op, mask_dtype):
 def test_fa_q_dtypes_and_strided_q(torch, op):
     q, k, v = fa_inputs(torch, 1, 16, 4, 1, 512, 128, seed=9)
     ref = fa_reference(torch, q, k, v, None, 1 / math.sqrt(128))
-    assert rel_err(op.flash_attn(q.half(), k, v), fa_reference(torch, q.half(), k, v, None, 1 / math.sqrt(128))) < FA_TOL
+    assert (
+        rel_err(op.flash_attn(q.half(), k, v), fa_reference(torch, q.half(), k, v, None, 1 / math.sqrt(128))) < FA_TOL
+    )
     # q laid out as (B, n_q, H, D) in memory, viewed as (B, H, n_q, D): read in place
     q_t = q.transpose(1, 2).contiguous().transpose(1, 2)
     assert rel_err(op.flash_attn(q_t, k, v), ref) < FA_TOL
@@ -374,8 +389,16 @@ def test_fa_bad_arguments_name_the_argument(torch, op):
         (ValueError, r"\bmask has 8 heads", (q, k, v, mask.expand(2, 8, 1, 300), 1.0)),
         (ValueError, r"q has 8 heads, which is not a multiple of k/v's 3", (q, k[:, :3], v[:, :3], None, 1.0)),
         (ValueError, r"\bv has shape", (q, k, v[:, :, :200], None, 1.0)),
-        (ValueError, r"\bk's last dimension must be contiguous", (q, k.transpose(-1, -2).contiguous().transpose(-1, -2), v, None, 1.0)),
-        (ValueError, r"\bk's data pointer and strides must be multiples of 16 bytes", (q, k.reshape(-1)[1:1 + 2 * 4 * 299 * 128].view(2, 4, 299, 128), v[:, :, :299], None, 1.0)),
+        (
+            ValueError,
+            r"\bk's last dimension must be contiguous",
+            (q, k.transpose(-1, -2).contiguous().transpose(-1, -2), v, None, 1.0),
+        ),
+        (
+            ValueError,
+            r"\bk's data pointer and strides must be multiples of 16 bytes",
+            (q, k.reshape(-1)[1 : 1 + 2 * 4 * 299 * 128].view(2, 4, 299, 128), v[:, :, :299], None, 1.0),
+        ),
         (ValueError, r"n_kv = 0", (q, k[:, :, :0], v[:, :, :0], None, 1.0)),
         (ValueError, r"\bscale must be finite", (q, k, v, None, float("nan"))),
         (ValueError, r"\bmask must be a CUDA tensor", (q, k, v, mask.cpu(), 1.0)),

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
-from toolkit.errors import PatchError
-from toolkit.patches import apply_patches, patch_targets
-
 from fixture_repos import make_patch
+
+from toolkit.core.errors import PatchError
+from toolkit.sync.patches import apply_patches, patch_targets
 
 ORIG = "".join(f"line {i}\n" for i in range(1, 41))
 FILES = {"src/a.cu": ORIG.encode(), "src/b.h": b"one\ntwo\nthree\n"}

@@ -11,13 +11,23 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from hubserver import HubServer, HubState
 from hubserver.variants import host_variant_name, make_variant, provenance, write_metadata, write_project
-from toolkit import config
-from toolkit.errors import PublishError
-from toolkit.publish.plan import (ADD, DELETE, UNCHANGED, LocalFile, RemoteFile, batches, card_file, git_blob_id,
-                                  make_plan, plan_branch)
+
+from toolkit.core import config
+from toolkit.core.errors import PublishError
+from toolkit.publish.plan import (
+    ADD,
+    DELETE,
+    UNCHANGED,
+    LocalFile,
+    RemoteFile,
+    batches,
+    card_file,
+    git_blob_id,
+    make_plan,
+    plan_branch,
+)
 from toolkit.verify import VerifyOptions, verify_build
 
 TOKEN = "hf_test_token"
@@ -39,13 +49,16 @@ def _rf(path: str, data: bytes, lfs: bool) -> RemoteFile:
 
 # --- the pure plan ---------------------------------------------------------------------------------------
 
+
 def test_plan_existing_branch_touches_only_uploaded_variants() -> None:
     local = [_lf("build/A/x.so", b"\x7fELF-new"), _lf("build/A/__init__.py", b"same")]
-    remote = {"build/A/x.so": _rf("build/A/x.so", b"\x7fELF-old", True),
-              "build/A/__init__.py": _rf("build/A/__init__.py", b"same", False),
-              "build/A/stale.py": _rf("build/A/stale.py", b"old", False),
-              "build/B/y.so": _rf("build/B/y.so", b"\x7fELF-b", True),
-              "benchmarks/benchmark.py": _rf("benchmarks/benchmark.py", b"b", False)}
+    remote = {
+        "build/A/x.so": _rf("build/A/x.so", b"\x7fELF-old", True),
+        "build/A/__init__.py": _rf("build/A/__init__.py", b"same", False),
+        "build/A/stale.py": _rf("build/A/stale.py", b"old", False),
+        "build/B/y.so": _rf("build/B/y.so", b"\x7fELF-b", True),
+        "benchmarks/benchmark.py": _rf("benchmarks/benchmark.py", b"b", False),
+    }
     bp = plan_branch("v1", local, remote, ["A"])
     assert {a.path for a in bp.of(ADD)} == {"build/A/x.so"}
     assert {a.path for a in bp.of(UNCHANGED)} == {"build/A/__init__.py"}
@@ -64,9 +77,17 @@ def test_plan_new_branch_prunes_what_it_inherits_from_main() -> None:
 
 def test_plan_card_and_batches() -> None:
     text = "---\nlibrary_name: kernels\n---\n# card\n"
-    plan = make_plan(repo_id="o/r", target="t", version=1, branch="v1", variants=["A"],
-                     files=[_lf(f"build/A/f{i}.py", bytes([i])) for i in range(5)], card_text=text,
-                     remote_branch={}, remote_main={"README.md": _rf("README.md", text.encode(), False)})
+    plan = make_plan(
+        repo_id="o/r",
+        target="t",
+        version=1,
+        branch="v1",
+        variants=["A"],
+        files=[_lf(f"build/A/f{i}.py", bytes([i])) for i in range(5)],
+        card_text=text,
+        remote_branch={},
+        remote_main={"README.md": _rf("README.md", text.encode(), False)},
+    )
     assert plan.branches[1].branch == "main" and plan.branches[1].of(UNCHANGED)[0].path == "README.md"
     assert [len(b) for b in batches(plan.branches[0].actions, 2)] == [2, 2, 1]
     assert card_file(text).git_blob == git_blob_id(text.encode())
@@ -74,6 +95,7 @@ def test_plan_card_and_batches() -> None:
 
 
 # --- helpers ---------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def project(tmp_path: Path):  # type: ignore[no-untyped-def]
@@ -102,8 +124,15 @@ def _writes(hub) -> list:  # type: ignore[no-untyped-def]
 
 
 def _load_in_fresh_process(hub, cache: Path, code: str) -> subprocess.CompletedProcess:  # type: ignore[no-untyped-def]
-    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_DISABLE_XET": "1", "HF_HUB_CACHE": str(cache),
-           "KERNELS_CACHE": str(cache), "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "0"}
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": hub.url,
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_CACHE": str(cache),
+        "KERNELS_CACHE": str(cache),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "HF_HUB_OFFLINE": "0",
+    }
     # kernels 0.17.2 + huggingface_hub 2.4 build an invalid User-Agent (trailing "; ") under this setting.
     env.pop("HF_HUB_DISABLE_TELEMETRY", None)
     env.pop("HF_TOKEN", None)
@@ -111,6 +140,7 @@ def _load_in_fresh_process(hub, cache: Path, code: str) -> subprocess.CompletedP
 
 
 # --- the full user path ----------------------------------------------------------------------------------
+
 
 def test_publish_then_get_kernel_in_a_fresh_process(project, hub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     result = _publish(project, hub)
@@ -121,15 +151,17 @@ def test_publish_then_get_kernel_in_a_fresh_process(project, hub, tmp_path: Path
     v1 = hub.state.history("kernel", REPO, "v1")[0].files
     so = f"build/{variant}/_ggml_attn_kernels_cuda_fx00001.abi3.so"
     assert v1[so].sha256 is not None, "the binary must be stored through LFS"
-    assert (hub.state.read("kernel", REPO, "v1", so) == (project.build_dir / variant / so.split("/")[-1]).read_bytes())
+    assert hub.state.read("kernel", REPO, "v1", so) == (project.build_dir / variant / so.split("/")[-1]).read_bytes()
     card = hub.state.read("kernel", REPO, "main", "README.md").decode()
     assert "library_name: kernels" in card and "`scale`" in card and variant in card and "version=1" in card
     report = json.loads((project.build_dir / "publish-report.json").read_text())
     assert report["status"] == "published" and report["verified"]["files_checked"] == 5
 
-    code = ("import torch, kernels\n"
-            f"k = kernels.get_kernel({REPO!r}, version=1, trust_remote_code=True)\n"
-            "print('RESULT', k.__name__, k.scale(torch.arange(3.0), 2.0).tolist())\n")
+    code = (
+        "import torch, kernels\n"
+        f"k = kernels.get_kernel({REPO!r}, version=1, trust_remote_code=True)\n"
+        "print('RESULT', k.__name__, k.scale(torch.arange(3.0), 2.0).tolist())\n"
+    )
     proc = _load_in_fresh_process(hub, tmp_path / "cache", code)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "RESULT _ggml_attn_kernels_cuda_fx00001 [0.0, 2.0, 4.0]" in proc.stdout
@@ -137,7 +169,7 @@ def test_publish_then_get_kernel_in_a_fresh_process(project, hub, tmp_path: Path
     paths = [r[1] for r in hub.state.requests]
     assert any(p.endswith(f"/api/kernels/{REPO}/refs") for p in paths)
     assert any("/tree/" in p and "/build" in p for p in paths)
-    assert any(f"/resolve/" in p and so.split("/")[-1] in p for p in paths)
+    assert any("/resolve/" in p and so.split("/")[-1] in p for p in paths)
     # untrusted publisher without trust_remote_code: kernels refuses (our server says the org is unknown)
     proc = _load_in_fresh_process(hub, tmp_path / "cache2", f"import kernels; kernels.get_kernel({REPO!r}, version=1)")
     assert proc.returncode != 0 and "trust" in proc.stderr
@@ -163,6 +195,7 @@ def test_dry_run_pushes_nothing(project, hub, capsys) -> None:  # type: ignore[n
 
 
 # --- refusals: nothing pushed -----------------------------------------------------------------------------
+
 
 def test_refuses_unverified_and_changed_builds(project, hub) -> None:  # type: ignore[no-untyped-def]
     variant = project.build_dir / host_variant_name()
@@ -211,9 +244,12 @@ def test_refuses_without_a_token(project, hub, monkeypatch, tmp_path: Path) -> N
 
 def test_rejected_token_is_reported_and_never_printed(project, hub) -> None:  # type: ignore[no-untyped-def]
     secret = "hf_" + "S3cr3t" * 6
-    proc = subprocess.run([sys.executable, "-m", "toolkit.cli", "publish", "-C", str(project.root), "--endpoint",
-                           hub.url], capture_output=True, text=True,
-                          env={**os.environ, "HF_TOKEN": secret, "GGML_VENDOR_VERBOSE": ""})
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolkit.cli", "publish", "-C", str(project.root), "--endpoint", hub.url],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_TOKEN": secret, "GGML_VENDOR_VERBOSE": ""},
+    )
     # the project fixture has no vendor lock: publish refuses on that first, before any network call
     assert proc.returncode == 9
     assert secret not in proc.stdout + proc.stderr
@@ -225,20 +261,35 @@ def test_rejected_token_is_reported_and_never_printed(project, hub) -> None:  # 
 
 
 def test_cli_publish_token_not_in_output_or_report(tmp_path: Path, hub) -> None:  # type: ignore[no-untyped-def]
-    from toolkit.lock import Lock, render_lock
+    from toolkit.core.lock import Lock, render_lock
 
     root = write_project(tmp_path / "p", hub_repo=REPO)
     (root / "vendor").mkdir()
-    (root / "vendor" / "UPSTREAM").write_text(render_lock(Lock(
-        upstream="https://github.com/ggml-org/ggml", layout="ggml", commit=provenance()["ggml-vendor"]["upstream"]["commit"],
-        rev="master", date="2026-01-01", subject="pin", tool_version="0.1.0", files={})))
+    (root / "vendor" / "UPSTREAM").write_text(
+        render_lock(
+            Lock(
+                upstream="https://github.com/ggml-org/ggml",
+                layout="ggml",
+                commit=provenance()["ggml-vendor"]["upstream"]["commit"],
+                rev="master",
+                date="2026-01-01",
+                subject="pin",
+                tool_version="0.1.0",
+                files={},
+            )
+        )
+    )
     cfg = config.load(root)
     make_variant(root / "build")
     assert verify_build(cfg, options=VerifyOptions(smoke=False)).ok
     hub.state.tokens.add("hf_cli_S3cr3t_T0ken")
     env = {**os.environ, "HF_TOKEN": "hf_cli_S3cr3t_T0ken"}
-    proc = subprocess.run([sys.executable, "-m", "toolkit.cli", "publish", "-C", str(root), "--endpoint", hub.url,
-                           "--json"], capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolkit.cli", "publish", "-C", str(root), "--endpoint", hub.url, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["status"] == "published" and doc["verified"]["ok"]
@@ -250,6 +301,7 @@ def test_cli_publish_token_not_in_output_or_report(tmp_path: Path, hub) -> None:
 
 
 # --- interruption, PRs, concurrency, stale files ---------------------------------------------------------
+
 
 def test_interrupted_publish_resumes_without_duplicates(project, hub) -> None:  # type: ignore[no-untyped-def]
     hub.state.fail_next["commit"] = 0
@@ -343,6 +395,7 @@ def test_stale_files_deleted_only_inside_reuploaded_variants(tmp_path: Path, hub
 
 # --- git transport -----------------------------------------------------------------------------------------
 
+
 def test_git_transport_to_a_bare_repository(project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from toolkit.publish.git import git_lfs_available, publish_git
 
@@ -352,8 +405,10 @@ def test_git_transport_to_a_bare_repository(project, tmp_path: Path) -> None:  #
     remote = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
     dry = publish_git(project, remote=str(remote), dry_run=True, check_vendor=False)
-    assert dry.status == "dry-run" and subprocess.run(["git", "-C", str(remote), "branch"], capture_output=True,
-                                                      text=True).stdout == ""
+    assert (
+        dry.status == "dry-run"
+        and subprocess.run(["git", "-C", str(remote), "branch"], capture_output=True, text=True).stdout == ""
+    )
     result = publish_git(project, remote=str(remote), check_vendor=False)
     assert result.status == "published" and result.verified["ok"] and result.verified["files_checked"] == 5
     variant = host_variant_name()
@@ -361,7 +416,9 @@ def test_git_transport_to_a_bare_repository(project, tmp_path: Path) -> None:  #
     blob = subprocess.run(["git", "-C", str(remote), "show", f"v1:{so}"], capture_output=True).stdout
     assert blob.startswith(b"version https://git-lfs.github.com/spec/v1"), "binary must be an LFS pointer in git"
     assert list((remote / "lfs" / "objects").rglob("*")), "the LFS object must be in the remote's store"
-    attrs = subprocess.run(["git", "-C", str(remote), "show", "v1:.gitattributes"], capture_output=True, text=True).stdout
+    attrs = subprocess.run(
+        ["git", "-C", str(remote), "show", "v1:.gitattributes"], capture_output=True, text=True
+    ).stdout
     assert "*.so filter=lfs" in attrs and "*.metallib filter=lfs" in attrs and "*.dylib filter=lfs" in attrs
     readme = subprocess.run(["git", "-C", str(remote), "show", "main:README.md"], capture_output=True, text=True).stdout
     assert "library_name: kernels" in readme

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hubserver import HubServer, HubState
+from hubserver.variants import make_variant, write_project
 from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
-from hubserver import HubServer, HubState
-from hubserver.variants import make_variant, write_project
-from toolkit import config
+from toolkit.core import config
 from toolkit.publish.hub import lfs_only
 from toolkit.verify import VerifyOptions, verify_build
 
@@ -55,11 +55,19 @@ def test_lfs_bytes_must_match_their_oid_and_commits_need_uploaded_objects(hub) -
     assert r.status_code == 400 and oid not in hub.state.lfs
     api = HfApi(endpoint=hub.url, token="tok")
     api.create_repo("o/r", repo_type="kernel")
-    body = "\n".join(json.dumps(x) for x in (
-        {"key": "header", "value": {"summary": "s"}},
-        {"key": "lfsFile", "value": {"path": "x.so", "algo": "sha256", "oid": oid, "size": len(data)}})).encode()
-    r = httpx2.post(f"{hub.url}/api/kernels/o/r/commit/main", content=body,
-                    headers={"Authorization": "Bearer tok", "Content-Type": "application/x-ndjson"}, timeout=60)
+    body = "\n".join(
+        json.dumps(x)
+        for x in (
+            {"key": "header", "value": {"summary": "s"}},
+            {"key": "lfsFile", "value": {"path": "x.so", "algo": "sha256", "oid": oid, "size": len(data)}},
+        )
+    ).encode()
+    r = httpx2.post(
+        f"{hub.url}/api/kernels/o/r/commit/main",
+        content=body,
+        headers={"Authorization": "Bearer tok", "Content-Type": "application/x-ndjson"},
+        timeout=60,
+    )
     assert r.status_code == 422 and "never uploaded" in r.text
     info = api.create_commit("o/r", [CommitOperationAdd("x.so", data)], commit_message="real", repo_type="kernel")
     assert hub.state.read("kernel", "o/r", info.oid, "x.so") == data
@@ -68,7 +76,7 @@ def test_lfs_bytes_must_match_their_oid_and_commits_need_uploaded_objects(hub) -
 
 
 def test_cli_dry_run_prints_the_plan_and_pushes_nothing(tmp_path: Path, hub) -> None:  # type: ignore[no-untyped-def]
-    from toolkit.lock import Lock, render_lock
+    from toolkit.core.lock import Lock, render_lock
 
     root = write_project(tmp_path / "p", hub_repo="o/kern")
     v = make_variant(root / "build")
@@ -79,9 +87,20 @@ def test_cli_dry_run_prints_the_plan_and_pushes_nothing(tmp_path: Path, hub) -> 
     assert proc.returncode == 9 and "vendor/UPSTREAM is missing" in proc.stderr
     assert hub.state.requests == []
     (root / "vendor").mkdir()
-    (root / "vendor" / "UPSTREAM").write_text(render_lock(Lock(
-        upstream="https://github.com/ggml-org/ggml", layout="ggml", commit="d99724f2" + "0" * 32, rev="master",
-        date="", subject="", tool_version="0.1.0", files={})))
+    (root / "vendor" / "UPSTREAM").write_text(
+        render_lock(
+            Lock(
+                upstream="https://github.com/ggml-org/ggml",
+                layout="ggml",
+                commit="d99724f2" + "0" * 32,
+                rev="master",
+                date="",
+                subject="",
+                tool_version="0.1.0",
+                files={},
+            )
+        )
+    )
     assert verify_build(config.load(root), options=VerifyOptions(smoke=False)).ok
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr

@@ -10,25 +10,29 @@ from pathlib import Path
 
 import pytest
 import tomlkit
+from fixture_repos import RENDER_PYPROJECT
 from typer.testing import CliRunner
 
-from toolkit import config as config_mod
-from toolkit import ggml_facts, render
 from toolkit.cli import app
-from toolkit.errors import RenderError
-from toolkit.lock import Lock
-
-from fixture_repos import RENDER_PYPROJECT
+from toolkit.core import config as config_mod
+from toolkit.core import ggml_facts
+from toolkit.core.errors import RenderError
+from toolkit.core.lock import Lock
+from toolkit.render import stage as render
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def make_project(tmp: Path, backends=("cuda",), archs=("8.0", "9.0"), templates: Path | None = None,
-                 name: str = "proj") -> Path:
+def make_project(
+    tmp: Path, backends=("cuda",), archs=("8.0", "9.0"), templates: Path | None = None, name: str = "proj"
+) -> Path:
     root = tmp / name
     root.mkdir()
-    (root / "pyproject.toml").write_text(RENDER_PYPROJECT.format(
-        backends=", ".join(f'"{b}"' for b in backends), archs=", ".join(f'"{a}"' for a in archs)))
+    (root / "pyproject.toml").write_text(
+        RENDER_PYPROJECT.format(
+            backends=", ".join(f'"{b}"' for b in backends), archs=", ".join(f'"{a}"' for a in archs)
+        )
+    )
     shutil.copytree(templates or REPO / "templates", root / "templates")
     (root / "vendor").mkdir()
     return root
@@ -101,7 +105,10 @@ def test_build_toml_is_edition_5_valid_and_follows_config(tmp_path: Path) -> Non
     Build.open(str(root))  # kernels' own parser (the one kernel-builder uses)
     doc = tomlkit.parse((root / "build.toml").read_text()).unwrap()
     assert doc["general"]["edition"] == 5 and doc["general"]["backends"] == ["cuda"]
-    assert doc["general"]["name"] == "ggml-attn-kernels" and doc["general"]["hub"]["repo-id"] == "example/ggml-attn-kernels"
+    assert (
+        doc["general"]["name"] == "ggml-attn-kernels"
+        and doc["general"]["hub"]["repo-id"] == "example/ggml-attn-kernels"
+    )
     kernels = doc["kernel"]
     assert set(kernels) == {"gated_delta_net_cuda", "flash_attn_cuda", "ggml_shim_cuda"}
     for name, k in kernels.items():
@@ -134,13 +141,17 @@ def test_instance_tables_come_from_the_facts(tmp_path: Path) -> None:
     root = make_project(tmp_path)
     render.write(rendered(root))
     gdn = (root / "csrc" / "cuda" / "gdn_kernels.cu").read_text()
-    switch = gdn[gdn.index("ggml_vendor_gdn_supports(int64_t head_dim)"):]
+    switch = gdn[gdn.index("ggml_vendor_gdn_supports(int64_t head_dim)") :]
     switch = switch[: switch.index("default:")]
     assert tuple(int(d) for d in re.findall(r"case (\d+):", switch)) == ggml_facts.GDN_CUDA_HEAD_DIMS
     fa = (root / "csrc" / "cuda" / "fa_vec_kernels.cu").read_text()
     instances = set(re.findall(r"flash_attn_ext_vec<(\d+), (\d), (\w+), (\w+), false>", fa))
-    expected = {(str(d), str(n), t, t) for d in ggml_facts.FA_VEC_CUDA_HEAD_DIMS for n in ggml_facts.FA_VEC_CUDA_NCOLS
-                for _, t in ggml_facts.FA_VEC_CUDA_KV_TYPES}
+    expected = {
+        (str(d), str(n), t, t)
+        for d in ggml_facts.FA_VEC_CUDA_HEAD_DIMS
+        for n in ggml_facts.FA_VEC_CUDA_NCOLS
+        for _, t in ggml_facts.FA_VEC_CUDA_KV_TYPES
+    }
     assert instances == expected
     assert f"kFaMaxQueries = {ggml_facts.FA_VEC_MAX_QUERIES};" in (root / "torch-ext" / "torch_binding.cpp").read_text()
     shim = (root / "csrc" / "cuda" / "ggml_shim.cu").read_text()
@@ -221,8 +232,16 @@ def test_a_build_toml_that_kernels_rejects_fails_render(tmp_path: Path) -> None:
 
 def test_the_lock_commit_reaches_the_translation_units(tmp_path: Path) -> None:
     root = make_project(tmp_path)
-    lock = Lock(upstream="https://github.com/ggml-org/ggml", layout="ggml", commit="d" * 40, rev="master",
-                date="", subject="", tool_version="", files={})
+    lock = Lock(
+        upstream="https://github.com/ggml-org/ggml",
+        layout="ggml",
+        commit="d" * 40,
+        rev="master",
+        date="",
+        subject="",
+        tool_version="",
+        files={},
+    )
     got = render.plan(config_mod.load(root), lock).by_path()
     assert f"Vendored ggml commit: {'d' * 40}" in got["csrc/cuda/gdn_kernels.cu"].content
     assert f"Vendored ggml commit: {'d' * 40}" in got["csrc/cuda/fa_vec_kernels.cu"].content

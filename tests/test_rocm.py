@@ -1,4 +1,4 @@
-"""toolkit/rocm.py: HIP flags, the wavefront size each AMD arch compiles to, and the ROCm build plan.
+"""toolkit/build/rocm.py: HIP flags, the wavefront size each AMD arch compiles to, and the ROCm build plan.
 
 No ROCm toolchain exists here (no hipcc, no ROCm torch): the plan is checked as data and its blockers say
 so; the ROCm objects themselves are not built on this machine."""
@@ -12,19 +12,34 @@ from pathlib import Path
 
 import pytest
 
-from toolkit import ggml_facts, rocm
-from toolkit.errors import BuildError, ConfigError
+from toolkit.build import rocm
+from toolkit.core import ggml_facts
+from toolkit.core.errors import BuildError, ConfigError
 
 MIRROR = Path("/work/.mirror/ggml-org+ggml/repo")
 NO_ROCM = rocm.RocmHost(None, None, None)
 ROCM72 = rocm.RocmHost("/opt/rocm/bin/hipcc", "7.2", "7.2.53211")
 
 
-@pytest.mark.parametrize("arch, size", [
-    ("gfx906", 64), ("gfx908", 64), ("gfx90a", 64), ("gfx942", 64), ("gfx950", 64), ("gfx803", 64),
-    ("gfx1030", 32), ("gfx1100", 32), ("gfx1101", 32), ("gfx1151", 32), ("gfx1200", 32), ("gfx1201", 32),
-    ("gfx90a:sramecc+:xnack-", 64), ("GFX1100", 32),
-])
+@pytest.mark.parametrize(
+    "arch, size",
+    [
+        ("gfx906", 64),
+        ("gfx908", 64),
+        ("gfx90a", 64),
+        ("gfx942", 64),
+        ("gfx950", 64),
+        ("gfx803", 64),
+        ("gfx1030", 32),
+        ("gfx1100", 32),
+        ("gfx1101", 32),
+        ("gfx1151", 32),
+        ("gfx1200", 32),
+        ("gfx1201", 32),
+        ("gfx90a:sramecc+:xnack-", 64),
+        ("GFX1100", 32),
+    ],
+)
 def test_warp_size_per_arch(arch: str, size: int) -> None:
     assert rocm.warp_size(arch) == size
 
@@ -45,12 +60,16 @@ def test_warp_rule_matches_ggml_common_cuh() -> None:
     """The rule in facts is the one ggml compiles: 64 exactly under __GFX9__ / __GFX8__ with GGML_USE_HIP."""
     if not (MIRROR / "HEAD").is_file():
         pytest.skip("no ggml snapshot mirror on this machine")
-    text = subprocess.run(["git", "-C", str(MIRROR), "show", "HEAD:src/ggml-cuda/common.cuh"], capture_output=True,
-                          text=True, check=True).stdout
-    body = text[text.index("ggml_cuda_get_physical_warp_size()"):]
-    body = body[:body.index("\n}\n")]
-    assert re.search(r"#if defined\(GGML_USE_HIP\) && \(defined\(__GFX9__\) \|\| defined\(__GFX8__\)\)\s*return 64;"
-                     r"\s*#else\s*return 32;", body), body
+    text = subprocess.run(
+        ["git", "-C", str(MIRROR), "show", "HEAD:src/ggml-cuda/common.cuh"], capture_output=True, text=True, check=True
+    ).stdout
+    body = text[text.index("ggml_cuda_get_physical_warp_size()") :]
+    body = body[: body.index("\n}\n")]
+    assert re.search(
+        r"#if defined\(GGML_USE_HIP\) && \(defined\(__GFX9__\) \|\| defined\(__GFX8__\)\)\s*return 64;"
+        r"\s*#else\s*return 32;",
+        body,
+    ), body
     wave64 = {p for p, s in ggml_facts.HIP_WARP_SIZE_BY_PREFIX if s == 64}
     assert wave64 == {"gfx8", "gfx9"}
 
@@ -74,8 +93,12 @@ def test_hip_flags_keep_warp_size_and_math() -> None:
 
 
 def _sources(root: Path) -> list[str]:
-    srcs = ["csrc/cuda/gdn_kernels.cu", "csrc/cuda/fa_vec_kernels.cu", "csrc/cuda/ggml_shim.cu",
-            "csrc/cuda/ggml_launchers.h"]
+    srcs = [
+        "csrc/cuda/gdn_kernels.cu",
+        "csrc/cuda/fa_vec_kernels.cu",
+        "csrc/cuda/ggml_shim.cu",
+        "csrc/cuda/ggml_launchers.h",
+    ]
     for s in srcs:
         (root / s).parent.mkdir(parents=True, exist_ok=True)
         (root / s).write_text("// fixture\n")
@@ -85,11 +108,13 @@ def _sources(root: Path) -> list[str]:
 def test_plan_where_rocm_exists(tmp_path: Path) -> None:
     srcs = _sources(tmp_path)
     incs = ["vendor/ggml/include", "vendor/ggml/src", "vendor/ggml/src/ggml-cuda"]
-    p = rocm.plan(tmp_path, srcs, incs, tmp_path / "out", rocm_version="7.2", archs=["gfx942", "gfx1100"],
-                  host=ROCM72)
+    p = rocm.plan(tmp_path, srcs, incs, tmp_path / "out", rocm_version="7.2", archs=["gfx942", "gfx1100"], host=ROCM72)
     assert p.buildable, p.blockers
-    assert [s.name for s in p.steps] == ["hipcc csrc/cuda/gdn_kernels.cu", "hipcc csrc/cuda/fa_vec_kernels.cu",
-                                         "hipcc csrc/cuda/ggml_shim.cu"]  # headers are not compiled
+    assert [s.name for s in p.steps] == [
+        "hipcc csrc/cuda/gdn_kernels.cu",
+        "hipcc csrc/cuda/fa_vec_kernels.cu",
+        "hipcc csrc/cuda/ggml_shim.cu",
+    ]  # headers are not compiled
     argv = p.steps[0].argv
     assert argv[:4] == ("/opt/rocm/bin/hipcc", "-x", "hip", "-c")
     assert "--offload-arch=gfx942" in argv and "--offload-arch=gfx1100" in argv
@@ -149,13 +174,22 @@ def test_execute_runs_hipcc_steps(tmp_path: Path) -> None:
         rocm.execute(p, run=broken)
 
 
-@pytest.mark.skipif(shutil.which("hipcc") is None, reason="no ROCm toolchain (hipcc) on this host: ROCm objects are "
-                    "planned and reported, not built")
+@pytest.mark.skipif(
+    shutil.which("hipcc") is None,
+    reason="no ROCm toolchain (hipcc) on this host: ROCm objects are planned and reported, not built",
+)
 def test_hipcc_compiles_a_wave_probe(tmp_path: Path) -> None:  # pragma: no cover - needs ROCm
     src = tmp_path / "probe.cu"
     src.write_text("#include <hip/hip_runtime.h>\n__global__ void k(int * o) { o[0] = warpSize; }\n")
-    p = rocm.plan(tmp_path, ["probe.cu"], [], tmp_path / "out", rocm_version=rocm.probe_host().hip_version or "0.0",
-                  archs=["gfx942"], host=rocm.probe_host("0.0"))
+    p = rocm.plan(
+        tmp_path,
+        ["probe.cu"],
+        [],
+        tmp_path / "out",
+        rocm_version=rocm.probe_host().hip_version or "0.0",
+        archs=["gfx942"],
+        host=rocm.probe_host("0.0"),
+    )
     steps = [s for s in p.steps]
     res = subprocess.run(list(steps[0].argv), capture_output=True, text=True)
     assert res.returncode == 0, res.stderr

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 import tomlkit
 
-from toolkit import config as config_mod
-from toolkit import ggml_facts, render, rocm
+from toolkit.build import rocm
+from toolkit.core import config as config_mod
+from toolkit.core import ggml_facts
+from toolkit.render import stage as render
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "rocm" / "build.toml.rocm-sections"
@@ -59,7 +61,9 @@ def test_rocm_sections_match_golden(tmp_path: Path) -> None:
         GOLDEN.write_text(text)
         pytest.skip(f"golden file regenerated: {GOLDEN}; review the diff")
     assert GOLDEN.is_file(), "no golden file: run with GGML_VENDOR_UPDATE_GOLDEN=1 and review it"
-    assert text == GOLDEN.read_text(), "rendered ROCm sections differ from tests/golden/rocm (UPDATE_GOLDEN=1 to accept)"
+    assert text == GOLDEN.read_text(), (
+        "rendered ROCm sections differ from tests/golden/rocm (UPDATE_GOLDEN=1 to accept)"
+    )
 
 
 def test_rocm_builds_every_cuda_unit_as_hip(tmp_path: Path) -> None:

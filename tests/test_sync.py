@@ -8,17 +8,27 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fixture_repos import (
+    ALL_V1,
+    BASE_FILES,
+    FA_CUDA,
+    GDN_CU_V1,
+    GDN_CUDA,
+    METAL,
+    build_upstream,
+    git,
+    make_patch,
+    make_project,
+    tree_state,
+)
 from typer.testing import CliRunner
 
-from toolkit import config
 from toolkit.cli import app
-from toolkit.embedded import EMBEDDED, materialize_mini_upstream
-from toolkit.errors import PatchError, UpstreamError, VendorStateError
-from toolkit.lock import read_lock, sha256_bytes
-from toolkit.sync import SyncRequest, run_sync
-
-from fixture_repos import (ALL_V1, BASE_FILES, FA_CUDA, GDN_CU_V1, GDN_CUDA, METAL, build_upstream, git,
-                           make_patch, make_project, tree_state)
+from toolkit.core import config
+from toolkit.core.errors import PatchError, UpstreamError, VendorStateError
+from toolkit.core.lock import read_lock, sha256_bytes
+from toolkit.sync.embedded import EMBEDDED, materialize_mini_upstream
+from toolkit.sync.stage import SyncRequest, run_sync
 
 runner = CliRunner()
 
@@ -64,6 +74,7 @@ def upstream_bytes(repo, rev: str, path: str) -> bytes:
 
 # --- the happy path ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("layout", ["ggml", "llama.cpp"])
 def test_first_sync_both_layouts(tmp_path, up, up_llama, layout):
     repo = up if layout == "ggml" else up_llama
@@ -93,13 +104,17 @@ def test_first_sync_both_layouts(tmp_path, up, up_llama, layout):
     assert lock.info("src/ggml-common.h").blob == git(repo.path, "rev-parse", f"v1:{repo.prefix}src/ggml-common.h")
 
 
-@pytest.mark.parametrize("rev_of", [
-    lambda r: ("v1", r.commits["v1"]),
-    lambda r: (r.commits["v1b"][:8], r.commits["v1b"]),
-    lambda r: (r.commits["v1b"], r.commits["v1b"]),
-    lambda r: ("release", r.commits["v2"]),
-    lambda r: ("master", r.commits["v2"]),
-], ids=["tag", "short-sha", "full-sha", "branch", "default-branch"])
+@pytest.mark.parametrize(
+    "rev_of",
+    [
+        lambda r: ("v1", r.commits["v1"]),
+        lambda r: (r.commits["v1b"][:8], r.commits["v1b"]),
+        lambda r: (r.commits["v1b"], r.commits["v1b"]),
+        lambda r: ("release", r.commits["v2"]),
+        lambda r: ("master", r.commits["v2"]),
+    ],
+    ids=["tag", "short-sha", "full-sha", "branch", "default-branch"],
+)
 def test_rev_forms_are_recorded_as_full_commit(proj, up, rev_of):
     rev, full = rev_of(up)
     sync(proj, rev=rev)
@@ -112,8 +127,11 @@ def test_post_split_metal_entry_wins_when_present(proj):
     lock = read_lock(proj.vendor_dir)
     assert lock.entries["gated_delta_net"]["metal"] == ("src/ggml-metal/kernels/gated_delta_net.metal",)
     assert set(lock.closure("gated_delta_net", "metal")) == {
-        "src/ggml-metal/kernels/gated_delta_net.metal", "src/ggml-metal/kernels/common.h",
-        "src/ggml-metal/ggml-metal-impl.h", "src/ggml-common.h"}
+        "src/ggml-metal/kernels/gated_delta_net.metal",
+        "src/ggml-metal/kernels/common.h",
+        "src/ggml-metal/ggml-metal-impl.h",
+        "src/ggml-common.h",
+    }
     assert lock.entries["flash_attn"]["metal"] == ("src/ggml-metal/ggml-metal.metal",)
 
 
@@ -129,8 +147,14 @@ def test_embedded_upstream_offline(tmp_path):
     _, commit = materialize_mini_upstream()
     lock = read_lock(cfg.vendor_dir)
     assert lock.upstream == EMBEDDED and lock.commit == commit and rep.status == "synced"
-    assert {"src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/fattn-vec.cuh", "src/ggml-metal/ggml-metal.metal",
-            "src/ggml-cuda/vendors/hip.h", "include/ggml.h", "LICENSE"} <= set(lock.files)
+    assert {
+        "src/ggml-cuda/gated_delta_net.cu",
+        "src/ggml-cuda/fattn-vec.cuh",
+        "src/ggml-metal/ggml-metal.metal",
+        "src/ggml-cuda/vendors/hip.h",
+        "include/ggml.h",
+        "LICENSE",
+    } <= set(lock.files)
     assert lock.licenses and lock.licenses[0].spdx == ("MIT",)
     # re-sync of the pin needs neither --rev nor --upstream (both come from the lock) and writes nothing
     assert sync(cfg).status == "unchanged"
@@ -158,8 +182,14 @@ def test_url_upstream_is_a_filtered_shallow_cache(tmp_path, up, monkeypatch):
     assert (cache / "shallow").exists()
     assert git(cache, "config", "remote.origin.partialclonefilter") == "blob:none"
     # only the vendored blobs were fetched, not e.g. the CPU backend or README
-    assert subprocess.run(["git", "--git-dir", str(cache), "cat-file", "-e", f"{up.commits['v1']}:src/ggml-cpu/ops.cpp"],
-                          env={"GIT_NO_LAZY_FETCH": "1", "PATH": "/usr/bin:/bin"}, capture_output=True).returncode != 0
+    assert (
+        subprocess.run(
+            ["git", "--git-dir", str(cache), "cat-file", "-e", f"{up.commits['v1']}:src/ggml-cpu/ops.cpp"],
+            env={"GIT_NO_LAZY_FETCH": "1", "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+        ).returncode
+        != 0
+    )
     # the pinned full sha is now cached: re-sync works with the server gone
     shutil.rmtree(served)
     shutil.rmtree(cfg.vendor_dir / "ggml")
@@ -171,6 +201,7 @@ def test_url_upstream_is_a_filtered_shallow_cache(tmp_path, up, monkeypatch):
 
 # --- refusals: one clear line, nothing changed -------------------------------------------------------
 
+
 def assert_refused(cfg, exc_type, match, **kw):
     before = tree_state(cfg.root)
     with pytest.raises(exc_type) as exc:
@@ -180,8 +211,22 @@ def assert_refused(cfg, exc_type, match, **kw):
     assert exc.match(match)
 
 
-@pytest.mark.parametrize("rev", ["--upload-pack=touch /tmp/pwned", "-h", "HEAD~1", "v1^{tree}", "a..b", "x y",
-                                 "master@{1}", "refs/heads/../x", "", "v1:LICENSE", "v1\n"])
+@pytest.mark.parametrize(
+    "rev",
+    [
+        "--upload-pack=touch /tmp/pwned",
+        "-h",
+        "HEAD~1",
+        "v1^{tree}",
+        "a..b",
+        "x y",
+        "master@{1}",
+        "refs/heads/../x",
+        "",
+        "v1:LICENSE",
+        "v1\n",
+    ],
+)
 def test_refuses_revs_that_are_not_plain(proj, rev):
     sync(proj, rev="v1")
     assert_refused(proj, UpstreamError, "is not a plain branch, tag or commit id", rev=rev)
@@ -203,13 +248,13 @@ def test_refuses_unknown_rev(proj):
 def test_refuses_upstream_that_is_not_a_repository(proj, tmp_path):
     (tmp_path / "plain").mkdir()
     assert_refused(proj, UpstreamError, "is not a git repository", rev="v1", upstream=str(tmp_path / "plain"))
-    assert_refused(proj, UpstreamError, "neither an existing directory nor a git URL", rev="v1",
-                   upstream=str(tmp_path / "nope"))
+    assert_refused(
+        proj, UpstreamError, "neither an existing directory nor a git URL", rev="v1", upstream=str(tmp_path / "nope")
+    )
 
 
 def test_refuses_unreachable_url(proj, tmp_path):
-    assert_refused(proj, UpstreamError, "cannot reach upstream", rev="v1",
-                   upstream=(tmp_path / "gone.git").as_uri())
+    assert_refused(proj, UpstreamError, "cannot reach upstream", rev="v1", upstream=(tmp_path / "gone.git").as_uri())
 
 
 def test_refuses_a_tree_that_is_not_ggml(proj, tmp_path):
@@ -228,8 +273,12 @@ def test_refuses_missing_entry_file(proj):
 
 
 def test_refuses_unresolvable_include_naming_file_and_line(proj):
-    assert_refused(proj, UpstreamError, r'src/ggml-cuda/fattn-common.cuh:5: #include "nowhere.cuh" not found',
-                   rev="missing-include")
+    assert_refused(
+        proj,
+        UpstreamError,
+        r'src/ggml-cuda/fattn-common.cuh:5: #include "nowhere.cuh" not found',
+        rev="missing-include",
+    )
 
 
 def test_refuses_symlink_escaping_the_tree(proj, up_llama, tmp_path):
@@ -250,8 +299,10 @@ def test_refuses_dirty_vendor_unless_forced(proj):
     extra.write_text("mine\n")
     assert_refused(proj, VendorStateError, "local changes that sync would overwrite: .*mine.h \\(extra\\)", rev="v2")
     rep = sync(proj, rev="v2", force=True)
-    assert {(f.kind, f.path) for f in rep.plan.overwrites} == {("edited", "ggml/src/ggml-common.h"),
-                                                               ("extra", "ggml/src/mine.h")}
+    assert {(f.kind, f.path) for f in rep.plan.overwrites} == {
+        ("edited", "ggml/src/ggml-common.h"),
+        ("extra", "ggml/src/mine.h"),
+    }
     assert not extra.exists() and edited.read_bytes() == BASE_FILES["src/ggml-common.h"].encode()
 
 
@@ -273,7 +324,8 @@ def test_unlocked_files_in_vendor_count_as_dirty(proj):
 def test_edit_that_equals_the_new_content_is_not_a_loss(proj, up):
     sync(proj, rev="v1")
     (proj.vendor_dir / "ggml" / "src/ggml-cuda/gated_delta_net.cu").write_bytes(
-        upstream_bytes(up, "v1b", "src/ggml-cuda/gated_delta_net.cu"))
+        upstream_bytes(up, "v1b", "src/ggml-cuda/gated_delta_net.cu")
+    )
     assert sync(proj, rev="v1b").status == "synced"
 
 
@@ -285,6 +337,7 @@ def test_dry_run_writes_nothing(proj):
 
 
 # --- idempotence, check, status ----------------------------------------------------------------------
+
 
 def test_noop_resync_writes_nothing(proj):
     sync(proj, rev="v1")
@@ -345,12 +398,15 @@ def test_status_json_and_text(proj):
     (proj.vendor_dir / "patches" / "0001-new.patch").write_text("--- a/x\n+++ b/x\n")
     doc = json.loads(cli(proj, "status", "--json").stdout)
     assert doc["pinned"] and doc["commit"] == read_lock(proj.vendor_dir).commit and doc["layout"] == "ggml"
-    assert doc["clean"] is False and doc["patches"] == [{"name": "0001-new.patch", "verdict": None, "state": "not applied yet"}]
+    assert doc["clean"] is False and doc["patches"] == [
+        {"name": "0001-new.patch", "verdict": None, "state": "not applied yet"}
+    ]
     text = cli(proj, "status").output
     assert "pinned" in text and "patches changed" in text
 
 
 # --- moving the pin: drift -----------------------------------------------------------------------------
+
 
 def test_pin_move_reports_drift(proj, up):
     sync(proj, rev="v1")
@@ -362,16 +418,21 @@ def test_pin_move_reports_drift(proj, up):
     assert d.renamed == (("src/ggml-cuda/convert.cuh", "src/ggml-cuda/cvt.cuh"),)
     assert set(d.changed) == {"src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/fattn-common.cuh"}
     assert d.added == () and d.removed == ()
-    assert [s for _, s in d.commits] == ["cuda : rename convert.cuh, add K to the launcher (llama/102)",
-                                         "cuda : tweak the gdn kernel body (llama/101)"]
+    assert [s for _, s in d.commits] == [
+        "cuda : rename convert.cuh, add K to the launcher (llama/102)",
+        "cuda : tweak the gdn kernel body (llama/101)",
+    ]
     regions = {r.name: r for r in d.regions}
     assert set(regions) == {"gdn-cuda launcher signature"}
-    assert "+        int64_t S_v, int64_t H, int K, cudaStream_t stream) {" in regions["gdn-cuda launcher signature"].diff
+    assert (
+        "+        int64_t S_v, int64_t H, int K, cudaStream_t stream) {" in regions["gdn-cuda launcher signature"].diff
+    )
     md, js = (Path(p) for p in rep.drift_paths)
     assert md.parent == proj.build_dir / "reports" and md.suffix == ".md" and js.suffix == ".json"
     assert "renamed: `src/ggml-cuda/convert.cuh` → `src/ggml-cuda/cvt.cuh`" in md.read_text()
-    assert json.loads(js.read_text())["files"]["renamed"] == [{"from": "src/ggml-cuda/convert.cuh",
-                                                               "to": "src/ggml-cuda/cvt.cuh"}]
+    assert json.loads(js.read_text())["files"]["renamed"] == [
+        {"from": "src/ggml-cuda/convert.cuh", "to": "src/ggml-cuda/cvt.cuh"}
+    ]
     # unchanged files keep their inode and mtime across the swap
     assert keep.stat().st_mtime_ns == mtime
     assert not (proj.vendor_dir / "ggml" / "src/ggml-cuda/convert.cuh").exists()
@@ -403,8 +464,11 @@ def write_patch(cfg, name: str, text: str) -> None:
 
 
 def test_patch_applied_and_locked(proj, up):
-    write_patch(proj, "0001-scale.patch", make_patch("src/ggml-cuda/gated_delta_net.cu", GDN_CU_V1,
-                                                     GDN_CU_V1.replace("dst[0] =", "dst[0] = 2.0f *")))
+    write_patch(
+        proj,
+        "0001-scale.patch",
+        make_patch("src/ggml-cuda/gated_delta_net.cu", GDN_CU_V1, GDN_CU_V1.replace("dst[0] =", "dst[0] = 2.0f *")),
+    )
     (proj.vendor_dir / "patches" / "README.md").write_text("our patches\n")
     rep = sync(proj, rev="v1")
     assert [(p.name, p.verdict) for p in rep.plan.patches] == [("0001-scale.patch", "applied")]
@@ -420,11 +484,18 @@ def test_patch_applied_and_locked(proj, up):
 
 def test_conflicting_patch_stops_with_nothing_changed(proj):
     sync(proj, rev="v1")
-    write_patch(proj, "0001-launcher.patch", make_patch(
-        "src/ggml-cuda/gated_delta_net.cu", GDN_CU_V1,
-        GDN_CU_V1.replace("int64_t S_v, int64_t H, cudaStream_t stream", "int64_t S_v, int64_t H, cudaStream_t s")))
-    assert_refused(proj, PatchError, r"0001-launcher.patch conflicts: hunk #1 .* of src/ggml-cuda/gated_delta_net.cu",
-                   rev="v2")
+    write_patch(
+        proj,
+        "0001-launcher.patch",
+        make_patch(
+            "src/ggml-cuda/gated_delta_net.cu",
+            GDN_CU_V1,
+            GDN_CU_V1.replace("int64_t S_v, int64_t H, cudaStream_t stream", "int64_t S_v, int64_t H, cudaStream_t s"),
+        ),
+    )
+    assert_refused(
+        proj, PatchError, r"0001-launcher.patch conflicts: hunk #1 .* of src/ggml-cuda/gated_delta_net.cu", rev="v2"
+    )
 
 
 def test_already_upstream_patch_is_offered_for_dropping(proj):

@@ -12,12 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-
-from toolkit import config
-from toolkit.lock import read_lock
-from toolkit.sync import SyncRequest, run_sync
-
 from fixture_repos import git
+
+from toolkit.core import config
+from toolkit.core.lock import read_lock
+from toolkit.sync.stage import SyncRequest, run_sync
 
 pytestmark = pytest.mark.real_upstream
 REAL = os.environ.get("GGML_VENDOR_REAL_UPSTREAM")
@@ -26,14 +25,26 @@ DOC_SNAPSHOT = "d99724f2b141fed9e1a9f402213506c081433465"
 
 # ggml-upstream.md §8.1-§8.4 at DOC_SNAPSHOT (standalone layout).
 GDN_CUDA_8_1 = {
-    "src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/gated_delta_net.cuh", "src/ggml-cuda/common.cuh",
-    "src/ggml-cuda/vendors/cuda.h", "src/ggml-cuda/vendors/hip.h", "src/ggml-cuda/vendors/musa.h",
-    "src/ggml-common.h", "src/ggml-impl.h",
-    "include/ggml.h", "include/ggml-cuda.h", "include/ggml-backend.h", "include/ggml-alloc.h", "include/gguf.h",
+    "src/ggml-cuda/gated_delta_net.cu",
+    "src/ggml-cuda/gated_delta_net.cuh",
+    "src/ggml-cuda/common.cuh",
+    "src/ggml-cuda/vendors/cuda.h",
+    "src/ggml-cuda/vendors/hip.h",
+    "src/ggml-cuda/vendors/musa.h",
+    "src/ggml-common.h",
+    "src/ggml-impl.h",
+    "include/ggml.h",
+    "include/ggml-cuda.h",
+    "include/ggml-backend.h",
+    "include/ggml-alloc.h",
+    "include/gguf.h",
 }
 FA_CUDA_8_2 = (GDN_CUDA_8_1 - {"src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/gated_delta_net.cuh"}) | {
-    "src/ggml-cuda/fattn-vec.cuh", "src/ggml-cuda/fattn-common.cuh", "src/ggml-cuda/convert.cuh",
-    "src/ggml-cuda/vecdotq.cuh"}
+    "src/ggml-cuda/fattn-vec.cuh",
+    "src/ggml-cuda/fattn-common.cuh",
+    "src/ggml-cuda/convert.cuh",
+    "src/ggml-cuda/vecdotq.cuh",
+}
 METAL_PRESPLIT_8_3 = {"src/ggml-metal/ggml-metal.metal", "src/ggml-metal/ggml-metal-impl.h", "src/ggml-common.h"}
 
 
@@ -74,7 +85,11 @@ def _git_dir(repo: Path) -> Path:
 
 def _has(repo: Path, obj: str) -> bool:
     import subprocess
-    return subprocess.run(["git", f"--git-dir={_git_dir(repo)}", "cat-file", "-e", obj], capture_output=True).returncode == 0
+
+    return (
+        subprocess.run(["git", f"--git-dir={_git_dir(repo)}", "cat-file", "-e", obj], capture_output=True).returncode
+        == 0
+    )
 
 
 def _project(tmp: Path, upstream: Path) -> config.Config:
@@ -113,7 +128,9 @@ def test_real_upstream_both_layouts(real_repo, llama_shaped, tmp_path):
     llama_cl, llama_lock, *_ = results["llama.cpp"]
     assert ggml_cl == llama_cl and ggml_lock.files == llama_lock.files  # same bytes whatever the layout
     # the core of every closure, at any pin
-    assert {"src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/common.cuh", "include/ggml.h"} <= ggml_cl[("gated_delta_net", "cuda")]
+    assert {"src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/common.cuh", "include/ggml.h"} <= ggml_cl[
+        ("gated_delta_net", "cuda")
+    ]
     assert {"src/ggml-cuda/fattn-vec.cuh", "src/ggml-cuda/fattn-common.cuh"} <= ggml_cl[("flash_attn", "cuda")]
     assert "LICENSE" in ggml_lock.files
     assert ggml_lock.licenses and "MIT" in {s for i in ggml_lock.licenses for s in i.spdx}
@@ -129,9 +146,11 @@ def test_real_upstream_both_layouts(real_repo, llama_shaped, tmp_path):
         # the inventory holds the notice exactly as upstream's LICENSE states it (read back from vendor/)
         license_text = (results["ggml"][4].vendor_dir / "ggml" / "LICENSE").read_text()
         assert lic["LICENSE"].copyright == tuple(
-            line.strip() for line in license_text.splitlines() if line.strip().startswith("Copyright"))
+            line.strip() for line in license_text.splitlines() if line.strip().startswith("Copyright")
+        )
         assert lic["src/ggml-metal/ggml-metal.metal"].copyright == (
-            "MIT licensed. Copyright (c) 2023 Jeffrey Quesnelle and Bowen Peng.",)
+            "MIT licensed. Copyright (c) 2023 Jeffrey Quesnelle and Bowen Peng.",
+        )
     # the vendored bytes are the upstream blobs (no patches here): git's blob id of each file matches
     cfg = results["ggml"][4]
     for f in ggml_lock.file_info:
@@ -147,7 +166,9 @@ def test_real_upstream_pin_move_drift(real_repo, tmp_path):
     run_sync(cfg, SyncRequest(rev=old, force=True))
     rep = run_sync(cfg, SyncRequest(rev="HEAD"))
     assert rep.drift is not None and rep.drift.commits is not None
-    print(f"\n{len(rep.drift.commits)} commits touched the subset in HEAD~40..HEAD; "
-          f"{len(rep.drift.changed)} files changed; regions moved: {[r.name for r in rep.drift.regions]}")
+    print(
+        f"\n{len(rep.drift.commits)} commits touched the subset in HEAD~40..HEAD; "
+        f"{len(rep.drift.changed)} files changed; regions moved: {[r.name for r in rep.drift.regions]}"
+    )
     assert Path(rep.drift_paths[0]).is_file()
     shutil.rmtree(cfg.vendor_dir)

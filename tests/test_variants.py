@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from toolkit.builders.envs import HostFacts, Toolkit, TorchEnv, read_torch_version
-from toolkit.errors import ConfigError
-from toolkit.variants import Variant, load_matrix, parse_matrix, parse_name, pick_toolkit, status
+from toolkit.build.envs import HostFacts, Toolkit, TorchEnv, read_torch_version
+from toolkit.build.matrix import Variant, load_matrix, parse_matrix, parse_name, pick_toolkit, status
+from toolkit.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = REPO / "variants" / "default.toml"
@@ -22,13 +22,20 @@ def _names(path: Path = DEFAULT) -> set[str]:
 
 
 def test_default_matrix_is_kernel_builders_required_set():
-    expected = {
-        f"torch{t}-cxx11-cu{c}-{cpu}-linux"
-        for t in ("213", "214") for c in ("126", "130", "132") for cpu in ("x86_64", "aarch64")
-    } | {"torch213-metal-aarch64-darwin", "torch214-metal-aarch64-darwin"} | {
-        "torch213-cxx11-rocm71-x86_64-linux", "torch213-cxx11-rocm72-x86_64-linux",
-        "torch214-cxx11-rocm72-x86_64-linux",
-    }
+    expected = (
+        {
+            f"torch{t}-cxx11-cu{c}-{cpu}-linux"
+            for t in ("213", "214")
+            for c in ("126", "130", "132")
+            for cpu in ("x86_64", "aarch64")
+        }
+        | {"torch213-metal-aarch64-darwin", "torch214-metal-aarch64-darwin"}
+        | {
+            "torch213-cxx11-rocm71-x86_64-linux",
+            "torch213-cxx11-rocm72-x86_64-linux",
+            "torch214-cxx11-rocm72-x86_64-linux",
+        }
+    )
     assert _names() == expected
 
 
@@ -39,15 +46,24 @@ def test_names_parse_back_and_agree_with_kernels_parser():
         parsed = kv.parse_variant(v.name)
         assert str(parsed.framework.version) == v.torch
         assert parsed.arch.platform == v.cpu and parsed.arch.os == v.os
-        assert type(parsed.arch.backend).__name__.lower() == {"cuda": "cuda", "rocm": "rocm", "metal": "metal"}[v.backend]
+        assert (
+            type(parsed.arch.backend).__name__.lower() == {"cuda": "cuda", "rocm": "rocm", "metal": "metal"}[v.backend]
+        )
         if v.toolkit:
             assert str(parsed.arch.backend.version) == v.toolkit
         # -cxx11 on Linux only (hub-contract.md §2.1)
         assert ("-cxx11-" in v.name) == (v.os == "linux")
 
 
-@pytest.mark.parametrize("bad", ["torch214-cu130-x86_64-linux", "torch214-cxx11-metal-aarch64-darwin",
-                                 "torch214-cxx11-cu130-riscv-linux", "torch-cuda"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "torch214-cu130-x86_64-linux",
+        "torch214-cxx11-metal-aarch64-darwin",
+        "torch214-cxx11-cu130-riscv-linux",
+        "torch-cuda",
+    ],
+)
 def test_parse_name_rejects_names_outside_the_grammar(bad):
     with pytest.raises(ConfigError):
         parse_name(bad)
@@ -57,16 +73,22 @@ def _matrix(text: str):
     return parse_matrix(text, Path("m.toml"))
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ('torch=["2.14"]\n[[build]]\nbackend="opencl"\nsystems=["x86_64-linux"]', "backend"),
-    ('torch=["2.14"]\n[[build]]\nbackend="cuda"\ntoolkits=["13"]\nsystems=["x86_64-linux"]', "MAJOR.MINOR"),
-    ('torch=["2.14"]\n[[build]]\nbackend="metal"\nsystems=["x86_64-linux"]', "aarch64-darwin"),
-    ('torch=["2.14"]\n[[build]]\nbackend="metal"\ntoolkits=["1.0"]\nsystems=["aarch64-darwin"]', "no toolkits"),
-    ('torch=["2.14"]\n[[build]]\nbackend="cuda"\ntoolkits=["13.0"]\nsystems=["x86_64-linux"]\ncolour="red"', "unknown key"),
-    ('torch=["2.14"]\n[[build]]\nbackend="cuda"\nsystems=["x86_64-linux"]', "toolkits"),
-    ('torch=["2.14"]', "no [[build]]"),
-    ('torch=[', "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ('torch=["2.14"]\n[[build]]\nbackend="opencl"\nsystems=["x86_64-linux"]', "backend"),
+        ('torch=["2.14"]\n[[build]]\nbackend="cuda"\ntoolkits=["13"]\nsystems=["x86_64-linux"]', "MAJOR.MINOR"),
+        ('torch=["2.14"]\n[[build]]\nbackend="metal"\nsystems=["x86_64-linux"]', "aarch64-darwin"),
+        ('torch=["2.14"]\n[[build]]\nbackend="metal"\ntoolkits=["1.0"]\nsystems=["aarch64-darwin"]', "no toolkits"),
+        (
+            'torch=["2.14"]\n[[build]]\nbackend="cuda"\ntoolkits=["13.0"]\nsystems=["x86_64-linux"]\ncolour="red"',
+            "unknown key",
+        ),
+        ('torch=["2.14"]\n[[build]]\nbackend="cuda"\nsystems=["x86_64-linux"]', "toolkits"),
+        ('torch=["2.14"]', "no [[build]]"),
+        ("torch=[", "not valid TOML"),
+    ],
+)
 def test_bad_matrix_is_one_clear_error(text, fragment):
     with pytest.raises(ConfigError) as exc:
         _matrix(text)
@@ -74,17 +96,23 @@ def test_bad_matrix_is_one_clear_error(text, fragment):
 
 
 def test_row_torch_overrides_default_and_duplicates_collapse():
-    m = _matrix('torch=["2.13","2.14"]\n'
-                '[[build]]\nbackend="cuda"\ntoolkits=["13.0"]\nsystems=["x86_64-linux"]\n'
-                '[[build]]\nbackend="cuda"\ntorch=["2.14"]\ntoolkits=["13.0"]\nsystems=["x86_64-linux"]\n')
+    m = _matrix(
+        'torch=["2.13","2.14"]\n'
+        '[[build]]\nbackend="cuda"\ntoolkits=["13.0"]\nsystems=["x86_64-linux"]\n'
+        '[[build]]\nbackend="cuda"\ntorch=["2.14"]\ntoolkits=["13.0"]\nsystems=["x86_64-linux"]\n'
+    )
     assert [v.name for v in m.variants] == ["torch213-cxx11-cu130-x86_64-linux", "torch214-cxx11-cu130-x86_64-linux"]
 
 
 def test_select_by_glob_and_unknown_glob_is_an_error():
     m = load_matrix(DEFAULT)
     sel = m.select(["torch214-*-x86_64-linux"])
-    assert {v.name for v in sel} == {"torch214-cxx11-cu126-x86_64-linux", "torch214-cxx11-cu130-x86_64-linux",
-                                     "torch214-cxx11-cu132-x86_64-linux", "torch214-cxx11-rocm72-x86_64-linux"}
+    assert {v.name for v in sel} == {
+        "torch214-cxx11-cu126-x86_64-linux",
+        "torch214-cxx11-cu130-x86_64-linux",
+        "torch214-cxx11-cu132-x86_64-linux",
+        "torch214-cxx11-rocm72-x86_64-linux",
+    }
     assert m.select([]) == m.variants
     with pytest.raises(ConfigError, match="matches no variant"):
         m.select(["torch299-*"])
@@ -113,13 +141,16 @@ def test_host_variant_is_buildable_locally_with_its_toolkit_and_env():
     assert st.buildable and st.executor == "local" and st.toolkit == NVCC130 and st.env == TORCH214
 
 
-@pytest.mark.parametrize("name, fragment", [
-    ("torch214-metal-aarch64-darwin", "needs macOS"),
-    ("torch214-cxx11-cu130-aarch64-linux", "needs an aarch64 host"),
-    ("torch214-cxx11-rocm72-x86_64-linux", "needs ROCm 7.2"),
-    ("torch214-cxx11-cu126-x86_64-linux", "needs a CUDA toolkit 12.0-12.6"),
-    ("torch213-cxx11-cu130-x86_64-linux", "needs torch 2.13 for CUDA 13.0 from https://idx/x"),
-])
+@pytest.mark.parametrize(
+    "name, fragment",
+    [
+        ("torch214-metal-aarch64-darwin", "needs macOS"),
+        ("torch214-cxx11-cu130-aarch64-linux", "needs an aarch64 host"),
+        ("torch214-cxx11-rocm72-x86_64-linux", "needs ROCm 7.2"),
+        ("torch214-cxx11-cu126-x86_64-linux", "needs a CUDA toolkit 12.0-12.6"),
+        ("torch213-cxx11-cu130-x86_64-linux", "needs torch 2.13 for CUDA 13.0 from https://idx/x"),
+    ],
+)
 def test_each_unbuildable_variant_says_exactly_why(name, fragment):
     st = _status(name)
     assert not st.buildable and fragment in st.reason, st.reason
@@ -158,13 +189,15 @@ def test_nix_builds_every_variant_of_the_host_system_only():
 
 def test_torch_version_is_read_without_importing_torch(tmp_path):
     (tmp_path / "version.py").write_text(
-        "from typing import Optional\n__version__ = '2.13.0+cu126'\ncuda: Optional[str] = '12.6'\nhip: Optional[str] = None\n")
+        "from typing import Optional\n__version__ = '2.13.0+cu126'\ncuda: Optional[str] = '12.6'\nhip: Optional[str] = None\n"
+    )
     assert read_torch_version(tmp_path) == ("2.13.0+cu126", "12.6", None)
     env = TorchEnv("/p", "2.13.0+cu126", str(tmp_path), cuda="12.6")
     assert (env.torch_minor, env.compute) == ("2.13", "cu126")
 
 
 # --- the command ------------------------------------------------------------------------------------------
+
 
 def test_variants_command_lists_the_whole_matrix_with_statuses():
     from toolkit.cli import app
@@ -176,8 +209,10 @@ def test_variants_command_lists_the_whole_matrix_with_statuses():
     assert set(rows) == _names()
     for r in rows.values():
         assert r["buildable"] or r["reason"], r  # every skipped variant carries its reason
-    assert "macOS" in rows["torch214-metal-aarch64-darwin"]["reason"] or \
-        "not enabled" in rows["torch214-metal-aarch64-darwin"]["reason"]
+    assert (
+        "macOS" in rows["torch214-metal-aarch64-darwin"]["reason"]
+        or "not enabled" in rows["torch214-metal-aarch64-darwin"]["reason"]
+    )
 
 
 def test_variants_command_bad_glob_exits_with_config_error():

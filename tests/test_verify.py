@@ -10,11 +10,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from hubserver.variants import (
+    FAKE_UPSTREAM_COMMIT,
+    build_fatbin,
+    compile_so,
+    host_variant_name,
+    make_variant,
+    provenance,
+    write_metadata,
+    write_project,
+)
 
-from hubserver.variants import (FAKE_UPSTREAM_COMMIT, build_fatbin, compile_so, host_variant_name, make_variant,
-                                provenance, write_metadata, write_project)
-from toolkit import config
-from toolkit.errors import VerifyError
+from toolkit.core import config
+from toolkit.core.errors import VerifyError
 from toolkit.verify import FAIL, PASS, SKIP, VerifyOptions, stamp_verdict, verify_build
 from toolkit.verify.archs import caps_of, check_archs, cuda_targets_of, parse_caps, parse_fatbin_section
 from toolkit.verify.binaries import check_gitattributes, gitattributes_covers, gitattributes_text
@@ -74,8 +82,9 @@ def test_archs_must_equal_the_cubins_inside(tmp_path: Path) -> None:
 
 
 def test_archs_undeclared_ptx_and_suffixes_are_reported(tmp_path: Path) -> None:
-    fatbin = build_fatbin([[(90, "a", False), (100, "f", False), (120, "", False), (120, "", True)],
-                           [(90, "a", False)]])
+    fatbin = build_fatbin(
+        [[(90, "a", False), (100, "f", False), (120, "", False), (120, "", True)], [(90, "a", False)]]
+    )
     contents = parse_fatbin_section(fatbin)
     assert len(contents.containers) == 2
     assert caps_of(contents.targets) == ["9.0a", "10.0f", "12.0+PTX"]
@@ -102,9 +111,21 @@ def test_archs_no_device_code_at_all(tmp_path: Path) -> None:
 def test_fatbin_parser_reads_real_nvcc_output(tmp_path: Path) -> None:
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not on PATH: the parser is only checked against constructed fatbins")
-    so = compile_so(tmp_path, "_m_cuda_z", compiler="nvcc", gencode=(
-        "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90a,code=sm_90a",
-        "-gencode", "arch=compute_90,code=compute_90", "-gencode", "arch=compute_100f,code=sm_100f"))
+    so = compile_so(
+        tmp_path,
+        "_m_cuda_z",
+        compiler="nvcc",
+        gencode=(
+            "-gencode",
+            "arch=compute_80,code=sm_80",
+            "-gencode",
+            "arch=compute_90a,code=sm_90a",
+            "-gencode",
+            "arch=compute_90,code=compute_90",
+            "-gencode",
+            "arch=compute_100f,code=sm_100f",
+        ),
+    )
     targets = cuda_targets_of(so.read_bytes()).targets
     assert sorted(t.nvcc_name() for t in targets) == ["compute_90", "sm_100f", "sm_80", "sm_90a"]
     assert caps_of(targets) == ["8.0", "9.0a", "10.0f", "9.0+PTX (PTX only)"]
@@ -191,7 +212,7 @@ def test_metadata_rejected_by_kernels_parser_and_wrong_version(tmp_path: Path) -
 
 
 def test_dirty_and_stale_provenance(tmp_path: Path) -> None:
-    from toolkit.lock import Lock, render_lock
+    from toolkit.core.lock import Lock, render_lock
 
     cfg, build = _project(tmp_path)
     make_variant(build, prov=provenance(dirty=True))
@@ -200,27 +221,52 @@ def test_dirty_and_stale_provenance(tmp_path: Path) -> None:
     # A lock that pins another commit than the build came from.
     vendor = cfg.root / "vendor"
     vendor.mkdir()
-    (vendor / "UPSTREAM").write_text(render_lock(Lock(
-        upstream="https://github.com/ggml-org/ggml", layout="ggml", commit="1" * 40, rev="master", date="", subject="",
-        tool_version="0.1.0", files={})))
+    (vendor / "UPSTREAM").write_text(
+        render_lock(
+            Lock(
+                upstream="https://github.com/ggml-org/ggml",
+                layout="ggml",
+                commit="1" * 40,
+                rev="master",
+                date="",
+                subject="",
+                tool_version="0.1.0",
+                files={},
+            )
+        )
+    )
     make_variant(build)
     report = verify_build(cfg, options=VerifyOptions(smoke=False))
     prov = [f for f in _by_check(report, "provenance") if f.status == FAIL]
-    assert prov and f"built from upstream {FAKE_UPSTREAM_COMMIT[:12]} but vendor/UPSTREAM pins 111111111111" in prov[0].message
+    assert (
+        prov
+        and f"built from upstream {FAKE_UPSTREAM_COMMIT[:12]} but vendor/UPSTREAM pins 111111111111" in prov[0].message
+    )
     assert {f.status for f in report.global_findings if f.check == "vendor"} == {PASS}
 
 
 def test_dirty_vendor_tree_fails(tmp_path: Path) -> None:
-    from toolkit.lock import Lock, render_lock
+    from toolkit.core.lock import Lock, render_lock
 
     cfg, build = _project(tmp_path)
     make_variant(build)
     vendor = cfg.root / "vendor"
     (vendor / "ggml").mkdir(parents=True)
     (vendor / "ggml" / "stray.cu").write_text("// not in the lock\n")
-    (vendor / "UPSTREAM").write_text(render_lock(Lock(
-        upstream="u", layout="ggml", commit=FAKE_UPSTREAM_COMMIT, rev="", date="", subject="", tool_version="0.1.0",
-        files={})))
+    (vendor / "UPSTREAM").write_text(
+        render_lock(
+            Lock(
+                upstream="u",
+                layout="ggml",
+                commit=FAKE_UPSTREAM_COMMIT,
+                rev="",
+                date="",
+                subject="",
+                tool_version="0.1.0",
+                files={},
+            )
+        )
+    )
     report = verify_build(cfg, options=VerifyOptions(smoke=False))
     g = [f for f in report.global_findings if f.check == "vendor"]
     assert g[0].status == FAIL and "vendor/ is dirty" in g[0].message and "stray.cu" in g[0].message
@@ -252,6 +298,7 @@ def test_unknown_variant_is_a_clear_error(tmp_path: Path) -> None:
 
 # --- metallib ------------------------------------------------------------------------------------------
 
+
 def _macho_with(payload: bytes, minos: tuple[int, int]) -> bytes:
     """A minimal arm64 Mach-O header with LC_BUILD_VERSION, followed by `payload` (embedded bytes)."""
     lc = struct.pack("<IIIIII", 0x32, 24, 1, (minos[0] << 16) | (minos[1] << 8), 26 << 16, 0)
@@ -260,7 +307,7 @@ def _macho_with(payload: bytes, minos: tuple[int, int]) -> bytes:
 
 
 def test_metallib_embedded_in_the_binary(tmp_path: Path) -> None:
-    from toolkit import metallib
+    from toolkit.build import metallib
 
     v = tmp_path / "torch214-metal-aarch64-darwin"
     v.mkdir()
@@ -278,7 +325,7 @@ def test_metallib_embedded_in_the_binary(tmp_path: Path) -> None:
 
 
 def test_metallib_file_and_absence(tmp_path: Path) -> None:
-    from toolkit import metallib
+    from toolkit.build import metallib
 
     v = tmp_path / "torch214-metal-aarch64-darwin"
     v.mkdir()
@@ -302,6 +349,7 @@ def test_required_metal_kernels_come_from_the_facts() -> None:
 
 # --- .gitattributes ----------------------------------------------------------------------------------
 
+
 def test_gitattributes_coverage() -> None:
     assert check_gitattributes(None)[0].status == FAIL
     partial = "*.so filter=lfs diff=lfs merge=lfs -text\n"
@@ -317,11 +365,15 @@ def test_gitattributes_coverage() -> None:
 
 # --- CLI -----------------------------------------------------------------------------------------------
 
+
 def test_cli_json_and_exit_code(tmp_path: Path) -> None:
     cfg, build = _project(tmp_path)
     make_variant(build, archs=["8.0", "9.0"], fatbin_targets=[[(80, "", False)]])
-    proc = subprocess.run([sys.executable, "-m", "toolkit.cli", "verify", "-C", str(cfg.root), "--json", "--no-smoke"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolkit.cli", "verify", "-C", str(cfg.root), "--json", "--no-smoke"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 8, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["ok"] is False
@@ -333,12 +385,18 @@ def test_cli_json_and_exit_code(tmp_path: Path) -> None:
 def test_host_toolchain_abi_is_a_warning_only_when_asked_and_never_for_huggingface_co(tmp_path: Path) -> None:
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not on PATH (static cudart is how this test gets glibc > 2.28 symbols)")
-    from toolkit.errors import PublishError
+    from toolkit.core.errors import PublishError
     from toolkit.publish.preflight import preflight
 
     cfg, build = _project(tmp_path)
-    v = make_variant(build, compiler="nvcc", gencode=("-gencode", "arch=compute_80,code=sm_80"), archs=["8.0"],
-                     static_cudart=True, uid="fxhost")
+    v = make_variant(
+        build,
+        compiler="nvcc",
+        gencode=("-gencode", "arch=compute_80,code=sm_80"),
+        archs=["8.0"],
+        static_cudart=True,
+        uid="fxhost",
+    )
     assert not verify_build(cfg, options=NO_VENDOR).ok
     report = verify_build(cfg, options=VerifyOptions(check_vendor=False, smoke=False, host_toolchain_ok=True))
     assert report.ok and _by_check(report, "abi")[0].status == "warn"
@@ -362,11 +420,19 @@ def _offload_bundle(triples: list[str]) -> bytes:
 
 
 def test_rocm_archs_from_the_offload_bundle(tmp_path: Path) -> None:
-    bundle = _offload_bundle(["host-x86_64-unknown-linux-gnu-", "hipv4-amdgcn-amd-amdhsa--gfx942",
-                              "hipv4-amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-"])
+    bundle = _offload_bundle(
+        [
+            "host-x86_64-unknown-linux-gnu-",
+            "hipv4-amdgcn-amd-amdhsa--gfx942",
+            "hipv4-amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-",
+        ]
+    )
     arr = ",".join(str(b) for b in bundle)
-    so = compile_so(tmp_path, "_m_rocm_x", extra_c=f'__attribute__((used, section(".hip_fatbin"))) '
-                                                      f"static const unsigned char hipfb[] = {{{arr}}};\n")
+    so = compile_so(
+        tmp_path,
+        "_m_rocm_x",
+        extra_c=f'__attribute__((used, section(".hip_fatbin"))) static const unsigned char hipfb[] = {{{arr}}};\n',
+    )
     assert check_archs("v", "rocm", ["gfx90a", "gfx942"], [so])[0].status == PASS
     bad = check_archs("v", "rocm", ["gfx942", "gfx1100"], [so])
     assert bad[0].status == FAIL and "['gfx90a', 'gfx942']" in bad[0].message

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from . import ui
-from .errors import Interrupted, VendorError
+from toolkit.core import ui
+from toolkit.core.errors import Interrupted, VendorError
 
 app = typer.Typer(
     name="ggml-vendor",
@@ -26,8 +26,9 @@ app = typer.Typer(
 # Shared option types, so every command spells them the same way.
 ProjectOpt = Annotated[
     Path | None,
-    typer.Option("--project", "-C", help="Kernel package repository (default: found upwards from the cwd).",
-                 show_default=False),
+    typer.Option(
+        "--project", "-C", help="Kernel package repository (default: found upwards from the cwd).", show_default=False
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document on stdout instead of tables.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")]

@@ -26,7 +26,7 @@ def _register(argv: list[str]) -> None:
 
 def main() -> None:
     _register(sys.argv[1:])
-    from .app import app
+    from toolkit.app import app
 
     app()
 
@@ -35,7 +35,7 @@ def __getattr__(name: str) -> Any:
     """`from toolkit.cli import app` (tests, embedding) gets the app with every command registered."""
     if name == "app":
         _register([])
-        from .app import app
+        from toolkit.app import app
 
         return app
     raise AttributeError(name)

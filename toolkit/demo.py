@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .errors import VendorError
+from toolkit import __version__
+from toolkit.core.errors import VendorError
 
 DEMO_REPO = "ggml-demo/ggml-attn-kernels"
 DEMO_TOKEN = "hf_demo_local_only"
@@ -36,8 +36,13 @@ class Stage:
     data: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"stage": self.name, "status": self.status, "seconds": round(self.seconds, 3),
-                "detail": self.detail, "data": self.data}
+        return {
+            "stage": self.name,
+            "status": self.status,
+            "seconds": round(self.seconds, 3),
+            "detail": self.detail,
+            "data": self.data,
+        }
 
 
 @dataclass
@@ -50,14 +55,18 @@ class DemoReport:
         return all(s.status == OK for s in self.stages)
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "workspace": self.workspace, "tool_version": __version__,
-                "stages": [s.to_json() for s in self.stages]}
+        return {
+            "ok": self.ok,
+            "workspace": self.workspace,
+            "tool_version": __version__,
+            "stages": [s.to_json() for s in self.stages],
+        }
 
 
 def _source_project(start: Path | None) -> Path:
     """The project whose configuration the demo copies: --project, else the nearest one, else the tool's own
     repository (a source checkout installed with pip -e)."""
-    from .config import find_root
+    from toolkit.core.config import find_root
 
     try:
         return find_root(start)
@@ -70,8 +79,8 @@ def _source_project(start: Path | None) -> Path:
 
 def make_workspace(source: Path, dest: Path, upstream: str | None = None) -> Path:
     """A copy of the project's configuration pointing at the embedded miniature upstream (or `upstream`)."""
-    from .config import set_value
-    from .embedded import EMBEDDED
+    from toolkit.core.config import set_value
+    from toolkit.sync.embedded import EMBEDDED
 
     dest.mkdir(parents=True, exist_ok=True)
     for name in COPIED:
@@ -160,13 +169,21 @@ print("DEMO" + json.dumps(out))
 
 def load_with_get_kernel(endpoint: str, repo: str, version: int, cache: Path) -> dict[str, Any]:
     """kernels.get_kernel(repo, version=N, trust_remote_code=True) in a fresh process against `endpoint`."""
-    env = {**os.environ, "HF_ENDPOINT": endpoint, "HF_HUB_DISABLE_XET": "1", "HF_HUB_CACHE": str(cache),
-           "KERNELS_CACHE": str(cache), "PYTHONDONTWRITEBYTECODE": "1", "HF_HUB_OFFLINE": "0"}
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": endpoint,
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_CACHE": str(cache),
+        "KERNELS_CACHE": str(cache),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "HF_HUB_OFFLINE": "0",
+    }
     # kernels 0.17.2 with huggingface_hub 2.x sends an invalid User-Agent when telemetry is disabled.
     env.pop("HF_HUB_DISABLE_TELEMETRY", None)
     env.pop("LOCAL_KERNELS", None)
-    proc = subprocess.run([sys.executable, "-c", _LOAD_CHILD, repo, str(version)], env=env, capture_output=True,
-                          text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOAD_CHILD, repo, str(version)], env=env, capture_output=True, text=True, timeout=600
+    )
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("DEMO")), None)
     if proc.returncode != 0 or line is None:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -174,9 +191,15 @@ def load_with_get_kernel(endpoint: str, repo: str, version: int, cache: Path) ->
     return json.loads(line[4:])
 
 
-def run_demo(project: Path | None = None, *, workspace: Path | None = None, jobs: int | None = None,
-             say: Callable[[str], None] | None = None, upstream: str | None = None,
-             rev: str | None = None) -> DemoReport:
+def run_demo(
+    project: Path | None = None,
+    *,
+    workspace: Path | None = None,
+    jobs: int | None = None,
+    say: Callable[[str], None] | None = None,
+    upstream: str | None = None,
+    rev: str | None = None,
+) -> DemoReport:
     """`upstream`/`rev` replace the embedded miniature with a real ggml or llama.cpp (a local clone or URL)."""
     say = say or (lambda _m: None)
     source = _source_project(project)
@@ -185,17 +208,18 @@ def run_demo(project: Path | None = None, *, workspace: Path | None = None, jobs
     ctx: dict[str, Any] = {}
 
     def setup(st: Stage) -> None:
-        from .config import load
+        from toolkit.core.config import load
 
         make_workspace(source, ws, upstream)
         ctx["cfg"] = load(ws)
-        st.detail = (f"copied {', '.join(COPIED)} from {source} into {ws}; upstream = "
-                     + (upstream or "embedded miniature"))
+        st.detail = f"copied {', '.join(COPIED)} from {source} into {ws}; upstream = " + (
+            upstream or "embedded miniature"
+        )
 
     def sync(st: Stage) -> None:
-        from .config import load
-        from .embedded import EMBEDDED, TAG
-        from .sync import SyncRequest, run_sync
+        from toolkit.core.config import load
+        from toolkit.sync.embedded import EMBEDDED, TAG
+        from toolkit.sync.stage import SyncRequest, run_sync
 
         req = SyncRequest(rev=rev or (TAG if upstream is None else "HEAD"), upstream=upstream or EMBEDDED)
         rep = run_sync(ctx["cfg"], req)
@@ -205,7 +229,7 @@ def run_demo(project: Path | None = None, *, workspace: Path | None = None, jobs
         st.data = {"commit": lock.commit, "files": sorted(lock.files)}
 
     def render(st: Stage) -> None:
-        from . import render as r
+        from toolkit.render import stage as r
 
         plan = r.plan(ctx["cfg"])
         r.write(plan)
@@ -213,7 +237,7 @@ def run_demo(project: Path | None = None, *, workspace: Path | None = None, jobs
         st.data = {"files": [f.path for f in plan.files]}
 
     def build(st: Stage) -> None:
-        from .builders.stage import execute, prepare
+        from toolkit.build.stage import execute, prepare
 
         rep = execute(prepare(ctx["cfg"]), jobs=jobs, progress=False)
         built = [r for r in rep.results if r.result in ("built", "up-to-date")]
@@ -221,17 +245,22 @@ def run_demo(project: Path | None = None, *, workspace: Path | None = None, jobs
         st.data = rep.to_json()
         if rep.failed:
             f = rep.failed[0]
-            raise VendorError(f"{f.name} failed at {f.failed_step}: {(f.tail or '').strip().splitlines()[-1:]}",
-                              f"full log: {f.log}")
+            raise VendorError(
+                f"{f.name} failed at {f.failed_step}: {(f.tail or '').strip().splitlines()[-1:]}", f"full log: {f.log}"
+            )
         if not built:
-            raise VendorError("this machine can build no variant: " + "; ".join(f"{r.name}: {r.reason}" for r in skipped),
-                              "install a CUDA toolkit matching torch (see ggml-vendor variants)")
-        st.detail = (f"built {', '.join(r.name for r in built)} "
-                     f"({rep.stats.compiler_invocations} compiler runs); {len(skipped)} other variants skipped here")
+            raise VendorError(
+                "this machine can build no variant: " + "; ".join(f"{r.name}: {r.reason}" for r in skipped),
+                "install a CUDA toolkit matching torch (see ggml-vendor variants)",
+            )
+        st.detail = (
+            f"built {', '.join(r.name for r in built)} "
+            f"({rep.stats.compiler_invocations} compiler runs); {len(skipped)} other variants skipped here"
+        )
         ctx["variants"] = [r.name for r in built]
 
     def verify(st: Stage) -> None:
-        from .verify import VerifyOptions, verify_build
+        from toolkit.verify import VerifyOptions, verify_build
 
         # A host-toolchain build may exceed manylinux_2_28 (e.g. glibc 2.32+ symbols from a newer libstdc++):
         # reported as a warning here; publishing such a build to huggingface.co is still refused.
@@ -239,38 +268,53 @@ def run_demo(project: Path | None = None, *, workspace: Path | None = None, jobs
         st.data = rep.to_json()
         if not rep.ok:
             f = rep.failures()[0]
-            raise VendorError(f"{len(rep.failures())} check(s) failed; first: {f.variant}: {f.check}: {f.message}",
-                              f.remedy or "run ggml-vendor verify -C <workspace>")
+            raise VendorError(
+                f"{len(rep.failures())} check(s) failed; first: {f.variant}: {f.check}: {f.message}",
+                f.remedy or "run ggml-vendor verify -C <workspace>",
+            )
         n = sum(len(v.findings) for v in rep.variants)
         warns = [f"{f.check}: {f.message}" for v in rep.variants for f in v.findings if f.status == "warn"]
-        st.detail = (f"{len(rep.variants)} variant(s), {n} findings, none failing (smoke: get_local_kernel import)"
-                     + (f"; warnings: {'; '.join(warns)[:400]}" if warns else ""))
+        st.detail = f"{len(rep.variants)} variant(s), {n} findings, none failing (smoke: get_local_kernel import)" + (
+            f"; warnings: {'; '.join(warns)[:400]}" if warns else ""
+        )
 
     def publish(st: Stage) -> None:
-        from .publish.hub import publish_hub
-        from .publish.localhub import HubServer, HubState
+        from toolkit.publish.hub import publish_hub
+        from toolkit.publish.localhub import HubServer, HubState
 
         hub = HubServer(HubState(tokens=(DEMO_TOKEN,))).start()
         ctx["hub"] = hub
         res = publish_hub(ctx["cfg"], ctx["variants"], endpoint=hub.url, token=DEMO_TOKEN, progress=say)
         st.data = res.to_json()
-        st.detail = (f"{res.target} branch v{ctx['cfg'].version}: {len(res.commits)} commits, "
-                     f"{res.verified['files_checked']} files re-listed and matched")
+        st.detail = (
+            f"{res.target} branch v{ctx['cfg'].version}: {len(res.commits)} commits, "
+            f"{res.verified['files_checked']} files re-listed and matched"
+        )
 
     def load_back(st: Stage) -> None:
         info = load_with_get_kernel(ctx["hub"].url, DEMO_REPO, ctx["cfg"].version, ws / "hf-cache")
         st.data = info
-        ran = "; ".join(f"{r['op']} on {info['device']}: max rel err {r['rel_err']:.1e} vs float64"
-                        for r in info["ran"])
+        ran = "; ".join(
+            f"{r['op']} on {info['device']}: max rel err {r['rel_err']:.1e} vs float64" for r in info["ran"]
+        )
         if any(not r["ok"] for r in info["ran"]):
             raise VendorError(f"the loaded kernel disagrees with the float64 reference: {ran}", "run the GPU tests")
-        st.detail = (f"get_kernel({DEMO_REPO!r}, version={ctx['cfg'].version}) -> {info['module']}: "
-                     f"{len(info['functions'])} functions, {len(info['ops'])} ops" + (f"; {ran}" if ran else
-                                                                                     "; no GPU here: not executed"))
+        st.detail = (
+            f"get_kernel({DEMO_REPO!r}, version={ctx['cfg'].version}) -> {info['module']}: "
+            f"{len(info['functions'])} functions, {len(info['ops'])} ops"
+            + (f"; {ran}" if ran else "; no GPU here: not executed")
+        )
 
     try:
-        for name, fn in (("setup", setup), ("sync", sync), ("render", render), ("build", build),
-                         ("verify", verify), ("publish", publish), ("get_kernel", load_back)):
+        for name, fn in (
+            ("setup", setup),
+            ("sync", sync),
+            ("render", render),
+            ("build", build),
+            ("verify", verify),
+            ("publish", publish),
+            ("get_kernel", load_back),
+        ):
             _stage(report, name, fn, say)
     finally:
         if "hub" in ctx:

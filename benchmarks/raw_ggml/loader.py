@@ -23,9 +23,16 @@ VENDOR_ENTRIES = ("src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/fattn-vec.c
 VENDOR_HASHED = ("include", "src", "src/ggml-cuda", "src/ggml-cuda/vendors")
 # ggml's own CUDA flags (ggml-upstream.md §1.7); no torch flags are involved since no torch header is used.
 NVCC_FLAGS = (
-    "-std=c++17", "-O3", "-use_fast_math", "-extended-lambda",
-    "-DGGML_USE_CUDA", "-DNDEBUG",
-    "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
+    "-std=c++17",
+    "-O3",
+    "-use_fast_math",
+    "-extended-lambda",
+    "-DGGML_USE_CUDA",
+    "-DNDEBUG",
+    "-Xcompiler",
+    "-fPIC",
+    "-Xcompiler",
+    "-fvisibility=hidden",
 )
 
 
@@ -66,8 +73,10 @@ def _cublas_include(nvcc: str, scratch: Path) -> list[str]:
                     return [f"-I{links}"]
     except ImportError:
         pass
-    raise RawUnavailable("cublas_v2.h not found (ggml's vendors/cuda.h needs it): install the CUDA toolkit's "
-                         "cuBLAS headers or `pip install nvidia-cublas`")
+    raise RawUnavailable(
+        "cublas_v2.h not found (ggml's vendors/cuda.h needs it): install the CUDA toolkit's "
+        "cuBLAS headers or `pip install nvidia-cublas`"
+    )
 
 
 def _arch() -> str:
@@ -87,8 +96,10 @@ def build(vendor: Path, out_dir: Path, *, quiet: bool = True) -> Path:
     vendor = Path(vendor).resolve()
     missing = [f for f in VENDOR_ENTRIES if not (vendor / f).exists()]
     if missing:
-        raise RawUnavailable(f"{vendor} lacks {missing[0]} (and {len(missing) - 1} more): run `ggml-vendor sync` "
-                             "or extract a ggml snapshot into vendor/ggml")
+        raise RawUnavailable(
+            f"{vendor} lacks {missing[0]} (and {len(missing) - 1} more): run `ggml-vendor sync` "
+            "or extract a ggml snapshot into vendor/ggml"
+        )
     nvcc = _nvcc()
     arch = _arch()
     gencode = [f"-gencode=arch=compute_{arch},code=sm_{arch}"]
@@ -143,9 +154,39 @@ class RawGgml:
         L.raw_gdn_launch.restype = i32
         L.raw_fa_occupancy.argtypes = [i32, ctypes.POINTER(i32)]
         L.raw_fa_occupancy.restype = i32
-        L.raw_fa_launch.argtypes = ([i32, p, p, p, p, p, p, p, i32, f32, i32, i32, i32, i32, i32, i32,
-                                     i32, i32, i32, i32, ctypes.c_longlong, i32, i32, ctypes.c_longlong,
-                                     i32, i32, i32, i32, i32, ctypes.c_longlong, p])
+        L.raw_fa_launch.argtypes = [
+            i32,
+            p,
+            p,
+            p,
+            p,
+            p,
+            p,
+            p,
+            i32,
+            f32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            ctypes.c_longlong,
+            i32,
+            i32,
+            ctypes.c_longlong,
+            i32,
+            i32,
+            i32,
+            i32,
+            i32,
+            ctypes.c_longlong,
+            p,
+        ]
         L.raw_fa_launch.restype = i32
 
     def check(self, rc: int) -> None:

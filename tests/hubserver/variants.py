@@ -40,7 +40,7 @@ def scale(x: torch.Tensor, s: float) -> torch.Tensor:
 __all__ = ["scale"]
 '''
 
-_OPS_PY = '''\
+_OPS_PY = """\
 import torch
 from . import {ident}
 ops = torch.ops.{ident}
@@ -48,9 +48,9 @@ ops = torch.ops.{ident}
 
 def add_op_namespace_prefix(op_name: str) -> str:
     return f"{ident}::{{op_name}}"
-'''
+"""
 
-_C_SRC = r'''
+_C_SRC = r"""
 #define Py_LIMITED_API 0x03090000
 #include <Python.h>
 /* the op namespace, as TORCH_LIBRARY would embed it */
@@ -58,10 +58,10 @@ __attribute__((used)) static const char op_namespace[] = "@IDENT@";
 static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "@IDENT@", NULL, -1, NULL};
 @KERNEL@
 PyMODINIT_FUNC PyInit_@IDENT@(void) { return PyModule_Create(&def); }
-'''
+"""
 
 _CUDA_KERNEL = 'extern "C" {\n__global__ void fixture_scale(float* x, float s) { x[threadIdx.x] *= s; }\n'
-_CUDA_TAIL = '}\n'
+_CUDA_TAIL = "}\n"
 
 
 def host_variant_name() -> str:
@@ -84,16 +84,39 @@ def build_fatbin(containers: list[list[tuple[int, str, bool]]]) -> bytes:
         for arch, suffix, ptx in entries:
             payload = (b"PTX." if ptx else b"\x7fELF") + bytes(60)
             flags = 0x11 | (0x100000 if suffix == "a" else 0x200000 if suffix == "f" else 0)
-            hdr = struct.pack("<HHIQIIHHIIIQQQ", 1 if ptx else 2, 0x101, 64, len(payload), 0, 0,
-                              0 if ptx else 8, 9 if ptx else 1, arch, 0, 0, flags, 0, 0)
+            hdr = struct.pack(
+                "<HHIQIIHHIIIQQQ",
+                1 if ptx else 2,
+                0x101,
+                64,
+                len(payload),
+                0,
+                0,
+                0 if ptx else 8,
+                9 if ptx else 1,
+                arch,
+                0,
+                0,
+                flags,
+                0,
+                0,
+            )
             body += hdr + payload
         out += struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
         out += bytes((-len(out)) % 8)
     return out
 
 
-def compile_so(dest: Path, ident: str, *, compiler: str = "gcc", gencode: tuple[str, ...] = (),
-               fatbin: bytes | None = None, static_cudart: bool = False, extra_c: str = "") -> Path:
+def compile_so(
+    dest: Path,
+    ident: str,
+    *,
+    compiler: str = "gcc",
+    gencode: tuple[str, ...] = (),
+    fatbin: bytes | None = None,
+    static_cudart: bool = False,
+    extra_c: str = "",
+) -> Path:
     """Compile the fixture extension `<ident>.abi3.so` into `dest`."""
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / f"{ident}.abi3.so"
@@ -101,17 +124,35 @@ def compile_so(dest: Path, ident: str, *, compiler: str = "gcc", gencode: tuple[
     with tempfile.TemporaryDirectory() as tmp:
         if compiler == "nvcc":
             src = Path(tmp) / "ext.cu"
-            src.write_text(_C_SRC.replace("@IDENT@", ident).replace("@KERNEL@", _CUDA_KERNEL + _CUDA_TAIL)
-                           .replace("PyMODINIT_FUNC", 'extern "C" PyMODINIT_FUNC') + extra_c)
-            cmd = ["nvcc", "-shared", "-Xcompiler", "-fPIC", "-I", inc,
-                   "-cudart", "static" if static_cudart else "shared", *gencode, "-o", str(out), str(src)]
+            src.write_text(
+                _C_SRC.replace("@IDENT@", ident)
+                .replace("@KERNEL@", _CUDA_KERNEL + _CUDA_TAIL)
+                .replace("PyMODINIT_FUNC", 'extern "C" PyMODINIT_FUNC')
+                + extra_c
+            )
+            cmd = [
+                "nvcc",
+                "-shared",
+                "-Xcompiler",
+                "-fPIC",
+                "-I",
+                inc,
+                "-cudart",
+                "static" if static_cudart else "shared",
+                *gencode,
+                "-o",
+                str(out),
+                str(src),
+            ]
         else:
             src = Path(tmp) / "ext.c"
             kernel = ""
             if fatbin is not None:
                 arr = ",".join(str(b) for b in fatbin)
-                kernel = (f'__attribute__((used, section(".nv_fatbin"), aligned(8))) '
-                          f"static const unsigned char fatbin[] = {{{arr}}};")
+                kernel = (
+                    f'__attribute__((used, section(".nv_fatbin"), aligned(8))) '
+                    f"static const unsigned char fatbin[] = {{{arr}}};"
+                )
             src.write_text(_C_SRC.replace("@IDENT@", ident).replace("@KERNEL@", kernel) + extra_c)
             cmd = ["gcc", "-shared", "-fPIC", "-O1", "-I", inc, "-o", str(out), str(src)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -130,20 +171,46 @@ def digest_files(path: Path) -> dict[str, str]:
     return files
 
 
-def provenance(*, commit: str = FAKE_UPSTREAM_COMMIT, patches: list[dict] | None = None, dirty: bool = False,
-               url: str = "https://github.com/ggml-org/ggml") -> dict:
+def provenance(
+    *,
+    commit: str = FAKE_UPSTREAM_COMMIT,
+    patches: list[dict] | None = None,
+    dirty: bool = False,
+    url: str = "https://github.com/ggml-org/ggml",
+) -> dict:
     return {
         "kernel-builder": {"version": f"ggml-vendor {__version__}"},
-        "ggml-vendor": {"tool-version": __version__, "upstream": {"url": url, "commit": commit, "layout": "ggml"},
-                        "patches": patches or [], "dirty": dirty},
+        "ggml-vendor": {
+            "tool-version": __version__,
+            "upstream": {"url": url, "commit": commit, "layout": "ggml"},
+            "patches": patches or [],
+            "dirty": dirty,
+        },
     }
 
 
-def write_metadata(path: Path, *, ident: str, backend: str, archs: list[str] | None, version: int = 1,
-                   name: str = NAME, prov: dict | None = None, digest: bool = True, **extra: object) -> None:
-    meta: dict = {"name": name, "id": ident, "version": version, "license": "MIT", "python-depends": [],
-                  "backend": {"type": backend}, "upstream": "https://github.com/ggml-org/ggml",
-                  "provenance": prov if prov is not None else provenance()}
+def write_metadata(
+    path: Path,
+    *,
+    ident: str,
+    backend: str,
+    archs: list[str] | None,
+    version: int = 1,
+    name: str = NAME,
+    prov: dict | None = None,
+    digest: bool = True,
+    **extra: object,
+) -> None:
+    meta: dict = {
+        "name": name,
+        "id": ident,
+        "version": version,
+        "license": "MIT",
+        "python-depends": [],
+        "backend": {"type": backend},
+        "upstream": "https://github.com/ggml-org/ggml",
+        "provenance": prov if prov is not None else provenance(),
+    }
     if archs is not None:
         meta["backend"]["archs"] = archs
     meta.update(extra)
@@ -155,11 +222,22 @@ def write_metadata(path: Path, *, ident: str, backend: str, archs: list[str] | N
 _SO_CACHE: dict[tuple, bytes] = {}
 
 
-def make_variant(build_dir: Path, *, variant: str | None = None, uid: str = "fx00001", backend: str = "cuda",
-                 archs: list[str] | None = None, compiler: str = "gcc", gencode: tuple[str, ...] = (),
-                 fatbin_targets: list[list[tuple[int, str, bool]]] | None = None, version: int = 1,
-                 prov: dict | None = None, static_cudart: bool = False, module: str = MODULE,
-                 name: str = NAME) -> Path:
+def make_variant(
+    build_dir: Path,
+    *,
+    variant: str | None = None,
+    uid: str = "fx00001",
+    backend: str = "cuda",
+    archs: list[str] | None = None,
+    compiler: str = "gcc",
+    gencode: tuple[str, ...] = (),
+    fatbin_targets: list[list[tuple[int, str, bool]]] | None = None,
+    version: int = 1,
+    prov: dict | None = None,
+    static_cudart: bool = False,
+    module: str = MODULE,
+    name: str = NAME,
+) -> Path:
     """A complete variant under build_dir; compiled objects are cached per (ident, compiler, targets)."""
     variant = variant or host_variant_name()
     ident = f"_{module}_{backend}_{uid}"
@@ -174,8 +252,14 @@ def make_variant(build_dir: Path, *, variant: str | None = None, uid: str = "fx0
     key = (ident, compiler, gencode, json.dumps(fatbin_targets), static_cudart)
     if key not in _SO_CACHE:
         with tempfile.TemporaryDirectory() as tmp:
-            so = compile_so(Path(tmp), ident, compiler=compiler, gencode=gencode, static_cudart=static_cudart,
-                            fatbin=build_fatbin(fatbin_targets) if fatbin_targets else None)
+            so = compile_so(
+                Path(tmp),
+                ident,
+                compiler=compiler,
+                gencode=gencode,
+                static_cudart=static_cudart,
+                fatbin=build_fatbin(fatbin_targets) if fatbin_targets else None,
+            )
             _SO_CACHE[key] = so.read_bytes()
     (path / f"{ident}.abi3.so").write_bytes(_SO_CACHE[key])
     os.chmod(path / f"{ident}.abi3.so", 0o755)
@@ -185,8 +269,14 @@ def make_variant(build_dir: Path, *, variant: str | None = None, uid: str = "fx0
     return path
 
 
-def write_project(root: Path, *, name: str = NAME, version: int = 1, hub_repo: str = "ggml-test/ggml-attn-kernels",
-                  upstream: str = "https://github.com/ggml-org/ggml") -> Path:
+def write_project(
+    root: Path,
+    *,
+    name: str = NAME,
+    version: int = 1,
+    hub_repo: str = "ggml-test/ggml-attn-kernels",
+    upstream: str = "https://github.com/ggml-org/ggml",
+) -> Path:
     """A minimal kernel package project (pyproject.toml with [tool.ggml-vendor]) for stage tests."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "pyproject.toml").write_text(f'''[project]

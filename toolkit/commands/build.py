@@ -8,30 +8,38 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .. import ui
-from ..app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
-from ..config import load
-from ..errors import BuildError
+from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
+from toolkit.core import ui
+from toolkit.core.config import load
+from toolkit.core.errors import BuildError
 
 if TYPE_CHECKING:
-    from ..builders.stage import BuildReport, Prepared
+    from toolkit.build.stage import BuildReport, Prepared
 
-_STYLE = {"built": "green", "up-to-date": "green", "skipped": "yellow", "failed": "red", "interrupted": "red",
-          "planned": "cyan"}
+_STYLE = {
+    "built": "green",
+    "up-to-date": "green",
+    "skipped": "yellow",
+    "failed": "red",
+    "interrupted": "red",
+    "planned": "cyan",
+}
 
 
 def _print_plan(prep: Prepared) -> None:
     plan = prep.plan
     proj = plan.project
-    ui.out.print(f"[bold]build plan[/] for {escape(proj.name)} (op id uid {proj.uid}, from build.toml + "
-                 f"{len(proj.python_files)} python files + vendor/)")
+    ui.out.print(
+        f"[bold]build plan[/] for {escape(proj.name)} (op id uid {proj.uid}, from build.toml + "
+        f"{len(proj.python_files)} python files + vendor/)"
+    )
     shown: set[str] = set()
     for v in plan.variants:
         head = f"[bold]{v.name}[/] -> {v.out_dir}/{v.so_name}"
         if not v.status.buildable:
             ui.out.print(f"{head}\n  [yellow]skipped:[/] {escape(v.status.reason)}")
             if v.status.reason.startswith("needs torch") and prep.matrix is not None:
-                from ..builders.envs import plan_env
+                from toolkit.build.envs import plan_env
 
                 env = plan_env(v.variant.torch, v.variant.compute, prep.matrix.index_for(v.variant))
                 cmds = " && ".join(" ".join(c) for c in env.commands)
@@ -58,8 +66,10 @@ def _print_plan(prep: Prepared) -> None:
             ui.out.print(f"  note: {escape(note)}")
     buildable = plan.buildable()
     steps = plan.steps_for(buildable)
-    ui.out.print(f"{len(buildable)} variant(s) to build here with {len(steps)} distinct step(s) "
-                 f"(before cache hits); {len(plan.variants) - len(buildable)} skipped.")
+    ui.out.print(
+        f"{len(buildable)} variant(s) to build here with {len(steps)} distinct step(s) "
+        f"(before cache hits); {len(plan.variants) - len(buildable)} skipped."
+    )
 
 
 def _print_report(report: BuildReport) -> None:
@@ -84,9 +94,16 @@ def _print_report(report: BuildReport) -> None:
             ui.err.print(escape(r.tail), markup=False)
 
 
-def _build(project, all_variants: bool, patterns: list[str], jobs: int | None, dry_run: bool,  # type: ignore[no-untyped-def]
-           as_json: bool, create_envs: bool) -> None:
-    from ..builders.stage import NothingToBuildError, execute, prepare  # deferred: keeps CLI start-up light
+def _build(
+    project,
+    all_variants: bool,
+    patterns: list[str],
+    jobs: int | None,
+    dry_run: bool,  # type: ignore[no-untyped-def]
+    as_json: bool,
+    create_envs: bool,
+) -> None:
+    from toolkit.build.stage import NothingToBuildError, execute, prepare  # deferred: keeps CLI start-up light
 
     cfg = load(project)
     prep = prepare(cfg, all_variants=all_variants, patterns=tuple(patterns), create_envs=create_envs and not dry_run)
@@ -99,8 +116,10 @@ def _build(project, all_variants: bool, patterns: list[str], jobs: int | None, d
     buildable = [v for v in prep.plan.variants if v.status.buildable]
     if not buildable:
         reasons = "; ".join(f"{v.name}: {v.status.reason}" for v in prep.plan.variants[:3])
-        raise NothingToBuildError(f"nothing to build on this host ({reasons})",
-                                  "see `ggml-vendor variants`, or build where the toolchain exists")
+        raise NothingToBuildError(
+            f"nothing to build on this host ({reasons})",
+            "see `ggml-vendor variants`, or build where the toolchain exists",
+        )
     report = execute(prep, jobs=jobs, progress=not as_json)
     if as_json:
         ui.emit_json(report.to_json())
@@ -108,26 +127,38 @@ def _build(project, all_variants: bool, patterns: list[str], jobs: int | None, d
         _print_report(report)
     if report.failed:
         names = ", ".join(r.name for r in report.failed)
-        raise BuildError(f"{len(report.failed)} variant(s) failed: {names}",
-                         f"see the log(s) under {prep.cache / 'logs'}; build/ keeps their previous state")
+        raise BuildError(
+            f"{len(report.failed)} variant(s) failed: {names}",
+            f"see the log(s) under {prep.cache / 'logs'}; build/ keeps their previous state",
+        )
 
 
-@app.command("build", help=(
-    "Build build/<variant>/ (metadata.json, <id>.abi3.so, __init__.py, _ops.py) from the rendered project. "
-    "Without options: the variant of this environment's torch + CUDA toolkit. --all: every variant of the "
-    "matrix this host can build (the others are reported with the reason). Kernel objects that do not "
-    "depend on torch are compiled once and shared by all torch versions; unchanged variants are cache hits. "
-    "Exit codes: 0 ok, 7 a variant failed, 10 nothing buildable here, 130 interrupted."))
+@app.command(
+    "build",
+    help=(
+        "Build build/<variant>/ (metadata.json, <id>.abi3.so, __init__.py, _ops.py) from the rendered project. "
+        "Without options: the variant of this environment's torch + CUDA toolkit. --all: every variant of the "
+        "matrix this host can build (the others are reported with the reason). Kernel objects that do not "
+        "depend on torch are compiled once and shared by all torch versions; unchanged variants are cache hits. "
+        "Exit codes: 0 ok, 7 a variant failed, 10 nothing buildable here, 130 interrupted."
+    ),
+)
 def build(
     project: ProjectOpt = None,
     all_variants: Annotated[bool, typer.Option("--all", help="Every variant of the matrix (variants/*.toml).")] = False,
-    variant: Annotated[list[str], typer.Option("--variant", "-v",
-                                               help="Only variants whose name matches this glob (repeatable).")] = [],  # noqa: B006
-    jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1,
-                                             help="Parallel compiler invocations (default: CPU count).")] = None,
-    create_envs: Annotated[bool, typer.Option("--create-envs", help=(
-        "Create missing per-torch-version environments (venv + torch from the matrix's [torch-index]).")
-    )] = False,
+    variant: Annotated[
+        list[str], typer.Option("--variant", "-v", help="Only variants whose name matches this glob (repeatable).")
+    ] = [],  # noqa: B006
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", "-j", min=1, help="Parallel compiler invocations (default: CPU count).")
+    ] = None,
+    create_envs: Annotated[
+        bool,
+        typer.Option(
+            "--create-envs",
+            help=("Create missing per-torch-version environments (venv + torch from the matrix's [torch-index])."),
+        ),
+    ] = False,
     dry_run: DryRunOpt = False,
     json_: JsonOpt = False,
 ) -> None:

@@ -10,9 +10,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .. import ui
-from ..app import JsonOpt, ProjectOpt, app, run_guarded
-from ..errors import VendorError
+from toolkit.app import JsonOpt, ProjectOpt, app, run_guarded
+from toolkit.core import ui
+from toolkit.core.errors import VendorError
 
 _STYLE = {"ok": "green", "failed": "red", "skipped": "dim"}
 
@@ -25,12 +25,17 @@ class DemoFailed(VendorError):
 def demo(
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
-    workspace: Annotated[Path | None, typer.Option("--workspace", help="Run in this directory (kept) instead of "
-                                                                       "a temporary one.")] = None,
+    workspace: Annotated[
+        Path | None, typer.Option("--workspace", help="Run in this directory (kept) instead of a temporary one.")
+    ] = None,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the temporary workspace for inspection.")] = False,
     jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="Parallel compile jobs.")] = None,
-    upstream: Annotated[str | None, typer.Option("--upstream", help="Use this ggml / llama.cpp (local clone or URL) "
-                                                                    "instead of the bundled miniature.")] = None,
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            "--upstream", help="Use this ggml / llama.cpp (local clone or URL) instead of the bundled miniature."
+        ),
+    ] = None,
     rev: Annotated[str | None, typer.Option("--rev", help="Revision of --upstream (default HEAD).")] = None,
 ) -> None:
     """Run the whole pipeline offline on the miniature upstream bundled with the tool, in a throwaway copy of
@@ -40,7 +45,7 @@ def demo(
     project, vendor/ and build/ are not touched."""
 
     def body() -> None:
-        from ..demo import run_demo
+        from toolkit.demo import run_demo
 
         say = (lambda m: None) if json_out else (lambda m: ui.err.print(f"[dim]…[/] {escape(m)}"))
         report = run_demo(project, workspace=workspace, jobs=jobs, say=say, upstream=upstream, rev=rev)
@@ -60,7 +65,8 @@ def demo(
             ui.out.print(f"workspace kept at {report.workspace}")
         if not report.ok:
             failed = next(s for s in report.stages if s.status == "failed")
-            raise DemoFailed(f"demo stage '{failed.name}' failed: {failed.detail}",
-                             f"inspect the workspace {report.workspace}")
+            raise DemoFailed(
+                f"demo stage '{failed.name}' failed: {failed.detail}", f"inspect the workspace {report.workspace}"
+            )
 
     run_guarded(body)

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from .. import config, ui
-from ..app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
+from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
+from toolkit.core import config, ui
 
 
 @app.command("publish")
@@ -17,17 +17,32 @@ def publish(
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
     dry_run: DryRunOpt = False,
-    repo: Annotated[str | None, typer.Option("--repo", help="Hub repo id (default: hub-repo from pyproject.toml).")] = None,
-    to: Annotated[str | None, typer.Option("--to", help="Push to this git remote (URL or path) with git-lfs "
-                                                        "instead of the Hub HTTP API.")] = None,
-    create_pr: Annotated[bool, typer.Option("--create-pr", help="Open pull requests instead of pushing to the "
-                                                                "branches (the branch must exist).")] = False,
-    endpoint: Annotated[str | None, typer.Option("--endpoint", help="Hub URL (default: HF_ENDPOINT or "
-                                                                    "https://huggingface.co).")] = None,
-    token: Annotated[str | None, typer.Option("--token", help="Write token (default: HF_TOKEN or the stored login). "
-                                                              "Never printed.", show_default=False)] = None,
-    report: Annotated[Path | None, typer.Option("--report", help="Where to write the JSON report "
-                                                                 "(default: build/publish-report.json).")] = None,
+    repo: Annotated[
+        str | None, typer.Option("--repo", help="Hub repo id (default: hub-repo from pyproject.toml).")
+    ] = None,
+    to: Annotated[
+        str | None,
+        typer.Option("--to", help="Push to this git remote (URL or path) with git-lfs instead of the Hub HTTP API."),
+    ] = None,
+    create_pr: Annotated[
+        bool,
+        typer.Option(
+            "--create-pr", help="Open pull requests instead of pushing to the branches (the branch must exist)."
+        ),
+    ] = False,
+    endpoint: Annotated[
+        str | None, typer.Option("--endpoint", help="Hub URL (default: HF_ENDPOINT or https://huggingface.co).")
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token", help="Write token (default: HF_TOKEN or the stored login). Never printed.", show_default=False
+        ),
+    ] = None,
+    report: Annotated[
+        Path | None,
+        typer.Option("--report", help="Where to write the JSON report (default: build/publish-report.json)."),
+    ] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Operations per commit.")] = 1000,
 ) -> None:
     """Publish build/ variants: each to branch v<N> of a kernel-type repo (created if missing) with the card
@@ -41,15 +56,24 @@ def publish(
         cfg = config.load(project)
         say = (lambda m: None) if json_out else (lambda m: ui.err.print(f"[dim]…[/] {m}"))
         if to:
-            from ..publish.git import publish_git
+            from toolkit.publish.git import publish_git
 
             result = publish_git(cfg, variants or None, remote=to, dry_run=dry_run, report_path=report, progress=say)
         else:
-            from ..publish.hub import publish_hub
+            from toolkit.publish.hub import publish_hub
 
-            result = publish_hub(cfg, variants or None, repo_id=repo, token=token, endpoint=endpoint,
-                                 create_pr=create_pr, dry_run=dry_run, batch_size=batch_size, report_path=report,
-                                 progress=say)
+            result = publish_hub(
+                cfg,
+                variants or None,
+                repo_id=repo,
+                token=token,
+                endpoint=endpoint,
+                create_pr=create_pr,
+                dry_run=dry_run,
+                batch_size=batch_size,
+                report_path=report,
+                progress=say,
+            )
         if json_out:
             ui.emit_json(result.to_json())
             return
@@ -58,12 +82,16 @@ def publish(
         if result.status == "dry-run":
             ui.out.print("[yellow]dry run:[/] nothing was pushed")
         elif result.status == "up-to-date":
-            ui.out.print(f"[green]up to date[/] — {result.target} already holds these files "
-                         f"({result.verified.get('files_checked', 0)} re-checked); report: {result.report_path}")
+            ui.out.print(
+                f"[green]up to date[/] — {result.target} already holds these files "
+                f"({result.verified.get('files_checked', 0)} re-checked); report: {result.report_path}"
+            )
         else:
             prs = f"; pull requests: {', '.join(result.pull_requests)}" if result.pull_requests else ""
-            ui.out.print(f"[green]published[/] to {result.target} in {len(result.commits)} commit(s), "
-                         f"{result.verified.get('files_checked', 0)} files re-listed and matched{prs}; "
-                         f"report: {result.report_path}")
+            ui.out.print(
+                f"[green]published[/] to {result.target} in {len(result.commits)} commit(s), "
+                f"{result.verified.get('files_checked', 0)} files re-listed and matched{prs}; "
+                f"report: {result.report_path}"
+            )
 
     run_guarded(body)

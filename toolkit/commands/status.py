@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from ..app import JsonOpt, ProjectOpt, app, run_guarded
-from .. import config, ui
-from ..lock import read_lock, sha256_file
-from ..vendor_tree import LOSSY, MISSING, PATCH_ADDED, PATCH_EDITED, PATCH_REMOVED, check_vendor, patch_files
+from toolkit.app import JsonOpt, ProjectOpt, app, run_guarded
+from toolkit.core import config, ui
+from toolkit.core.lock import read_lock, sha256_file
+from toolkit.sync.vendor_tree import (
+    LOSSY,
+    MISSING,
+    PATCH_ADDED,
+    PATCH_EDITED,
+    PATCH_REMOVED,
+    check_vendor,
+    patch_files,
+)
 
 HELP = """Show the pinned upstream (vendor/UPSTREAM), whether vendor/ matches it, and each patch's state.
 
@@ -19,17 +27,23 @@ def status_doc(cfg: config.Config) -> dict[str, object]:
     lock = read_lock(cfg.vendor_dir)
     current = {p.name: sha256_file(p) for p in patch_files(cfg.vendor_dir)}
     patches = []
-    for p in (lock.patches if lock else ()):
-        state = p.verdict if p.name in current and current[p.name] == p.sha256 else (
-            "edited since sync" if p.name in current else "removed since sync")
+    for p in lock.patches if lock else ():
+        state = (
+            p.verdict
+            if p.name in current and current[p.name] == p.sha256
+            else ("edited since sync" if p.name in current else "removed since sync")
+        )
         patches.append({"name": p.name, "verdict": p.verdict, "state": state})
     locked = {p.name for p in (lock.patches if lock else ())}
     patches += [{"name": n, "verdict": None, "state": "not applied yet"} for n in sorted(current) if n not in locked]
     return {
         "pinned": lock is not None,
-        "upstream": lock.upstream if lock else None, "layout": lock.layout if lock else None,
-        "rev": lock.rev if lock else None, "commit": lock.commit if lock else None,
-        "date": lock.date if lock else None, "subject": lock.subject if lock else None,
+        "upstream": lock.upstream if lock else None,
+        "layout": lock.layout if lock else None,
+        "rev": lock.rev if lock else None,
+        "commit": lock.commit if lock else None,
+        "date": lock.date if lock else None,
+        "subject": lock.subject if lock else None,
         "llama_cpp_commit": (lock.llama_cpp_commit or None) if lock else None,
         "tool_version": lock.tool_version if lock else None,
         "files": len(lock.files) if lock else 0,
@@ -38,9 +52,14 @@ def status_doc(cfg: config.Config) -> dict[str, object]:
         "patches": patches,
         "closures": {op: {b: len(v) for b, v in per.items()} for op, per in lock.closures.items()} if lock else {},
         # The license inventory: SPDX ids from the lock, notice texts read back from the vendored files.
-        "licenses": {lic.path: {"spdx": list(lic.spdx), "copyright": list(lic.copyright),
-                                "copyright_lines": list(lic.copyright_at)}
-                     for lic in (lock.licenses if lock else ())},
+        "licenses": {
+            lic.path: {
+                "spdx": list(lic.spdx),
+                "copyright": list(lic.copyright),
+                "copyright_lines": list(lic.copyright_at),
+            }
+            for lic in (lock.licenses if lock else ())
+        },
     }
 
 
@@ -57,8 +76,10 @@ def status(as_json: JsonOpt = False, project: ProjectOpt = None) -> None:
         else:
             ui.out.print(f"pinned  {doc['commit']} ({doc['rev']}, {doc['layout']} layout)")
             ui.out.print(f"        {doc['date']}  {doc['subject']}")
-            ui.out.print(f"from    {doc['upstream']}" + (f"  (llama.cpp {str(doc['llama_cpp_commit'])[:12]})"
-                                                        if doc["llama_cpp_commit"] else ""))
+            ui.out.print(
+                f"from    {doc['upstream']}"
+                + (f"  (llama.cpp {str(doc['llama_cpp_commit'])[:12]})" if doc["llama_cpp_commit"] else "")
+            )
             ops = ", ".join(f"{op}/{b} {n}" for op, per in doc["closures"].items() for b, n in per.items())  # type: ignore[union-attr]
             ui.out.print(f"files   {doc['files']} ({ops})")
             for path, lic in doc["licenses"].items():  # type: ignore[union-attr]
@@ -70,10 +91,12 @@ def status(as_json: JsonOpt = False, project: ProjectOpt = None) -> None:
         else:
             kinds = {f["kind"] for f in findings}  # type: ignore[index, union-attr]
             lossy = any(k in LOSSY for k in kinds)
-            ui.out.print(f"vendor/ [yellow]dirty[/]: {len(findings)} finding(s)"  # type: ignore[arg-type]
-                         + (" — local edits (sync refuses without --force)" if lossy else "")
-                         + (" — files missing (ggml-vendor sync restores them)" if MISSING in kinds else "")
-                         + (" — patches changed (re-run sync)" if kinds & {PATCH_ADDED, PATCH_EDITED, PATCH_REMOVED} else ""))
+            ui.out.print(
+                f"vendor/ [yellow]dirty[/]: {len(findings)} finding(s)"  # type: ignore[arg-type]
+                + (" — local edits (sync refuses without --force)" if lossy else "")
+                + (" — files missing (ggml-vendor sync restores them)" if MISSING in kinds else "")
+                + (" — patches changed (re-run sync)" if kinds & {PATCH_ADDED, PATCH_EDITED, PATCH_REMOVED} else "")
+            )
             for f in findings:  # type: ignore[union-attr]
                 ui.out.print(f"  {f['kind']:14} {f['path']}" + (f"  ({f['detail']})" if f["detail"] else ""))
         for p in doc["patches"]:  # type: ignore[union-attr]

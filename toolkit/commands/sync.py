@@ -7,12 +7,12 @@ from typing import Annotated
 
 import typer
 
-from .. import config, ui
-from ..app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
-from ..errors import VendorStateError
-from ..lock import VERDICT_UPSTREAM, read_lock
-from ..sync import SyncReport, SyncRequest, run_sync
-from ..vendor_tree import check_vendor
+from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
+from toolkit.core import config, ui
+from toolkit.core.errors import VendorStateError
+from toolkit.core.lock import VERDICT_UPSTREAM, read_lock
+from toolkit.sync.stage import SyncReport, SyncRequest, run_sync
+from toolkit.sync.vendor_tree import check_vendor
 
 HELP = """Pin an upstream ggml/llama.cpp revision into vendor/ and write the lock vendor/UPSTREAM.
 
@@ -37,13 +37,17 @@ def _print_report(rep: SyncReport, verbose: bool) -> None:
     if rep.status == "unchanged":
         ui.out.print(f"vendor/ is already at {short} ({lock.rev}) from {lock.upstream}: nothing written")
     elif rep.status == "dry-run":
-        ui.out.print(f"[bold]dry run[/]: would sync vendor/ to {short} ({lock.rev}, {lock.layout} layout) "
-                     f"from {lock.upstream}; {len(plan.changes)} changes")
+        ui.out.print(
+            f"[bold]dry run[/]: would sync vendor/ to {short} ({lock.rev}, {lock.layout} layout) "
+            f"from {lock.upstream}; {len(plan.changes)} changes"
+        )
     else:
         ui.out.print(f"[green]synced[/] vendor/ to {short} ({lock.rev}, {lock.layout} layout) from {lock.upstream}")
     ui.out.print(f"  {lock.date}  {lock.subject}")
     per_op = ", ".join(f"{oc.key} {len(oc.files)}" for oc in plan.closure.ops)
-    ui.out.print(f"  {len(lock.files)} files ({per_op}; plus {', '.join(p for p in lock.files if p not in plan.closure.files) or 'nothing'})")
+    ui.out.print(
+        f"  {len(lock.files)} files ({per_op}; plus {', '.join(p for p in lock.files if p not in plan.closure.files) or 'nothing'})"
+    )
     if verbose or rep.status == "dry-run":
         for f in lock.file_info:
             ui.out.print(f"    {f.path:45} {f.reason}")
@@ -55,7 +59,9 @@ def _print_report(rep: SyncReport, verbose: bool) -> None:
             line += " (drop it: ggml-vendor sync --drop-upstreamed, or git rm vendor/patches/" + p.name + ")"
         ui.out.print(line)
     for f in plan.overwrites:
-        ui.err.print(f"[yellow]overwrote[/] {f.line()}" if rep.status == "synced" else f"[yellow]would overwrite[/] {f.line()}")
+        ui.err.print(
+            f"[yellow]overwrote[/] {f.line()}" if rep.status == "synced" else f"[yellow]would overwrite[/] {f.line()}"
+        )
     for action in rep.recovered:
         ui.err.print(f"[yellow]recovered:[/] {action}")
     if rep.drift is not None:
@@ -64,8 +70,10 @@ def _print_report(rep: SyncReport, verbose: bool) -> None:
         for path in rep.drift_paths:
             ui.out.print(f"  drift report: {path}")
     if rep.status == "synced":
-        ui.out.print(f"  wrote {len(rep.written)} files, linked {len(plan.desired) - len(rep.written)} unchanged, "
-                     f"in {rep.seconds:.2f} s")
+        ui.out.print(
+            f"  wrote {len(rep.written)} files, linked {len(plan.desired) - len(rep.written)} unchanged, "
+            f"in {rep.seconds:.2f} s"
+        )
 
 
 def _check(project: Path | None, as_json: bool) -> None:
@@ -73,27 +81,69 @@ def _check(project: Path | None, as_json: bool) -> None:
     findings = check_vendor(cfg)
     lock = read_lock(cfg.vendor_dir)
     if as_json:
-        ui.emit_json({"clean": not findings, "commit": lock.commit if lock else None,
-                      "findings": [f.to_json() for f in findings]})
+        ui.emit_json(
+            {
+                "clean": not findings,
+                "commit": lock.commit if lock else None,
+                "findings": [f.to_json() for f in findings],
+            }
+        )
     else:
         for f in findings:
             ui.out.print(f"  {f.line()}")
     if findings:
-        raise VendorStateError(f"vendor/ is dirty: {len(findings)} finding(s) against vendor/UPSTREAM",
-                               "re-run ggml-vendor sync (add --force to discard local edits)")
+        raise VendorStateError(
+            f"vendor/ is dirty: {len(findings)} finding(s) against vendor/UPSTREAM",
+            "re-run ggml-vendor sync (add --force to discard local edits)",
+        )
     if not as_json:
-        ui.out.print(f"vendor/ matches vendor/UPSTREAM ({lock.commit[:12] if lock else '?'}, {len(lock.files) if lock else 0} files)")
+        ui.out.print(
+            f"vendor/ matches vendor/UPSTREAM ({lock.commit[:12] if lock else '?'}, {len(lock.files) if lock else 0} files)"
+        )
 
 
 @app.command("sync", help=HELP)
 def sync(
-    rev: Annotated[str | None, typer.Option("--rev", "-r", help="Branch, tag or (short) sha to pin; recorded as the full commit id. Default: the locked commit.")] = None,
-    upstream: Annotated[str | None, typer.Option("--upstream", "-u", help="URL, local clone path, or 'embedded' (the bundled miniature). Default: the 'upstream' key of pyproject's tool.ggml-vendor table.")] = None,
-    mirror: Annotated[Path | None, typer.Option("--mirror", envvar="GGML_VENDOR_MIRROR", help="Local clone to read objects from instead of the network; the lock still records the upstream URL.")] = None,
-    check: Annotated[bool, typer.Option("--check", help="Offline: compare vendor/ with vendor/UPSTREAM (edited, missing, extra files); exit 4 when dirty.")] = False,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite local edits and extra files in vendor/ (they are listed).")] = False,
-    drop_upstreamed: Annotated[bool, typer.Option("--drop-upstreamed", help="Delete patches that upstream already contains.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List every file with the reason it is vendored.")] = False,
+    rev: Annotated[
+        str | None,
+        typer.Option(
+            "--rev",
+            "-r",
+            help="Branch, tag or (short) sha to pin; recorded as the full commit id. Default: the locked commit.",
+        ),
+    ] = None,
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            "--upstream",
+            "-u",
+            help="URL, local clone path, or 'embedded' (the bundled miniature). Default: the 'upstream' key of pyproject's tool.ggml-vendor table.",
+        ),
+    ] = None,
+    mirror: Annotated[
+        Path | None,
+        typer.Option(
+            "--mirror",
+            envvar="GGML_VENDOR_MIRROR",
+            help="Local clone to read objects from instead of the network; the lock still records the upstream URL.",
+        ),
+    ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Offline: compare vendor/ with vendor/UPSTREAM (edited, missing, extra files); exit 4 when dirty.",
+        ),
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite local edits and extra files in vendor/ (they are listed).")
+    ] = False,
+    drop_upstreamed: Annotated[
+        bool, typer.Option("--drop-upstreamed", help="Delete patches that upstream already contains.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="List every file with the reason it is vendored.")
+    ] = False,
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
     project: ProjectOpt = None,
@@ -103,8 +153,9 @@ def sync(
             _check(project, as_json)
             return
         cfg = config.load(project)
-        req = SyncRequest(rev=rev, upstream=upstream, mirror=mirror, force=force, dry_run=dry_run,
-                          drop_upstreamed=drop_upstreamed)
+        req = SyncRequest(
+            rev=rev, upstream=upstream, mirror=mirror, force=force, dry_run=dry_run, drop_upstreamed=drop_upstreamed
+        )
         with ui.task("sync", quiet=as_json):
             report = run_sync(cfg, req, progress=lambda msg: ui.err.log(msg) if verbose and not as_json else None)
         if as_json:

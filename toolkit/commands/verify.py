@@ -7,15 +7,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .. import config, ui
-from ..app import JsonOpt, ProjectOpt, app, run_guarded
-from ..errors import VerifyError
+from toolkit.app import JsonOpt, ProjectOpt, app, run_guarded
+from toolkit.core import config, ui
+from toolkit.core.errors import VerifyError
 
 _STYLE = {"pass": "green", "fail": "red", "warn": "yellow", "skip": "dim"}
 
 
 def render_table(report) -> Table:  # type: ignore[no-untyped-def]
-    from ..verify.runner import summary_rows
+    from toolkit.verify.runner import summary_rows
 
     table = Table(title="verify", show_lines=False)
     for col in ("variant", "check", "status", "finding"):
@@ -31,10 +31,15 @@ def verify(
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
     no_smoke: Annotated[bool, typer.Option("--no-smoke", help="Skip the get_local_kernel import test.")] = False,
-    host_toolchain: Annotated[bool, typer.Option(
-        "--host-toolchain", help="Accept binaries above the manylinux_2_28 symbol ceilings (built with this "
-                                 "machine's compiler) as a warning; such variants can be published to a "
-                                 "private hub or git remote, never to huggingface.co.")] = False,
+    host_toolchain: Annotated[
+        bool,
+        typer.Option(
+            "--host-toolchain",
+            help="Accept binaries above the manylinux_2_28 symbol ceilings (built with this "
+            "machine's compiler) as a warning; such variants can be published to a "
+            "private hub or git remote, never to huggingface.co.",
+        ),
+    ] = False,
 ) -> None:
     """Check every build/<variant>/: layout and names (op namespace = .so stem = metadata id), metadata.json
     through kernels' own parser and digest, backend.archs against the cubins/PTX inside the binary, ABI
@@ -43,12 +48,13 @@ def verify(
     when this machine can load the variant. Exits 8 when anything fails; publish requires a pass."""
 
     def body() -> None:
-        from ..verify import VerifyOptions, verify_build
+        from toolkit.verify import VerifyOptions, verify_build
 
         cfg = config.load(project)
         with ui.task("verifying build/ variants", quiet=json_out):
-            report = verify_build(cfg, variants or None,
-                                  options=VerifyOptions(smoke=not no_smoke, host_toolchain_ok=host_toolchain))
+            report = verify_build(
+                cfg, variants or None, options=VerifyOptions(smoke=not no_smoke, host_toolchain_ok=host_toolchain)
+            )
         if json_out:
             ui.emit_json(report.to_json())
         else:
@@ -57,8 +63,10 @@ def verify(
             failures = report.failures()
             first = failures[0] if failures else None
             raise VerifyError(
-                f"{len(failures)} check(s) failed" + (f"; first: {first.variant}: {first.check}: {first.message}" if first else ""),
-                first.remedy if first and first.remedy else "fix the findings above and re-run ggml-vendor verify")
+                f"{len(failures)} check(s) failed"
+                + (f"; first: {first.variant}: {first.check}: {first.message}" if first else ""),
+                first.remedy if first and first.remedy else "fix the findings above and re-run ggml-vendor verify",
+            )
         if not json_out:
             ui.out.print(f"[green]verified[/] {len(report.variants)} variant(s); publish may ship them")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import jinja2
 
-from .. import __version__
+from toolkit import __version__
 
 TEMPLATE = Path("card") / "README.md.j2"
 
@@ -51,9 +51,22 @@ def render_card(cfg: Any, repo_id: str, variant_dirs: list[Path], lock: Any | No
     if lock is not None:
         upstream = {"url": lock.upstream, "commit": lock.commit, "date": lock.date, "subject": lock.subject}
         patches = [{"name": p.name, "sha256": p.sha256} for p in lock.patches]
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_template_dir(cfg))),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(_template_dir(cfg))),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
     return env.get_template(TEMPLATE.as_posix()).render(
-        name=cfg.name, module=cfg.module, repo_id=repo_id, version=cfg.version, license=cfg.license,
-        ops=[op.name for op in cfg.ops], functions=functions, upstream=upstream, patches=patches,
-        variants=sorted(variants, key=lambda v: v["name"]), tool_version=__version__)
+        name=cfg.name,
+        module=cfg.module,
+        repo_id=repo_id,
+        version=cfg.version,
+        license=cfg.license,
+        ops=[op.name for op in cfg.ops],
+        functions=functions,
+        upstream=upstream,
+        patches=patches,
+        variants=sorted(variants, key=lambda v: v["name"]),
+        tool_version=__version__,
+    )

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..errors import PublishError
-from ..hashing import sha256_file
-from ..verify.binaries import LFS_POINTER_PREFIX, check_gitattributes, gitattributes_text
-from .hub import REPORT_NAME, PublishResult, write_report
-from .plan import ADD, DELETE, RemoteFile, collect_variant_files, make_plan
-from .card import render_card
-from .preflight import preflight
+from toolkit import __version__
+from toolkit.core.errors import PublishError
+from toolkit.core.hashing import sha256_file
+from toolkit.publish.card import render_card
+from toolkit.publish.hub import REPORT_NAME, PublishResult, write_report
+from toolkit.publish.plan import ADD, DELETE, RemoteFile, collect_variant_files, make_plan
+from toolkit.publish.preflight import preflight
+from toolkit.verify.binaries import LFS_POINTER_PREFIX, check_gitattributes, gitattributes_text
 
 _LFS_SUFFIXES = (".so", ".dylib", ".metallib", ".pyd")
 
@@ -47,16 +47,18 @@ class _Git:
         self.env.setdefault("GIT_COMMITTER_EMAIL", self.env["GIT_AUTHOR_EMAIL"])
 
     def __call__(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> str:
-        proc = subprocess.run(["git", *args], cwd=self.cwd, capture_output=True, text=True,
-                              env={**self.env, **(env or {})})
+        proc = subprocess.run(
+            ["git", *args], cwd=self.cwd, capture_output=True, text=True, env={**self.env, **(env or {})}
+        )
         if check and proc.returncode != 0:
             tail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:] or ["(no output)"]
             raise PublishError(f"git {args[0]} failed: {tail[0]}", "check the remote URL and your access to it")
         return proc.stdout
 
     def cat(self, rev_path: str) -> bytes:
-        return subprocess.run(["git", "cat-file", "-p", rev_path], cwd=self.cwd, capture_output=True,
-                              env=self.env).stdout
+        return subprocess.run(
+            ["git", "cat-file", "-p", rev_path], cwd=self.cwd, capture_output=True, env=self.env
+        ).stdout
 
 
 def _parse_pointer(data: bytes) -> tuple[str, int] | None:
@@ -89,9 +91,16 @@ def _remote_tree(git: _Git, ref: str) -> dict[str, RemoteFile] | None:
     return out
 
 
-def publish_git(cfg: Any, names: list[str] | None = None, *, remote: str, dry_run: bool = False,
-                report_path: Path | None = None, check_vendor: bool = True,
-                progress: Callable[[str], None] | None = None) -> PublishResult:
+def publish_git(
+    cfg: Any,
+    names: list[str] | None = None,
+    *,
+    remote: str,
+    dry_run: bool = False,
+    report_path: Path | None = None,
+    check_vendor: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> PublishResult:
     progress = progress or (lambda _m: None)
     ok, why = git_lfs_available()
     if not ok:
@@ -113,13 +122,26 @@ def publish_git(cfg: Any, names: list[str] | None = None, *, remote: str, dry_ru
         tree_m = _remote_tree(git, "origin/main")
         files = collect_variant_files(ready.variant_dirs[0].parent, names_)
         card = render_card(cfg, remote, list(ready.variant_dirs), ready.lock)
-        plan = make_plan(repo_id=remote, target=remote, version=ready.version, branch=branch, variants=names_,
-                         files=files, card_text=card, remote_branch=tree_b, remote_main=tree_m)
+        plan = make_plan(
+            repo_id=remote,
+            target=remote,
+            version=ready.version,
+            branch=branch,
+            variants=names_,
+            files=files,
+            card_text=card,
+            remote_branch=tree_b,
+            remote_main=tree_m,
+        )
         if dry_run:
             return PublishResult("dry-run", plan, remote)
         commits: list[str] = []
         for bp in plan.branches:
-            start = f"origin/{bp.branch}" if bp.exists else ("origin/main" if tree_m is not None and bp.branch != "main" else None)
+            start = (
+                f"origin/{bp.branch}"
+                if bp.exists
+                else ("origin/main" if tree_m is not None and bp.branch != "main" else None)
+            )
             if start:
                 git("checkout", "-q", "-B", bp.branch, start)
             else:
@@ -154,13 +176,18 @@ def publish_git(cfg: Any, names: list[str] | None = None, *, remote: str, dry_ru
             for a in bp.actions:
                 if a.action == ADD and a.path.endswith(_LFS_SUFFIXES):
                     if not git.cat(f":{a.path}").startswith(LFS_POINTER_PREFIX):
-                        raise PublishError(f"{a.path} would be committed as a plain git blob, not through LFS",
-                                           "check that git-lfs is installed and .gitattributes covers it")
+                        raise PublishError(
+                            f"{a.path} would be committed as a plain git blob, not through LFS",
+                            "check that git-lfs is installed and .gitattributes covers it",
+                        )
             staged = subprocess.run(["git", "diff", "--cached", "--quiet"], cwd=work, env=git.env).returncode != 0
             if staged:
                 progress(f"{bp.branch}: committing {len(bp.changes)} changes")
-                msg = (f"Upload {', '.join(names_)} with ggml-vendor {__version__}" if bp.branch != "main"
-                       else f"Update the kernel card (ggml-vendor {__version__})")
+                msg = (
+                    f"Upload {', '.join(names_)} with ggml-vendor {__version__}"
+                    if bp.branch != "main"
+                    else f"Update the kernel card (ggml-vendor {__version__})"
+                )
                 git("commit", "-q", "-m", msg)
                 commits.append(git("rev-parse", "HEAD").strip())
                 progress(f"{bp.branch}: pushing (git-lfs uploads the binaries)")
@@ -171,8 +198,10 @@ def publish_git(cfg: Any, names: list[str] | None = None, *, remote: str, dry_ru
     result = PublishResult(status, plan, remote, tuple(commits), (), verified)
     result = PublishResult(status, plan, remote, tuple(commits), (), verified, write_report(report_path, result))
     if not verified["ok"]:
-        raise PublishError("the push did not verify: " + "; ".join(verified["mismatches"][:3]),
-                           f"see {report_path}; re-run publish to repair")
+        raise PublishError(
+            "the push did not verify: " + "; ".join(verified["mismatches"][:3]),
+            f"see {report_path}; re-run publish to repair",
+        )
     return result
 
 

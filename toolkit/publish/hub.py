@@ -12,12 +12,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from ..errors import PublishError
-from .card import render_card
-from .plan import (ADD, DELETE, BranchPlan, PublishPlan, RemoteFile, batches, collect_variant_files, make_plan,
-                   same_content)
-from .preflight import Ready, preflight, resolve_token
+from toolkit import __version__
+from toolkit.core.errors import PublishError
+from toolkit.publish.card import render_card
+from toolkit.publish.plan import (
+    ADD,
+    DELETE,
+    BranchPlan,
+    PublishPlan,
+    RemoteFile,
+    batches,
+    collect_variant_files,
+    make_plan,
+    same_content,
+)
+from toolkit.publish.preflight import Ready, preflight, resolve_token
 
 REPO_TYPE = "kernel"
 BATCH_SIZE = 1000  # operations per commit, as kernel-builder's upload does
@@ -35,9 +44,15 @@ class PublishResult:
     report_path: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "target": self.target, "tool_version": __version__,
-                "plan": self.plan.to_json(), "commits": list(self.commits),
-                "pull_requests": list(self.pull_requests), "verified": self.verified}
+        return {
+            "status": self.status,
+            "target": self.target,
+            "tool_version": __version__,
+            "plan": self.plan.to_json(),
+            "commits": list(self.commits),
+            "pull_requests": list(self.pull_requests),
+            "verified": self.verified,
+        }
 
 
 @contextlib.contextmanager
@@ -66,21 +81,27 @@ def _fail(exc: Exception, token: str, what: str) -> PublishError:
     if status == 401:
         return PublishError(f"{what}: the Hub rejected the token (401)", "check HF_TOKEN / `hf auth login`")
     if status == 403:
-        return PublishError(f"{what}: forbidden (403): {text}",
-                            "kernel repos need kernel-creation access for the owner (account settings: "
-                            "'Request Kernels Creation') and a write token")
+        return PublishError(
+            f"{what}: forbidden (403): {text}",
+            "kernel repos need kernel-creation access for the owner (account settings: "
+            "'Request Kernels Creation') and a write token",
+        )
     if status == 412:
-        return PublishError(f"{what}: the branch moved while publishing (someone else pushed)",
-                            "re-run ggml-vendor publish: it re-plans against the live tree and resumes")
+        return PublishError(
+            f"{what}: the branch moved while publishing (someone else pushed)",
+            "re-run ggml-vendor publish: it re-plans against the live tree and resumes",
+        )
     return PublishError(f"{what}: {text}", "re-run ggml-vendor publish: it resumes from the live tree")
 
 
 def _tree(api: Any, repo_id: str, rev: str) -> dict[str, RemoteFile]:
     from huggingface_hub.hf_api import RepoFile
 
-    return {e.path: RemoteFile(e.path, e.size, e.blob_id, e.lfs.sha256 if e.lfs else None)
-            for e in api.list_repo_tree(repo_id, repo_type=REPO_TYPE, revision=rev, recursive=True)
-            if isinstance(e, RepoFile)}
+    return {
+        e.path: RemoteFile(e.path, e.size, e.blob_id, e.lfs.sha256 if e.lfs else None)
+        for e in api.list_repo_tree(repo_id, repo_type=REPO_TYPE, revision=rev, recursive=True)
+        if isinstance(e, RepoFile)
+    }
 
 
 def _live_state(api: Any, repo_id: str, branch: str) -> tuple[bool, dict[str, str], dict | None, dict | None]:
@@ -97,14 +118,23 @@ def _live_state(api: Any, repo_id: str, branch: str) -> tuple[bool, dict[str, st
     return True, heads, tree_b, tree_m
 
 
-def build_plan(cfg: Any, ready: Ready, repo_id: str, target: str, remote_branch: dict | None,
-               remote_main: dict | None) -> PublishPlan:
+def build_plan(
+    cfg: Any, ready: Ready, repo_id: str, target: str, remote_branch: dict | None, remote_main: dict | None
+) -> PublishPlan:
     names = [d.name for d in ready.variant_dirs]
     files = collect_variant_files(ready.variant_dirs[0].parent, names)
     card = render_card(cfg, repo_id, list(ready.variant_dirs), ready.lock)
-    return make_plan(repo_id=repo_id, target=target, version=ready.version, branch=f"v{ready.version}",
-                     variants=names, files=files, card_text=card, remote_branch=remote_branch,
-                     remote_main=remote_main)
+    return make_plan(
+        repo_id=repo_id,
+        target=target,
+        version=ready.version,
+        branch=f"v{ready.version}",
+        variants=names,
+        files=files,
+        card_text=card,
+        remote_branch=remote_branch,
+        remote_main=remote_main,
+    )
 
 
 def _operations(plan: PublishPlan, chunk: tuple) -> list:
@@ -121,21 +151,40 @@ def _operations(plan: PublishPlan, chunk: tuple) -> list:
     return ops
 
 
-def _push_branch(api: Any, repo_id: str, bp: BranchPlan, plan: PublishPlan, head: str, *, create_pr: bool,
-                 batch_size: int, progress: Callable[[str], None]) -> tuple[list[str], list[str], str]:
+def _push_branch(
+    api: Any,
+    repo_id: str,
+    bp: BranchPlan,
+    plan: PublishPlan,
+    head: str,
+    *,
+    create_pr: bool,
+    batch_size: int,
+    progress: Callable[[str], None],
+) -> tuple[list[str], list[str], str]:
     """Commit one branch's changes in batches; returns (commit oids, PR urls, revision holding the result)."""
     commits, prs = [], []
     revision = bp.branch
     chunks = batches(bp.actions, batch_size)
     for i, chunk in enumerate(chunks):
-        msg = (f"Upload {', '.join(plan.variants)} with ggml-vendor {__version__}" if bp.branch != "main"
-               else f"Update the kernel card (ggml-vendor {__version__})")
+        msg = (
+            f"Upload {', '.join(plan.variants)} with ggml-vendor {__version__}"
+            if bp.branch != "main"
+            else f"Update the kernel card (ggml-vendor {__version__})"
+        )
         if len(chunks) > 1:
             msg += f" (batch {i + 1}/{len(chunks)})"
         progress(f"{bp.branch}: commit {i + 1}/{len(chunks)} ({len(chunk)} changes)")
         first_pr = create_pr and not prs
-        info = api.create_commit(repo_id, _operations(plan, chunk), commit_message=msg, repo_type=REPO_TYPE,
-                                 revision=revision, parent_commit=head, create_pr=first_pr or None)
+        info = api.create_commit(
+            repo_id,
+            _operations(plan, chunk),
+            commit_message=msg,
+            repo_type=REPO_TYPE,
+            revision=revision,
+            parent_commit=head,
+            create_pr=first_pr or None,
+        )
         if first_pr:
             prs.append(info.pr_url)
             revision = info.pr_revision or revision
@@ -178,10 +227,20 @@ def write_report(path: Path, result: PublishResult) -> str:
     return str(path)
 
 
-def publish_hub(cfg: Any, names: list[str] | None = None, *, repo_id: str | None = None, token: str | None = None,
-                endpoint: str | None = None, create_pr: bool = False, dry_run: bool = False,
-                batch_size: int = BATCH_SIZE, report_path: Path | None = None, check_vendor: bool = True,
-                progress: Callable[[str], None] | None = None) -> PublishResult:
+def publish_hub(
+    cfg: Any,
+    names: list[str] | None = None,
+    *,
+    repo_id: str | None = None,
+    token: str | None = None,
+    endpoint: str | None = None,
+    create_pr: bool = False,
+    dry_run: bool = False,
+    batch_size: int = BATCH_SIZE,
+    report_path: Path | None = None,
+    check_vendor: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> PublishResult:
     """Plan against the live repo and (unless dry_run) push; see the module docstring."""
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError
@@ -203,8 +262,10 @@ def publish_hub(cfg: Any, names: list[str] | None = None, *, repo_id: str | None
             if dry_run:
                 return PublishResult("dry-run", plan, target)
             if create_pr and (not exists or branch not in heads):
-                raise PublishError(f"--create-pr needs an existing repo with branch {branch}",
-                                   "publish once without --create-pr (needs write access), then open PRs")
+                raise PublishError(
+                    f"--create-pr needs an existing repo with branch {branch}",
+                    "publish once without --create-pr (needs write access), then open PRs",
+                )
             if not exists:
                 progress(f"creating kernel repo {repo_id}")
                 api.create_repo(repo_id, repo_type=REPO_TYPE, exist_ok=True)
@@ -213,15 +274,24 @@ def publish_hub(cfg: Any, names: list[str] | None = None, *, repo_id: str | None
                 # Created from main, so it starts with main's tree: the plan (made against main's tree for
                 # a missing branch) already prunes whatever build/ files it inherits.
                 progress(f"creating branch {branch} from main")
-                api.create_branch(repo_id, branch=branch, repo_type=REPO_TYPE, revision=heads.get("main"),
-                                  exist_ok=True)
+                api.create_branch(
+                    repo_id, branch=branch, repo_type=REPO_TYPE, revision=heads.get("main"), exist_ok=True
+                )
                 heads = _live_state(api, repo_id, branch)[1]
             commits: list[str] = []
             prs: list[str] = []
             revisions: dict[str, str] = {}
             for bp in plan.branches:
-                c, p, rev = _push_branch(api, repo_id, bp, plan, heads[bp.branch], create_pr=create_pr,
-                                         batch_size=batch_size, progress=progress)
+                c, p, rev = _push_branch(
+                    api,
+                    repo_id,
+                    bp,
+                    plan,
+                    heads[bp.branch],
+                    create_pr=create_pr,
+                    batch_size=batch_size,
+                    progress=progress,
+                )
                 commits += c
                 prs += p
                 revisions[bp.branch] = c[-1] if c else heads[bp.branch]
@@ -231,12 +301,17 @@ def publish_hub(cfg: Any, names: list[str] | None = None, *, repo_id: str | None
             raise _fail(exc, secret, f"publishing to {repo_id} failed") from None
         except OSError as exc:  # connection refused, DNS, ...
             text = str(exc).replace(secret, "***") if secret else str(exc)
-            raise PublishError(f"cannot reach {endpoint or 'the Hub'}: {text}", "check the network / HF_ENDPOINT") from None
+            raise PublishError(
+                f"cannot reach {endpoint or 'the Hub'}: {text}", "check the network / HF_ENDPOINT"
+            ) from None
     status = "up-to-date" if not commits else "published"
     result = PublishResult(status, plan, target, tuple(commits), tuple(prs), verified)
-    result = PublishResult(status, plan, target, tuple(commits), tuple(prs), verified,
-                           write_report(report_path, result))
+    result = PublishResult(
+        status, plan, target, tuple(commits), tuple(prs), verified, write_report(report_path, result)
+    )
     if not verified["ok"]:
-        raise PublishError("the upload did not verify: " + "; ".join(verified["mismatches"][:3]),
-                           f"see {report_path}; re-run publish to repair")
+        raise PublishError(
+            "the upload did not verify: " + "; ".join(verified["mismatches"][:3]),
+            f"see {report_path}; re-run publish to repair",
+        )
     return result

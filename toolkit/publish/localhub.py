@@ -21,10 +21,11 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {size}\n"
@@ -132,7 +133,7 @@ class HubState:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: "_Server"
+    server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read state.requests instead
         pass
@@ -152,8 +153,14 @@ class _Handler(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(n) if n else b""
 
-    def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
-              content_type: str = "application/json", head: bool = False) -> None:
+    def _send(
+        self,
+        status: int,
+        body: bytes = b"",
+        headers: dict[str, str] | None = None,
+        content_type: str = "application/json",
+        head: bool = False,
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         for k, v in (headers or {}).items():
@@ -258,19 +265,35 @@ class _Handler(BaseHTTPRequestHandler):
             rev = unquote(m.group("rev")) if m.group("rev") else "main"
             oid = st.resolve(repo, rev)
             c = repo.commits[oid]
-            doc = {"id": repo.id, "author": repo.id.split("/")[0], "sha": oid, "private": repo.private,
-                   "lastModified": c.date, "siblings": [{"rfilename": p} for p in sorted(c.files)],
-                   "tags": [], "downloads": 0, "likes": 0, "gated": False, "disabled": False}
+            doc = {
+                "id": repo.id,
+                "author": repo.id.split("/")[0],
+                "sha": oid,
+                "private": repo.private,
+                "lastModified": c.date,
+                "siblings": [{"rfilename": p} for p in sorted(c.files)],
+                "tags": [],
+                "downloads": 0,
+                "likes": 0,
+                "gated": False,
+                "disabled": False,
+            }
         self._json(200, doc)
 
     def refs(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
         st = self.server.state
         with st.lock:
             repo = self._repo(m)
-            branches = [{"name": n, "ref": f"refs/heads/{n}", "targetCommit": oid}
-                        for n, oid in sorted(repo.branches.items()) if not n.startswith("refs/")]
-            prs = [{"name": n, "ref": n, "targetCommit": oid}
-                   for n, oid in sorted(repo.branches.items()) if n.startswith("refs/pr/")]
+            branches = [
+                {"name": n, "ref": f"refs/heads/{n}", "targetCommit": oid}
+                for n, oid in sorted(repo.branches.items())
+                if not n.startswith("refs/")
+            ]
+            prs = [
+                {"name": n, "ref": n, "targetCommit": oid}
+                for n, oid in sorted(repo.branches.items())
+                if n.startswith("refs/pr/")
+            ]
         doc: dict[str, Any] = {"branches": branches, "tags": [], "converts": []}
         if q.get("include_prs"):
             doc["pullRequests"] = prs
@@ -316,8 +339,9 @@ class _Handler(BaseHTTPRequestHandler):
                 oid = None
                 if existing is not None:
                     oid = existing.sha256 if existing.sha256 else existing.blob_id
-                out.append({"path": f["path"], "uploadMode": "lfs" if lfs else "regular", "shouldIgnore": False,
-                            "oid": oid})
+                out.append(
+                    {"path": f["path"], "uploadMode": "lfs" if lfs else "regular", "shouldIgnore": False, "oid": oid}
+                )
         self._json(200, {"files": out, "commitOid": files and None})
 
     def lfs_batch(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
@@ -335,8 +359,11 @@ class _Handler(BaseHTTPRequestHandler):
                         "verify": {"href": f"{self.server.url}/lfs-verify", "header": {}},
                     }
                 objects.append(entry)
-        self._send(200, json.dumps({"transfer": "basic", "objects": objects}).encode(),
-                   content_type="application/vnd.git-lfs+json")
+        self._send(
+            200,
+            json.dumps({"transfer": "basic", "objects": objects}).encode(),
+            content_type="application/vnd.git-lfs+json",
+        )
 
     def lfs_upload(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
         oid, size = m.group("oid"), int(m.group("size"))
@@ -365,8 +392,11 @@ class _Handler(BaseHTTPRequestHandler):
             base = st.resolve(repo, rev)
             parent_commit = header.get("parentCommit")
             if parent_commit and parent_commit != base:
-                raise HubError(412, f"A commit has happened since. Please refresh and try again. "
-                                    f"(parent {parent_commit} != head {base})")
+                raise HubError(
+                    412,
+                    f"A commit has happened since. Please refresh and try again. "
+                    f"(parent {parent_commit} != head {base})",
+                )
             files = dict(repo.commits[base].files)
             for op in lines:
                 key, v = op["key"], op.get("value", {})
@@ -392,8 +422,10 @@ class _Handler(BaseHTTPRequestHandler):
                         del files[p]
             c = st.new_commit(repo, base, {}, header.get("summary", ""))
             old = repo.commits[base].files
-            c.files = {p: (e if old.get(p) == e else FileEntry(e.size, e.blob_id, e.sha256, e.content_key, c.oid))
-                       for p, e in files.items()}
+            c.files = {
+                p: (e if old.get(p) == e else FileEntry(e.size, e.blob_id, e.sha256, e.content_key, c.oid))
+                for p, e in files.items()
+            }
             pr_url = None
             if create_pr:
                 n = len(repo.prs) + 1
@@ -403,8 +435,15 @@ class _Handler(BaseHTTPRequestHandler):
                 pr_url = f"{self.server.url}/{TYPE_PREFIX[repo.type]}{repo.id}/discussions/{n}"
             else:
                 repo.branches[rev if rev in repo.branches else "main"] = c.oid
-        self._json(200, {"commitOid": c.oid, "commitUrl": f"{self.server.url}/{TYPE_PREFIX[repo.type]}{repo.id}/commit/{c.oid}",
-                         "pullRequestUrl": pr_url, "success": True})
+        self._json(
+            200,
+            {
+                "commitOid": c.oid,
+                "commitUrl": f"{self.server.url}/{TYPE_PREFIX[repo.type]}{repo.id}/commit/{c.oid}",
+                "pullRequestUrl": pr_url,
+                "success": True,
+            },
+        )
 
     def _entries(self, commit: Commit, prefix: str, recursive: bool, expand: bool, repo: Repo) -> list[dict]:
         prefix = prefix.strip("/")
@@ -418,7 +457,7 @@ class _Handler(BaseHTTPRequestHandler):
                 raise HubError(404, f"{prefix} does not exist on {commit.oid}", "EntryNotFound")
         out: dict[str, dict] = {}
         for p, e in sorted(files.items()):
-            rest = p[len(base):]
+            rest = p[len(base) :]
             parts = rest.split("/")
             for i in range(1, len(parts)):
                 d = base + "/".join(parts[:i])
@@ -472,8 +511,13 @@ class _Handler(BaseHTTPRequestHandler):
         with st.lock:
             repo = self._repo(m)
             hist = st.history(repo.type, repo.id, unquote(m.group("rev")))
-        self._json(200, [{"id": c.oid, "title": c.title, "message": "", "date": c.date,
-                          "authors": [{"user": "test"}]} for c in hist])
+        self._json(
+            200,
+            [
+                {"id": c.oid, "title": c.title, "message": "", "date": c.date, "authors": [{"user": "test"}]}
+                for c in hist
+            ],
+        )
 
     def resolve(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
         st = self.server.state
@@ -496,7 +540,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if head:
             self.send_response(200)
-            for k, v in {**headers, "Content-Type": "application/octet-stream", "Content-Length": str(len(data))}.items():
+            for k, v in {
+                **headers,
+                "Content-Type": "application/octet-stream",
+                "Content-Length": str(len(data)),
+            }.items():
                 self.send_header(k, v)
             self.end_headers()
             return
@@ -511,17 +559,37 @@ class _Handler(BaseHTTPRequestHandler):
 
     def whoami(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
         self._auth()
-        self._json(200, {"type": "user", "name": "ggml-test", "orgs": [], "auth": {"type": "access_token",
-                                                                                   "accessToken": {"role": "write"}}})
+        self._json(
+            200,
+            {
+                "type": "user",
+                "name": "ggml-test",
+                "orgs": [],
+                "auth": {"type": "access_token", "accessToken": {"role": "write"}},
+            },
+        )
 
     def org_overview(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
         org = m.group("org")
         st = self.server.state
         if org not in st.orgs:
             raise HubError(404, f"Organization {org} not found")
-        self._json(200, {"name": org, "fullname": org, "avatarUrl": "", "isFollowing": False, "numUsers": 1,
-                         "numModels": 0, "numSpaces": 0, "numDatasets": 0, "numFollowers": 0, "numPapers": 0,
-                         "trustedKernelPublisher": st.orgs[org]})
+        self._json(
+            200,
+            {
+                "name": org,
+                "fullname": org,
+                "avatarUrl": "",
+                "isFollowing": False,
+                "numUsers": 1,
+                "numModels": 0,
+                "numSpaces": 0,
+                "numDatasets": 0,
+                "numFollowers": 0,
+                "numPapers": 0,
+                "trustedKernelPublisher": st.orgs[org],
+            },
+        )
 
 
 _T = r"(?P<type>models|datasets|spaces|kernels)"
@@ -564,7 +632,7 @@ class HubServer:
         self._httpd.url = self.url
         self._thread: threading.Thread | None = None
 
-    def start(self) -> "HubServer":
+    def start(self) -> HubServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="hubserver", daemon=True)
         self._thread.start()
         return self
@@ -575,7 +643,7 @@ class HubServer:
         if self._thread:
             self._thread.join(timeout=5)
 
-    def __enter__(self) -> "HubServer":
+    def __enter__(self) -> HubServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -9,11 +9,12 @@ from `main`, so anything under build/ or benchmarks/ that it inherited and that 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from ..hashing import sha256_bytes
+from toolkit.core.hashing import sha256_bytes
 
 ADD, DELETE, UNCHANGED = "add", "delete", "unchanged"
 CARD_PATH = "README.md"
@@ -62,8 +63,11 @@ class BranchPlan:
         return tuple(a for a in self.actions if a.action != UNCHANGED)
 
     def to_json(self) -> dict[str, Any]:
-        return {"branch": self.branch, "exists": self.exists,
-                **{k: [a.path for a in self.of(k)] for k in (ADD, DELETE, UNCHANGED)}}
+        return {
+            "branch": self.branch,
+            "exists": self.exists,
+            **{k: [a.path for a in self.of(k)] for k in (ADD, DELETE, UNCHANGED)},
+        }
 
 
 @dataclass(frozen=True)
@@ -77,18 +81,28 @@ class PublishPlan:
     card_text: str = ""  # README.md content for main (generated, so it has no file on disk)
 
     def to_json(self) -> dict[str, Any]:
-        return {"repo_id": self.repo_id, "target": self.target, "version": self.version,
-                "variants": list(self.variants), "branches": [b.to_json() for b in self.branches]}
+        return {
+            "repo_id": self.repo_id,
+            "target": self.target,
+            "version": self.version,
+            "variants": list(self.variants),
+            "branches": [b.to_json() for b in self.branches],
+        }
 
     def lines(self) -> list[str]:
         out = [f"publish {self.repo_id} ({self.target}), version {self.version}: {', '.join(self.variants)}"]
         for b in self.branches:
             state = "existing" if b.exists else "new"
-            out.append(f"  branch {b.branch} ({state}): {len(b.of(ADD))} to add, {len(b.of(DELETE))} to delete, "
-                       f"{len(b.of(UNCHANGED))} unchanged")
+            out.append(
+                f"  branch {b.branch} ({state}): {len(b.of(ADD))} to add, {len(b.of(DELETE))} to delete, "
+                f"{len(b.of(UNCHANGED))} unchanged"
+            )
             for a in b.actions:
                 if a.action != UNCHANGED:
-                    out.append(f"    {'+' if a.action == ADD else '-'} {a.path}" + (f" ({a.size} B)" if a.action == ADD else ""))
+                    out.append(
+                        f"    {'+' if a.action == ADD else '-'} {a.path}"
+                        + (f" ({a.size} B)" if a.action == ADD else "")
+                    )
         return out
 
 
@@ -127,9 +141,15 @@ def same_content(local: LocalFile, remote: RemoteFile) -> bool:
     return remote.blob_id == local.git_blob
 
 
-def plan_branch(branch: str, local: list[LocalFile], remote: dict[str, RemoteFile] | None,
-                variants: Iterable[str], *, prune_prefixes: tuple[str, ...] = ("build/", "benchmarks/"),
-                base_for_new: dict[str, RemoteFile] | None = None) -> BranchPlan:
+def plan_branch(
+    branch: str,
+    local: list[LocalFile],
+    remote: dict[str, RemoteFile] | None,
+    variants: Iterable[str],
+    *,
+    prune_prefixes: tuple[str, ...] = ("build/", "benchmarks/"),
+    base_for_new: dict[str, RemoteFile] | None = None,
+) -> BranchPlan:
     """Actions for one branch. `remote` is the branch's live tree (None: the branch does not exist yet and
     will be created from `base_for_new`, e.g. main)."""
     exists = remote is not None
@@ -146,9 +166,18 @@ def plan_branch(branch: str, local: list[LocalFile], remote: dict[str, RemoteFil
     return BranchPlan(branch, exists, tuple(actions))
 
 
-def make_plan(*, repo_id: str, target: str, version: int, branch: str, variants: list[str],
-              files: list[LocalFile], card_text: str | None, remote_branch: dict[str, RemoteFile] | None,
-              remote_main: dict[str, RemoteFile] | None) -> PublishPlan:
+def make_plan(
+    *,
+    repo_id: str,
+    target: str,
+    version: int,
+    branch: str,
+    variants: list[str],
+    files: list[LocalFile],
+    card_text: str | None,
+    remote_branch: dict[str, RemoteFile] | None,
+    remote_main: dict[str, RemoteFile] | None,
+) -> PublishPlan:
     """The whole publish: variants to `branch`, the card to main."""
     card = card_file(card_text) if card_text is not None else None
     branches = [plan_branch(branch, files, remote_branch, variants, base_for_new=remote_main)]
@@ -163,4 +192,4 @@ def make_plan(*, repo_id: str, target: str, version: int, branch: str, variants:
 def batches(actions: tuple[FileAction, ...], size: int) -> list[tuple[FileAction, ...]]:
     """Changes in commit-sized groups; a variant's files stay together where they fit (paths are sorted)."""
     changes = [a for a in actions if a.action != UNCHANGED]
-    return [tuple(changes[i:i + size]) for i in range(0, len(changes), size)] if changes else []
+    return [tuple(changes[i : i + size]) for i in range(0, len(changes), size)] if changes else []

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import PublishError
-from ..verify.binaries import check_file
-from ..verify.runner import discover, stamp_verdict
+from toolkit.core.errors import PublishError
+from toolkit.verify.binaries import check_file
+from toolkit.verify.runner import discover, stamp_verdict
 
 
 @dataclass(frozen=True)
@@ -38,12 +38,19 @@ def resolve_token(token: str | None) -> str:
         stored = None
     if stored:
         return stored
-    raise PublishError("no Hugging Face token: publishing needs write access",
-                       "set HF_TOKEN, pass --token, or run `hf auth login`")
+    raise PublishError(
+        "no Hugging Face token: publishing needs write access", "set HF_TOKEN, pass --token, or run `hf auth login`"
+    )
 
 
-def preflight(cfg: Any, names: list[str] | None, *, build_dir: Path | None = None,
-              check_vendor: bool = True, official_hub: bool = False) -> Ready:
+def preflight(
+    cfg: Any,
+    names: list[str] | None,
+    *,
+    build_dir: Path | None = None,
+    check_vendor: bool = True,
+    official_hub: bool = False,
+) -> Ready:
     build_dir = build_dir or cfg.build_dir
     dirs = discover(build_dir, names)
     if not dirs:
@@ -70,18 +77,22 @@ def preflight(cfg: Any, names: list[str] | None, *, build_dir: Path | None = Non
             if why:
                 problems.append(f"{d.name}: {why}")
     if len(versions) > 1:
-        problems.append("mixed versions: " + "; ".join(f"v{v}: {', '.join(n)}" for v, n in sorted(versions.items(), key=str)))
+        problems.append(
+            "mixed versions: " + "; ".join(f"v{v}: {', '.join(n)}" for v, n in sorted(versions.items(), key=str))
+        )
     version = next(iter(versions)) if len(versions) == 1 else None
     if version is not None and version != cfg.version:
         problems.append(f"variants are version {version} but [tool.ggml-vendor] version is {cfg.version}")
     lock = None
     if check_vendor:
-        from ..verify.provenance import check_vendor_clean
+        from toolkit.verify.provenance import check_vendor_clean
 
         findings, lock = check_vendor_clean(cfg)
         problems += [f.message for f in findings if f.failed]
     if problems:
         shown = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
-        raise PublishError(f"refusing to publish, nothing was pushed: {shown}",
-                           "fix the build, run ggml-vendor verify, then publish again")
+        raise PublishError(
+            f"refusing to publish, nothing was pushed: {shown}",
+            "fix the build, run ggml-vendor verify, then publish again",
+        )
     return Ready(tuple(dirs), int(version), lock)  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .findings import FAIL, PASS, WARN, Finding
+from toolkit.verify.findings import FAIL, PASS, WARN, Finding
 
 MANYLINUX = "manylinux_2_28"
 PYTHON_ABI = "3.9"
@@ -19,53 +19,92 @@ def _names(items: list, fmt) -> str:  # type: ignore[no-untyped-def]
     return shown + (f" (+{len(items) - _SHOWN} more)" if len(items) > _SHOWN else "")
 
 
-def check_abi(variant: str, so_files: list[Path], *, os_name: str, backend: str,
-              macos: str | None = None, host_toolchain_ok: bool = False) -> list[Finding]:
+def check_abi(
+    variant: str,
+    so_files: list[Path],
+    *,
+    os_name: str,
+    backend: str,
+    macos: str | None = None,
+    host_toolchain_ok: bool = False,
+) -> list[Finding]:
     """`host_toolchain_ok`: a build made with this machine's compiler (the demo, local use) may exceed the
     manylinux ceilings; that is reported as a warning and recorded, and publishing to huggingface.co still
     refuses it."""
     import kernel_abi_check as kac  # imported here: a compiled wheel, only needed when verifying
 
-    from .objfile import binary_format
+    from toolkit.verify.objfile import binary_format
 
     findings: list[Finding] = []
     for so in so_files:
         with so.open("rb") as fh:
             if binary_format(fh.read(8)) is None:
-                findings.append(Finding(variant, "abi", FAIL, f"{so.name} is not an ELF/Mach-O binary; ABI unchecked",
-                                        "rebuild the variant (see the binaries finding)"))
+                findings.append(
+                    Finding(
+                        variant,
+                        "abi",
+                        FAIL,
+                        f"{so.name} is not an ELF/Mach-O binary; ABI unchecked",
+                        "rebuild the variant (see the binaries finding)",
+                    )
+                )
                 continue
         try:
             obj = kac.ObjectFile(str(so))
             py = obj.check_python_abi(PYTHON_ABI)
         except Exception as exc:  # the binding raises plain ValueErrors for unreadable files
-            findings.append(Finding(variant, "abi", FAIL, f"{so.name}: kernel-abi-check cannot read it ({exc})",
-                                    "rebuild the variant"))
+            findings.append(
+                Finding(
+                    variant, "abi", FAIL, f"{so.name}: kernel-abi-check cannot read it ({exc})", "rebuild the variant"
+                )
+            )
             continue
         if py:
-            findings.append(Finding(
-                variant, "abi", FAIL,
-                f"{so.name} uses symbols outside the abi3 {PYTHON_ABI} stable ABI: "
-                + _names(py, lambda v: f"{v.name}" + (f" (added {v.version_added})" if hasattr(v, "version_added") else "")),
-                "build with Py_LIMITED_API=0x03090000 and without pybind11"))
+            findings.append(
+                Finding(
+                    variant,
+                    "abi",
+                    FAIL,
+                    f"{so.name} uses symbols outside the abi3 {PYTHON_ABI} stable ABI: "
+                    + _names(
+                        py,
+                        lambda v: f"{v.name}" + (f" (added {v.version_added})" if hasattr(v, "version_added") else ""),
+                    ),
+                    "build with Py_LIMITED_API=0x03090000 and without pybind11",
+                )
+            )
         if os_name == "linux":
             ml = obj.check_manylinux(MANYLINUX)
             if ml:
-                findings.append(Finding(
-                    variant, "abi", WARN if host_toolchain_ok else FAIL,
-                    f"{so.name} needs newer system libraries than {MANYLINUX}: "
-                    + _names(ml, lambda v: f"{v.name}@{v.dep}_{v.version}"),
-                    "build in a manylinux_2_28 toolchain (AlmaLinux 8 gcc-toolset) and link cudart shared "
-                    "(-cudart shared), not static"))
+                findings.append(
+                    Finding(
+                        variant,
+                        "abi",
+                        WARN if host_toolchain_ok else FAIL,
+                        f"{so.name} needs newer system libraries than {MANYLINUX}: "
+                        + _names(ml, lambda v: f"{v.name}@{v.dep}_{v.version}"),
+                        "build in a manylinux_2_28 toolchain (AlmaLinux 8 gcc-toolset) and link cudart shared "
+                        "(-cudart shared), not static",
+                    )
+                )
         elif os_name == "darwin":
             target = macos or MACOS_MIN.get(backend, "15.0")
             mac = obj.check_macos(target)
             if mac:
-                findings.append(Finding(variant, "abi", FAIL,
-                                        f"{so.name}: " + "; ".join(type(v).__name__ for v in mac)
-                                        + f" (must be at most macOS {target})",
-                                        f"set MACOSX_DEPLOYMENT_TARGET={target} (LC_BUILD_VERSION minos)"))
+                findings.append(
+                    Finding(
+                        variant,
+                        "abi",
+                        FAIL,
+                        f"{so.name}: "
+                        + "; ".join(type(v).__name__ for v in mac)
+                        + f" (must be at most macOS {target})",
+                        f"set MACOSX_DEPLOYMENT_TARGET={target} (LC_BUILD_VERSION minos)",
+                    )
+                )
     if not findings:
-        what = f"abi3 >= {PYTHON_ABI}, " + (MANYLINUX if os_name == "linux" else f"macOS minos <= {macos or MACOS_MIN.get(backend, '15.0')}")
+        what = f"abi3 >= {PYTHON_ABI}, " + (
+            MANYLINUX if os_name == "linux" else f"macOS minos <= {macos or MACOS_MIN.get(backend, '15.0')}"
+        )
         findings.append(Finding(variant, "abi", PASS, f"{len(so_files)} binaries: {what}"))
     return findings

@@ -15,8 +15,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from .findings import FAIL, PASS, SKIP, WARN, Finding
-from .objfile import Elf, ElfError, binary_format
+from toolkit.verify.findings import FAIL, PASS, SKIP, WARN, Finding
+from toolkit.verify.objfile import Elf, ElfError, binary_format
 
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_KIND_PTX = 1
@@ -72,8 +72,9 @@ def parse_fatbin_section(sec: bytes) -> FatbinContents:
         targets = set()
         q = start
         while q + ENTRY_HEADER.size <= end:
-            kind, _u1, ehsize, esize, _csize, _u2, _minor, _major, arch, _noff, _nlen, flags = \
-                ENTRY_HEADER.unpack_from(sec, q)
+            kind, _u1, ehsize, esize, _csize, _u2, _minor, _major, arch, _noff, _nlen, flags = ENTRY_HEADER.unpack_from(
+                sec, q
+            )
             if ehsize < ENTRY_HEADER.size or kind not in (FATBIN_KIND_PTX, FATBIN_KIND_ELF):
                 raise ValueError(f"unknown fatbin entry at {q:#x} (kind {kind})")
             suffix = "a" if flags & FLAG_ARCH_SPECIFIC else "f" if flags & FLAG_FAMILY_SPECIFIC else ""
@@ -120,6 +121,7 @@ def caps_of(targets: frozenset[CudaTarget]) -> list[str]:
 
 # --- ROCm -------------------------------------------------------------------------------------------------
 
+
 def parse_offload_bundle(blob: bytes) -> list[str]:
     """gfx targets in uncompressed clang offload bundles (`.hip_fatbin`), e.g. ['gfx942', 'gfx90a']."""
     archs = []
@@ -129,7 +131,7 @@ def parse_offload_bundle(blob: bytes) -> list[str]:
         q = pos + 32
         for _ in range(n):
             _off, _size, tlen = struct.unpack_from("<QQQ", blob, q)
-            triple = blob[q + 24:q + 24 + tlen].decode("ascii", "replace")
+            triple = blob[q + 24 : q + 24 + tlen].decode("ascii", "replace")
             q += 24 + tlen
             if triple.startswith("hip") and "--" in triple:
                 archs.append(triple.split("--", 1)[1].split(":", 1)[0])
@@ -139,52 +141,103 @@ def parse_offload_bundle(blob: bytes) -> list[str]:
 
 # --- the check ------------------------------------------------------------------------------------------
 
+
 def check_archs(variant: str, backend: str, archs: list[str] | None, so_files: list[Path]) -> list[Finding]:
     if backend not in ("cuda", "rocm"):
         return [Finding(variant, "archs", SKIP, f"{backend} variants carry no GPU arch list")]
     if not so_files:
         return [Finding(variant, "archs", FAIL, "no shared object to read archs from", "rebuild the variant")]
     if not archs:
-        return [Finding(variant, "archs", FAIL, "metadata.json backend.archs is empty or missing",
-                        "write the compiled archs into metadata (kernels' ArchValidator relies on them)")]
+        return [
+            Finding(
+                variant,
+                "archs",
+                FAIL,
+                "metadata.json backend.archs is empty or missing",
+                "write the compiled archs into metadata (kernels' ArchValidator relies on them)",
+            )
+        ]
     data = so_files[0].read_bytes()
     if binary_format(data) != "elf":
-        return [Finding(variant, "archs", FAIL, f"{so_files[0].name} is not ELF; cannot read device code",
-                        "rebuild the variant")]
+        return [
+            Finding(
+                variant, "archs", FAIL, f"{so_files[0].name} is not ELF; cannot read device code", "rebuild the variant"
+            )
+        ]
     if backend == "rocm":
         try:
             sec = Elf(data).section_bytes(".hip_fatbin")
         except ElfError as exc:
             return [Finding(variant, "archs", FAIL, f"{so_files[0].name}: {exc}", "rebuild the variant")]
         if sec is None:
-            return [Finding(variant, "archs", FAIL, "no .hip_fatbin section: the binary has no GPU code",
-                            "rebuild with hipcc --offload-arch=...")]
+            return [
+                Finding(
+                    variant,
+                    "archs",
+                    FAIL,
+                    "no .hip_fatbin section: the binary has no GPU code",
+                    "rebuild with hipcc --offload-arch=...",
+                )
+            ]
         if CLANG_COMPRESSED_MAGIC in sec and CLANG_BUNDLE_MAGIC not in sec:
-            return [Finding(variant, "archs", SKIP, "offload bundle is compressed; cannot list gfx targets",
-                            "build with --no-offload-compress to make archs checkable")]
+            return [
+                Finding(
+                    variant,
+                    "archs",
+                    SKIP,
+                    "offload bundle is compressed; cannot list gfx targets",
+                    "build with --no-offload-compress to make archs checkable",
+                )
+            ]
         found = parse_offload_bundle(sec)
         if sorted(archs) == found:
             return [Finding(variant, "archs", PASS, f"backend.archs {found} match the code objects")]
-        return [Finding(variant, "archs", FAIL,
-                        f"backend.archs {sorted(archs)} != code objects in the binary {found}",
-                        f"write archs = {found} into metadata.json (or rebuild for the declared archs)")]
+        return [
+            Finding(
+                variant,
+                "archs",
+                FAIL,
+                f"backend.archs {sorted(archs)} != code objects in the binary {found}",
+                f"write archs = {found} into metadata.json (or rebuild for the declared archs)",
+            )
+        ]
     try:
         contents = cuda_targets_of(data)
     except (ElfError, ValueError, struct.error) as exc:
-        return [Finding(variant, "archs", FAIL, f"cannot read device code of {so_files[0].name}: {exc}",
-                        "rebuild the variant")]
+        return [
+            Finding(
+                variant, "archs", FAIL, f"cannot read device code of {so_files[0].name}: {exc}", "rebuild the variant"
+            )
+        ]
     if contents is None or not contents.targets:
-        return [Finding(variant, "archs", FAIL, f"{so_files[0].name} has no .nv_fatbin section: no GPU code",
-                        "rebuild with nvcc -gencode for the declared archs")]
+        return [
+            Finding(
+                variant,
+                "archs",
+                FAIL,
+                f"{so_files[0].name} has no .nv_fatbin section: no GPU code",
+                "rebuild with nvcc -gencode for the declared archs",
+            )
+        ]
     wanted, bad = parse_caps(archs)
     if bad:
-        return [Finding(variant, "archs", FAIL, f"backend.archs entries not in X.Y[a|f][+PTX] form: {bad}",
-                        "use kernel-builder capability syntax, e.g. 9.0 or 12.0+PTX")]
+        return [
+            Finding(
+                variant,
+                "archs",
+                FAIL,
+                f"backend.archs entries not in X.Y[a|f][+PTX] form: {bad}",
+                "use kernel-builder capability syntax, e.g. 9.0 or 12.0+PTX",
+            )
+        ]
     found = contents.targets
     findings = []
     if wanted == set(found):
-        findings.append(Finding(variant, "archs", PASS,
-                                f"backend.archs {sorted(archs)} match the binary ({', '.join(caps_of(found))})"))
+        findings.append(
+            Finding(
+                variant, "archs", PASS, f"backend.archs {sorted(archs)} match the binary ({', '.join(caps_of(found))})"
+            )
+        )
     else:
         missing = sorted(t.nvcc_name() for t in wanted - found)
         extra = sorted(t.nvcc_name() for t in found - wanted)
@@ -193,12 +246,28 @@ def check_archs(variant: str, backend: str, archs: list[str] | None, so_files: l
             parts.append(f"declared but not in the binary: {', '.join(missing)}")
         if extra:
             parts.append(f"in the binary but not declared: {', '.join(extra)}")
-        findings.append(Finding(variant, "archs", FAIL, "backend.archs disagree with the binary — " + "; ".join(parts),
-                                f"write archs = {caps_of(found)} into metadata.json (or rebuild for the declared archs)"))
+        findings.append(
+            Finding(
+                variant,
+                "archs",
+                FAIL,
+                "backend.archs disagree with the binary — " + "; ".join(parts),
+                f"write archs = {caps_of(found)} into metadata.json (or rebuild for the declared archs)",
+            )
+        )
     # A translation unit compiled for fewer targets than the rest fails at launch on the missing GPUs.
-    uneven = [i for i, c in enumerate(contents.containers) if {t for t in c if not t.ptx} != {t for t in found if not t.ptx}]
+    uneven = [
+        i for i, c in enumerate(contents.containers) if {t for t in c if not t.ptx} != {t for t in found if not t.ptx}
+    ]
     if uneven and len(contents.containers) > 1:
-        findings.append(Finding(variant, "archs", WARN,
-                                f"{len(uneven)} of {len(contents.containers)} translation units lack some of the cubins "
-                                f"the others carry", "compile every .cu with the same -gencode list"))
+        findings.append(
+            Finding(
+                variant,
+                "archs",
+                WARN,
+                f"{len(uneven)} of {len(contents.containers)} translation units lack some of the cubins "
+                f"the others carry",
+                "compile every .cu with the same -gencode list",
+            )
+        )
     return findings

@@ -5,8 +5,8 @@ from __future__ import annotations
 import fnmatch
 from pathlib import Path
 
-from .findings import FAIL, PASS, Finding
-from .objfile import binary_format
+from toolkit.verify.findings import FAIL, PASS, Finding
+from toolkit.verify.objfile import binary_format
 
 # A clone made without git-lfs (or with GIT_LFS_SKIP_SMUDGE=1) holds these ~130-byte stubs in place of the
 # real files (hub-contract.md §3.8). Uploading one publishes a kernel that dies with "invalid ELF header".
@@ -57,12 +57,15 @@ def check_variant_binaries(variant: str, path: Path) -> list[Finding]:
         if why:
             problems.append(why)
     if problems:
-        return [Finding(variant, "binaries", FAIL, why,
-                        "fetch the real files (git lfs pull) or rebuild the variant") for why in problems]
+        return [
+            Finding(variant, "binaries", FAIL, why, "fetch the real files (git lfs pull) or rebuild the variant")
+            for why in problems
+        ]
     return [Finding(variant, "binaries", PASS, f"{count} files, binaries have real ELF/Mach-O/metallib headers")]
 
 
 # --- .gitattributes --------------------------------------------------------------------------------------
+
 
 def _lfs_patterns(text: str) -> list[str]:
     """Patterns that a .gitattributes routes through the lfs filter (last matching line wins in git; we only
@@ -94,12 +97,26 @@ def gitattributes_covers(text: str, filename: str) -> bool:
 def check_gitattributes(text: str | None, where: str = ".gitattributes") -> list[Finding]:
     """A git-transport target must route *.so, *.dylib, *.metallib (and *.pyd) through git-lfs."""
     if text is None:
-        return [Finding("*", "gitattributes", FAIL, f"{where} is missing",
-                        "add lines like '*.so filter=lfs diff=lfs merge=lfs -text' for " + ", ".join(GIT_LFS_PATTERNS))]
+        return [
+            Finding(
+                "*",
+                "gitattributes",
+                FAIL,
+                f"{where} is missing",
+                "add lines like '*.so filter=lfs diff=lfs merge=lfs -text' for " + ", ".join(GIT_LFS_PATTERNS),
+            )
+        ]
     missing = [p for p in GIT_LFS_PATTERNS if not gitattributes_covers(text, "build/v/x" + p[1:])]
     if missing:
-        return [Finding("*", "gitattributes", FAIL, f"{where} does not route {', '.join(missing)} through git-lfs",
-                        "add '<pattern> filter=lfs diff=lfs merge=lfs -text' for each")]
+        return [
+            Finding(
+                "*",
+                "gitattributes",
+                FAIL,
+                f"{where} does not route {', '.join(missing)} through git-lfs",
+                "add '<pattern> filter=lfs diff=lfs merge=lfs -text' for each",
+            )
+        ]
     return [Finding("*", "gitattributes", PASS, f"{where} routes {', '.join(GIT_LFS_PATTERNS)} through git-lfs")]
 
 

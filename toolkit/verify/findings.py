@@ -27,8 +27,13 @@ class Finding:
         return f"[{self.status}] {self.variant}: {self.check}: {self.message}{tail}"
 
     def to_json(self) -> dict[str, str]:
-        return {"variant": self.variant, "check": self.check, "status": self.status,
-                "message": self.message, "remedy": self.remedy}
+        return {
+            "variant": self.variant,
+            "check": self.check,
+            "status": self.status,
+            "message": self.message,
+            "remedy": self.remedy,
+        }
 
 
 @dataclass(frozen=True)
@@ -45,8 +50,13 @@ class VariantReport:
         return not any(f.failed for f in self.findings)
 
     def to_json(self) -> dict[str, Any]:
-        return {"variant": self.variant, "path": self.path, "ok": self.ok, "tree_sha256": self.tree_sha256,
-                "findings": [f.to_json() for f in self.findings]}
+        return {
+            "variant": self.variant,
+            "path": self.path,
+            "ok": self.ok,
+            "tree_sha256": self.tree_sha256,
+            "findings": [f.to_json() for f in self.findings],
+        }
 
 
 @dataclass(frozen=True)
@@ -58,13 +68,18 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        return bool(self.variants) and all(v.ok for v in self.variants) and not any(
-            f.failed for f in self.global_findings)
+        return (
+            bool(self.variants) and all(v.ok for v in self.variants) and not any(f.failed for f in self.global_findings)
+        )
 
     def failures(self) -> list[Finding]:
         return [f for f in self.global_findings if f.failed] + [
-            f for v in self.variants for f in v.findings if f.failed]
+            f for v in self.variants for f in v.findings if f.failed
+        ]
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "variants": [v.to_json() for v in self.variants],
-                "global": [f.to_json() for f in self.global_findings]}
+        return {
+            "ok": self.ok,
+            "variants": [v.to_json() for v in self.variants],
+            "global": [f.to_json() for f in self.global_findings],
+        }

@@ -7,8 +7,8 @@ import ast
 import re
 from pathlib import Path
 
-from .findings import FAIL, PASS, WARN, Finding
-from .objfile import exports_symbol
+from toolkit.verify.findings import FAIL, PASS, WARN, Finding
+from toolkit.verify.objfile import exports_symbol
 
 REQUIRED = ("metadata.json", "__init__.py", "_ops.py")
 _UID_RE = r"[A-Za-z0-9_]+"
@@ -38,7 +38,9 @@ def _norm_backend(s: str) -> str:
 
 
 def so_files(path: Path) -> list[Path]:
-    return sorted(p for p in path.iterdir() if p.is_file() and (p.suffix in (".so", ".pyd") or p.name.endswith(".dylib")))
+    return sorted(
+        p for p in path.iterdir() if p.is_file() and (p.suffix in (".so", ".pyd") or p.name.endswith(".dylib"))
+    )
 
 
 def _absolute_self_imports(source: str, names: set[str]) -> list[str]:
@@ -63,8 +65,10 @@ def check_layout(variant: str, path: Path, meta: dict | None, *, module: str) ->
 
     backend, os_or_err, is_arch = variant_backend(variant)
     if backend is None:
-        fail(f"variant name does not parse: {os_or_err}",
-             "name it torch<MM>-cxx11-<compute>-<cpu>-<os> (hub-contract.md §2.1)")
+        fail(
+            f"variant name does not parse: {os_or_err}",
+            "name it torch<MM>-cxx11-<compute>-<cpu>-<os> (hub-contract.md §2.1)",
+        )
     for name in REQUIRED:
         if not (path / name).is_file():
             fail(f"{name} is missing", "rebuild the variant (kernels imports __init__.py and reads metadata.json)")
@@ -79,46 +83,73 @@ def check_layout(variant: str, path: Path, meta: dict | None, *, module: str) ->
     mid = str(meta.get("id", ""))
     mbackend = str((meta.get("backend") or {}).get("type", "")).lower()
     if backend is not None and mbackend and backend != mbackend:
-        fail(f"variant name says backend {backend} but metadata backend.type is {mbackend}",
-             "rebuild: the variant name and metadata must come from one build")
+        fail(
+            f"variant name says backend {backend} but metadata backend.type is {mbackend}",
+            "rebuild: the variant name and metadata must come from one build",
+        )
     want = re.compile(rf"^_{re.escape(module)}_{re.escape(mbackend)}_{_UID_RE}$")
     if not mid.isidentifier() or not want.match(mid):
-        fail(f"metadata id {mid!r} is not _{module}_{mbackend}_<uid>",
-             "the op namespace must be _<module>_<backend>_<unique build id> (hub-contract.md §2.5)")
+        fail(
+            f"metadata id {mid!r} is not _{module}_{mbackend}_<uid>",
+            "the op namespace must be _<module>_<backend>_<unique build id> (hub-contract.md §2.5)",
+        )
 
     sos = so_files(path)
     if is_arch:
         expected_so = f"{mid}.abi3.so"
         if [p.name for p in sos] != [expected_so]:
-            fail(f"expected exactly one shared object {expected_so}, found {[p.name for p in sos] or 'none'}",
-                 "the .so stem must equal metadata id (TORCH_EXTENSION_NAME)")
+            fail(
+                f"expected exactly one shared object {expected_so}, found {[p.name for p in sos] or 'none'}",
+                "the .so stem must equal metadata id (TORCH_EXTENSION_NAME)",
+            )
         elif sos:
             data = sos[0].read_bytes()
             exported = exports_symbol(data, f"PyInit_{mid}")
             if exported is False:
-                fail(f"{expected_so} does not export PyInit_{mid}",
-                     "compile with -DTORCH_EXTENSION_NAME=<id> and REGISTER_EXTENSION(TORCH_EXTENSION_NAME)")
+                fail(
+                    f"{expected_so} does not export PyInit_{mid}",
+                    "compile with -DTORCH_EXTENSION_NAME=<id> and REGISTER_EXTENSION(TORCH_EXTENSION_NAME)",
+                )
             if mid.encode() not in data.replace(f"PyInit_{mid}".encode(), b""):
-                fail(f"{expected_so} never names the op namespace {mid}",
-                     "register ops with TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ...)")
+                fail(
+                    f"{expected_so} never names the op namespace {mid}",
+                    "register ops with TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ...)",
+                )
     elif sos:
         fail(f"noarch variant ships binaries: {[p.name for p in sos]}", "arch code belongs in an arch variant")
 
     ops_py = path / "_ops.py"
     if ops_py.is_file() and is_arch:
         src = ops_py.read_text(errors="replace")
-        if f"torch.ops.{mid}" not in src and not re.search(rf"\bops\s*=\s*getattr\(\s*torch\.ops\s*,\s*['\"]{mid}['\"]", src):
+        if f"torch.ops.{mid}" not in src and not re.search(
+            rf"\bops\s*=\s*getattr\(\s*torch\.ops\s*,\s*['\"]{mid}['\"]", src
+        ):
             fail(f"_ops.py does not bind torch.ops.{mid}", "regenerate _ops.py with ops = torch.ops.<id>")
     for py in sorted(path.rglob("*.py")):
         bad = _absolute_self_imports(py.read_text(errors="replace"), {module, mid})
         if bad:
-            fail(f"{py.relative_to(path)} imports the kernel by absolute name: {', '.join(bad)}",
-                 "use relative imports (from ._ops import ops): the package is loaded as sys.modules[id]")
+            fail(
+                f"{py.relative_to(path)} imports the kernel by absolute name: {', '.join(bad)}",
+                "use relative imports (from ._ops import ops): the package is loaded as sys.modules[id]",
+            )
     init = path / "__init__.py"
     if init.is_file() and "__all__" not in init.read_text(errors="replace"):
-        f.append(Finding(variant, "layout", WARN, "__init__.py defines no __all__ (the public API)",
-                         "list the public functions in __all__"))
+        f.append(
+            Finding(
+                variant,
+                "layout",
+                WARN,
+                "__init__.py defines no __all__ (the public API)",
+                "list the public functions in __all__",
+            )
+        )
     if not any(x.failed for x in f):
-        f.append(Finding(variant, "layout", PASS,
-                         f"names agree: id = op namespace = .so stem = {mid}" if is_arch else "noarch layout ok"))
+        f.append(
+            Finding(
+                variant,
+                "layout",
+                PASS,
+                f"names agree: id = op namespace = .so stem = {mid}" if is_arch else "noarch layout ok",
+            )
+        )
     return f

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .findings import FAIL, PASS, Finding
+from toolkit.verify.findings import FAIL, PASS, Finding
 
 # Keys every client >= 0.14 needs (hub-contract.md §2.6); the Rust parser accepts some of them absent.
 REQUIRED_KEYS = ("name", "id", "version", "license", "python-depends", "backend")
@@ -40,69 +40,153 @@ def compute_digest(path: Path) -> dict[str, str]:
     return dict(Digest.hash_variant(DigestAlgorithm.SHA256, str(path)).files)
 
 
-def check_metadata(variant: str, path: Path, raw: dict[str, Any] | None, err: str | None, *,
-                   name: str, version: int, license: str) -> list[Finding]:
+def check_metadata(
+    variant: str, path: Path, raw: dict[str, Any] | None, err: str | None, *, name: str, version: int, license: str
+) -> list[Finding]:
     if raw is None:
-        return [Finding(variant, "metadata", FAIL, err or "metadata.json unreadable",
-                        "rebuild the variant: clients >= 0.14 refuse to load without it")]
+        return [
+            Finding(
+                variant,
+                "metadata",
+                FAIL,
+                err or "metadata.json unreadable",
+                "rebuild the variant: clients >= 0.14 refuse to load without it",
+            )
+        ]
     from kernels._rust import Metadata
 
     f: list[Finding] = []
     try:
         meta = Metadata.read_from_file(str(path / "metadata.json"))
     except ValueError as exc:
-        return [Finding(variant, "metadata", FAIL, f"kernels' parser rejects metadata.json: {exc}",
-                        "write the keys hub-contract.md §2.6 requires")]
+        return [
+            Finding(
+                variant,
+                "metadata",
+                FAIL,
+                f"kernels' parser rejects metadata.json: {exc}",
+                "write the keys hub-contract.md §2.6 requires",
+            )
+        ]
     missing = [k for k in REQUIRED_KEYS if k not in raw]
     if missing:
-        f.append(Finding(variant, "metadata", FAIL, f"metadata.json lacks {', '.join(missing)}",
-                         "older clients (>= 0.14) fail to parse it; write every required key"))
+        f.append(
+            Finding(
+                variant,
+                "metadata",
+                FAIL,
+                f"metadata.json lacks {', '.join(missing)}",
+                "older clients (>= 0.14) fail to parse it; write every required key",
+            )
+        )
     if str(meta.name) != name:
-        f.append(Finding(variant, "metadata", FAIL, f"name {meta.name} != configured {name}",
-                         "rebuild from this project's configuration"))
+        f.append(
+            Finding(
+                variant,
+                "metadata",
+                FAIL,
+                f"name {meta.name} != configured {name}",
+                "rebuild from this project's configuration",
+            )
+        )
     if meta.version != version:
-        f.append(Finding(variant, "metadata", FAIL, f"version {meta.version} != configured major version {version}",
-                         "rebuild, or change [tool.ggml-vendor] version"))
+        f.append(
+            Finding(
+                variant,
+                "metadata",
+                FAIL,
+                f"version {meta.version} != configured major version {version}",
+                "rebuild, or change [tool.ggml-vendor] version",
+            )
+        )
     if meta.license != license:
-        f.append(Finding(variant, "metadata", FAIL, f"license {meta.license!r} != configured {license!r}",
-                         "rebuild from this project's configuration"))
+        f.append(
+            Finding(
+                variant,
+                "metadata",
+                FAIL,
+                f"license {meta.license!r} != configured {license!r}",
+                "rebuild from this project's configuration",
+            )
+        )
     backend = str(meta.backend.backend_type).lower()
     curated = _curated_python_depends(backend)
     unknown = [d for d in meta.python_depends if d not in curated]
     if unknown:
-        f.append(Finding(variant, "metadata", FAIL, f"python-depends not in kernels' curated list: {unknown}",
-                         f"use only {sorted(curated) or 'none'}"))
+        f.append(
+            Finding(
+                variant,
+                "metadata",
+                FAIL,
+                f"python-depends not in kernels' curated list: {unknown}",
+                f"use only {sorted(curated) or 'none'}",
+            )
+        )
     if meta.kernels_minver is not None:
-        from kernels._rust import Version
         import kernels
+        from kernels._rust import Version
 
         if Version.from_str(kernels.__version__.split(".dev")[0]) < meta.kernels_minver:
-            f.append(Finding(variant, "metadata", FAIL,
-                             f"kernels-minver {meta.kernels_minver} is newer than the kernels installed here",
-                             "lower kernels-minver or upgrade kernels"))
+            f.append(
+                Finding(
+                    variant,
+                    "metadata",
+                    FAIL,
+                    f"kernels-minver {meta.kernels_minver} is newer than the kernels installed here",
+                    "lower kernels-minver or upgrade kernels",
+                )
+            )
     f += _check_digest(variant, path, raw)
     if not any(x.failed for x in f):
-        f.insert(0, Finding(variant, "metadata", PASS,
-                            f"kernels parses it: {meta.name} v{meta.version} {backend} id={meta.id}"))
+        f.insert(
+            0,
+            Finding(
+                variant, "metadata", PASS, f"kernels parses it: {meta.name} v{meta.version} {backend} id={meta.id}"
+            ),
+        )
     return f
 
 
 def _check_digest(variant: str, path: Path, raw: dict[str, Any]) -> list[Finding]:
     digest = raw.get("digest")
     if not isinstance(digest, dict) or "files" not in digest:
-        return [Finding(variant, "digest", FAIL, "metadata.json has no digest",
-                        "compute it last, after the variant is final (kernels Digest.hash_variant)")]
+        return [
+            Finding(
+                variant,
+                "digest",
+                FAIL,
+                "metadata.json has no digest",
+                "compute it last, after the variant is final (kernels Digest.hash_variant)",
+            )
+        ]
     if str(digest.get("algorithm", "")).lower() != "sha256":
-        return [Finding(variant, "digest", FAIL, f"digest algorithm {digest.get('algorithm')!r} is not sha256",
-                        "write a sha256 digest")]
+        return [
+            Finding(
+                variant,
+                "digest",
+                FAIL,
+                f"digest algorithm {digest.get('algorithm')!r} is not sha256",
+                "write a sha256 digest",
+            )
+        ]
     actual = compute_digest(path)
     recorded = digest.get("files") or {}
     missing = sorted(set(recorded) - set(actual))
     unknown = sorted(set(actual) - set(recorded))
     changed = sorted(p for p in set(actual) & set(recorded) if actual[p] != recorded[p])
     if missing or unknown or changed:
-        parts = [f"{label}: {', '.join(v[:4])}" for label, v in
-                 (("changed", changed), ("not in digest", unknown), ("missing", missing)) if v]
-        return [Finding(variant, "digest", FAIL, "files differ from the recorded digest — " + "; ".join(parts),
-                        "the variant was modified after the build: rebuild it")]
+        parts = [
+            f"{label}: {', '.join(v[:4])}"
+            for label, v in (("changed", changed), ("not in digest", unknown), ("missing", missing))
+            if v
+        ]
+        return [
+            Finding(
+                variant,
+                "digest",
+                FAIL,
+                "files differ from the recorded digest — " + "; ".join(parts),
+                "the variant was modified after the build: rebuild it",
+            )
+        ]
     return [Finding(variant, "digest", PASS, f"digest matches {len(actual)} files (kernels' algorithm)")]

@@ -1,29 +1,30 @@
 """Metal variants: the metallib (a shipped file or bytes embedded in the .so) parses, holds every kernel the
 binding dispatches, and its language version loads on the variant's declared minimum macOS. The format
-itself is toolkit/metallib.py's business (parse / find_embedded / check)."""
+itself is toolkit/build/metallib.py's business (parse / find_embedded / check)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .. import ggml_facts as facts
-from .findings import FAIL, PASS, Finding
-from .objfile import macho_minos
+from toolkit.core import ggml_facts as facts
+from toolkit.verify.findings import FAIL, PASS, Finding
+from toolkit.verify.objfile import macho_minos
 
 
 def required_kernels() -> tuple[str, ...]:
-    """Host names the Metal binding looks up for both ops: toolkit/metal.py's list, derived from the dispatch
+    """Host names the Metal binding looks up for both ops: toolkit/build/metal.py's list, derived from the dispatch
     facts (GDN nsg = head_dim/32, FA-vec per KV type and (DK, DV))."""
-    from .. import metal
+    from toolkit.build import metal
 
     return metal.required_kernels(("gated_delta_net", "flash_attn"))
 
 
-def check_metal(variant: str, path: Path, backend: str, so_files: list[Path],
-                required: tuple[str, ...] | None = None) -> list[Finding]:
+def check_metal(
+    variant: str, path: Path, backend: str, so_files: list[Path], required: tuple[str, ...] | None = None
+) -> list[Finding]:
     if backend != "metal":
         return []
-    from .. import metallib
+    from toolkit.build import metallib
 
     required = required_kernels() if required is None else required
     sources: list[tuple[str, object]] = []
@@ -43,23 +44,46 @@ def check_metal(variant: str, path: Path, backend: str, so_files: list[Path],
     f = [Finding(variant, "metallib", FAIL, e, "rebuild the metallib") for e in errors]
     if not sources:
         if not errors:
-            f.append(Finding(variant, "metallib", FAIL, "no metallib: neither a .metallib file nor one embedded in the .so",
-                             "compile the .metal sources offline and embed the metallib bytes"))
+            f.append(
+                Finding(
+                    variant,
+                    "metallib",
+                    FAIL,
+                    "no metallib: neither a .metallib file nor one embedded in the .so",
+                    "compile the .metal sources offline and embed the metallib bytes",
+                )
+            )
         return f
     # The binding may split kernels across libraries: a name counts if any library has it.
     have = {fn for _, lib in sources for fn in lib.function_names}
     for where, lib in sources:
         problems = [p for p in metallib.check(lib, required=(), min_macos=declared)]
-        f += [Finding(variant, "metallib", FAIL, f"{where}: {p}",
-                      f"compile with -std={facts.METAL_STD} for macOS {declared}") for p in problems]
+        f += [
+            Finding(
+                variant, "metallib", FAIL, f"{where}: {p}", f"compile with -std={facts.METAL_STD} for macOS {declared}"
+            )
+            for p in problems
+        ]
     missing = [n for n in required if n not in have]
     if missing:
-        f.append(Finding(variant, "metallib", FAIL,
-                         f"metallib lacks {len(missing)} kernel(s) the binding dispatches: {', '.join(missing[:6])}"
-                         + (" ..." if len(missing) > 6 else ""),
-                         "compile every upstream .metal file the binding needs into the library"))
+        f.append(
+            Finding(
+                variant,
+                "metallib",
+                FAIL,
+                f"metallib lacks {len(missing)} kernel(s) the binding dispatches: {', '.join(missing[:6])}"
+                + (" ..." if len(missing) > 6 else ""),
+                "compile every upstream .metal file the binding needs into the library",
+            )
+        )
     if not any(x.failed for x in f):
         libs = ", ".join(w for w, _ in sources)
-        f.append(Finding(variant, "metallib", PASS,
-                         f"{libs}: {len(have)} functions incl. all {len(required)} dispatched; loads on macOS {declared}"))
+        f.append(
+            Finding(
+                variant,
+                "metallib",
+                PASS,
+                f"{libs}: {len(have)} functions incl. all {len(required)} dispatched; loads on macOS {declared}",
+            )
+        )
     return f

@@ -70,13 +70,13 @@ class Elf:
             raise ElfError("bad section-name table index")
         names_off = raw[shstrndx][4]
         out = []
-        for (name, typ, _flags, _addr, off, size, link, _info, _align, entsize) in raw:
+        for name, typ, _flags, _addr, off, size, link, _info, _align, entsize in raw:
             out.append(Section(self._cstr(names_off + name), off, size, typ, link, entsize))
         return out
 
     def _cstr(self, off: int) -> str:
         end = self.data.find(b"\0", off)
-        return self.data[off:end if end >= 0 else len(self.data)].decode("utf-8", "replace")
+        return self.data[off : end if end >= 0 else len(self.data)].decode("utf-8", "replace")
 
     def section(self, name: str) -> Section | None:
         return next((s for s in self.sections if s.name == name), None)
@@ -85,7 +85,7 @@ class Elf:
         s = self.section(name)
         if s is None or s.type == 8:  # SHT_NOBITS has no bytes in the file
             return None
-        return self.data[s.offset:s.offset + s.size]
+        return self.data[s.offset : s.offset + s.size]
 
     def dynamic_symbols(self) -> tuple[set[str], set[str]]:
         """(defined, undefined) names in .dynsym."""

@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .. import __version__
-from .findings import FAIL, PASS, WARN, Finding
+from toolkit import __version__
+from toolkit.verify.findings import FAIL, PASS, WARN, Finding
 
 PROVENANCE_KEY = "ggml-vendor"
 _HEX40 = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
@@ -35,13 +35,27 @@ def check_provenance(variant: str, raw: dict[str, Any] | None, lock: Any | None)
     prov = raw.get("provenance")
     ours = prov.get(PROVENANCE_KEY) if isinstance(prov, dict) else None
     if not isinstance(ours, dict):
-        return [Finding(variant, "provenance", FAIL, f"metadata.json has no provenance.{PROVENANCE_KEY} record",
-                        "rebuild with ggml-vendor build (it records upstream, patches, tool version, dirty flag)")]
+        return [
+            Finding(
+                variant,
+                "provenance",
+                FAIL,
+                f"metadata.json has no provenance.{PROVENANCE_KEY} record",
+                "rebuild with ggml-vendor build (it records upstream, patches, tool version, dirty flag)",
+            )
+        ]
     up = ours.get("upstream") if isinstance(ours.get("upstream"), dict) else {}
     commit = str(up.get("commit", ""))
     if not up.get("url") or not _HEX40.match(commit):
-        f.append(Finding(variant, "provenance", FAIL, f"upstream url/commit missing or not a full commit id ({commit!r})",
-                         "rebuild after ggml-vendor sync"))
+        f.append(
+            Finding(
+                variant,
+                "provenance",
+                FAIL,
+                f"upstream url/commit missing or not a full commit id ({commit!r})",
+                "rebuild after ggml-vendor sync",
+            )
+        )
     patches = ours.get("patches")
     if not isinstance(patches, list):
         f.append(Finding(variant, "provenance", FAIL, "provenance lists no patches (use [] for none)", "rebuild"))
@@ -49,46 +63,95 @@ def check_provenance(variant: str, raw: dict[str, Any] | None, lock: Any | None)
     if not ours.get("tool-version"):
         f.append(Finding(variant, "provenance", FAIL, "tool-version missing", "rebuild"))
     elif ours["tool-version"] != __version__:
-        f.append(Finding(variant, "provenance", WARN,
-                         f"built by ggml-vendor {ours['tool-version']}, this is {__version__}", "rebuild to be sure"))
+        f.append(
+            Finding(
+                variant,
+                "provenance",
+                WARN,
+                f"built by ggml-vendor {ours['tool-version']}, this is {__version__}",
+                "rebuild to be sure",
+            )
+        )
     if ours.get("dirty") is not False:
-        f.append(Finding(variant, "provenance", FAIL,
-                         "built from a dirty tree (vendor/ or rendered sources differed from the lock)"
-                         if ours.get("dirty") else "dirty flag missing",
-                         "restore vendor/ (ggml-vendor sync --check), re-render and rebuild"))
+        f.append(
+            Finding(
+                variant,
+                "provenance",
+                FAIL,
+                "built from a dirty tree (vendor/ or rendered sources differed from the lock)"
+                if ours.get("dirty")
+                else "dirty flag missing",
+                "restore vendor/ (ggml-vendor sync --check), re-render and rebuild",
+            )
+        )
     kernel = prov.get("kernel") if isinstance(prov, dict) else None
     if isinstance(kernel, dict) and kernel.get("dirty"):
-        f.append(Finding(variant, "provenance", WARN, "this repository had uncommitted changes at build time",
-                         "commit, then rebuild, so the build is reproducible"))
+        f.append(
+            Finding(
+                variant,
+                "provenance",
+                WARN,
+                "this repository had uncommitted changes at build time",
+                "commit, then rebuild, so the build is reproducible",
+            )
+        )
     if lock is not None:
         if commit and commit != lock.commit:
-            f.append(Finding(variant, "provenance", FAIL,
-                             f"built from upstream {commit[:12]} but vendor/UPSTREAM pins {lock.commit[:12]}",
-                             "rebuild after the last sync"))
+            f.append(
+                Finding(
+                    variant,
+                    "provenance",
+                    FAIL,
+                    f"built from upstream {commit[:12]} but vendor/UPSTREAM pins {lock.commit[:12]}",
+                    "rebuild after the last sync",
+                )
+            )
         locked = sorted((p.name, p.sha256) for p in lock.patches)
         built = sorted((str(p.get("name")), str(p.get("sha256"))) for p in patches if isinstance(p, dict))
         if locked != built:
-            f.append(Finding(variant, "provenance", FAIL,
-                             f"patches in the build {[n for n, _ in built]} != locked {[n for n, _ in locked]}",
-                             "rebuild after the last sync"))
+            f.append(
+                Finding(
+                    variant,
+                    "provenance",
+                    FAIL,
+                    f"patches in the build {[n for n, _ in built]} != locked {[n for n, _ in locked]}",
+                    "rebuild after the last sync",
+                )
+            )
     if not any(x.failed for x in f):
-        f.insert(0, Finding(variant, "provenance", PASS,
-                            f"upstream {up.get('url')} @ {commit[:12]}, {len(patches)} patches, clean"))
+        f.insert(
+            0,
+            Finding(
+                variant, "provenance", PASS, f"upstream {up.get('url')} @ {commit[:12]}, {len(patches)} patches, clean"
+            ),
+        )
     return f
 
 
 def check_vendor_clean(cfg: Any) -> tuple[list[Finding], Any | None]:
     """(findings, lock) for the project's vendor/: refuse a dirty tree (edited, missing, extra files)."""
-    from ..lock import read_lock
-    from ..vendor_tree import check_vendor
+    from toolkit.core.lock import read_lock
+    from toolkit.sync.vendor_tree import check_vendor
 
     lock = read_lock(cfg.vendor_dir)
     if lock is None:
-        return [Finding("*", "vendor", FAIL, "vendor/UPSTREAM is missing: nothing is pinned",
-                        "run ggml-vendor sync --rev REV")], None
+        return [
+            Finding(
+                "*", "vendor", FAIL, "vendor/UPSTREAM is missing: nothing is pinned", "run ggml-vendor sync --rev REV"
+            )
+        ], None
     dirty = check_vendor(cfg)
     if dirty:
-        shown = "; ".join(d.line().strip() for d in dirty[:3]) + (f" (+{len(dirty) - 3} more)" if len(dirty) > 3 else "")
-        return [Finding("*", "vendor", FAIL, f"vendor/ is dirty: {shown}",
-                        "ggml-vendor sync --check shows all; re-sync to restore it")], lock
+        shown = "; ".join(d.line().strip() for d in dirty[:3]) + (
+            f" (+{len(dirty) - 3} more)" if len(dirty) > 3 else ""
+        )
+        return [
+            Finding(
+                "*",
+                "vendor",
+                FAIL,
+                f"vendor/ is dirty: {shown}",
+                "ggml-vendor sync --check shows all; re-sync to restore it",
+            )
+        ], lock
     return [Finding("*", "vendor", PASS, f"vendor/ matches vendor/UPSTREAM ({lock.commit[:12]})")], lock

@@ -6,21 +6,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from .. import __version__
-from ..errors import VerifyError
-from .abi import check_abi
-from .archs import check_archs
-from .binaries import check_variant_binaries
-from .findings import FAIL, PASS, SKIP, Finding, VariantReport, VerifyReport
-from .layout import check_layout, so_files, variant_backend
-from .metadata import check_metadata, load_metadata
-from .metal import check_metal
-from .provenance import check_provenance, check_vendor_clean
-from .smoke import smoke_test
+from toolkit import __version__
+from toolkit.core.errors import VerifyError
+from toolkit.verify.abi import check_abi
+from toolkit.verify.archs import check_archs
+from toolkit.verify.binaries import check_variant_binaries
+from toolkit.verify.findings import FAIL, PASS, SKIP, Finding, VariantReport, VerifyReport
+from toolkit.verify.layout import check_layout, so_files, variant_backend
+from toolkit.verify.metadata import check_metadata, load_metadata
+from toolkit.verify.metal import check_metal
+from toolkit.verify.provenance import check_provenance, check_vendor_clean
+from toolkit.verify.smoke import smoke_test
 
 STAMP_NAME = ".verified.json"
 
@@ -88,8 +89,9 @@ def verify_variant(cfg: Any, path: Path, *, lock: Any | None, options: VerifyOpt
     sos = so_files(path) if path.is_dir() else []
     if is_arch and raw is not None:
         findings += check_archs(variant, backend, ((raw.get("backend") or {}).get("archs")), sos)
-        findings += check_abi(variant, sos, os_name=str(os_name), backend=backend,
-                              host_toolchain_ok=options.host_toolchain_ok)
+        findings += check_abi(
+            variant, sos, os_name=str(os_name), backend=backend, host_toolchain_ok=options.host_toolchain_ok
+        )
         findings += check_metal(variant, path, backend, sos, options.metal_required)
     findings += check_provenance(variant, raw, lock)
     if options.smoke:
@@ -103,8 +105,14 @@ def verify_variant(cfg: Any, path: Path, *, lock: Any | None, options: VerifyOpt
     return VariantReport(variant, str(path), tuple(findings), tree_sha256(path))
 
 
-def verify_build(cfg: Any, names: list[str] | None = None, *, options: VerifyOptions | None = None,
-                 build_dir: Path | None = None, progress: Callable[[str], None] | None = None) -> VerifyReport:
+def verify_build(
+    cfg: Any,
+    names: list[str] | None = None,
+    *,
+    options: VerifyOptions | None = None,
+    build_dir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> VerifyReport:
     """Verify the named (default: all) variants under build/ and write the verdict stamp."""
     options = options or VerifyOptions()
     build_dir = build_dir or cfg.build_dir
@@ -115,8 +123,9 @@ def verify_build(cfg: Any, names: list[str] | None = None, *, options: VerifyOpt
         vf, lock = check_vendor_clean(cfg)
         global_findings += vf
     if not paths:
-        global_findings.append(Finding("*", "variants", FAIL, f"no variants under {build_dir}",
-                                       "run ggml-vendor build first"))
+        global_findings.append(
+            Finding("*", "variants", FAIL, f"no variants under {build_dir}", "run ggml-vendor build first")
+        )
     reports = []
     for p in paths:
         if progress:
@@ -128,10 +137,16 @@ def verify_build(cfg: Any, names: list[str] | None = None, *, options: VerifyOpt
         if raw is not None:
             versions.setdefault(raw.get("version"), []).append(p.name)
     if len(versions) > 1:
-        global_findings.append(Finding("*", "versions", FAIL,
-                                       "variants disagree on the major version: " + "; ".join(
-                                           f"v{v}: {', '.join(n)}" for v, n in sorted(versions.items(), key=str)),
-                                       "rebuild all variants for one version (they share branch v<N>)"))
+        global_findings.append(
+            Finding(
+                "*",
+                "versions",
+                FAIL,
+                "variants disagree on the major version: "
+                + "; ".join(f"v{v}: {', '.join(n)}" for v, n in sorted(versions.items(), key=str)),
+                "rebuild all variants for one version (they share branch v<N>)",
+            )
+        )
     report = VerifyReport(tuple(reports), tuple(global_findings))
     write_stamp(build_dir, report)
     return report
@@ -143,6 +158,7 @@ def _hub_compliant(v: VariantReport) -> bool:
 
 
 # --- the verdict stamp --------------------------------------------------------------------------------
+
 
 def write_stamp(build_dir: Path, report: VerifyReport) -> None:
     """Record each verified variant's content hash and verdict; replaces entries for these variants only."""
@@ -156,9 +172,13 @@ def write_stamp(build_dir: Path, report: VerifyReport) -> None:
     variants = doc.get("variants", {}) if isinstance(doc, dict) else {}
     global_ok = not any(f.failed for f in report.global_findings)
     for v in report.variants:
-        variants[v.variant] = {"tree_sha256": v.tree_sha256, "ok": v.ok and global_ok, "tool_version": __version__,
-                               "hub_compliant": _hub_compliant(v),
-                               "failures": [f.line() for f in v.findings if f.failed]}
+        variants[v.variant] = {
+            "tree_sha256": v.tree_sha256,
+            "ok": v.ok and global_ok,
+            "tool_version": __version__,
+            "hub_compliant": _hub_compliant(v),
+            "failures": [f.line() for f in v.findings if f.failed],
+        }
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps({"variants": variants}, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
@@ -185,13 +205,27 @@ def stamp_verdict(build_dir: Path, variant_path: Path, *, official_hub: bool = F
 
 def summary_rows(report: VerifyReport) -> list[tuple[str, str, str, str]]:
     """(variant, check, status, message) for the table, the worst status per (variant, check) first."""
-    rows = [(f.variant, f.check, f.status, f.message + (f" — {f.remedy}" if f.remedy and f.status == FAIL else ""))
-            for f in report.global_findings]
+    rows = [
+        (f.variant, f.check, f.status, f.message + (f" — {f.remedy}" if f.remedy and f.status == FAIL else ""))
+        for f in report.global_findings
+    ]
     for v in report.variants:
-        rows += [(f.variant, f.check, f.status, f.message + (f" — {f.remedy}" if f.remedy and f.status == FAIL else ""))
-                 for f in v.findings]
+        rows += [
+            (f.variant, f.check, f.status, f.message + (f" — {f.remedy}" if f.remedy and f.status == FAIL else ""))
+            for f in v.findings
+        ]
     return rows
 
 
-__all__ = ["VerifyOptions", "verify_build", "verify_variant", "discover", "tree_sha256", "stamp_verdict",
-           "STAMP_NAME", "summary_rows", "PASS", "FAIL"]
+__all__ = [
+    "VerifyOptions",
+    "verify_build",
+    "verify_variant",
+    "discover",
+    "tree_sha256",
+    "stamp_verdict",
+    "STAMP_NAME",
+    "summary_rows",
+    "PASS",
+    "FAIL",
+]

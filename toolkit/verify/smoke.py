@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .findings import FAIL, PASS, SKIP, Finding
+from toolkit.verify.findings import FAIL, PASS, SKIP, Finding
 
 TIMEOUT_S = 180
 
@@ -53,21 +53,53 @@ def smoke_test(variant: str, path: Path, ident: str, *, python: str | None = Non
         return [Finding(variant, "smoke", SKIP, f"this host cannot load it: {why}", "")]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # never leave __pycache__ inside the variant
     try:
-        proc = subprocess.run([python or sys.executable, "-c", _CHILD, str(path), ident], capture_output=True,
-                              text=True, timeout=TIMEOUT_S, env=env)
+        proc = subprocess.run(
+            [python or sys.executable, "-c", _CHILD, str(path), ident],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            env=env,
+        )
     except subprocess.TimeoutExpired:
         return [Finding(variant, "smoke", FAIL, f"importing the variant hung for {TIMEOUT_S}s", "debug the import")]
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("SMOKE")), None)
     if proc.returncode != 0 or line is None:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        return [Finding(variant, "smoke", FAIL, f"get_local_kernel failed (exit {proc.returncode}): {tail}",
-                        "run python -c 'import kernels; kernels.get_local_kernel(Path(...))' to see the traceback")]
-    info = json.loads(line[len("SMOKE"):])
+        return [
+            Finding(
+                variant,
+                "smoke",
+                FAIL,
+                f"get_local_kernel failed (exit {proc.returncode}): {tail}",
+                "run python -c 'import kernels; kernels.get_local_kernel(Path(...))' to see the traceback",
+            )
+        ]
+    info = json.loads(line[len("SMOKE") :])
     if info["missing"]:
-        return [Finding(variant, "smoke", FAIL, f"__all__ names missing from the module: {info['missing']}",
-                        "export what __all__ lists")]
+        return [
+            Finding(
+                variant,
+                "smoke",
+                FAIL,
+                f"__all__ names missing from the module: {info['missing']}",
+                "export what __all__ lists",
+            )
+        ]
     if not info["ops"]:
-        return [Finding(variant, "smoke", FAIL, f"imported, but no op is registered under {ident}::",
-                        "register ops with TORCH_LIBRARY under the build's namespace")]
-    return [Finding(variant, "smoke", PASS,
-                    f"get_local_kernel imports it as {info['module']}; {len(info['ops'])} ops under {ident}::")]
+        return [
+            Finding(
+                variant,
+                "smoke",
+                FAIL,
+                f"imported, but no op is registered under {ident}::",
+                "register ops with TORCH_LIBRARY under the build's namespace",
+            )
+        ]
+    return [
+        Finding(
+            variant,
+            "smoke",
+            PASS,
+            f"get_local_kernel imports it as {info['module']}; {len(info['ops'])} ops under {ident}::",
+        )
+    ]

@@ -7,7 +7,7 @@ code asks `ggml_cuda_get_physical_warp_size()` at compile time — 64 under __GF
 flag changes the wavefront size, so such flags are refused here, and `warp_size(arch)` states what each
 arch compiles to (the plan prints it per arch).
 
-API for the build executor (mirrors toolkit/metal.py):
+API for the build executor (mirrors toolkit/build/metal.py):
     p = plan(root, sources, include_dirs, out_dir, rocm_version="7.2", archs=..., torch_hip=...)
     p.buildable / p.blockers / p.steps (argv) / p.env (PYTORCH_ROCM_ARCH) / p.warp_sizes
 """
@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import ggml_facts as facts
-from .command_step import Step
-from .errors import BuildError, ConfigError
+from toolkit.build.command_step import Step
+from toolkit.core import ggml_facts as facts
+from toolkit.core.errors import BuildError, ConfigError
 
 _ARCH = re.compile(r"^gfx[0-9a-f]{3,4}$")
 _HIP_VERSION = re.compile(r"HIP version:\s*(\d+)\.(\d+)")
@@ -42,8 +42,10 @@ def warp_size(arch: str) -> int:
     for prefix, size in facts.HIP_WARP_SIZE_BY_PREFIX:
         if name.startswith(prefix) and (len(name) - len(prefix)) in (1, 2):
             return size
-    raise ConfigError(f"no known wavefront size for {arch}",
-                      f"use one of the arch families {', '.join(p for p, _ in facts.HIP_WARP_SIZE_BY_PREFIX)}")
+    raise ConfigError(
+        f"no known wavefront size for {arch}",
+        f"use one of the arch families {', '.join(p for p, _ in facts.HIP_WARP_SIZE_BY_PREFIX)}",
+    )
 
 
 def validate_archs(archs: Iterable[str]) -> tuple[str, ...]:
@@ -54,12 +56,14 @@ def validate_archs(archs: Iterable[str]) -> tuple[str, ...]:
         name = normalize_arch(arch)
         warp_size(name)
         if name not in facts.ROCM_ARCHS:
-            raise ConfigError(f"rocm arch {name} is not in kernel-builder's HIP list ({', '.join(facts.ROCM_ARCHS)})",
-                              "pick archs from that list; kernel-builder would drop the others")
+            raise ConfigError(
+                f"rocm arch {name} is not in kernel-builder's HIP list ({', '.join(facts.ROCM_ARCHS)})",
+                "pick archs from that list; kernel-builder would drop the others",
+            )
         if name not in out:
             out.append(name)
     if not out:
-        raise ConfigError("no ROCm archs", "list at least one, e.g. rocm-archs = [\"gfx942\"]")
+        raise ConfigError("no ROCm archs", 'list at least one, e.g. rocm-archs = ["gfx942"]')
     return tuple(out)
 
 
@@ -69,8 +73,10 @@ def hip_flags(extra: Sequence[str] = ()) -> tuple[str, ...]:
     flags = tuple(facts.HIP_FLAGS) + tuple(extra)
     bad = [f for f in flags if f in facts.HIP_FORBIDDEN_FLAGS]
     if bad:
-        raise ConfigError(f"HIP flag {bad[0]} is not allowed",
-                          "it changes the compiled wavefront size or math away from upstream's HIP build")
+        raise ConfigError(
+            f"HIP flag {bad[0]} is not allowed",
+            "it changes the compiled wavefront size or math away from upstream's HIP build",
+        )
     return flags
 
 
@@ -87,16 +93,19 @@ class RocmHost:
         elif self.hip_version is not None and self.hip_version != rocm_version:
             out.append(f"needs ROCm {rocm_version}; hipcc here is HIP {self.hip_version}")
         if self.torch_hip is None:
-            out.append(f"needs a ROCm build of torch (torch.version.hip = {rocm_version}); the environment's torch "
-                       "has none")
+            out.append(
+                f"needs a ROCm build of torch (torch.version.hip = {rocm_version}); the environment's torch has none"
+            )
         elif ".".join(self.torch_hip.split(".")[:2]) != rocm_version:
-            out.append(f"needs torch built for ROCm {rocm_version}; the environment's torch is for ROCm "
-                       f"{self.torch_hip}")
+            out.append(
+                f"needs torch built for ROCm {rocm_version}; the environment's torch is for ROCm {self.torch_hip}"
+            )
         return tuple(out)
 
 
-def probe_host(torch_hip: str | None = None,
-               run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> RocmHost:
+def probe_host(
+    torch_hip: str | None = None, run: Callable[..., subprocess.CompletedProcess] = subprocess.run
+) -> RocmHost:
     hipcc = shutil.which("hipcc")
     version = None
     if hipcc:
@@ -128,16 +137,34 @@ class RocmPlan:
         return not self.blockers
 
     def to_dict(self) -> dict[str, object]:
-        return {"rocm_version": self.rocm_version, "archs": list(self.archs), "warp_sizes": dict(self.warp_sizes),
-                "flags": list(self.flags), "include_dirs": list(self.include_dirs), "sources": list(self.sources),
-                "steps": [s.to_dict() for s in self.steps], "env": dict(self.env),
-                "requirements": list(self.requirements), "buildable": self.buildable,
-                "blockers": list(self.blockers), "notes": list(self.notes)}
+        return {
+            "rocm_version": self.rocm_version,
+            "archs": list(self.archs),
+            "warp_sizes": dict(self.warp_sizes),
+            "flags": list(self.flags),
+            "include_dirs": list(self.include_dirs),
+            "sources": list(self.sources),
+            "steps": [s.to_dict() for s in self.steps],
+            "env": dict(self.env),
+            "requirements": list(self.requirements),
+            "buildable": self.buildable,
+            "blockers": list(self.blockers),
+            "notes": list(self.notes),
+        }
 
 
-def plan(root: Path, sources: Sequence[str], include_dirs: Sequence[str], out_dir: Path, *, rocm_version: str,
-         archs: Iterable[str] | None = None, host: RocmHost | None = None, torch_hip: str | None = None,
-         extra_flags: Sequence[str] = ()) -> RocmPlan:
+def plan(
+    root: Path,
+    sources: Sequence[str],
+    include_dirs: Sequence[str],
+    out_dir: Path,
+    *,
+    rocm_version: str,
+    archs: Iterable[str] | None = None,
+    host: RocmHost | None = None,
+    torch_hip: str | None = None,
+    extra_flags: Sequence[str] = (),
+) -> RocmPlan:
     """hipcc steps for the torch-independent HIP objects (one per .cu, every arch in one fat object), and
     everything a torch extension build needs around them. `sources`/`include_dirs` are project-relative
     (the rendered build.toml's rocm sections)."""
@@ -155,22 +182,48 @@ def plan(root: Path, sources: Sequence[str], include_dirs: Sequence[str], out_di
         if not src.endswith((".cu", ".hip", ".cpp")):
             continue
         obj = out_dir / (src.replace("/", "__") + ".o")
-        argv = (hipcc, "-x", "hip", "-c", str(root / src), "-o", str(obj), "-fPIC", "-O3", *flags, *incs,
-                *(f"--offload-arch={a}" for a in archs))
+        argv = (
+            hipcc,
+            "-x",
+            "hip",
+            "-c",
+            str(root / src),
+            "-o",
+            str(obj),
+            "-fPIC",
+            "-O3",
+            *flags,
+            *incs,
+            *(f"--offload-arch={a}" for a in archs),
+        )
         steps.append(Step(f"hipcc {src}", argv, (str(root / src),), (str(obj),)))
     blockers = list(host.blockers(rocm_version))
     missing = [s for s in sources if not (root / s).is_file()]
     if missing:
         blockers.append(f"{missing[0]} is not rendered: run `ggml-vendor render` (and `sync`)")
     sizes = {a: warp_size(a) for a in archs}
-    notes = tuple(f"{a}: compiled wave{size}; the shim's warp_size (hipDeviceProp.warpSize) must read {size}"
-                  for a, size in sizes.items())
-    requirements = (f"ROCm {rocm_version} with hipcc (HIP >= {facts.HIP_MIN_VERSION}) and hipBLAS headers",
-                    f"torch built for ROCm {rocm_version} (torch.version.hip)", "x86_64 Linux")
-    return RocmPlan(rocm_version=rocm_version, archs=archs, warp_sizes=sizes, flags=flags,
-                    include_dirs=tuple(str(d) for d in include_dirs), sources=tuple(sources), steps=tuple(steps),
-                    env={"PYTORCH_ROCM_ARCH": ";".join(archs)}, requirements=requirements,
-                    blockers=tuple(blockers), notes=notes)
+    notes = tuple(
+        f"{a}: compiled wave{size}; the shim's warp_size (hipDeviceProp.warpSize) must read {size}"
+        for a, size in sizes.items()
+    )
+    requirements = (
+        f"ROCm {rocm_version} with hipcc (HIP >= {facts.HIP_MIN_VERSION}) and hipBLAS headers",
+        f"torch built for ROCm {rocm_version} (torch.version.hip)",
+        "x86_64 Linux",
+    )
+    return RocmPlan(
+        rocm_version=rocm_version,
+        archs=archs,
+        warp_sizes=sizes,
+        flags=flags,
+        include_dirs=tuple(str(d) for d in include_dirs),
+        sources=tuple(sources),
+        steps=tuple(steps),
+        env={"PYTORCH_ROCM_ARCH": ";".join(archs)},
+        requirements=requirements,
+        blockers=tuple(blockers),
+        notes=notes,
+    )
 
 
 def execute(p: RocmPlan, *, run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> list[Path]:

@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import BuildError
+from toolkit.core.errors import BuildError
 
 _VERSION_LINE = re.compile(r"^(?P<key>__version__|cuda|hip)\s*(?::\s*[^=]+)?=\s*(?P<val>.+)$", re.M)
 
@@ -110,6 +110,7 @@ def host_platform() -> tuple[str, str]:
 
 # --- torch environments --------------------------------------------------------------------------------
 
+
 def default_envs_dir() -> Path:
     if os.environ.get("GGML_VENDOR_ENVS"):
         return Path(os.environ["GGML_VENDOR_ENVS"])
@@ -166,7 +167,9 @@ def probe_env(python: str, torch_dir: Path, cache_file: Path) -> dict:
     """Compile/link facts of one torch environment: from the cache when torch/version.py is unchanged, else
     from one subprocess that imports torch."""
     stat = (torch_dir / "version.py").stat()
-    key = hashlib.sha256(f"{os.path.realpath(python)}\0{torch_dir}\0{stat.st_mtime_ns}\0{stat.st_size}".encode()).hexdigest()
+    key = hashlib.sha256(
+        f"{os.path.realpath(python)}\0{torch_dir}\0{stat.st_mtime_ns}\0{stat.st_size}".encode()
+    ).hexdigest()
     try:
         cached = json.loads(cache_file.read_text())
     except (OSError, ValueError):
@@ -176,8 +179,10 @@ def probe_env(python: str, torch_dir: Path, cache_file: Path) -> dict:
     env = dict(os.environ, TORCH_CPP_LOG_LEVEL="ERROR")
     proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
-        raise BuildError(f"cannot probe torch in {python}: {proc.stderr.strip().splitlines()[-1:]}",
-                         "repair or delete that environment")
+        raise BuildError(
+            f"cannot probe torch in {python}: {proc.stderr.strip().splitlines()[-1:]}",
+            "repair or delete that environment",
+        )
     facts = json.loads(proc.stdout.strip().splitlines()[-1])
     cached[key] = facts
     cache_file.parent.mkdir(parents=True, exist_ok=True)
@@ -205,7 +210,9 @@ def discover_envs(envs_dir: Path | None = None) -> tuple[TorchEnv, ...]:
         if env:
             found.append(env)
     envs_dir = envs_dir or default_envs_dir()
-    for version_py in sorted(glob.glob(str(envs_dir / "*" / "lib" / "python3*" / "site-packages" / "torch" / "version.py"))):
+    for version_py in sorted(
+        glob.glob(str(envs_dir / "*" / "lib" / "python3*" / "site-packages" / "torch" / "version.py"))
+    ):
         torch_dir = Path(version_py).parent
         venv = torch_dir.parents[3]
         python = venv / "bin" / "python"
@@ -219,8 +226,13 @@ def with_probe(env: TorchEnv, cache_file: Path) -> TorchEnv:
     from dataclasses import replace
 
     facts = probe_env(env.python, Path(env.torch_dir), cache_file)
-    return replace(env, include_dirs=tuple(facts["include_dirs"]), lib_dir=facts["lib_dir"],
-                   python_include=facts["python_include"], cxx11_abi=facts["cxx11_abi"])
+    return replace(
+        env,
+        include_dirs=tuple(facts["include_dirs"]),
+        lib_dir=facts["lib_dir"],
+        python_include=facts["python_include"],
+        cxx11_abi=facts["cxx11_abi"],
+    )
 
 
 @dataclass(frozen=True)
@@ -234,10 +246,13 @@ class EnvPlan:
 def plan_env(torch_minor: str, compute: str, index: str, envs_dir: Path | None = None) -> EnvPlan:
     path = (envs_dir or default_envs_dir()) / env_dir_name(torch_minor, compute)
     python = str(path / "bin" / "python")
-    return EnvPlan(path, (
-        (sys.executable, "-m", "venv", str(path)),
-        (python, "-m", "pip", "install", "--quiet", f"torch=={torch_minor}.*", "--index-url", index),
-    ))
+    return EnvPlan(
+        path,
+        (
+            (sys.executable, "-m", "venv", str(path)),
+            (python, "-m", "pip", "install", "--quiet", f"torch=={torch_minor}.*", "--index-url", index),
+        ),
+    )
 
 
 def create_env(plan: EnvPlan) -> None:
@@ -253,8 +268,10 @@ def create_env(plan: EnvPlan) -> None:
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
-                raise BuildError(f"creating torch environment {plan.path.name} failed: {tail[0]}",
-                                 "check that the torch index is reachable, or set [torch-index] in the matrix")
+                raise BuildError(
+                    f"creating torch environment {plan.path.name} failed: {tail[0]}",
+                    "check that the torch index is reachable, or set [torch-index] in the matrix",
+                )
         staging.rename(plan.path)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -329,10 +346,12 @@ def detect_host(envs_dir: Path | None = None) -> HostFacts:
     cxx_version = _run([cxx, "--version"]).splitlines()[0] if cxx else ""
     metal = os_ == "darwin" and bool(shutil.which("xcrun")) and bool(_run(["xcrun", "-f", "metal"]).strip())
     return HostFacts(
-        os=os_, cpu=cpu,
+        os=os_,
+        cpu=cpu,
         toolkits=detect_cuda_toolkits() + detect_rocm_toolkits(),
         envs=discover_envs(envs_dir),
         metal=metal,
         nix=shutil.which("nix"),
-        cxx=cxx, cxx_version=cxx_version,
+        cxx=cxx,
+        cxx_version=cxx_version,
     )

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import ggml_facts
-from .errors import VendorStateError
-from .lock import LOCK_NAME, Lock, read_lock, sha256_bytes, sha256_file
+from toolkit.core import ggml_facts
+from toolkit.core.errors import VendorStateError
+from toolkit.core.lock import LOCK_NAME, Lock, read_lock, sha256_bytes, sha256_file
 
 if TYPE_CHECKING:
-    from .config import Config
+    from toolkit.core.config import Config
 
 PATCHES_DIR = "patches"
 SOURCES_DIR = ggml_facts.VENDOR_SUBDIR  # vendor/ggml/<standalone path>
@@ -65,6 +65,7 @@ class Finding:
 
 
 # --- reading vendor/ ---------------------------------------------------------------------------------
+
 
 def vendored_paths(vendor_dir: Path) -> list[str]:
     """Every entry under vendor/ except the lock and patches/, relative to vendor/, sorted. Symlinks and
@@ -105,7 +106,8 @@ def check_vendor_dir(vendor_dir: Path, lock: Lock | None = None) -> list[Finding
     present = vendored_paths(vendor_dir)
     if lock is None:
         return [Finding(UNLOCKED, LOCK_NAME, "no lock: run ggml-vendor sync --rev REV")] + [
-            Finding(EXTRA, p, "not in any lock") for p in present]
+            Finding(EXTRA, p, "not in any lock") for p in present
+        ]
     findings: list[Finding] = []
     expected = {f"{SOURCES_DIR}/{p}": sha for p, sha in lock.files.items()}
     for rel in present:
@@ -118,7 +120,13 @@ def check_vendor_dir(vendor_dir: Path, lock: Lock | None = None) -> list[Finding
             continue
         actual = _file_sha(path)
         if actual != sha:
-            findings.append(Finding(EDITED, rel, "not a regular file" if actual is None else f"sha256 {actual[:12]} != locked {sha[:12]}"))
+            findings.append(
+                Finding(
+                    EDITED,
+                    rel,
+                    "not a regular file" if actual is None else f"sha256 {actual[:12]} != locked {sha[:12]}",
+                )
+            )
     locked = {p.name: p.sha256 for p in lock.patches}
     current = {p.name: sha256_file(p) for p in patch_files(vendor_dir)}
     for name in sorted(set(locked) | set(current)):
@@ -212,8 +220,9 @@ def project_lock(root: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise VendorStateError(f"another ggml-vendor sync is writing {root / 'vendor'}",
-                                   "wait for it to finish, then retry") from None
+            raise VendorStateError(
+                f"another ggml-vendor sync is writing {root / 'vendor'}", "wait for it to finish, then retry"
+            ) from None
         yield
     finally:
         os.close(fd)
@@ -255,8 +264,10 @@ def _safe_join(base: Path, rel: str) -> Path:
     """base/rel, refusing anything that could land outside base (absolute, .., empty parts)."""
     parts = rel.split("/")
     if rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in rel or "\0" in rel:
-        raise VendorStateError(f"refusing to write {rel!r}: it would land outside vendor/",
-                               "check the upstream tree and vendor/patches for odd paths")
+        raise VendorStateError(
+            f"refusing to write {rel!r}: it would land outside vendor/",
+            "check the upstream tree and vendor/patches for odd paths",
+        )
     return base.joinpath(*parts)
 
 
@@ -271,7 +282,9 @@ def replace_vendor(root: Path, desired: Mapping[str, bytes], *, known: Mapping[s
     root = Path(root)
     vendor = root / "vendor"
     if vendor.is_symlink() or (vendor.exists() and not vendor.is_dir()):
-        raise VendorStateError(f"{vendor} is not a plain directory", "replace it with a directory (or remove it) and retry")
+        raise VendorStateError(
+            f"{vendor} is not a plain directory", "replace it with a directory (or remove it) and retry"
+        )
     known = known or {}
     written: list[str] = []
     with project_lock(root):
@@ -304,7 +317,9 @@ def replace_vendor(root: Path, desired: Mapping[str, bytes], *, known: Mapping[s
             want = {p: sha256_bytes(b) for p, b in desired.items()}
             if staged != want:
                 bad = sorted(set(staged.items()) ^ set(want.items()))[:3]
-                raise VendorStateError(f"staged vendor tree failed verification ({bad})", "retry; report a bug if it persists")
+                raise VendorStateError(
+                    f"staged vendor tree failed verification ({bad})", "retry; report a bug if it persists"
+                )
             _fsync_dir(stage)
             checkpoint("staged and verified")
             if not vendor.exists():

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import PatchError
-from .lock import VERDICT_APPLIED, VERDICT_CONFLICT, VERDICT_UPSTREAM, sha256_bytes
+from toolkit.core.errors import PatchError
+from toolkit.core.lock import VERDICT_APPLIED, VERDICT_CONFLICT, VERDICT_UPSTREAM, sha256_bytes
 
 _HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _FAILED_RE = re.compile(r"patch failed: (.+):(\d+)")
@@ -34,8 +34,13 @@ class PatchResult:
     detail: str = ""
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "sha256": self.sha256, "verdict": self.verdict, "files": list(self.files),
-                "detail": self.detail}
+        return {
+            "name": self.name,
+            "sha256": self.sha256,
+            "verdict": self.verdict,
+            "files": list(self.files),
+            "detail": self.detail,
+        }
 
 
 def _strip(path: str, n: int) -> str:
@@ -80,8 +85,14 @@ def _git_apply(workdir: Path, level: int, patch: Path, *extra: str) -> subproces
     # Never let git discover the project repository around the temp dir: paths must stay relative here.
     env["GIT_CEILING_DIRECTORIES"] = str(workdir.parent)
     env["GIT_CONFIG_NOSYSTEM"] = "1"
-    return subprocess.run(["git", "apply", f"-p{level}", "--whitespace=nowarn", *extra, str(patch)],
-                          cwd=workdir, env=env, capture_output=True, text=True, check=False)
+    return subprocess.run(
+        ["git", "apply", f"-p{level}", "--whitespace=nowarn", *extra, str(patch)],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def _conflict(name: str, text: str, level: int, stderr: str) -> PatchError:
@@ -90,14 +101,18 @@ def _conflict(name: str, text: str, level: int, stderr: str) -> PatchError:
         path, line = m.group(1), int(m.group(2))
         hunks = _hunks_of(text, level, path)
         idx = next((i for i, h in enumerate(hunks) if (hm := _HUNK_RE.match(h)) and int(hm.group(1)) == line), None)
-        where = (f"hunk #{idx + 1} `{hunks[idx]}` of {path}" if idx is not None else f"{path} at line {line}")
+        where = f"hunk #{idx + 1} `{hunks[idx]}` of {path}" if idx is not None else f"{path} at line {line}"
     else:
         where = (stderr.strip().splitlines() or ["(no detail from git apply)"])[0].removeprefix("error: ")
-    return PatchError(f"patch {name} conflicts: {where} does not apply at the new pin; vendor/ was not changed",
-                      f"refresh vendor/patches/{name} against the new upstream or remove it, then re-run sync")
+    return PatchError(
+        f"patch {name} conflicts: {where} does not apply at the new pin; vendor/ was not changed",
+        f"refresh vendor/patches/{name} against the new upstream or remove it, then re-run sync",
+    )
 
 
-def apply_patches(files: Mapping[str, bytes], patches: list[tuple[str, bytes]]) -> tuple[dict[str, bytes], list[PatchResult]]:
+def apply_patches(
+    files: Mapping[str, bytes], patches: list[tuple[str, bytes]]
+) -> tuple[dict[str, bytes], list[PatchResult]]:
     """Apply `patches` ((name, bytes) in order) to `files` (vendor/ggml-relative path -> bytes).
 
     Returns the patched files and a verdict per patch. Raises PatchError at the first conflict."""
@@ -112,21 +127,27 @@ def apply_patches(files: Mapping[str, bytes], patches: list[tuple[str, bytes]]) 
             text = data.decode("utf-8", "replace")
             level, targets = patch_targets(text)
             if not targets:
-                raise PatchError(f"vendor/patches/{name} holds no unified diff",
-                                 "write it with `git diff` or `diff -ru` (paths relative to vendor/ggml)")
+                raise PatchError(
+                    f"vendor/patches/{name} holds no unified diff",
+                    "write it with `git diff` or `diff -ru` (paths relative to vendor/ggml)",
+                )
             touched: list[str] = []
             for path in (p for pair in targets for p in pair if p):
                 parts = path.split("/")
                 if path.startswith("/") or ".." in parts or "" in parts:
-                    raise PatchError(f"patch {name} touches {path!r}, which would land outside vendor/ggml",
-                                     f"fix the paths in vendor/patches/{name} (relative to vendor/ggml)")
+                    raise PatchError(
+                        f"patch {name} touches {path!r}, which would land outside vendor/ggml",
+                        f"fix the paths in vendor/patches/{name} (relative to vendor/ggml)",
+                    )
             for old, new in targets:
                 for path in (old, new):
                     if path and path not in touched:
                         touched.append(path)
                 if old and old not in result:
-                    raise PatchError(f"patch {name} changes {old}, which is not vendored at this pin",
-                                     f"refresh or remove vendor/patches/{name}, then re-run sync")
+                    raise PatchError(
+                        f"patch {name} changes {old}, which is not vendored at this pin",
+                        f"refresh or remove vendor/patches/{name}, then re-run sync",
+                    )
             # Lay down the current bytes of every file the patch touches (and only those).
             for path in touched:
                 target = work / path
@@ -150,8 +171,15 @@ def apply_patches(files: Mapping[str, bytes], patches: list[tuple[str, bytes]]) 
                         result.pop(path, None)
                 verdicts.append(PatchResult(name, sha256_bytes(data), VERDICT_APPLIED, tuple(touched)))
             elif _git_apply(work, level, patch_file, "--check", "--reverse").returncode == 0:
-                verdicts.append(PatchResult(name, sha256_bytes(data), VERDICT_UPSTREAM, tuple(touched),
-                                            "already upstream: drop it (sync --drop-upstreamed)"))
+                verdicts.append(
+                    PatchResult(
+                        name,
+                        sha256_bytes(data),
+                        VERDICT_UPSTREAM,
+                        tuple(touched),
+                        "already upstream: drop it (sync --drop-upstreamed)",
+                    )
+                )
             else:
                 raise _conflict(name, text, level, forward.stderr)
     return result, verdicts

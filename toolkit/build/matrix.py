@@ -1,7 +1,7 @@
 """The build matrix (variants/*.toml): variant names per the Hub grammar and each variant's status on this host.
 
 Pure: parsing and naming touch only the matrix file; `status` judges a variant against `HostFacts` that the
-caller detected (toolkit.builders.envs.detect_host), so every rule here is unit-testable without nvcc,
+caller detected (toolkit.build.envs.detect_host), so every rule here is unit-testable without nvcc,
 hipcc, Xcode or a second torch.
 """
 
@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import tomlkit
 
-from .errors import ConfigError
+from toolkit.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from .builders.envs import HostFacts, Toolkit, TorchEnv
+    from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
 
 BACKENDS_WITH_TOOLKIT = ("cuda", "rocm")
 ALL_BACKENDS = ("cuda", "rocm", "metal", "cpu")
@@ -32,7 +32,7 @@ NAME_RE = re.compile(
 
 
 def _compact(version: str) -> str:
-    """"13.0" -> "130", "2.14" -> "214", "7.2" -> "72" (kernel-builder's tag spelling)."""
+    """ "13.0" -> "130", "2.14" -> "214", "7.2" -> "72" (kernel-builder's tag spelling)."""
     major, minor = version.split(".")
     return f"{major}{minor}"
 
@@ -77,8 +77,8 @@ def parse_name(name: str) -> Variant:
     compute = m["compute"]
     backend, toolkit = compute, None
     for prefix, be in (("cu", "cuda"), ("rocm", "rocm")):
-        if compute.startswith(prefix) and compute[len(prefix):].isdigit():
-            digits = compute[len(prefix):]
+        if compute.startswith(prefix) and compute[len(prefix) :].isdigit():
+            digits = compute[len(prefix) :]
             backend, toolkit = be, f"{digits[:-1]}.{digits[-1]}"
     return Variant(f"{m['tmaj']}.{m['tmin']}", backend, toolkit, m["cpu"], m["os"])
 
@@ -146,7 +146,7 @@ def parse_matrix(text: str, path: Path) -> Matrix:
             toolkits = [None]
         for version in [*torches, *(t for t in toolkits if t)]:
             if not _VERSION_RE.match(version):
-                raise ConfigError(f"{here}: version {version!r} is not MAJOR.MINOR", "write e.g. \"2.14\" or \"13.0\"")
+                raise ConfigError(f"{here}: version {version!r} is not MAJOR.MINOR", 'write e.g. "2.14" or "13.0"')
         for system in systems:
             if system not in SYSTEMS:
                 raise ConfigError(f"{here}: system {system!r} is not one of {SYSTEMS}", "fix the matrix file")
@@ -166,12 +166,15 @@ def parse_matrix(text: str, path: Path) -> Matrix:
 
 def load_matrix(path: Path) -> Matrix:
     if not path.is_file():
-        raise ConfigError(f"variant matrix {path} does not exist",
-                          "create it (see variants/default.toml) or fix [tool.ggml-vendor].variants")
+        raise ConfigError(
+            f"variant matrix {path} does not exist",
+            "create it (see variants/default.toml) or fix [tool.ggml-vendor].variants",
+        )
     return parse_matrix(path.read_text(), path)
 
 
 # --- status on this host -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Status:
@@ -207,15 +210,19 @@ def pick_env(variant: Variant, envs: tuple[TorchEnv, ...]) -> TorchEnv | None:
 def status(variant: Variant, host: HostFacts, *, enabled_backends: tuple[str, ...], index: str) -> Status:
     """Judge one variant against the host. Order matters: the first unmet need is the one reported."""
     if variant.backend not in enabled_backends:
-        return Status(False, f"backend {variant.backend} is not enabled ([tool.ggml-vendor].backends and "
-                             f"build.toml general.backends enable: {', '.join(enabled_backends) or 'none'})")
+        return Status(
+            False,
+            f"backend {variant.backend} is not enabled ([tool.ggml-vendor].backends and "
+            f"build.toml general.backends enable: {', '.join(enabled_backends) or 'none'})",
+        )
     if host.nix:
         # kernel-builder's Nix builds every variant of the host's system (hub-contract.md §7, prior-art B1).
         if variant.system == host.system:
             return Status(True, "", "nix")
     if variant.os == "darwin" and host.os != "darwin":
-        return Status(False, f"needs macOS on Apple silicon with Xcode 26 and the Metal toolchain "
-                             f"(this host is {host.system})")
+        return Status(
+            False, f"needs macOS on Apple silicon with Xcode 26 and the Metal toolchain (this host is {host.system})"
+        )
     if variant.os != host.os:
         return Status(False, f"needs a {variant.os} host (this host is {host.system})")
     if variant.cpu != host.cpu:
@@ -237,8 +244,12 @@ def status(variant: Variant, host: HostFacts, *, enabled_backends: tuple[str, ..
     env = pick_env(variant, host.envs)
     if env is None:
         what = {"cuda": f"for CUDA {variant.toolkit}", "rocm": f"for ROCm {variant.toolkit}"}.get(
-            variant.backend, f"({variant.backend})")
+            variant.backend, f"({variant.backend})"
+        )
         have = ", ".join(f"{e.version}" for e in host.envs) or "none"
-        return Status(False, f"needs torch {variant.torch} {what} from {index} "
-                             f"(torch environments here: {have}; `--create-envs` makes one)")
+        return Status(
+            False,
+            f"needs torch {variant.torch} {what} from {index} "
+            f"(torch environments here: {have}; `--create-envs` makes one)",
+        )
     return Status(True, "", "local", toolkit, env)

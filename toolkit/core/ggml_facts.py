@@ -70,10 +70,10 @@ FATTN_KQ_STRIDE = 256  # ggml only runs the vector kernel on KV padded to this (
 CUDA_TU_FOR_OP = {"gated_delta_net": "gdn_kernels", "flash_attn": "fa_vec_kernels"}
 CUDA_SHIM_TU = "ggml_shim"
 # Upstream host helpers our launchers call (static, reachable because we include the file).
-GDN_CUDA_LAUNCHER = "launch_gated_delta_net"          # template <bool KDA, bool keep_rs_t>
-GDN_CUDA_KERNEL = "gated_delta_net_cuda"               # template <int S_v, bool KDA, bool keep_rs_t>
-FA_VEC_CUDA_KERNEL = "flash_attn_ext_vec"              # template <int D, int ncols, type_K, type_V, bool softcap>
-FA_VEC_CUDA_COMBINE = "flash_attn_combine_results"     # template <int D>
+GDN_CUDA_LAUNCHER = "launch_gated_delta_net"  # template <bool KDA, bool keep_rs_t>
+GDN_CUDA_KERNEL = "gated_delta_net_cuda"  # template <int S_v, bool KDA, bool keep_rs_t>
+FA_VEC_CUDA_KERNEL = "flash_attn_ext_vec"  # template <int D, int ncols, type_K, type_V, bool softcap>
+FA_VEC_CUDA_COMBINE = "flash_attn_combine_results"  # template <int D>
 FA_VEC_CUDA_NTHREADS_HOST = "ggml_cuda_fattn_vec_get_nthreads_host"
 # Query columns per block: ggml uses 1 for a single query and 2 otherwise (fattn-vec.cuh).
 FA_VEC_CUDA_NCOLS = (1, 2)
@@ -112,15 +112,24 @@ FA_PAD_METAL_KERNEL = "kernel_flash_attn_ext_pad"
 # Function constants: name -> (offset from the op's FC base, MTLDataType the host sets).
 METAL_FC_GDN = {"ne20": (0, "short"), "ne30": (1, "short"), "K": (2, "short")}
 METAL_FC_FA_VEC = {
-    "has_mask": (0, "bool"), "has_sinks": (1, "bool"), "has_bias": (2, "bool"), "has_scap": (3, "bool"),
-    "has_kvpad": (4, "bool"), "ns10": (20, "int"), "ns20": (21, "int"), "nsg": (22, "int"), "nwg": (23, "int"),
+    "has_mask": (0, "bool"),
+    "has_sinks": (1, "bool"),
+    "has_bias": (2, "bool"),
+    "has_scap": (3, "bool"),
+    "has_kvpad": (4, "bool"),
+    "ns10": (20, "int"),
+    "ns20": (21, "int"),
+    "nsg": (22, "int"),
+    "nwg": (23, "int"),
 }
 METAL_FC_FA_VEC_REDUCE = {"DV": (0, "int"), "NWG": (1, "int")}
 METAL_FC_FA_PAD = {"has_mask": (0, "bool"), "ncpsg": (25, "int")}
 # Pipeline cache keys, exactly as ggml names its pipelines (snprintf formats in ggml-metal-device.cpp).
 METAL_KEY_GDN = "{base}_ne20={ne20}_ne30={ne30}_K={K}"
-METAL_KEY_FA_VEC = ("{base}_mask={has_mask}_sink={has_sinks}_bias={has_bias}_scap={has_scap}_kvpad={has_kvpad}"
-                    "_ns10={ns10}_ns20={ns20}_nsg={nsg}_nwg={nwg}")
+METAL_KEY_FA_VEC = (
+    "{base}_mask={has_mask}_sink={has_sinks}_bias={has_bias}_scap={has_scap}_kvpad={has_kvpad}"
+    "_ns10={ns10}_ns20={ns20}_nsg={nsg}_nwg={nwg}"
+)
 METAL_KEY_FA_VEC_REDUCE = "{base}_dv={dv}_nwg={nwg}"
 METAL_KEY_FA_PAD = "{base}_mask={has_mask}_ncpsg={ncpsg}"
 # kargs structs as (field, C type), in declaration order (ggml-metal-impl.h at d99724f2). The post-split
@@ -128,29 +137,68 @@ METAL_KEY_FA_PAD = "{base}_mask={has_mask}_ncpsg={ncpsg}"
 # at compile time, so both layouts build from one source.
 METAL_KARGS = {
     "ggml_metal_kargs_gated_delta_net": tuple(
-        [(f"ne0{i}", "int32_t") for i in range(4)] + [(f"nb0{i}", "uint64_t") for i in range(4)]
-        + [(f"ne1{i}", "int32_t") for i in range(4)] + [(f"nb1{i}", "uint64_t") for i in range(4)]
-        + [(f"ne2{i}", "int32_t") for i in range(4)] + [(f"nb2{i}", "uint64_t") for i in range(4)]
+        [(f"ne0{i}", "int32_t") for i in range(4)]
+        + [(f"nb0{i}", "uint64_t") for i in range(4)]
+        + [(f"ne1{i}", "int32_t") for i in range(4)]
+        + [(f"nb1{i}", "uint64_t") for i in range(4)]
+        + [(f"ne2{i}", "int32_t") for i in range(4)]
+        + [(f"nb2{i}", "uint64_t") for i in range(4)]
         + [("ns02", "int32_t"), ("ns12", "int32_t"), ("ns22", "int32_t")]
-        + [(f"ne{i}", "int32_t") for i in range(4)] + [(f"nb{i}", "uint64_t") for i in range(4)]),
+        + [(f"ne{i}", "int32_t") for i in range(4)]
+        + [(f"nb{i}", "uint64_t") for i in range(4)]
+    ),
     "ggml_metal_kargs_flash_attn_ext_vec": (
-        ("ne01", "int32_t"), ("ne02", "int32_t"), ("ne03", "int32_t"),
-        ("nb01", "uint64_t"), ("nb02", "uint64_t"), ("nb03", "uint64_t"),
-        ("ne11", "int32_t"), ("ne_12_2", "int32_t"), ("ne_12_3", "int32_t"), ("ns10", "int32_t"),
-        ("nb11", "uint64_t"), ("nb12", "uint64_t"), ("nb13", "uint64_t"), ("ns20", "int32_t"),
-        ("nb21", "uint64_t"), ("nb22", "uint64_t"), ("nb23", "uint64_t"),
-        ("ne31", "int32_t"), ("ne32", "int32_t"), ("ne33", "int32_t"),
-        ("nb31", "uint64_t"), ("nb32", "uint64_t"), ("nb33", "uint64_t"),
-        ("ne1", "int32_t"), ("ne2", "int32_t"), ("ne3", "int32_t"),
-        ("scale", "float"), ("max_bias", "float"), ("m0", "float"), ("m1", "float"),
-        ("n_head_log2", "int32_t"), ("logit_softcap", "float")),
+        ("ne01", "int32_t"),
+        ("ne02", "int32_t"),
+        ("ne03", "int32_t"),
+        ("nb01", "uint64_t"),
+        ("nb02", "uint64_t"),
+        ("nb03", "uint64_t"),
+        ("ne11", "int32_t"),
+        ("ne_12_2", "int32_t"),
+        ("ne_12_3", "int32_t"),
+        ("ns10", "int32_t"),
+        ("nb11", "uint64_t"),
+        ("nb12", "uint64_t"),
+        ("nb13", "uint64_t"),
+        ("ns20", "int32_t"),
+        ("nb21", "uint64_t"),
+        ("nb22", "uint64_t"),
+        ("nb23", "uint64_t"),
+        ("ne31", "int32_t"),
+        ("ne32", "int32_t"),
+        ("ne33", "int32_t"),
+        ("nb31", "uint64_t"),
+        ("nb32", "uint64_t"),
+        ("nb33", "uint64_t"),
+        ("ne1", "int32_t"),
+        ("ne2", "int32_t"),
+        ("ne3", "int32_t"),
+        ("scale", "float"),
+        ("max_bias", "float"),
+        ("m0", "float"),
+        ("m1", "float"),
+        ("n_head_log2", "int32_t"),
+        ("logit_softcap", "float"),
+    ),
     "ggml_metal_kargs_flash_attn_ext_vec_reduce": (("nrows", "int32_t"),),
     "ggml_metal_kargs_flash_attn_ext_pad": (
-        ("ne11", "int32_t"), ("ne_12_2", "int32_t"), ("ne_12_3", "int32_t"),
-        ("nb11", "uint64_t"), ("nb12", "uint64_t"), ("nb13", "uint64_t"),
-        ("nb21", "uint64_t"), ("nb22", "uint64_t"), ("nb23", "uint64_t"),
-        ("ne31", "int32_t"), ("ne32", "int32_t"), ("ne33", "int32_t"),
-        ("nb31", "uint64_t"), ("nb32", "uint64_t"), ("nb33", "uint64_t")),
+        ("ne11", "int32_t"),
+        ("ne_12_2", "int32_t"),
+        ("ne_12_3", "int32_t"),
+        ("nb11", "uint64_t"),
+        ("nb12", "uint64_t"),
+        ("nb13", "uint64_t"),
+        ("nb21", "uint64_t"),
+        ("nb22", "uint64_t"),
+        ("nb23", "uint64_t"),
+        ("ne31", "int32_t"),
+        ("ne32", "int32_t"),
+        ("ne33", "int32_t"),
+        ("nb31", "uint64_t"),
+        ("nb32", "uint64_t"),
+        ("nb33", "uint64_t"),
+    ),
 }
 # Dispatch rules (ggml-metal-ops.cpp): GDN runs (S_v/nsg, H, B) threadgroups of (32, nsg, 1), nsg = S_v/32;
 # FA-vec is taken for n_q < 20 and DK % 32 == 0, nwg fixed at 32, nsg doubles from 1 while
@@ -164,8 +212,18 @@ METAL_FA_VEC_NCPSG = 32  # OP_FLASH_ATTN_EXT_VEC_NCPSG
 # bf16 instances exist only under GGML_METAL_HAS_BF16, which kernel-builder cannot pass to the Metal
 # compiler, so our one Metal translation unit (csrc/metal/ggml_metal_kernels.metal) defines it before
 # #including the vendored entries (METAL_DEFINES).
-METAL_FA_VEC_HEAD_DIMS = ((32, 32), (64, 64), (96, 96), (128, 128), (192, 128), (192, 192), (256, 256),
-                          (320, 256), (512, 512), (576, 512))
+METAL_FA_VEC_HEAD_DIMS = (
+    (32, 32),
+    (64, 64),
+    (96, 96),
+    (128, 128),
+    (192, 128),
+    (192, 192),
+    (256, 256),
+    (320, 256),
+    (512, 512),
+    (576, 512),
+)
 METAL_FA_VEC_KV_TYPES = ("f16", "f32", "bf16")
 METAL_DEFINES = ("GGML_METAL_HAS_BF16",)
 # The two source layouts (§8.3): the monolith up to the snapshot, per-op files after llama.cpp #26561.
@@ -198,8 +256,7 @@ HIP_FLAGS = (
 # the shim's warp_size has to equal ggml_cuda_get_physical_warp_size() of the compiled code.
 HIP_FORBIDDEN_FLAGS = ("-mwavefrontsize64", "-mno-wavefrontsize64", "-ffast-math", "-funsafe-math-optimizations")
 # kernel-builder's HIP arch list (hub-contract.md §4.6); build.toml rocm-archs is intersected with it.
-ROCM_ARCHS = ("gfx906", "gfx908", "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1101", "gfx1200",
-              "gfx1201")
+ROCM_ARCHS = ("gfx906", "gfx908", "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1101", "gfx1200", "gfx1201")
 # ggml_cuda_get_physical_warp_size() (common.cuh): 64 under __GFX9__/__GFX8__ (GCN, CDNA), else 32 (RDNA
 # compiles wave32 by default). Keyed by arch-name prefix, checked in order.
 HIP_WARP_SIZE_BY_PREFIX = (("gfx8", 64), ("gfx9", 64), ("gfx10", 32), ("gfx11", 32), ("gfx12", 32))
@@ -220,41 +277,100 @@ class Fingerprint:
 
 
 FINGERPRINTS: tuple[Fingerprint, ...] = (
-    Fingerprint("gdn-cuda kernel signature", "src/ggml-cuda/gated_delta_net.cu",
-                r"^template\s*<int S_v, bool KDA", r"\)\s*\{\s*$"),
-    Fingerprint("gdn-cuda launcher signature", "src/ggml-cuda/gated_delta_net.cu",
-                r"static void launch_gated_delta_net", r"\)\s*\{\s*$"),
-    Fingerprint("gdn-cuda head-dim switch", "src/ggml-cuda/gated_delta_net.cu",
-                r"switch \(S_v\)", r"GGML_ABORT"),
-    Fingerprint("fa-vec-cuda nthreads", "src/ggml-cuda/fattn-vec.cuh",
-                r"static int ggml_cuda_fattn_vec_get_nthreads_host", r"^\}"),
-    Fingerprint("fa-vec-cuda fattn_kernel_t", "src/ggml-cuda/fattn-common.cuh",
-                r"typedef void \(\* ?fattn_kernel_t\)", r"\);\s*$"),
-    Fingerprint("fa-vec-cuda kernel signature", "src/ggml-cuda/fattn-vec.cuh",
-                r"^template\s*<int D, int ncols, ggml_type type_K", r"\)\s*\{\s*$"),
-    Fingerprint("fa-vec-cuda combine signature", "src/ggml-cuda/fattn-common.cuh",
-                r"static __global__ void flash_attn_combine_results\(", r"\)\s*\{\s*$"),
-    Fingerprint("cuda device info struct", "src/ggml-cuda/common.cuh",
-                r"struct ggml_cuda_device_info \{", r"^\};"),
-    Fingerprint("metal gdn kargs", "src/ggml-metal/ggml-metal-impl.h",
-                r"typedef struct \{", r"\} ggml_metal_kargs_gated_delta_net;"),
-    Fingerprint("metal fa-vec kargs", "src/ggml-metal/ggml-metal-impl.h",
-                r"typedef struct \{", r"\} ggml_metal_kargs_flash_attn_ext_vec;"),
-    Fingerprint("metal function-constant bases", "src/ggml-metal/ggml-metal-impl.h",
-                r"#define FC_FLASH_ATTN_EXT_PAD", r"#define FC_GATED_DELTA_NET"),
+    Fingerprint(
+        "gdn-cuda kernel signature",
+        "src/ggml-cuda/gated_delta_net.cu",
+        r"^template\s*<int S_v, bool KDA",
+        r"\)\s*\{\s*$",
+    ),
+    Fingerprint(
+        "gdn-cuda launcher signature",
+        "src/ggml-cuda/gated_delta_net.cu",
+        r"static void launch_gated_delta_net",
+        r"\)\s*\{\s*$",
+    ),
+    Fingerprint("gdn-cuda head-dim switch", "src/ggml-cuda/gated_delta_net.cu", r"switch \(S_v\)", r"GGML_ABORT"),
+    Fingerprint(
+        "fa-vec-cuda nthreads",
+        "src/ggml-cuda/fattn-vec.cuh",
+        r"static int ggml_cuda_fattn_vec_get_nthreads_host",
+        r"^\}",
+    ),
+    Fingerprint(
+        "fa-vec-cuda fattn_kernel_t",
+        "src/ggml-cuda/fattn-common.cuh",
+        r"typedef void \(\* ?fattn_kernel_t\)",
+        r"\);\s*$",
+    ),
+    Fingerprint(
+        "fa-vec-cuda kernel signature",
+        "src/ggml-cuda/fattn-vec.cuh",
+        r"^template\s*<int D, int ncols, ggml_type type_K",
+        r"\)\s*\{\s*$",
+    ),
+    Fingerprint(
+        "fa-vec-cuda combine signature",
+        "src/ggml-cuda/fattn-common.cuh",
+        r"static __global__ void flash_attn_combine_results\(",
+        r"\)\s*\{\s*$",
+    ),
+    Fingerprint("cuda device info struct", "src/ggml-cuda/common.cuh", r"struct ggml_cuda_device_info \{", r"^\};"),
+    Fingerprint(
+        "metal gdn kargs",
+        "src/ggml-metal/ggml-metal-impl.h",
+        r"typedef struct \{",
+        r"\} ggml_metal_kargs_gated_delta_net;",
+    ),
+    Fingerprint(
+        "metal fa-vec kargs",
+        "src/ggml-metal/ggml-metal-impl.h",
+        r"typedef struct \{",
+        r"\} ggml_metal_kargs_flash_attn_ext_vec;",
+    ),
+    Fingerprint(
+        "metal function-constant bases",
+        "src/ggml-metal/ggml-metal-impl.h",
+        r"#define FC_FLASH_ATTN_EXT_PAD",
+        r"#define FC_GATED_DELTA_NET",
+    ),
     # Added with sync (issue 2), from the §8 fingerprint lists; checked against d99724f2.
-    Fingerprint("cuda init_fastdiv_values", "src/ggml-cuda/common.cuh",
-                r"static const uint3 init_fastdiv_values\(", r"^\}\s*$"),
-    Fingerprint("fa-vec-cuda FATTN_KQ_STRIDE", "src/ggml-cuda/fattn-common.cuh",
-                r"#define FATTN_KQ_STRIDE\b", r"#define FATTN_KQ_STRIDE\b"),
-    Fingerprint("ggml_gated_delta_net declaration", "include/ggml.h",
-                r"GGML_API struct ggml_tensor \* ggml_gated_delta_net\(", r"\);\s*$"),
-    Fingerprint("metal gdn function constants", "src/ggml-metal/ggml-metal.metal",
-                r"constant short FC_gated_delta_net_ne20\b", r"FC_gated_delta_net_K\b"),
-    Fingerprint("metal fa-vec function constants", "src/ggml-metal/ggml-metal.metal",
-                r"constant bool FC_flash_attn_ext_vec_has_mask\b", r"FC_flash_attn_ext_vec_nwg\b"),
-    Fingerprint("metal gdn host names", "src/ggml-metal/ggml-metal.metal",
-                r"host_name\(\"kernel_gated_delta_net_f32_1\"\)", r"host_name\(\"kernel_gated_delta_net_f32_4\"\)"),
-    Fingerprint("metal fa-vec tuning constants", "src/ggml-metal/ggml-metal-impl.h",
-                r"#define OP_FLASH_ATTN_EXT_VEC_NQPSG", r"#define OP_FLASH_ATTN_EXT_VEC_NCPSG"),
+    Fingerprint(
+        "cuda init_fastdiv_values", "src/ggml-cuda/common.cuh", r"static const uint3 init_fastdiv_values\(", r"^\}\s*$"
+    ),
+    Fingerprint(
+        "fa-vec-cuda FATTN_KQ_STRIDE",
+        "src/ggml-cuda/fattn-common.cuh",
+        r"#define FATTN_KQ_STRIDE\b",
+        r"#define FATTN_KQ_STRIDE\b",
+    ),
+    Fingerprint(
+        "ggml_gated_delta_net declaration",
+        "include/ggml.h",
+        r"GGML_API struct ggml_tensor \* ggml_gated_delta_net\(",
+        r"\);\s*$",
+    ),
+    Fingerprint(
+        "metal gdn function constants",
+        "src/ggml-metal/ggml-metal.metal",
+        r"constant short FC_gated_delta_net_ne20\b",
+        r"FC_gated_delta_net_K\b",
+    ),
+    Fingerprint(
+        "metal fa-vec function constants",
+        "src/ggml-metal/ggml-metal.metal",
+        r"constant bool FC_flash_attn_ext_vec_has_mask\b",
+        r"FC_flash_attn_ext_vec_nwg\b",
+    ),
+    Fingerprint(
+        "metal gdn host names",
+        "src/ggml-metal/ggml-metal.metal",
+        r"host_name\(\"kernel_gated_delta_net_f32_1\"\)",
+        r"host_name\(\"kernel_gated_delta_net_f32_4\"\)",
+    ),
+    Fingerprint(
+        "metal fa-vec tuning constants",
+        "src/ggml-metal/ggml-metal-impl.h",
+        r"#define OP_FLASH_ATTN_EXT_VEC_NQPSG",
+        r"#define OP_FLASH_ATTN_EXT_VEC_NCPSG",
+    ),
 )

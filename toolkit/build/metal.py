@@ -2,7 +2,7 @@
 
 This is the offline compile kernel-builder performs for a `backend = "metal"` section (hub-contract.md
 §4.7: `metal -std=metal4.0 -O2 [-I...] -c` per .metal, `metallib` to link, `metallib_to_header.py` to
-embed), laid out as data so an executor (toolkit/builders) can run it where Xcode's Metal toolchain exists
+embed), laid out as data so an executor (toolkit/build) can run it where Xcode's Metal toolchain exists
 and `--dry-run`/`variants` can say exactly why it cannot run anywhere else.
 
 Both upstream layouts are supported (ggml-upstream.md §4.2, §8.3): the single `src/ggml-metal/ggml-metal.metal`
@@ -17,7 +17,7 @@ API for the build executor:
     p.buildable / p.blockers                             # can this host run it, and if not, why
     execute(p)                                           # run the steps (BuildError with the log tail)
     p.mm_defines                                         # -D flags the .mm files need to find the header
-    embed_metallib(metallib, header, namespace)          # also: python -m toolkit.metal embed ...
+    embed_metallib(metallib, header, namespace)          # also: python -m toolkit.build.metal embed ...
 and for verify: required_kernels(ops) (every kernel name the binding can dispatch).
 """
 
@@ -35,17 +35,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import ggml_facts as facts
-from . import metallib as mtlb
-from .command_step import Step
-from .errors import BuildError, VendorStateError
+from toolkit.build import metallib as mtlb
+from toolkit.build.command_step import Step
+from toolkit.core import ggml_facts as facts
+from toolkit.core.errors import BuildError, VendorStateError
 
 LAYOUT_MONOLITH = "monolith"
 LAYOUT_SPLIT = "split"
 # Our rendered Metal translation unit and host sources (templates/csrc/metal).
 TRANSLATION_UNIT = "csrc/metal/ggml_metal_kernels.metal"
-HOST_SOURCES = ("csrc/metal/ggml_metal_runtime.mm", "csrc/metal/gated_delta_net_metal.mm",
-                "csrc/metal/flash_attn_metal.mm")
+HOST_SOURCES = (
+    "csrc/metal/ggml_metal_runtime.mm",
+    "csrc/metal/gated_delta_net_metal.mm",
+    "csrc/metal/flash_attn_metal.mm",
+)
 OUR_INCLUDE = "csrc/metal"
 VENDOR_DIR = f"vendor/{facts.VENDOR_SUBDIR}"
 
@@ -77,7 +80,7 @@ def detect_layout(paths: Iterable[str]) -> str | None:
     return None
 
 
-def metal_sources(lock) -> MetalSources:  # lock: toolkit.lock.Lock (duck-typed: .entries, .closures)
+def metal_sources(lock) -> MetalSources:  # lock: toolkit.core.lock.Lock (duck-typed: .entries, .closures)
     """The Metal sources the lock pins. Entries keep config order, duplicates (the monolith serves both
     ops) collapse."""
     if lock is None:
@@ -92,13 +95,16 @@ def metal_sources(lock) -> MetalSources:  # lock: toolkit.lock.Lock (duck-typed:
             if not path.endswith(".metal") and path not in headers:
                 headers.append(path)
     if not entries:
-        raise VendorStateError("the lock pins no Metal sources",
-                               "add \"metal\" to backends and its entries to [tool.ggml-vendor.ops], then sync")
+        raise VendorStateError(
+            "the lock pins no Metal sources",
+            'add "metal" to backends and its entries to [tool.ggml-vendor.ops], then sync',
+        )
     layout = detect_layout(entries)
     if layout is None:
         raise VendorStateError(
             f"Metal entries {entries} are neither {facts.METAL_MONOLITH} nor under {facts.METAL_SPLIT_DIR}",
-            "point the ops' metal entries at one of ggml's two Metal layouts")
+            "point the ops' metal entries at one of ggml's two Metal layouts",
+        )
     return MetalSources(layout, tuple(entries), tuple(headers))
 
 
@@ -109,8 +115,11 @@ def required_kernels(ops: Iterable[str]) -> tuple[str, ...]:
     if "gated_delta_net" in ops:
         names += [facts.GDN_METAL_KERNEL.format(nsg=d // facts.METAL_GDN_LANES) for d in facts.GDN_METAL_HEAD_DIMS]
     if "flash_attn" in ops:
-        names += [facts.FA_VEC_METAL_KERNEL.format(t=t, dk=dk, dv=dv)
-                  for t in facts.METAL_FA_VEC_KV_TYPES for dk, dv in facts.METAL_FA_VEC_HEAD_DIMS]
+        names += [
+            facts.FA_VEC_METAL_KERNEL.format(t=t, dk=dk, dv=dv)
+            for t in facts.METAL_FA_VEC_KV_TYPES
+            for dk, dv in facts.METAL_FA_VEC_HEAD_DIMS
+        ]
         names += [facts.FA_VEC_REDUCE_METAL_KERNEL, facts.FA_PAD_METAL_KERNEL]
     return tuple(names)
 
@@ -132,8 +141,10 @@ class MetalHost:
     @property
     def blockers(self) -> tuple[str, ...]:
         if self.system != "Darwin":
-            return (f"needs macOS on Apple silicon with Xcode 26 and the Metal Toolchain (xcrun metal); this host "
-                    f"is {self.system} {self.machine}",)
+            return (
+                f"needs macOS on Apple silicon with Xcode 26 and the Metal Toolchain (xcrun metal); this host "
+                f"is {self.system} {self.machine}",
+            )
         out = []
         if self.machine not in ("arm64", "aarch64"):
             out.append(f"needs Apple silicon (arm64); this Mac is {self.machine}")
@@ -191,29 +202,61 @@ class MetalPlan:
     @property
     def mm_defines(self) -> tuple[str, ...]:
         """What the Objective-C++ sources need to #include the generated header (kernel-builder's names)."""
-        return (f"-DEMBEDDED_METALLIB_HEADER=\"{Path(self.header).name}\"",
-                f"-DEMBEDDED_METALLIB_NAMESPACE={self.namespace}", f"-I{Path(self.header).parent}")
+        return (
+            f'-DEMBEDDED_METALLIB_HEADER="{Path(self.header).name}"',
+            f"-DEMBEDDED_METALLIB_NAMESPACE={self.namespace}",
+            f"-I{Path(self.header).parent}",
+        )
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "name": self.name, "layout": self.layout, "translation_unit": self.translation_unit,
-            "entries": list(self.entries), "headers": list(self.headers), "include_dirs": list(self.include_dirs),
-            "std": self.std, "min_macos": self.min_macos, "metallib": self.metallib, "header": self.header,
-            "namespace": self.namespace, "mm_defines": list(self.mm_defines),
-            "steps": [s.to_dict() for s in self.steps], "requirements": list(self.requirements),
-            "buildable": self.buildable, "blockers": list(self.blockers), "notes": list(self.notes),
+            "name": self.name,
+            "layout": self.layout,
+            "translation_unit": self.translation_unit,
+            "entries": list(self.entries),
+            "headers": list(self.headers),
+            "include_dirs": list(self.include_dirs),
+            "std": self.std,
+            "min_macos": self.min_macos,
+            "metallib": self.metallib,
+            "header": self.header,
+            "namespace": self.namespace,
+            "mm_defines": list(self.mm_defines),
+            "steps": [s.to_dict() for s in self.steps],
+            "requirements": list(self.requirements),
+            "buildable": self.buildable,
+            "blockers": list(self.blockers),
+            "notes": list(self.notes),
         }
 
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def compile_argv(unit: Path, air: Path, include_dirs: Sequence[Path], *, std: str = facts.METAL_STD,
-                 min_macos: str = facts.METAL_MIN_MACOS) -> tuple[str, ...]:
+def compile_argv(
+    unit: Path,
+    air: Path,
+    include_dirs: Sequence[Path],
+    *,
+    std: str = facts.METAL_STD,
+    min_macos: str = facts.METAL_MIN_MACOS,
+) -> tuple[str, ...]:
     """`xcrun metal` for one translation unit. No -D: the unit defines what it needs itself, and
     facts.METAL_UNDEFINED_MACROS must stay undefined."""
-    return ("xcrun", "-sdk", "macosx", "metal", f"-std={std}", facts.METAL_OPT, f"-mmacosx-version-min={min_macos}",
-            *(f"-I{d}" for d in include_dirs), "-c", str(unit), "-o", str(air))
+    return (
+        "xcrun",
+        "-sdk",
+        "macosx",
+        "metal",
+        f"-std={std}",
+        facts.METAL_OPT,
+        f"-mmacosx-version-min={min_macos}",
+        *(f"-I{d}" for d in include_dirs),
+        "-c",
+        str(unit),
+        "-o",
+        str(air),
+    )
 
 
 def plan(root: Path, sources: MetalSources, out_dir: Path, name: str, *, host: MetalHost | None = None) -> MetalPlan:
@@ -234,24 +277,35 @@ def plan(root: Path, sources: MetalSources, out_dir: Path, name: str, *, host: M
     header = out_dir / f"{name}_metallib.h"
     namespace = f"{name}_metal"
     steps = (
-        Step("compile", compile_argv(unit, air, include_dirs), (str(unit), *(str(vendor / p) for p in sources.files)),
-             (str(air),)),
+        Step(
+            "compile",
+            compile_argv(unit, air, include_dirs),
+            (str(unit), *(str(vendor / p) for p in sources.files)),
+            (str(air),),
+        ),
         Step("link", ("xcrun", "-sdk", "macosx", "metallib", str(air), "-o", str(lib)), (str(air),), (str(lib),)),
-        Step("embed", (sys.executable, "-m", "toolkit.metal", "embed", str(lib), str(header), namespace),
-             (str(lib),), (str(header),)),
+        Step(
+            "embed",
+            (sys.executable, "-m", "toolkit.build.metal", "embed", str(lib), str(header), namespace),
+            (str(lib),),
+            (str(header),),
+        ),
     )
     blockers = list(host.blockers)
     missing = [p for p in sources.files if not (vendor / p).is_file()]
     if missing:
-        blockers.append(f"vendor/ lacks {len(missing)} Metal file(s) the lock pins (e.g. {missing[0]}): "
-                        "run `ggml-vendor sync`")
+        blockers.append(
+            f"vendor/ lacks {len(missing)} Metal file(s) the lock pins (e.g. {missing[0]}): run `ggml-vendor sync`"
+        )
     if not unit.is_file():
         blockers.append(f"{TRANSLATION_UNIT} is not rendered: run `ggml-vendor render`")
     if host.system == "Darwin" and host.macos:
         try:
             if mtlb.parse_version(host.macos) < mtlb.parse_version(facts.METAL_MIN_MACOS):
-                blockers.append(f"the library targets macOS {facts.METAL_MIN_MACOS}; this Mac runs {host.macos} "
-                                "(it can build but not load it)")
+                blockers.append(
+                    f"the library targets macOS {facts.METAL_MIN_MACOS}; this Mac runs {host.macos} "
+                    "(it can build but not load it)"
+                )
         except mtlb.MetallibError:
             pass
     requirements = (
@@ -259,13 +313,28 @@ def plan(root: Path, sources: MetalSources, out_dir: Path, name: str, *, host: M
         "Xcode 26 selected with xcode-select, plus the Metal Toolchain (xcodebuild -downloadComponent MetalToolchain)",
         f"torch with MPS for the variant's torch version; the metallib loads on macOS >= {facts.METAL_MIN_MACOS}",
     )
-    notes = (f"layout: {sources.layout} ({', '.join(sources.entries)})",
-             f"-std={facts.METAL_STD}: Metal 4 libraries do not load on macOS < {facts.METAL_MIN_MACOS}")
-    return MetalPlan(name=name, layout=sources.layout, translation_unit=str(unit), entries=sources.entries,
-                     headers=sources.headers, include_dirs=tuple(str(d) for d in include_dirs), std=facts.METAL_STD,
-                     min_macos=facts.METAL_MIN_MACOS, air=str(air), metallib=str(lib), header=str(header),
-                     namespace=namespace, steps=steps, requirements=requirements, blockers=tuple(blockers),
-                     notes=notes)
+    notes = (
+        f"layout: {sources.layout} ({', '.join(sources.entries)})",
+        f"-std={facts.METAL_STD}: Metal 4 libraries do not load on macOS < {facts.METAL_MIN_MACOS}",
+    )
+    return MetalPlan(
+        name=name,
+        layout=sources.layout,
+        translation_unit=str(unit),
+        entries=sources.entries,
+        headers=sources.headers,
+        include_dirs=tuple(str(d) for d in include_dirs),
+        std=facts.METAL_STD,
+        min_macos=facts.METAL_MIN_MACOS,
+        air=str(air),
+        metallib=str(lib),
+        header=str(header),
+        namespace=namespace,
+        steps=steps,
+        requirements=requirements,
+        blockers=tuple(blockers),
+        notes=notes,
+    )
 
 
 # --- embedding -----------------------------------------------------------------------------------------
@@ -278,10 +347,9 @@ def header_source(data: bytes, namespace: str, *, source_name: str = "metallib")
     if not _NAME.match(namespace):
         raise BuildError(f"namespace {namespace!r} is not a C identifier", "use letters, digits and underscores")
     digest = hashlib.sha256(data).hexdigest()
-    rows = "\n".join("    " + ", ".join(f"0x{b:02x}" for b in data[i:i + 16]) + ","
-                     for i in range(0, len(data), 16))
+    rows = "\n".join("    " + ", ".join(f"0x{b:02x}" for b in data[i : i + 16]) + "," for i in range(0, len(data), 16))
     return (
-        f"// Generated by ggml-vendor (toolkit/metal.py) from {source_name}: {len(data)} bytes, sha256 {digest}.\n"
+        f"// Generated by ggml-vendor (toolkit/build/metal.py) from {source_name}: {len(data)} bytes, sha256 {digest}.\n"
         "// Do not edit; rebuild the metallib instead.\n"
         "#pragma once\n"
         "#include <cstddef>\n"
@@ -310,8 +378,7 @@ def header_source(data: bytes, namespace: str, *, source_name: str = "metallib")
     )
 
 
-def embed_metallib(metallib: Path, header: Path, namespace: str, *,
-                   required: Iterable[str] = ()) -> mtlb.MetalLibrary:
+def embed_metallib(metallib: Path, header: Path, namespace: str, *, required: Iterable[str] = ()) -> mtlb.MetalLibrary:
     """Check that `metallib` is a usable metallib (and has `required` kernels), then write the header
     atomically. Returns what was embedded."""
     data = Path(metallib).read_bytes()
@@ -335,8 +402,12 @@ def embed_metallib(metallib: Path, header: Path, namespace: str, *,
 # --- running -------------------------------------------------------------------------------------------
 
 
-def execute(p: MetalPlan, *, run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
-            log: Callable[[str], None] = lambda line: None) -> Path:
+def execute(
+    p: MetalPlan,
+    *,
+    run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+    log: Callable[[str], None] = lambda line: None,
+) -> Path:
     """Run the plan's steps in order; the header path on success. Refuses a plan with blockers; on a failed
     step raises BuildError carrying the step's output tail."""
     if p.blockers:
@@ -347,13 +418,15 @@ def execute(p: MetalPlan, *, run: Callable[..., subprocess.CompletedProcess] = s
         res = run(list(step.argv), capture_output=True, text=True)
         if res.returncode != 0:
             tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-20:])
-            raise BuildError(f"metal {step.name} failed (exit {res.returncode}): {tail}",
-                             "fix the error above; the full command is in the build log")
+            raise BuildError(
+                f"metal {step.name} failed (exit {res.returncode}): {tail}",
+                "fix the error above; the full command is in the build log",
+            )
     return Path(p.header)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m toolkit.metal embed METALLIB HEADER NAMESPACE`: the plan's embed step."""
+    """`python -m toolkit.build.metal embed METALLIB HEADER NAMESPACE`: the plan's embed step."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) == 4 and args[0] == "embed":
         try:
@@ -363,7 +436,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         print(f"embedded {len(lib.functions)} functions ({lib.size} bytes) as {args[3]}::metallib_data")
         return 0
-    print("usage: python -m toolkit.metal embed METALLIB HEADER NAMESPACE", file=sys.stderr)
+    print("usage: python -m toolkit.build.metal embed METALLIB HEADER NAMESPACE", file=sys.stderr)
     return 2
 
 

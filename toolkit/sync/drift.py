@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import ggml_facts
-from .ggml_facts import Fingerprint
-from .lock import Lock, sha256_bytes
+from toolkit.core import ggml_facts
+from toolkit.core.ggml_facts import Fingerprint
+from toolkit.core.lock import Lock, sha256_bytes
 
 ABSENT = "absent"
 
@@ -33,12 +33,13 @@ def fingerprint_region(text: str, fp: Fingerprint) -> str | None:
         if start_re.search(line):
             last_start = i
         if last_start is not None and end_re.search(line):
-            return "\n".join(lines[last_start:i + 1]) + "\n"
+            return "\n".join(lines[last_start : i + 1]) + "\n"
     return None
 
 
-def fingerprints_of(files: Mapping[str, bytes],
-                    fingerprints: tuple[Fingerprint, ...] = ggml_facts.FINGERPRINTS) -> dict[str, str]:
+def fingerprints_of(
+    files: Mapping[str, bytes], fingerprints: tuple[Fingerprint, ...] = ggml_facts.FINGERPRINTS
+) -> dict[str, str]:
     """name -> sha256 of the region (ABSENT when its file is not vendored or the region is not found)."""
     out = {}
     for fp in fingerprints:
@@ -77,18 +78,30 @@ class Drift:
 
     def to_json(self) -> dict[str, object]:
         return {
-            "upstream": self.upstream, "old_commit": self.old_commit, "new_commit": self.new_commit,
-            "files": {"added": list(self.added), "removed": list(self.removed),
-                      "renamed": [{"from": a, "to": b} for a, b in self.renamed], "changed": list(self.changed)},
+            "upstream": self.upstream,
+            "old_commit": self.old_commit,
+            "new_commit": self.new_commit,
+            "files": {
+                "added": list(self.added),
+                "removed": list(self.removed),
+                "renamed": [{"from": a, "to": b} for a, b in self.renamed],
+                "changed": list(self.changed),
+            },
             "commits": None if self.commits is None else [{"commit": c, "subject": s} for c, s in self.commits],
-            "history_note": self.history_note, "backwards": self.backwards,
-            "fingerprints": [{"name": r.name, "path": r.path, "old": r.old, "new": r.new, "diff": r.diff}
-                             for r in self.regions],
+            "history_note": self.history_note,
+            "backwards": self.backwards,
+            "fingerprints": [
+                {"name": r.name, "path": r.path, "old": r.old, "new": r.new, "diff": r.diff} for r in self.regions
+            ],
         }
 
     def to_markdown(self) -> str:
-        out = [f"# Upstream drift: {self.old_commit[:12]} → {self.new_commit[:12]}", "",
-               f"Upstream: {self.upstream}", ""]
+        out = [
+            f"# Upstream drift: {self.old_commit[:12]} → {self.new_commit[:12]}",
+            "",
+            f"Upstream: {self.upstream}",
+            "",
+        ]
         out += ["## Files in the vendored subset", ""]
         if not (self.added or self.removed or self.renamed or self.changed):
             out.append("No file of the subset changed.")
@@ -97,8 +110,12 @@ class Drift:
                 out.append(f"- {label}: `{p}`")
         for a, b in self.renamed:
             out.append(f"- renamed: `{a}` → `{b}`")
-        out += ["", "## Upstream commits touching the subset"
-                + (" (dropped: the pin moved backwards)" if self.backwards else ""), ""]
+        out += [
+            "",
+            "## Upstream commits touching the subset"
+            + (" (dropped: the pin moved backwards)" if self.backwards else ""),
+            "",
+        ]
         if self.commits is None:
             out.append(f"Not available: {self.history_note}")
         elif not self.commits:
@@ -116,14 +133,21 @@ class Drift:
         return "\n".join(out).rstrip("\n") + "\n"
 
     def summary_lines(self) -> list[str]:
-        lines = [f"drift {self.old_commit[:12]} -> {self.new_commit[:12]}: "
-                 f"{len(self.added)} added, {len(self.removed)} removed, {len(self.renamed)} renamed, "
-                 f"{len(self.changed)} changed; "
-                 + (f"{len(self.commits)} upstream commits" + (" dropped (moved backwards)" if self.backwards else "")
-                    if self.commits is not None else "commit list unavailable")
-                 + f"; {len(self.regions)} fingerprinted regions moved"]
-        lines += [f"  region {r.name}: {'appeared' if r.old == ABSENT else 'gone' if r.new == ABSENT else 'changed'}"
-                  for r in self.regions]
+        lines = [
+            f"drift {self.old_commit[:12]} -> {self.new_commit[:12]}: "
+            f"{len(self.added)} added, {len(self.removed)} removed, {len(self.renamed)} renamed, "
+            f"{len(self.changed)} changed; "
+            + (
+                f"{len(self.commits)} upstream commits" + (" dropped (moved backwards)" if self.backwards else "")
+                if self.commits is not None
+                else "commit list unavailable"
+            )
+            + f"; {len(self.regions)} fingerprinted regions moved"
+        ]
+        lines += [
+            f"  region {r.name}: {'appeared' if r.old == ABSENT else 'gone' if r.new == ABSENT else 'changed'}"
+            for r in self.regions
+        ]
         return lines
 
 
@@ -166,8 +190,10 @@ def compute_drift(
             if dropped:
                 commits, backwards = dropped, True
         if commits is None:
-            note = ("the old pin's history is not in the object source (a shallow URL cache); "
-                    "pass --mirror PATH to a full clone for the commit list")
+            note = (
+                "the old pin's history is not in the object source (a shallow URL cache); "
+                "pass --mirror PATH to a full clone for the commit list"
+            )
     regions = []
     for fp in fingerprints:
         o, n = old.fingerprints.get(fp.name, ABSENT), new.fingerprints.get(fp.name, ABSENT)
@@ -178,11 +204,28 @@ def compute_drift(
             ot, nt = old_text(fp.path), new_text(fp.path)
             orr = fingerprint_region(ot.decode("utf-8", "replace"), fp) if ot is not None else None
             nr = fingerprint_region(nt.decode("utf-8", "replace"), fp) if nt is not None else None
-            diff = "".join(difflib.unified_diff((orr or "").splitlines(True), (nr or "").splitlines(True),
-                                                f"{old.commit[:12]}:{fp.path}", f"{new.commit[:12]}:{fp.path}"))
+            diff = "".join(
+                difflib.unified_diff(
+                    (orr or "").splitlines(True),
+                    (nr or "").splitlines(True),
+                    f"{old.commit[:12]}:{fp.path}",
+                    f"{new.commit[:12]}:{fp.path}",
+                )
+            )
         regions.append(RegionDrift(fp.name, fp.path, o, n, diff))
-    return Drift(new.upstream, old.commit, new.commit, tuple(added), tuple(removed), tuple(renamed), tuple(changed),
-                 None if commits is None else tuple(commits), note, tuple(regions), backwards)
+    return Drift(
+        new.upstream,
+        old.commit,
+        new.commit,
+        tuple(added),
+        tuple(removed),
+        tuple(renamed),
+        tuple(changed),
+        None if commits is None else tuple(commits),
+        note,
+        tuple(regions),
+        backwards,
+    )
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -10,15 +10,15 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .. import __version__
-from ..config import Config
-from ..errors import BuildError
-from ..variants import Matrix, Status, Variant, load_matrix, status
-from .cache import BuildCache
-from .envs import HostFacts, detect_host, plan_env, create_env, with_probe, discover_envs
-from .inputs import load_project, read_provenance
-from .local import LocalExecutor, RunStats, VariantResult
-from .plan import BuildPlan, make_plan
+from toolkit import __version__
+from toolkit.build.cache import BuildCache
+from toolkit.build.envs import HostFacts, create_env, detect_host, discover_envs, plan_env, with_probe
+from toolkit.build.inputs import load_project, read_provenance
+from toolkit.build.local import LocalExecutor, RunStats, VariantResult
+from toolkit.build.matrix import Matrix, Status, Variant, load_matrix, status
+from toolkit.build.plan import BuildPlan, make_plan
+from toolkit.core.config import Config
+from toolkit.core.errors import BuildError
 
 
 class NothingToBuildError(BuildError):
@@ -36,8 +36,10 @@ def host_variant(host: HostFacts) -> Variant:
     """The variant of the current interpreter's torch on this host (issue 3: "build for this environment")."""
     env = next((e for e in host.envs if not e.managed), None)
     if env is None:
-        raise BuildError("torch is not installed in this Python environment",
-                         "pip install -e '.[cuda]' (torch 2.14.1 CUDA 13.0), or use --all / --variant")
+        raise BuildError(
+            "torch is not installed in this Python environment",
+            "pip install -e '.[cuda]' (torch 2.14.1 CUDA 13.0), or use --all / --variant",
+        )
     if env.cuda:
         major, minor = env.cuda.split(".")[:2]
         return Variant(env.torch_minor, "cuda", f"{major}.{minor}", host.cpu, host.os)
@@ -57,8 +59,13 @@ class Prepared:
     cache: Path
 
 
-def judge(variants: tuple[Variant, ...], host: HostFacts, enabled: tuple[str, ...], matrix: Matrix | None,
-          probe_cache: Path | None) -> list[tuple[Variant, Status]]:
+def judge(
+    variants: tuple[Variant, ...],
+    host: HostFacts,
+    enabled: tuple[str, ...],
+    matrix: Matrix | None,
+    probe_cache: Path | None,
+) -> list[tuple[Variant, Status]]:
     judged = []
     for v in variants:
         index = matrix.index_for(v) if matrix else "https://download.pytorch.org/whl/" + v.compute
@@ -69,8 +76,9 @@ def judge(variants: tuple[Variant, ...], host: HostFacts, enabled: tuple[str, ..
     return judged
 
 
-def select_variants(cfg: Config, *, all_variants: bool, patterns: tuple[str, ...], host: HostFacts
-                    ) -> tuple[Matrix | None, tuple[Variant, ...]]:
+def select_variants(
+    cfg: Config, *, all_variants: bool, patterns: tuple[str, ...], host: HostFacts
+) -> tuple[Matrix | None, tuple[Variant, ...]]:
     if all_variants or patterns:
         matrix = load_matrix(cfg.variants_file)
         chosen = matrix.select(list(patterns))
@@ -79,8 +87,14 @@ def select_variants(cfg: Config, *, all_variants: bool, patterns: tuple[str, ...
     return matrix, (host_variant(host),)
 
 
-def prepare(cfg: Config, *, all_variants: bool = False, patterns: tuple[str, ...] = (),
-            host: HostFacts | None = None, create_envs: bool = False) -> Prepared:
+def prepare(
+    cfg: Config,
+    *,
+    all_variants: bool = False,
+    patterns: tuple[str, ...] = (),
+    host: HostFacts | None = None,
+    create_envs: bool = False,
+) -> Prepared:
     cdir = cache_dir(cfg.root)
     host = host or detect_host()
     matrix, chosen = select_variants(cfg, all_variants=all_variants, patterns=patterns, host=host)
@@ -93,8 +107,9 @@ def prepare(cfg: Config, *, all_variants: bool = False, patterns: tuple[str, ...
     return Prepared(cfg, matrix, host, plan, enabled, cdir)
 
 
-def _create_missing_envs(chosen: tuple[Variant, ...], host: HostFacts, enabled: tuple[str, ...],
-                         matrix: Matrix) -> HostFacts:
+def _create_missing_envs(
+    chosen: tuple[Variant, ...], host: HostFacts, enabled: tuple[str, ...], matrix: Matrix
+) -> HostFacts:
     """Create the isolated torch environment of every selected variant that lacks only that."""
     for v in chosen:
         st = status(v, host, enabled_backends=enabled, index=matrix.index_for(v))
@@ -133,15 +148,22 @@ def execute(prep: Prepared, *, jobs: int | None = None, progress: bool = True) -
     stats = RunStats()
     if local:
         prov = read_provenance(root)
-        ex = LocalExecutor(plan, cache, jobs=jobs or os.cpu_count() or 1, provenance=prov,
-                           log_dir=prep.cache / "logs", gen_dir=prep.cache / "gen",
-                           lock_sha=prov.lock_sha256 or "", progress=progress)
+        ex = LocalExecutor(
+            plan,
+            cache,
+            jobs=jobs or os.cpu_count() or 1,
+            provenance=prov,
+            log_dir=prep.cache / "logs",
+            gen_dir=prep.cache / "gen",
+            lock_sha=prov.lock_sha256 or "",
+            progress=progress,
+        )
         for r in ex.run(local):
             results[r.name] = r
         stats = ex.stats
     nix_variants = tuple(v for v in plan.variants if v.status.buildable and v.status.executor == "nix")
     if nix_variants:
-        from .nix import NixExecutor
+        from toolkit.build.nix import NixExecutor
 
         for r in NixExecutor(plan, prep.host, jobs=jobs or 2).run(nix_variants):
             results[r.name] = r

@@ -15,9 +15,9 @@ from typing import Any
 
 import tomlkit
 
-from . import ggml_facts
-from .errors import VendorStateError
-from .hashing import sha256_bytes, sha256_file  # noqa: F401  (re-exported: the lock's hash helpers)
+from toolkit.core import ggml_facts
+from toolkit.core.errors import VendorStateError
+from toolkit.core.hashing import sha256_bytes, sha256_file  # noqa: F401  (re-exported: the lock's hash helpers)
 
 try:  # the standard library's parser is several times faster than tomlkit (no-op re-sync budget: 0.5 s)
     import tomllib as _toml
@@ -97,16 +97,33 @@ class Lock:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "upstream": self.upstream, "layout": self.layout, "commit": self.commit, "rev": self.rev,
-            "date": self.date, "subject": self.subject, "tool_version": self.tool_version,
+            "upstream": self.upstream,
+            "layout": self.layout,
+            "commit": self.commit,
+            "rev": self.rev,
+            "date": self.date,
+            "subject": self.subject,
+            "tool_version": self.tool_version,
             "llama_cpp_commit": self.llama_cpp_commit,
-            "files": {f.path: {"sha256": f.sha256, "blob": f.blob, "reason": f.reason,
-                               "needed_by": list(f.needed_by), "patched_by": list(f.patched_by)}
-                      for f in self.file_info},
+            "files": {
+                f.path: {
+                    "sha256": f.sha256,
+                    "blob": f.blob,
+                    "reason": f.reason,
+                    "needed_by": list(f.needed_by),
+                    "patched_by": list(f.patched_by),
+                }
+                for f in self.file_info
+            },
             "patches": [{"name": p.name, "sha256": p.sha256, "verdict": p.verdict} for p in self.patches],
-            "licenses": {lic.path: {"spdx": list(lic.spdx), "copyright": list(lic.copyright),
-                                    "copyright_lines": list(lic.copyright_at)}
-                         for lic in self.licenses},
+            "licenses": {
+                lic.path: {
+                    "spdx": list(lic.spdx),
+                    "copyright": list(lic.copyright),
+                    "copyright_lines": list(lic.copyright_at),
+                }
+                for lic in self.licenses
+            },
             "entries": {op: {b: list(v) for b, v in per.items()} for op, per in self.entries.items()},
             "closures": {op: {b: list(v) for b, v in per.items()} for op, per in self.closures.items()},
             "fingerprints": dict(self.fingerprints),
@@ -149,8 +166,13 @@ def render_lock(lock: Lock) -> str:
         lines += ["", f"[closures.{_q(op)}]"]
         lines += [f"{b} = {_array(v)}" for b, v in lock.closures[op].items()]
     for f in sorted(lock.file_info, key=lambda f: f.path):
-        lines += ["", f"[files.{_q(f.path)}]", f"sha256 = {_q(f.sha256)}", f"blob = {_q(f.blob)}",
-                  f"reason = {_q(f.reason)}"]
+        lines += [
+            "",
+            f"[files.{_q(f.path)}]",
+            f"sha256 = {_q(f.sha256)}",
+            f"blob = {_q(f.blob)}",
+            f"reason = {_q(f.reason)}",
+        ]
         if f.needed_by:
             lines.append(f"needed-by = {_array(sorted(f.needed_by))}")
         if f.patched_by:
@@ -158,15 +180,21 @@ def render_lock(lock: Lock) -> str:
     for p in lock.patches:  # application order (file name order)
         lines += ["", "[[patches]]", f"name = {_q(p.name)}", f"sha256 = {_q(p.sha256)}", f"verdict = {_q(p.verdict)}"]
     if lock.licenses:
-        lines += ["", "# Copyright notices stay in the vendored files: `copyright-lines` says where (ggml-vendor status"
-                  " prints them)."]
+        lines += [
+            "",
+            "# Copyright notices stay in the vendored files: `copyright-lines` says where (ggml-vendor status"
+            " prints them).",
+        ]
     for lic in sorted(lock.licenses, key=lambda x: x.path):
         lines += ["", f"[licenses.{_q(lic.path)}]", f"spdx = {_array(lic.spdx)}"]
         if lic.copyright_at:
             lines.append(f"copyright-lines = [{', '.join(str(n) for n in lic.copyright_at)}]")
     if lock.fingerprints:
-        lines += ["", "# sha256 of the upstream regions our bindings depend on (ggml_facts.FINGERPRINTS).",
-                  "[fingerprints]"]
+        lines += [
+            "",
+            "# sha256 of the upstream regions our bindings depend on (ggml_facts.FINGERPRINTS).",
+            "[fingerprints]",
+        ]
         lines += [f"{_q(k)} = {_q(v)}" for k, v in sorted(lock.fingerprints.items())]
     return "\n".join(lines) + "\n"
 
@@ -178,29 +206,48 @@ def parse_lock(text: str, where: str = LOCK_NAME) -> Lock:
         up = doc["upstream"]
         files_t = doc.get("files", {})
         file_info = tuple(
-            LockedFile(path=p, sha256=str(v["sha256"]), blob=str(v.get("blob", "")), reason=str(v.get("reason", "")),
-                       needed_by=tuple(v.get("needed-by", ())), patched_by=tuple(v.get("patched-by", ())))
+            LockedFile(
+                path=p,
+                sha256=str(v["sha256"]),
+                blob=str(v.get("blob", "")),
+                reason=str(v.get("reason", "")),
+                needed_by=tuple(v.get("needed-by", ())),
+                patched_by=tuple(v.get("patched-by", ())),
+            )
             for p, v in files_t.items()
         )
         return Lock(
-            upstream=str(up["url"]), layout=str(up["layout"]), commit=str(up["commit"]), rev=str(up.get("rev", "")),
-            date=str(up.get("date", "")), subject=str(up.get("subject", "")),
+            upstream=str(up["url"]),
+            layout=str(up["layout"]),
+            commit=str(up["commit"]),
+            rev=str(up.get("rev", "")),
+            date=str(up.get("date", "")),
+            subject=str(up.get("subject", "")),
             tool_version=str(doc.get("tool", {}).get("version", "")),
             files={f.path: f.sha256 for f in file_info},
             file_info=file_info,
-            patches=tuple(LockedPatch(str(p["name"]), str(p["sha256"]), str(p["verdict"]))
-                          for p in doc.get("patches", [])),
-            licenses=tuple(LicenseInfo(p, tuple(v.get("spdx", ())), tuple(v.get("copyright", ())),
-                                       tuple(int(n) for n in v.get("copyright-lines", ())))
-                           for p, v in doc.get("licenses", {}).items()),
+            patches=tuple(
+                LockedPatch(str(p["name"]), str(p["sha256"]), str(p["verdict"])) for p in doc.get("patches", [])
+            ),
+            licenses=tuple(
+                LicenseInfo(
+                    p,
+                    tuple(v.get("spdx", ())),
+                    tuple(v.get("copyright", ())),
+                    tuple(int(n) for n in v.get("copyright-lines", ())),
+                )
+                for p, v in doc.get("licenses", {}).items()
+            ),
             entries={op: {b: tuple(v) for b, v in per.items()} for op, per in doc.get("entries", {}).items()},
             closures={op: {b: tuple(v) for b, v in per.items()} for op, per in doc.get("closures", {}).items()},
             fingerprints={str(k): str(v) for k, v in doc.get("fingerprints", {}).items()},
             llama_cpp_commit=str(up.get("llama-cpp-commit", "")),
         )
     except (KeyError, TypeError, ValueError, tomlkit.exceptions.ParseError, *_TomlError) as exc:
-        raise VendorStateError(f"{where} is not a valid lock ({type(exc).__name__}: {exc})",
-                               "restore it from git (git checkout vendor/UPSTREAM) or re-run ggml-vendor sync --rev REV --force") from None
+        raise VendorStateError(
+            f"{where} is not a valid lock ({type(exc).__name__}: {exc})",
+            "restore it from git (git checkout vendor/UPSTREAM) or re-run ggml-vendor sync --rev REV --force",
+        ) from None
 
 
 def read_lock(vendor_dir: Path) -> Lock | None:

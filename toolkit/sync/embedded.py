@@ -17,15 +17,18 @@ from pathlib import Path
 
 import platformdirs
 
-from .errors import UpstreamError
+from toolkit.core.errors import UpstreamError
 
 EMBEDDED = "embedded"  # the --upstream value (and lock url) that means this miniature
 BRANCH = "master"
 TAG = "mini-v1"
 _IDENTITY = {
-    "GIT_AUTHOR_NAME": "ggml-vendor", "GIT_AUTHOR_EMAIL": "mini-upstream@ggml-vendor.invalid",
-    "GIT_COMMITTER_NAME": "ggml-vendor", "GIT_COMMITTER_EMAIL": "mini-upstream@ggml-vendor.invalid",
-    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00",
+    "GIT_AUTHOR_NAME": "ggml-vendor",
+    "GIT_AUTHOR_EMAIL": "mini-upstream@ggml-vendor.invalid",
+    "GIT_COMMITTER_NAME": "ggml-vendor",
+    "GIT_COMMITTER_EMAIL": "mini-upstream@ggml-vendor.invalid",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00",
 }
 MESSAGE = "mini-upstream: a miniature ggml written by the ggml-vendor authors"
 
@@ -54,9 +57,11 @@ def _git(cwd: Path, *args: str, input_: bytes | None = None) -> str:
     env["GIT_CONFIG_GLOBAL"] = os.devnull
     proc = subprocess.run(["git", *args], cwd=cwd, env=env, input=input_, capture_output=True, check=False)
     if proc.returncode != 0:
-        raise UpstreamError(f"git {' '.join(args[:2])} failed while building the mini-upstream: "
-                            f"{proc.stderr.decode(errors='replace').strip().splitlines()[-1:]}",
-                            "check that git is installed and the cache directory is writable")
+        raise UpstreamError(
+            f"git {' '.join(args[:2])} failed while building the mini-upstream: "
+            f"{proc.stderr.decode(errors='replace').strip().splitlines()[-1:]}",
+            "check that git is installed and the cache directory is writable",
+        )
     return proc.stdout.decode().strip()
 
 

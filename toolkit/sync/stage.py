@@ -14,18 +14,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from . import __version__, embedded, ggml_facts
-from .closure import Closure, compute_closure
-from .config import Config, Entry
-from .embedded import EMBEDDED
-from .drift import Drift, compute_drift, fingerprints_of, write_report
-from .errors import UpstreamError, VendorStateError
-from .lock import (LOCK_NAME, VERDICT_UPSTREAM, LicenseInfo, Lock, LockedFile, LockedPatch, read_lock,
-                   notice_text, render_lock, sha256_bytes)
-from .patches import PatchResult, apply_patches
-from .upstream import open_upstream
-from .vendor_tree import (LOSSY, PATCHES_DIR, SOURCES_DIR, Finding, check_vendor, check_vendor_dir,
-                          current_hashes, recover, replace_vendor)
+from toolkit import __version__
+from toolkit.core import ggml_facts
+from toolkit.core.config import Config, Entry
+from toolkit.core.errors import UpstreamError, VendorStateError
+from toolkit.core.lock import (
+    LOCK_NAME,
+    VERDICT_UPSTREAM,
+    LicenseInfo,
+    Lock,
+    LockedFile,
+    LockedPatch,
+    notice_text,
+    read_lock,
+    render_lock,
+    sha256_bytes,
+)
+from toolkit.sync import embedded
+from toolkit.sync.closure import Closure, compute_closure
+from toolkit.sync.drift import Drift, compute_drift, fingerprints_of, write_report
+from toolkit.sync.embedded import EMBEDDED
+from toolkit.sync.patches import PatchResult, apply_patches
+from toolkit.sync.upstream import open_upstream
+from toolkit.sync.vendor_tree import (
+    LOSSY,
+    PATCHES_DIR,
+    SOURCES_DIR,
+    Finding,
+    check_vendor,
+    check_vendor_dir,
+    current_hashes,
+    recover,
+    replace_vendor,
+)
 
 __all__ = ["SyncRequest", "SyncPlan", "SyncReport", "plan_sync", "run_sync", "check_vendor", "license_inventory"]
 
@@ -85,11 +106,17 @@ class SyncReport:
         lock = self.plan.lock
         return {
             "status": self.status,
-            "upstream": lock.upstream, "layout": lock.layout, "rev": lock.rev, "commit": lock.commit,
-            "date": lock.date, "subject": lock.subject, "llama_cpp_commit": lock.llama_cpp_commit,
+            "upstream": lock.upstream,
+            "layout": lock.layout,
+            "rev": lock.rev,
+            "commit": lock.commit,
+            "date": lock.date,
+            "subject": lock.subject,
+            "llama_cpp_commit": lock.llama_cpp_commit,
             "previous_commit": self.plan.previous.commit if self.plan.previous else None,
-            "files": {f.path: {"sha256": f.sha256, "reason": f.reason, "needed_by": list(f.needed_by)}
-                      for f in lock.file_info},
+            "files": {
+                f.path: {"sha256": f.sha256, "reason": f.reason, "needed_by": list(f.needed_by)} for f in lock.file_info
+            },
             "closures": {op: {b: list(v) for b, v in per.items()} for op, per in lock.closures.items()},
             "patches": [p.to_json() for p in self.plan.patches],
             "changes": [{"path": f"vendor/{p}", "change": c} for p, c in self.plan.changes],
@@ -116,8 +143,10 @@ def license_inventory(files: Mapping[str, bytes]) -> tuple[LicenseInfo, ...]:
         text = files[path].decode("utf-8", "replace")
         spdx = list(dict.fromkeys(m.group(1) for m in _SPDX_RE.finditer(text)))
         spdx += [sid for sid, marker in ggml_facts.LICENSE_TEXT_MARKERS if marker in text and sid not in spdx]
-        found = {notice_text(m.group(0)): text.count("\n", 0, m.start()) + 1 for m in reversed(list(
-            _COPYRIGHT_RE.finditer(text)))}  # reversed: a notice repeated keeps its first line
+        found = {
+            notice_text(m.group(0)): text.count("\n", 0, m.start()) + 1
+            for m in reversed(list(_COPYRIGHT_RE.finditer(text)))
+        }  # reversed: a notice repeated keeps its first line
         notices = sorted(found, key=found.__getitem__)
         if spdx or notices:
             out.append(LicenseInfo(path, tuple(spdx), tuple(notices), tuple(found[n] for n in notices)))
@@ -125,6 +154,7 @@ def license_inventory(files: Mapping[str, bytes]) -> tuple[LicenseInfo, ...]:
 
 
 # --- the pure plan -----------------------------------------------------------------------------------
+
 
 def plan_sync(
     entries: list[tuple[str, str, Entry]],
@@ -146,8 +176,10 @@ def plan_sync(
     vendor/-relative paths to the sha256 of what is there now; `findings` is check_vendor_dir's result."""
     where = f"{snapshot.commit[:12]}"
     if prefetch is not None:  # one round trip for the entries and the always-shipped files (URL upstreams)
-        prefetch([alt for _, _, e in entries for alt in e.alternatives]
-                 + [*ggml_facts.ALWAYS_SHIP, *ggml_facts.OPTIONAL_SHIP, ggml_facts.LLAMA_CPP_SYNC_FILE])
+        prefetch(
+            [alt for _, _, e in entries for alt in e.alternatives]
+            + [*ggml_facts.ALWAYS_SHIP, *ggml_facts.OPTIONAL_SHIP, ggml_facts.LLAMA_CPP_SYNC_FILE]
+        )
     closure = compute_closure(entries, snapshot.read, where=where, prefetch=prefetch)
     pristine: dict[str, bytes] = {}
     blobs: dict[str, str] = {}
@@ -159,12 +191,16 @@ def plan_sync(
         data = snapshot.read(name, root_fallback=True)
         if data is None:
             if name in ggml_facts.ALWAYS_SHIP:
-                raise UpstreamError(f"{name} is missing at {where}; its notice must travel with the vendored code",
-                                    "pick a revision of ggml or llama.cpp that has it")
+                raise UpstreamError(
+                    f"{name} is missing at {where}; its notice must travel with the vendored code",
+                    "pick a revision of ggml or llama.cpp that has it",
+                )
             continue
         pristine[name] = data
         blobs[name] = snapshot.blob_id(name, root_fallback=True) or ""
-        reasons[name] = "always ships (license notice)" if name in ggml_facts.ALWAYS_SHIP else "always ships when present"
+        reasons[name] = (
+            "always ships (license notice)" if name in ggml_facts.ALWAYS_SHIP else "always ships when present"
+        )
     sync_last = snapshot.read(ggml_facts.LLAMA_CPP_SYNC_FILE)
     llama_commit = sync_last.decode("ascii", "replace").strip() if sync_last else ""
     if not re.fullmatch(r"[0-9a-f]{40}", llama_commit):
@@ -181,20 +217,37 @@ def plan_sync(
     kept = [r for r in results if not (drop_upstreamed and r.verdict == VERDICT_UPSTREAM)]
 
     file_info = tuple(
-        LockedFile(path=p, sha256=sha256_bytes(patched[p]), blob=blobs.get(p, ""), reason=reasons[p],
-                   needed_by=closure.needed_by.get(p, ()), patched_by=tuple(patched_by.get(p, ())))
-        for p in sorted(patched))
+        LockedFile(
+            path=p,
+            sha256=sha256_bytes(patched[p]),
+            blob=blobs.get(p, ""),
+            reason=reasons[p],
+            needed_by=closure.needed_by.get(p, ()),
+            patched_by=tuple(patched_by.get(p, ())),
+        )
+        for p in sorted(patched)
+    )
     entries_used: dict[str, dict[str, tuple[str, ...]]] = {}
     closures: dict[str, dict[str, tuple[str, ...]]] = {}
     for oc in closure.ops:
         entries_used.setdefault(oc.op, {})[oc.backend] = oc.entries
         closures.setdefault(oc.op, {})[oc.backend] = oc.files
     lock = Lock(
-        upstream=upstream, layout=snapshot.layout, commit=snapshot.commit, rev=rev, date=snapshot.date,
-        subject=snapshot.subject, tool_version=tool_version, files={f.path: f.sha256 for f in file_info},
-        file_info=file_info, patches=tuple(LockedPatch(r.name, r.sha256, r.verdict) for r in kept),
-        licenses=license_inventory(patched), entries=entries_used, closures=closures,
-        fingerprints=fingerprints_of(pristine), llama_cpp_commit=llama_commit,
+        upstream=upstream,
+        layout=snapshot.layout,
+        commit=snapshot.commit,
+        rev=rev,
+        date=snapshot.date,
+        subject=snapshot.subject,
+        tool_version=tool_version,
+        files={f.path: f.sha256 for f in file_info},
+        file_info=file_info,
+        patches=tuple(LockedPatch(r.name, r.sha256, r.verdict) for r in kept),
+        licenses=license_inventory(patched),
+        entries=entries_used,
+        closures=closures,
+        fingerprints=fingerprints_of(pristine),
+        llama_cpp_commit=llama_commit,
     )
     lock_text = render_lock(lock)
 
@@ -214,13 +267,25 @@ def plan_sync(
         elif current[path] != sha256_bytes(desired[path]):
             changes.append((path, "update"))
     # A local change is only lost if the new tree does not hold those same bytes.
-    overwrites = tuple(f for f in (findings or []) if f.kind in LOSSY and (
-        f.path not in desired or current.get(f.path) != sha256_bytes(desired[f.path])))
-    return SyncPlan(lock=lock, lock_text=lock_text, desired=desired, closure=closure, patches=tuple(results),
-                    changes=tuple(changes), overwrites=overwrites, previous=previous)
+    overwrites = tuple(
+        f
+        for f in (findings or [])
+        if f.kind in LOSSY and (f.path not in desired or current.get(f.path) != sha256_bytes(desired[f.path]))
+    )
+    return SyncPlan(
+        lock=lock,
+        lock_text=lock_text,
+        desired=desired,
+        closure=closure,
+        patches=tuple(results),
+        changes=tuple(changes),
+        overwrites=overwrites,
+        previous=previous,
+    )
 
 
 # --- execution ---------------------------------------------------------------------------------------
+
 
 def read_patches(vendor_dir: Path) -> tuple[list[tuple[str, bytes]], dict[str, bytes]]:
     """(vendor/patches/*.patch in name order, every other file under vendor/patches/ by relative path)."""
@@ -239,8 +304,10 @@ def read_patches(vendor_dir: Path) -> tuple[list[tuple[str, bytes]], dict[str, b
 def _overwrite_error(overwrites: tuple[Finding, ...]) -> VendorStateError:
     shown = ", ".join(f"vendor/{f.path} ({f.kind})" for f in overwrites[:3])
     more = f" and {len(overwrites) - 3} more" if len(overwrites) > 3 else ""
-    return VendorStateError(f"vendor/ has local changes that sync would overwrite: {shown}{more}",
-                            "move them into vendor/patches/*.patch, or pass --force to overwrite them")
+    return VendorStateError(
+        f"vendor/ has local changes that sync would overwrite: {shown}{more}",
+        "move them into vendor/patches/*.patch, or pass --force to overwrite them",
+    )
 
 
 def run_sync(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] | None = None) -> SyncReport:
@@ -258,8 +325,9 @@ def run_sync(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object]
     vendor = cfg.vendor_dir
     recovered = tuple(recover(cfg.root))
     previous = read_lock(vendor)
-    embedded_default = req.rev is None and (req.upstream == EMBEDDED or (
-        req.upstream is None and previous is not None and previous.upstream == EMBEDDED))
+    embedded_default = req.rev is None and (
+        req.upstream == EMBEDDED or (req.upstream is None and previous is not None and previous.upstream == EMBEDDED)
+    )
     if embedded_default:
         # The miniature has one commit, whose id follows its content (which changes with the toolkit):
         # "the pin" of an embedded sync is whatever this toolkit ships.
@@ -285,10 +353,19 @@ def run_sync(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object]
         patches, other_patch_files = read_patches(vendor)
         current = current_hashes(vendor)
         findings = check_vendor_dir(vendor, previous) if vendor.exists() else []
-        plan = plan_sync(cfg.entries_for(req.backends), snapshot, upstream=source.recorded, rev=rev,
-                         patches=patches, extra_patch_files=other_patch_files, previous=previous,
-                         current=current, findings=findings, drop_upstreamed=req.drop_upstreamed,
-                         prefetch=snapshot.prefetch)
+        plan = plan_sync(
+            cfg.entries_for(req.backends),
+            snapshot,
+            upstream=source.recorded,
+            rev=rev,
+            patches=patches,
+            extra_patch_files=other_patch_files,
+            previous=previous,
+            current=current,
+            findings=findings,
+            drop_upstreamed=req.drop_upstreamed,
+            prefetch=snapshot.prefetch,
+        )
         t = lap("plan", t)
         if plan.overwrites and not req.force:
             raise _overwrite_error(plan.overwrites)
@@ -307,8 +384,9 @@ def run_sync(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object]
     finally:
         source.close()
     if req.dry_run:
-        return SyncReport("dry-run", plan, drift=drift, recovered=recovered, seconds=time.perf_counter() - t0,
-                          timings=timings)
+        return SyncReport(
+            "dry-run", plan, drift=drift, recovered=recovered, seconds=time.perf_counter() - t0, timings=timings
+        )
     if plan.noop:
         return SyncReport("unchanged", plan, recovered=recovered, seconds=time.perf_counter() - t0, timings=timings)
     step(f"writing vendor/ ({len(plan.changes)} changes)")
@@ -317,5 +395,13 @@ def run_sync(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object]
     drift_paths: tuple[str, ...] = ()
     if drift is not None:
         drift_paths = tuple(str(p) for p in write_report(cfg.build_dir, drift))
-    return SyncReport("synced", plan, written=tuple(written), drift=drift, drift_paths=drift_paths,
-                      recovered=recovered, seconds=time.perf_counter() - t0, timings=timings)
+    return SyncReport(
+        "synced",
+        plan,
+        written=tuple(written),
+        drift=drift,
+        drift_paths=drift_paths,
+        recovered=recovered,
+        seconds=time.perf_counter() - t0,
+        timings=timings,
+    )

@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .local import VariantResult, swap_into_place
-from .plan import BuildPlan, VariantPlan
+from toolkit.build.local import VariantResult, swap_into_place
+from toolkit.build.plan import BuildPlan, VariantPlan
 
 KERNEL_BUILDER_FLAKE = "github:huggingface/kernels"
 # What kernel-builder reads from a kernel source tree (everything else stays out of the nix store copy).
@@ -95,10 +95,29 @@ class NixExecutor:
                     shutil.rmtree(tmp_final)
                     shutil.copytree(produced, tmp_final)
                     swap_into_place(tmp_final, root / v.out_dir)
-                    results.append(VariantResult(v.name, "built", "via nix (kernel-builder)", v.out_dir,
-                                                 v.ops_id, v.archs, time.monotonic() - t0))
+                    results.append(
+                        VariantResult(
+                            v.name,
+                            "built",
+                            "via nix (kernel-builder)",
+                            v.out_dir,
+                            v.ops_id,
+                            v.archs,
+                            time.monotonic() - t0,
+                        )
+                    )
                 else:
                     tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])
-                    results.append(VariantResult(v.name, "failed", f"nix build-and-copy exited {proc.returncode}",
-                                                 v.out_dir, v.ops_id, v.archs, time.monotonic() - t0, tail=tail))
+                    results.append(
+                        VariantResult(
+                            v.name,
+                            "failed",
+                            f"nix build-and-copy exited {proc.returncode}",
+                            v.out_dir,
+                            v.ops_id,
+                            v.archs,
+                            time.monotonic() - t0,
+                            tail=tail,
+                        )
+                    )
         return results

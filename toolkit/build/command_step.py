@@ -15,5 +15,4 @@ class Step:
     outputs: tuple[str, ...]
 
     def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "argv": list(self.argv), "inputs": list(self.inputs),
-                "outputs": list(self.outputs)}
+        return {"name": self.name, "argv": list(self.argv), "inputs": list(self.inputs), "outputs": list(self.outputs)}

@@ -15,10 +15,10 @@ from typing import Any
 
 import tomlkit
 
-from ..config import Config
-from ..errors import BuildError
-from .cache import sha256_file
-from .plan import HEADER_SUFFIXES, SOURCE_SUFFIXES, KernelSection, ProjectInputs
+from toolkit.build.cache import sha256_file
+from toolkit.build.plan import HEADER_SUFFIXES, SOURCE_SUFFIXES, KernelSection, ProjectInputs
+from toolkit.core.config import Config
+from toolkit.core.errors import BuildError
 
 DEFAULT_PYEXT = ("py", "pyi")
 # Files that make up the vendored upstream and our patches: hashed into the source identity so an edited
@@ -47,8 +47,9 @@ def validate_build_toml(root: Path, memo: Path | None) -> None:
     try:
         Build.open(str(root))
     except Exception as exc:
-        raise BuildError(f"build.toml is rejected by kernels' parser: {exc}",
-                         "re-run `ggml-vendor render` (or fix build.toml)") from None
+        raise BuildError(
+            f"build.toml is rejected by kernels' parser: {exc}", "re-run `ggml-vendor render` (or fix build.toml)"
+        ) from None
     if memo is not None:
         try:
             seen = json.loads(memo.read_text())
@@ -61,12 +62,20 @@ def validate_build_toml(root: Path, memo: Path | None) -> None:
 def _kernel_sections(doc: dict[str, Any]) -> tuple[KernelSection, ...]:
     out = []
     for name, t in (doc.get("kernel") or {}).items():
-        out.append(KernelSection(
-            name=name, backend=str(t.get("backend")), depends=_tuple(t, "depends"), src=_tuple(t, "src"),
-            include=_tuple(t, "include"), cxx_flags=_tuple(t, "cxx-flags"), cuda_flags=_tuple(t, "cuda-flags"),
-            hip_flags=_tuple(t, "hip-flags"), cuda_capabilities=_tuple(t, "cuda-capabilities"),
-            rocm_archs=_tuple(t, "rocm-archs"),
-        ))
+        out.append(
+            KernelSection(
+                name=name,
+                backend=str(t.get("backend")),
+                depends=_tuple(t, "depends"),
+                src=_tuple(t, "src"),
+                include=_tuple(t, "include"),
+                cxx_flags=_tuple(t, "cxx-flags"),
+                cuda_flags=_tuple(t, "cuda-flags"),
+                hip_flags=_tuple(t, "hip-flags"),
+                cuda_capabilities=_tuple(t, "cuda-capabilities"),
+                rocm_archs=_tuple(t, "rocm-archs"),
+            )
+        )
     return tuple(out)
 
 
@@ -97,8 +106,9 @@ def source_files(root: Path, inputs: ProjectInputs) -> list[str]:
     for inc in inputs.torch_include:
         d = root / inc
         if d.is_dir():
-            files.update(p.relative_to(root).as_posix() for p in d.glob("*") if p.is_file()
-                         and p.suffix in HEADER_SUFFIXES)
+            files.update(
+                p.relative_to(root).as_posix() for p in d.glob("*") if p.is_file() and p.suffix in HEADER_SUFFIXES
+            )
     files.update(f"torch-ext/{inputs.module}/{f}" for f in inputs.python_files)
     for pattern in VENDOR_GLOBS:
         files.update(p.relative_to(root).as_posix() for p in root.glob(pattern) if p.is_file())
@@ -131,14 +141,21 @@ def load_project(cfg: Config, *, memo: Path | None = None, tool_version: str = "
         raise BuildError("build.toml has no [torch] section", "an AOT torch extension needs [torch] src = [...]")
     name = str(general.get("name", cfg.name))
     if name != cfg.name:
-        raise BuildError(f"build.toml names the kernel {name!r} but pyproject.toml says {cfg.name!r}",
-                         "re-run `ggml-vendor render`")
+        raise BuildError(
+            f"build.toml names the kernel {name!r} but pyproject.toml says {cfg.name!r}", "re-run `ggml-vendor render`"
+        )
     module = name.replace("-", "_")
     proj = ProjectInputs(
-        root=root, name=name, module=module, version=int(general.get("version", cfg.version)),
-        license=str(general.get("license", cfg.license)), upstream=general.get("upstream", cfg.upstream),
-        backends=_tuple(general, "backends"), torch_src=_tuple(torch, "src"),
-        torch_include=_tuple(torch, "include"), torch_cxx_flags=_tuple(torch, "cxx-flags"),
+        root=root,
+        name=name,
+        module=module,
+        version=int(general.get("version", cfg.version)),
+        license=str(general.get("license", cfg.license)),
+        upstream=general.get("upstream", cfg.upstream),
+        backends=_tuple(general, "backends"),
+        torch_src=_tuple(torch, "src"),
+        torch_include=_tuple(torch, "include"),
+        torch_cxx_flags=_tuple(torch, "cxx-flags"),
         kernels=_kernel_sections(doc),
         python_files=python_files(root, module, _tuple(torch, "pyext")),
         source_id="0" * 64,
@@ -151,6 +168,7 @@ def load_project(cfg: Config, *, memo: Path | None = None, tool_version: str = "
 
 
 # --- provenance ---------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Provenance:
@@ -173,11 +191,11 @@ def _git(root: Path, *args: str) -> str | None:
 
 
 def read_provenance(root: Path) -> Provenance:
-    """Upstream pin from vendor/UPSTREAM (toolkit.lock), vendor/ against it (toolkit.vendor_tree), and this
+    """Upstream pin from vendor/UPSTREAM (toolkit.core.lock), vendor/ against it (toolkit.sync.vendor_tree), and this
     repository's HEAD and dirty state (kernel-builder's `kernel` provenance)."""
-    from ..errors import VendorStateError
-    from ..lock import read_lock
-    from ..vendor_tree import check_vendor_dir
+    from toolkit.core.errors import VendorStateError
+    from toolkit.core.lock import read_lock
+    from toolkit.sync.vendor_tree import check_vendor_dir
 
     vendor = root / "vendor"
     try:

@@ -19,9 +19,9 @@ from pathlib import Path
 import git
 import platformdirs
 
-from . import ggml_facts
-from .embedded import EMBEDDED, materialize_mini_upstream
-from .errors import UpstreamError
+from toolkit.core import ggml_facts
+from toolkit.core.errors import UpstreamError
+from toolkit.sync.embedded import EMBEDDED, materialize_mini_upstream
 
 _SHA_RE = re.compile(r"^[0-9a-f]{4,64}$")
 # A plain ref name: no leading dash (option injection), no revision syntax (~ ^ : @{ ..), no spaces.
@@ -34,11 +34,20 @@ _REMOTE = "origin"
 
 def validate_rev(rev: str) -> str:
     """`rev` if it is a plain branch/tag name or a hex commit id; UpstreamError otherwise."""
-    bad = (not rev or len(rev) > 200 or not _REF_RE.fullmatch(rev) or ".." in rev or "//" in rev or "/." in rev
-           or rev.endswith((".", "/", ".lock")))
+    bad = (
+        not rev
+        or len(rev) > 200
+        or not _REF_RE.fullmatch(rev)
+        or ".." in rev
+        or "//" in rev
+        or "/." in rev
+        or rev.endswith((".", "/", ".lock"))
+    )
     if bad:
-        raise UpstreamError(f"--rev {rev!r} is not a plain branch, tag or commit id",
-                            "pass a commit sha (7-40 hex digits), a tag such as v0.21.0 or a branch name")
+        raise UpstreamError(
+            f"--rev {rev!r} is not a plain branch, tag or commit id",
+            "pass a commit sha (7-40 hex digits), a tag such as v0.21.0 or a branch name",
+        )
     return rev
 
 
@@ -99,8 +108,7 @@ class Snapshot:
                     tree = None
                 if tree is not None and tree.type != "tree":
                     tree = None
-            self._trees[repo_dir] = {} if tree is None else {
-                item.name: (item.mode, item.hexsha) for item in tree}
+            self._trees[repo_dir] = {} if tree is None else {item.name: (item.mode, item.hexsha) for item in tree}
         return self._trees[repo_dir]
 
     def _lookup(self, repo_path: str) -> tuple[int, str] | None:
@@ -120,19 +128,29 @@ class Snapshot:
                     break
                 mode, sha = entry
                 if mode == _MODE_GITLINK:
-                    raise UpstreamError(f"{repo_path} is a git submodule at {self.commit[:12]}; it has no file content",
-                                        "remove it from the op's entries in pyproject.toml")
+                    raise UpstreamError(
+                        f"{repo_path} is a git submodule at {self.commit[:12]}; it has no file content",
+                        "remove it from the op's entries in pyproject.toml",
+                    )
                 if mode & 0o170000 == 0o040000:
                     break  # a directory, not a file
                 if mode != _MODE_LINK:
                     return repo_path, sha
                 target = self.source.repo.odb.stream(bytes.fromhex(sha)).read().decode("utf-8", "replace")
                 resolved = posixpath.normpath(posixpath.join(posixpath.dirname(repo_path), target))
-                inside = resolved if not self.prefix else resolved[len(self.prefix):] if resolved.startswith(self.prefix) else None
+                inside = (
+                    resolved
+                    if not self.prefix
+                    else resolved[len(self.prefix) :]
+                    if resolved.startswith(self.prefix)
+                    else None
+                )
                 if target.startswith("/") or resolved.startswith("..") or inside is None or inside.startswith(".."):
                     raise UpstreamError(
                         f"{repo_path} is a symlink to {target!r}, outside the ggml tree at {self.commit[:12]}; "
-                        "refusing to vendor it", "vendor a revision without the link, or drop the file from the entries")
+                        "refusing to vendor it",
+                        "vendor a revision without the link, or drop the file from the entries",
+                    )
                 hops += 1
                 if hops > 16:
                     raise UpstreamError(f"{repo_path}: too many levels of symlinks", "fix the upstream tree")
@@ -176,8 +194,10 @@ class Source:
         try:
             self.repo = git.Repo(path)
         except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-            raise UpstreamError(f"{path} is not a git repository",
-                                "pass --upstream with a git clone (bare or not) of ggml or llama.cpp, or a URL") from None
+            raise UpstreamError(
+                f"{path} is not a git repository",
+                "pass --upstream with a git clone (bare or not) of ggml or llama.cpp, or a URL",
+            ) from None
         self.git_dir = Path(self.repo.git_dir)
         # An explicit GIT_DIR, as in _run_git: the clone may belong to another user (a shared read-only
         # mirror) and we only read objects from it, never run its hooks or touch a work tree.
@@ -190,8 +210,10 @@ class Source:
         try:
             return self.repo.odb.stream(bytes.fromhex(sha)).read()
         except (ValueError, git.BadObject, OSError) as exc:
-            raise UpstreamError(f"cannot read blob {sha[:12]} from {self.recorded} ({exc})",
-                                "check the clone, or that the URL is reachable for a filtered cache") from None
+            raise UpstreamError(
+                f"cannot read blob {sha[:12]} from {self.recorded} ({exc})",
+                "check the clone, or that the URL is reachable for a filtered cache",
+            ) from None
 
     def fetch_blobs(self, shas: list[str], commit: str) -> None:
         """One fetch for those of `shas` (blobs of `commit`) that the filtered cache does not hold yet."""
@@ -206,24 +228,40 @@ class Source:
         if wanted:
             # noop negotiation, as git's own lazy fetch: announcing the pinned commit as a "have" would make
             # the server assume we hold its blobs and send none of them.
-            proc = _run_git(self.git_dir, "-c", "fetch.negotiationAlgorithm=noop", "fetch", "-q", "--no-tags",
-                            "--no-write-fetch-head", "--recurse-submodules=no", "--filter=blob:none",
-                            "--end-of-options", _REMOTE, *wanted, check=False)
+            proc = _run_git(
+                self.git_dir,
+                "-c",
+                "fetch.negotiationAlgorithm=noop",
+                "fetch",
+                "-q",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--recurse-submodules=no",
+                "--filter=blob:none",
+                "--end-of-options",
+                _REMOTE,
+                *wanted,
+                check=False,
+            )
             if proc.returncode != 0:
-                raise UpstreamError(f"cannot fetch files from {self.url}: {_last_line(proc.stderr)}",
-                                    "check the network, or sync from a local clone with --mirror PATH")
+                raise UpstreamError(
+                    f"cannot fetch files from {self.url}: {_last_line(proc.stderr)}",
+                    "check the network, or sync from a local clone with --mirror PATH",
+                )
             missing.difference_update(wanted)
 
     def resolve(self, rev: str) -> str:
         """Full commit id of `rev` (validated first); UpstreamError when unknown."""
         validate_rev(rev)
-        proc = _run_git(self.git_dir, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}",
-                        check=False)
+        proc = _run_git(
+            self.git_dir, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}", check=False
+        )
         if proc.returncode != 0 or not proc.stdout.strip():
             ambiguous = "ambiguous" in proc.stderr
             raise UpstreamError(
                 f"{'ambiguous' if ambiguous else 'unknown'} revision {rev!r} in {self.recorded}",
-                "use more hex digits" if ambiguous else "pass an existing branch, tag or commit id (git tag / git log)")
+                "use more hex digits" if ambiguous else "pass an existing branch, tag or commit id (git tag / git log)",
+            )
         return proc.stdout.strip()
 
     def has_commit(self, sha: str) -> bool:
@@ -242,10 +280,17 @@ class Source:
                 break
         if layout is None:
             markers = " or ".join(m for _, m in ggml_facts.LAYOUT_MARKERS)
-            raise UpstreamError(f"{self.recorded} at {commit[:12]} is neither llama.cpp nor ggml (no {markers})",
-                                "point --upstream at a ggml or llama.cpp repository")
-        return Snapshot(self, commit, layout, c.committed_datetime.isoformat(), c.summary if isinstance(c.summary, str)
-                        else c.summary.decode("utf-8", "replace"))
+            raise UpstreamError(
+                f"{self.recorded} at {commit[:12]} is neither llama.cpp nor ggml (no {markers})",
+                "point --upstream at a ggml or llama.cpp repository",
+            )
+        return Snapshot(
+            self,
+            commit,
+            layout,
+            c.committed_datetime.isoformat(),
+            c.summary if isinstance(c.summary, str) else c.summary.decode("utf-8", "replace"),
+        )
 
     def log(self, old: str, new: str, paths: list[str]) -> list[tuple[str, str]] | None:
         """Commits in old..new touching `paths` (repo paths), newest first; None when history is not here."""
@@ -271,9 +316,14 @@ def _open_url(url: str, rev: str) -> tuple[Source, str]:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_name(cache.name + f".tmp-{os.getpid()}")
         subprocess.run(["git", "init", "-q", "--bare", str(tmp)], check=True, capture_output=True, env=_git_env())
-        for key, value in (("remote.origin.url", url), ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
-                           ("remote.origin.promisor", "true"), ("remote.origin.partialclonefilter", "blob:none"),
-                           ("core.repositoryformatversion", "1"), ("extensions.partialClone", _REMOTE)):
+        for key, value in (
+            ("remote.origin.url", url),
+            ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
+            ("remote.origin.promisor", "true"),
+            ("remote.origin.partialclonefilter", "blob:none"),
+            ("core.repositoryformatversion", "1"),
+            ("extensions.partialClone", _REMOTE),
+        ):
             _run_git(tmp, "config", key, value)
         if cache.exists():  # another process won the race; its cache is as good as ours
             shutil.rmtree(tmp, ignore_errors=True)
@@ -283,17 +333,36 @@ def _open_url(url: str, rev: str) -> tuple[Source, str]:
     # A pinned full sha already in the cache needs no network at all.
     if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", rev) and src.has_commit(rev):
         return src, rev
-    proc = _run_git(cache, "fetch", "-q", "--depth=1", "--filter=blob:none", "--no-tags", "--end-of-options",
-                    _REMOTE, rev, check=False)
+    proc = _run_git(
+        cache,
+        "fetch",
+        "-q",
+        "--depth=1",
+        "--filter=blob:none",
+        "--no-tags",
+        "--end-of-options",
+        _REMOTE,
+        rev,
+        check=False,
+    )
     if proc.returncode != 0:
         msg = _last_line(proc.stderr)
-        if re.search(r"couldn't find remote ref|not our ref|no such remote ref|unadvertised object|"
-                     r"did not send all necessary objects|invalid refspec", msg, re.I):
-            hint = ("a URL upstream needs a full 40-digit sha, a tag or a branch"
-                    if _SHA_RE.match(rev) and len(rev) < 40 else "pass an existing branch, tag or full commit id")
+        if re.search(
+            r"couldn't find remote ref|not our ref|no such remote ref|unadvertised object|"
+            r"did not send all necessary objects|invalid refspec",
+            msg,
+            re.I,
+        ):
+            hint = (
+                "a URL upstream needs a full 40-digit sha, a tag or a branch"
+                if _SHA_RE.match(rev) and len(rev) < 40
+                else "pass an existing branch, tag or full commit id"
+            )
             raise UpstreamError(f"unknown revision {rev!r} at {url} ({msg})", hint)
-        raise UpstreamError(f"cannot reach upstream {url}: {msg}",
-                            "check the URL and the network, or pass --mirror PATH to a local clone")
+        raise UpstreamError(
+            f"cannot reach upstream {url}: {msg}",
+            "check the URL and the network, or pass --mirror PATH to a local clone",
+        )
     commit = _run_git(cache, "rev-parse", "--verify", "FETCH_HEAD^{commit}").stdout.strip()
     # Keep the pinned commit reachable so `git gc` in the cache never drops it.
     _run_git(cache, "update-ref", f"refs/ggml-vendor/pins/{commit}", commit)
@@ -318,7 +387,9 @@ def open_upstream(upstream: str, rev: str, *, mirror: Path | None = None) -> tup
         return _open_url(upstream, rev)
     path = Path(upstream).expanduser()
     if not path.exists():
-        raise UpstreamError(f"upstream {upstream!r} is neither an existing directory nor a git URL",
-                            "pass --upstream https://github.com/ggml-org/ggml, a local clone path, or 'embedded'")
+        raise UpstreamError(
+            f"upstream {upstream!r} is neither an existing directory nor a git URL",
+            "pass --upstream https://github.com/ggml-org/ggml, a local clone path, or 'embedded'",
+        )
     src = Source(path.resolve(), str(path.resolve()))
     return src, src.resolve(rev)

@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..hashing import sha256_file
+from toolkit.core.hashing import sha256_file
 
 
 def digest_strings(*parts: str) -> str:

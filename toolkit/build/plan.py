@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..errors import BuildError
-from ..variants import Status, Variant
+from toolkit.build.matrix import Status, Variant
+from toolkit.core.errors import BuildError
 
 TOOL_VERSION_DEFAULT = "0.1.0"
 PY_LIMITED_API = "0x03090000"  # abi3 for CPython >= 3.9 (hub-contract.md §5)
@@ -142,15 +142,33 @@ class BuildPlan:
             "project": str(self.project.root),
             "id_uid": self.project.uid,
             "source_id": self.project.source_id,
-            "variants": [{
-                "name": v.name, "status": v.status.label, "reason": v.status.reason,
-                "executor": v.status.executor, "id": v.ops_id, "out_dir": v.out_dir,
-                "archs": list(v.archs), "steps": list(v.steps), "notes": list(v.notes),
-                "torch": v.status.env.version if v.status.env else None,
-                "toolkit": v.status.toolkit.full_version or v.status.toolkit.version if v.status.toolkit else None,
-            } for v in self.variants],
-            "steps": {s.id: {"tool": s.tool, "kind": s.kind, "label": s.label, "argv": list(s.argv),
-                             "runnable": s.runnable, "after": list(s.after)} for s in self.steps.values()},
+            "variants": [
+                {
+                    "name": v.name,
+                    "status": v.status.label,
+                    "reason": v.status.reason,
+                    "executor": v.status.executor,
+                    "id": v.ops_id,
+                    "out_dir": v.out_dir,
+                    "archs": list(v.archs),
+                    "steps": list(v.steps),
+                    "notes": list(v.notes),
+                    "torch": v.status.env.version if v.status.env else None,
+                    "toolkit": v.status.toolkit.full_version or v.status.toolkit.version if v.status.toolkit else None,
+                }
+                for v in self.variants
+            ],
+            "steps": {
+                s.id: {
+                    "tool": s.tool,
+                    "kind": s.kind,
+                    "label": s.label,
+                    "argv": list(s.argv),
+                    "runnable": s.runnable,
+                    "after": list(s.after),
+                }
+                for s in self.steps.values()
+            },
         }
 
 
@@ -160,11 +178,13 @@ _CAP_RE = re.compile(r"^(\d+)\.(\d+)([af]?)(\+PTX)?$")
 
 
 def parse_capability(cap: str) -> tuple[str, bool]:
-    """"9.0a" -> ("90a", False); "12.0+PTX" -> ("120", True)."""
+    """ "9.0a" -> ("90a", False); "12.0+PTX" -> ("120", True)."""
     m = _CAP_RE.match(cap)
     if not m:
-        raise BuildError(f"CUDA capability {cap!r} in build.toml is not X.Y[a|f][+PTX]",
-                         "fix cuda-capabilities (e.g. \"8.0\", \"9.0a\", \"12.0+PTX\")")
+        raise BuildError(
+            f"CUDA capability {cap!r} in build.toml is not X.Y[a|f][+PTX]",
+            'fix cuda-capabilities (e.g. "8.0", "9.0a", "12.0+PTX")',
+        )
     return f"{m[1]}{m[2]}{m[3]}", bool(m[4])
 
 
@@ -190,10 +210,12 @@ def sort_archs(archs: set[str] | tuple[str, ...]) -> tuple[str, ...]:
     def key(a: str) -> tuple:
         m = _CAP_RE.match(a)
         return (0, int(m[1]), int(m[2]), m[3], bool(m[4])) if m else (1, 0, 0, a, False)
+
     return tuple(sorted(set(archs), key=key))
 
 
 # --- planning ---------------------------------------------------------------------------------------------
+
 
 def _step_id(prefix: str, toolchain: str, argv: tuple[str, ...]) -> str:
     blob = "\0".join((toolchain, *argv)).encode()
@@ -253,8 +275,22 @@ def _tools_for(variant: Variant, status: Status, cxx: str | None, cxx_id: str, g
         compiler, tk_id, archs = f"{root}/bin/{kind}", root, ()
     if variant.backend == "metal":
         cxx, cxx_id = "clang++", "<xcode clang++>"
-    return _Tools(compiler, root, tk_id, archs, extra, cxx or "c++", cxx_id, torch_includes, torch_lib, py_inc,
-                  torch_id, std, abi, runnable)
+    return _Tools(
+        compiler,
+        root,
+        tk_id,
+        archs,
+        extra,
+        cxx or "c++",
+        cxx_id,
+        torch_includes,
+        torch_lib,
+        py_inc,
+        torch_id,
+        std,
+        abi,
+        runnable,
+    )
 
 
 def _binding_defines(backend: str, ops_id: str, abi: bool) -> tuple[str, ...]:
@@ -268,15 +304,22 @@ def _binding_defines(backend: str, ops_id: str, abi: bool) -> tuple[str, ...]:
     return (f"-DTORCH_EXTENSION_NAME={ops_id}", f"-DPy_LIMITED_API={PY_LIMITED_API}", *per_backend, *abi_flag)
 
 
-def plan_variant(project: ProjectInputs, variant: Variant, status: Status, *, cxx: str | None = None,
-                 cxx_id: str = "", gen_include: str = "<gen>") -> tuple[VariantPlan, list[Step]]:
+def plan_variant(
+    project: ProjectInputs,
+    variant: Variant,
+    status: Status,
+    *,
+    cxx: str | None = None,
+    cxx_id: str = "",
+    gen_include: str = "<gen>",
+) -> tuple[VariantPlan, list[Step]]:
     """The steps of one variant. Off-host variants get the same shape with symbolic tool paths and
     runnable=False, so --dry-run shows the whole matrix."""
     ops_id = project.ops_id(variant.backend)
     out_dir = f"build/{variant.name}"
     sections = project.sections(variant.backend)
     if not sections:
-        reason = status.reason or f"build.toml has no [kernel.*] section with backend = \"{variant.backend}\""
+        reason = status.reason or f'build.toml has no [kernel.*] section with backend = "{variant.backend}"'
         return VariantPlan(variant, Status(False, reason), ops_id, out_dir), []
     tools = _tools_for(variant, status, cxx, cxx_id, gen_include)
     tool_tag = f"ggml-vendor {project.tool_version}"
@@ -296,9 +339,16 @@ def plan_variant(project: ProjectInputs, variant: Variant, status: Status, *, cx
             if dropped:
                 notes.append(f"{sec.name}: {tools.toolkit_id} cannot target {', '.join(sort_archs(dropped))}")
             if not caps:
-                return VariantPlan(variant, Status(False, f"[kernel.{sec.name}] cuda-capabilities "
-                                   f"{list(sec.cuda_capabilities)} has none that {tools.toolkit_id} supports"),
-                                   ops_id, out_dir), []
+                return VariantPlan(
+                    variant,
+                    Status(
+                        False,
+                        f"[kernel.{sec.name}] cuda-capabilities "
+                        f"{list(sec.cuda_capabilities)} has none that {tools.toolkit_id} supports",
+                    ),
+                    ops_id,
+                    out_dir,
+                ), []
             archs.update(caps)
             arch_flags = gencode_flags(caps)
         elif variant.backend == "rocm":
@@ -321,29 +371,84 @@ def plan_variant(project: ProjectInputs, variant: Variant, status: Status, *, cx
                 continue  # handled below (shader library)
             out = _obj_name(src)
             if src.endswith(".cu") and variant.backend == "cuda":
-                argv = (tools.compiler, "-c", src, "-o", "{out}", "-MD", "-MF", "{dep}", *fpic, "-O3",
-                        "-DCUDA_KERNEL", "-DUSE_CUDA=1", *incs, *gpu_incs, *extra, *sec.cuda_flags, *arch_flags)
+                argv = (
+                    tools.compiler,
+                    "-c",
+                    src,
+                    "-o",
+                    "{out}",
+                    "-MD",
+                    "-MF",
+                    "{dep}",
+                    *fpic,
+                    "-O3",
+                    "-DCUDA_KERNEL",
+                    "-DUSE_CUDA=1",
+                    *incs,
+                    *gpu_incs,
+                    *extra,
+                    *sec.cuda_flags,
+                    *arch_flags,
+                )
                 tool, tc = "nvcc", tc_gpu
                 label = f"nvcc {src} [{', '.join(sort_archs(caps))}]"
             elif src.endswith(".cu") and variant.backend == "rocm":
-                argv = (tools.compiler, "-c", "-x", "hip", src, "-o", "{out}", "-MD", "-MF", "{dep}", "-fPIC",
-                        "-O3", "-DGGML_USE_HIP", "-DROCM_KERNEL", "-DUSE_ROCM=1", *incs, *extra,
-                        *sec.hip_flags, *arch_flags)
+                argv = (
+                    tools.compiler,
+                    "-c",
+                    "-x",
+                    "hip",
+                    src,
+                    "-o",
+                    "{out}",
+                    "-MD",
+                    "-MF",
+                    "{dep}",
+                    "-fPIC",
+                    "-O3",
+                    "-DGGML_USE_HIP",
+                    "-DROCM_KERNEL",
+                    "-DUSE_ROCM=1",
+                    *incs,
+                    *extra,
+                    *sec.hip_flags,
+                    *arch_flags,
+                )
                 tool, tc = "hipcc", tc_gpu
                 label = f"hipcc {src} [{', '.join(caps)}]"
             else:
                 lang = ("-x", "objective-c++", "-fobjc-arc") if src.endswith((".mm", ".m")) else ()
                 osx = (f"-mmacosx-version-min={MACOS_MIN}", "-arch", "arm64") if variant.backend == "metal" else ()
-                argv = (tools.cxx, "-c", *lang, src, "-o", "{out}", "-MD", "-MF", "{dep}", "-fPIC", "-O3",
-                        f"-std={tools.cxx_standard}", *osx, *incs, *extra, *sec.cxx_flags)
+                argv = (
+                    tools.cxx,
+                    "-c",
+                    *lang,
+                    src,
+                    "-o",
+                    "{out}",
+                    "-MD",
+                    "-MF",
+                    "{dep}",
+                    "-fPIC",
+                    "-O3",
+                    f"-std={tools.cxx_standard}",
+                    *osx,
+                    *incs,
+                    *extra,
+                    *sec.cxx_flags,
+                )
                 tool, tc = "c++", tc_cxx
                 label = f"c++ {src}"
             if variant.backend == "metal" and src.endswith((".mm", ".m")):
                 # The Metal host code embeds this build's shader library (named after the op id), so it is
                 # compiled per id; hub-contract.md §4.7.
-                argv += (f"-I{gen_include}/{ops_id}", f"-DEMBEDDED_METALLIB_HEADER=\"{ops_id}_metallib.h\"",
-                         f"-DEMBEDDED_METALLIB_NAMESPACE={ops_id}_metal",
-                         *(() if per_torch else torch_side), "-DMETAL_KERNEL")
+                argv += (
+                    f"-I{gen_include}/{ops_id}",
+                    f'-DEMBEDDED_METALLIB_HEADER="{ops_id}_metallib.h"',
+                    f"-DEMBEDDED_METALLIB_NAMESPACE={ops_id}_metal",
+                    *(() if per_torch else torch_side),
+                    "-DMETAL_KERNEL",
+                )
                 tc += f" | {tools.torch_id}"
             sid = _step_id("obj", tc, argv)
             steps.append(Step(sid, "compile", tool, label, argv, out, tc, inputs=(src,), runnable=tools.runnable))
@@ -352,25 +457,74 @@ def plan_variant(project: ProjectInputs, variant: Variant, status: Status, *, cx
             metal_srcs = [s for s in sec.src if s.endswith(".metal")]
             airs = []
             for src in metal_srcs:
-                argv = ("xcrun", "-sdk", "macosx", "metal", f"-std={METAL_STD}", "-O2",
-                        f"-mmacosx-version-min={MACOS_MIN}", *incs, "-c", src, "-o", "{out}", "-MD", "-MF", "{dep}")
+                argv = (
+                    "xcrun",
+                    "-sdk",
+                    "macosx",
+                    "metal",
+                    f"-std={METAL_STD}",
+                    "-O2",
+                    f"-mmacosx-version-min={MACOS_MIN}",
+                    *incs,
+                    "-c",
+                    src,
+                    "-o",
+                    "{out}",
+                    "-MD",
+                    "-MF",
+                    "{dep}",
+                )
                 sid = _step_id("air", "<xcrun metal>", argv)
-                steps.append(Step(sid, "compile", "metal", f"metal {src}", argv, _obj_name(src)[:-2] + ".air",
-                                  "<xcrun metal>", inputs=(src,), runnable=tools.runnable))
+                steps.append(
+                    Step(
+                        sid,
+                        "compile",
+                        "metal",
+                        f"metal {src}",
+                        argv,
+                        _obj_name(src)[:-2] + ".air",
+                        "<xcrun metal>",
+                        inputs=(src,),
+                        runnable=tools.runnable,
+                    )
+                )
                 airs.append(sid)
             if airs:
                 argv = ("xcrun", "-sdk", "macosx", "metallib", "{inputs}", "-o", "{out}")
                 lib = _step_id("metallib", "<xcrun metallib>", argv + tuple(airs))
-                steps.append(Step(lib, "link", "metallib", f"metallib {ops_id}.metallib", argv, f"{ops_id}.metallib",
-                                  "<xcrun metallib>", after=tuple(airs), runnable=tools.runnable))
-                emb_argv = ("python", "-m", "toolkit.builders.local", "embed-metallib", "{inputs}", "{out}", ops_id)
+                steps.append(
+                    Step(
+                        lib,
+                        "link",
+                        "metallib",
+                        f"metallib {ops_id}.metallib",
+                        argv,
+                        f"{ops_id}.metallib",
+                        "<xcrun metallib>",
+                        after=tuple(airs),
+                        runnable=tools.runnable,
+                    )
+                )
+                emb_argv = ("python", "-m", "toolkit.build.local", "embed-metallib", "{inputs}", "{out}", ops_id)
                 emb = _step_id("embed", tool_tag, emb_argv + (lib,))
-                steps.append(Step(emb, "embed", "python", f"embed {ops_id}.metallib as bytes", emb_argv,
-                                  f"{ops_id}_metallib.h", tool_tag, after=(lib,), runnable=tools.runnable))
+                steps.append(
+                    Step(
+                        emb,
+                        "embed",
+                        "python",
+                        f"embed {ops_id}.metallib as bytes",
+                        emb_argv,
+                        f"{ops_id}_metallib.h",
+                        tool_tag,
+                        after=(lib,),
+                        runnable=tools.runnable,
+                    )
+                )
                 notes.append(f"metallib compiled with -std={METAL_STD}: loads on macOS >= {MACOS_MIN} only")
                 # host objects include the header: make them wait for it
-                steps = [replace(s, after=s.after + (emb,)) if s.id in objects and s.tool == "c++" else s
-                         for s in steps]
+                steps = [
+                    replace(s, after=s.after + (emb,)) if s.id in objects and s.tool == "c++" else s for s in steps
+                ]
                 archs.add("metal")
 
     # The binding: per torch environment, with the op id baked in.
@@ -381,16 +535,43 @@ def plan_variant(project: ProjectInputs, variant: Variant, status: Status, *, cx
         gen = () if project.has_registration_h else (f"-I{gen_include}",)
         toolkit_inc = (f"-I{tools.toolkit_root}/include",) if variant.backend in ("cuda", "rocm") else ()
         osx = (f"-mmacosx-version-min={MACOS_MIN}", "-arch", "arm64") if variant.backend == "metal" else ()
-        argv = (tools.cxx, "-c", src, "-o", "{out}", "-MD", "-MF", "{dep}", "-fPIC", "-O3",
-                f"-std={tools.cxx_standard}", "-fvisibility=hidden", *osx,
-                *(("-fno-gnu-unique",) if variant.os == "linux" else ()),
-                *_binding_defines(variant.backend, ops_id, tools.cxx11_abi),
-                *(f"-I{d}" for d in project.torch_include), *gen, *torch_side, *toolkit_inc,
-                *project.torch_cxx_flags)
+        argv = (
+            tools.cxx,
+            "-c",
+            src,
+            "-o",
+            "{out}",
+            "-MD",
+            "-MF",
+            "{dep}",
+            "-fPIC",
+            "-O3",
+            f"-std={tools.cxx_standard}",
+            "-fvisibility=hidden",
+            *osx,
+            *(("-fno-gnu-unique",) if variant.os == "linux" else ()),
+            *_binding_defines(variant.backend, ops_id, tools.cxx11_abi),
+            *(f"-I{d}" for d in project.torch_include),
+            *gen,
+            *torch_side,
+            *toolkit_inc,
+            *project.torch_cxx_flags,
+        )
         tc = f"{tools.cxx_id} | {tools.torch_id} | {tools.toolkit_id} | {tool_tag}"
         sid = _step_id("bind", tc, argv)
-        steps.append(Step(sid, "compile", "c++", f"c++ {src} (torch {variant.torch})", argv, _obj_name(src), tc,
-                          inputs=(src,), runnable=tools.runnable))
+        steps.append(
+            Step(
+                sid,
+                "compile",
+                "c++",
+                f"c++ {src} (torch {variant.torch})",
+                argv,
+                _obj_name(src),
+                tc,
+                inputs=(src,),
+                runnable=tools.runnable,
+            )
+        )
         bind_objs.append(sid)
 
     # manylinux_2_28 allows glibc <= 2.28, but libstdc++ >= 11 headers reference __libc_single_threaded
@@ -400,34 +581,87 @@ def plan_variant(project: ProjectInputs, variant: Variant, status: Status, *, cx
     if variant.os == "linux" and variant.backend in ("cuda", "rocm", "cpu"):
         compat_argv = (tools.cxx, "-x", "c", "-c", f"{gen_include}/{GLIBC_COMPAT_C}", "-o", "{out}", "-fPIC", "-O2")
         compat = _step_id("obj", f"{tools.cxx_id} | {tool_tag}", compat_argv)
-        steps.append(Step(compat, "compile", "c++", "c glibc_compat.c (manylinux_2_28 symbol versions)",
-                          compat_argv, "glibc_compat.o", f"{tools.cxx_id} | {tool_tag}", runnable=tools.runnable))
+        steps.append(
+            Step(
+                compat,
+                "compile",
+                "c++",
+                "c glibc_compat.c (manylinux_2_28 symbol versions)",
+                compat_argv,
+                "glibc_compat.o",
+                f"{tools.cxx_id} | {tool_tag}",
+                runnable=tools.runnable,
+            )
+        )
         objects.append(compat)
 
     # The link: only the libraries kernel-builder links (not all of TORCH_LIBRARIES), no RPATH, so the
     # extension reuses the copies torch already loaded (hub-contract.md §4.6).
     libs = {
-        "cuda": ("-ltorch", "-ltorch_cpu", "-ltorch_cuda", "-lc10", "-lc10_cuda", f"-L{tools.toolkit_root}/lib64",
-                 "-lcudart"),
-        "rocm": ("-ltorch", "-ltorch_cpu", "-ltorch_hip", "-lc10", "-lc10_hip", f"-L{tools.toolkit_root}/lib",
-                 "-lamdhip64"),
-        "metal": ("-ltorch", "-ltorch_cpu", "-lc10", "-framework", "Metal", "-framework", "Foundation",
-                  "-undefined", "dynamic_lookup", f"-mmacosx-version-min={MACOS_MIN}", "-arch", "arm64"),
+        "cuda": (
+            "-ltorch",
+            "-ltorch_cpu",
+            "-ltorch_cuda",
+            "-lc10",
+            "-lc10_cuda",
+            f"-L{tools.toolkit_root}/lib64",
+            "-lcudart",
+        ),
+        "rocm": (
+            "-ltorch",
+            "-ltorch_cpu",
+            "-ltorch_hip",
+            "-lc10",
+            "-lc10_hip",
+            f"-L{tools.toolkit_root}/lib",
+            "-lamdhip64",
+        ),
+        "metal": (
+            "-ltorch",
+            "-ltorch_cpu",
+            "-lc10",
+            "-framework",
+            "Metal",
+            "-framework",
+            "Foundation",
+            "-undefined",
+            "dynamic_lookup",
+            f"-mmacosx-version-min={MACOS_MIN}",
+            "-arch",
+            "arm64",
+        ),
         "cpu": ("-ltorch", "-ltorch_cpu", "-lc10"),
     }[variant.backend]
     link_argv = (tools.cxx, "-shared", "-o", "{out}", "{inputs}", f"-L{tools.torch_lib}", *libs)
     tc = f"{tools.cxx_id} | {tools.torch_id} | {tools.toolkit_id} | {tool_tag}"
     after = tuple(objects + bind_objs)
     link_id = _step_id("link", tc, link_argv + after)
-    steps.append(Step(link_id, "link", "c++", f"link {ops_id}.abi3.so", link_argv, f"{ops_id}.abi3.so", tc,
-                      after=after, runnable=tools.runnable))
+    steps.append(
+        Step(
+            link_id,
+            "link",
+            "c++",
+            f"link {ops_id}.abi3.so",
+            link_argv,
+            f"{ops_id}.abi3.so",
+            tc,
+            after=after,
+            runnable=tools.runnable,
+        )
+    )
     arch_list = sort_archs(archs - {"metal"}) if variant.backend != "rocm" else tuple(sorted(archs))
     vp = VariantPlan(variant, status, ops_id, out_dir, tuple(s.id for s in steps), link_id, arch_list, tuple(notes))
     return vp, steps
 
 
-def make_plan(project: ProjectInputs, judged: list[tuple[Variant, Status]], *, cxx: str | None = None,
-              cxx_id: str = "", gen_include: str = "<gen>") -> BuildPlan:
+def make_plan(
+    project: ProjectInputs,
+    judged: list[tuple[Variant, Status]],
+    *,
+    cxx: str | None = None,
+    cxx_id: str = "",
+    gen_include: str = "<gen>",
+) -> BuildPlan:
     """The whole plan: one VariantPlan per variant (skipped ones keep their reason), steps deduplicated."""
     steps: dict[str, Step] = {}
     plans: list[VariantPlan] = []

@@ -23,10 +23,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import BuildError, Interrupted
-from .cache import BuildCache, digest_strings, parse_depfile
-from .inputs import Provenance, toolchain_env
-from .plan import GLIBC_COMPAT_C, BuildPlan, Step, VariantPlan
+from toolkit.build.cache import BuildCache, digest_strings, parse_depfile
+from toolkit.build.inputs import Provenance, toolchain_env
+from toolkit.build.plan import GLIBC_COMPAT_C, BuildPlan, Step, VariantPlan
+from toolkit.core.errors import BuildError, Interrupted
 
 STAGE_PREFIX = "."  # staging dirs are hidden siblings of the variant dirs: build/.<variant>.tmp-XXXX
 LOG_TAIL_LINES = 25
@@ -132,8 +132,11 @@ def variant_intact(out: Path) -> bool:
         files = meta["digest"]["files"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    present = {p.relative_to(out).as_posix() for p in out.rglob("*")
-               if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    present = {
+        p.relative_to(out).as_posix()
+        for p in out.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
     present -= {"metadata.json", "metadata.json.sigstore"}
     if present != set(files):
         return False
@@ -157,7 +160,7 @@ def clean_stale_stages(build_dir: Path) -> None:
 def swap_into_place(stage: Path, final: Path) -> None:
     """Make `stage` the new `final` in one step where the OS allows (renameat2 RENAME_EXCHANGE), so readers
     see the old variant or the new one, never a missing or half-written one."""
-    from ..vendor_tree import exchange
+    from toolkit.sync.vendor_tree import exchange
 
     if final.exists():
         if exchange(stage, final):
@@ -174,20 +177,32 @@ def swap_into_place(stage: Path, final: Path) -> None:
 def embed_metallib(metallib: Path, header: Path, ops_id: str) -> None:
     """The metallib as a C array plus a createLibrary helper (kernel-builder's metallib_to_header.py shape)."""
     data = metallib.read_bytes()
-    rows = [", ".join(f"0x{b:02x}" for b in data[i:i + 16]) for i in range(0, len(data), 16)]
+    rows = [", ".join(f"0x{b:02x}" for b in data[i : i + 16]) for i in range(0, len(data), 16)]
     header.write_text(
         "#pragma once\n#import <Metal/Metal.h>\n"
         f"namespace {ops_id}_metal {{\nstatic const unsigned char metallib_data[] = {{\n  "
-        + ",\n  ".join(rows) + f"\n}};\nstatic const unsigned long metallib_data_len = {len(data)};\n"
+        + ",\n  ".join(rows)
+        + f"\n}};\nstatic const unsigned long metallib_data_len = {len(data)};\n"
         "inline id<MTLLibrary> createLibrary(id<MTLDevice> device, NSError** error) {\n"
         "  dispatch_data_t d = dispatch_data_create(metallib_data, metallib_data_len, nil,\n"
         "                                           DISPATCH_DATA_DESTRUCTOR_DEFAULT);\n"
-        "  return [device newLibraryWithData:d error:error];\n}\n}\n")
+        "  return [device newLibraryWithData:d error:error];\n}\n}\n"
+    )
 
 
 class LocalExecutor:
-    def __init__(self, plan: BuildPlan, cache: BuildCache, *, jobs: int, provenance: Provenance,
-                 log_dir: Path, gen_dir: Path, lock_sha: str = "", progress: bool = True) -> None:
+    def __init__(
+        self,
+        plan: BuildPlan,
+        cache: BuildCache,
+        *,
+        jobs: int,
+        provenance: Provenance,
+        log_dir: Path,
+        gen_dir: Path,
+        lock_sha: str = "",
+        progress: bool = True,
+    ) -> None:
         self.plan = plan
         self.cache = cache
         self.jobs = max(1, jobs)
@@ -257,8 +272,9 @@ class LocalExecutor:
                 res.ok, res.error = False, f"{step.tool} exited with status {rc}"
             else:
                 deps = parse_depfile(dep.read_text()) if dep.is_file() else []
-                entry = self.cache.store(kind, res.key, {step.output: out}, deps,
-                                         {"label": step.label, "seconds": round(res.seconds, 3)})
+                entry = self.cache.store(
+                    kind, res.key, {step.output: out}, deps, {"label": step.label, "seconds": round(res.seconds, 3)}
+                )
                 res.entry = entry.path
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -272,8 +288,16 @@ class LocalExecutor:
                 return 130, "interrupted"
             try:
                 # Own session: Ctrl-C reaches us, and we stop the compilers we started (and only those).
-                proc = subprocess.Popen(argv, cwd=self.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                        text=True, errors="replace", env=toolchain_env(), start_new_session=True)
+                proc = subprocess.Popen(
+                    argv,
+                    cwd=self.root,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    errors="replace",
+                    env=toolchain_env(),
+                    start_new_session=True,
+                )
             except OSError as exc:
                 return 127, f"cannot run {argv[0]}: {exc}"
             self._procs.add(proc)
@@ -339,10 +363,13 @@ class LocalExecutor:
                             running[pool.submit(self._run_step, s)] = sid
                             pending.pop(sid)
                     if not running:
-                        if pending and not any(all(a in self._results or a in failed for a in s.after)
-                                               for s in pending.values()):
-                            raise BuildError("internal: build steps wait on each other",
-                                             "report this as a ggml-vendor bug with the --dry-run output")
+                        if pending and not any(
+                            all(a in self._results or a in failed for a in s.after) for s in pending.values()
+                        ):
+                            raise BuildError(
+                                "internal: build steps wait on each other",
+                                "report this as a ggml-vendor bug with the --dry-run output",
+                            )
                         continue
                     finished, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
                     for fut in finished:
@@ -366,8 +393,11 @@ class LocalExecutor:
                         if v.link in self._results:
                             results[v.name] = self._assemble(v, t_variant[v.name])
                             if progress is not None:
-                                progress.update(tasks[v.name], completed=len(v.steps) + 1,
-                                                description=f"{v.name}: {results[v.name].result}")
+                                progress.update(
+                                    tasks[v.name],
+                                    completed=len(v.steps) + 1,
+                                    description=f"{v.name}: {results[v.name].result}",
+                                )
             except BaseException:
                 self._cancel.set()
                 self._kill_all()
@@ -375,7 +405,9 @@ class LocalExecutor:
             finally:
                 pool.shutdown(wait=True, cancel_futures=True)
         except KeyboardInterrupt:
-            raise Interrupted("build interrupted", "no variant in build/ was half-written; re-run to continue") from None
+            raise Interrupted(
+                "build interrupted", "no variant in build/ was half-written; re-run to continue"
+            ) from None
         finally:
             if progress is not None:
                 progress.stop()
@@ -389,7 +421,7 @@ class LocalExecutor:
 
     def _materialize_cublas(self, variants: tuple[VariantPlan, ...]) -> None:
         """Copy cublas*.h from the nvidia-cublas wheel into the planned include dir (see envs.Toolkit)."""
-        from .plan import cublas_dir
+        from toolkit.build.plan import cublas_dir
 
         for v in variants:
             tk = v.status.toolkit
@@ -407,14 +439,20 @@ class LocalExecutor:
                 shutil.rmtree(tmp, ignore_errors=True)
 
     def _progress(self, variants):  # type: ignore[no-untyped-def]
-        from .. import ui
+        from toolkit.core import ui
 
         if not self.progress or not ui.err.is_terminal:
             return None, {}
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TimeElapsedColumn(), console=ui.err, transient=True)
+        progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=ui.err,
+            transient=True,
+        )
         tasks = {v.name: progress.add_task(v.name, total=len(v.steps) + 1) for v in variants}
         progress.start()
         return progress, tasks
@@ -427,13 +465,33 @@ class LocalExecutor:
         first = next((failed[s] for s in v.steps if s in failed), None)
         compiles, hits = self._counts(v)
         if first is None or first.error == "interrupted":
-            return VariantResult(v.name, "interrupted" if first else "failed", "stopped before completion",
-                                 v.out_dir, v.ops_id, v.archs, time.monotonic() - t0, compiles, hits,
-                                 str(self.log_dir / f"{v.name}.log"))
+            return VariantResult(
+                v.name,
+                "interrupted" if first else "failed",
+                "stopped before completion",
+                v.out_dir,
+                v.ops_id,
+                v.archs,
+                time.monotonic() - t0,
+                compiles,
+                hits,
+                str(self.log_dir / f"{v.name}.log"),
+            )
         tail = "\n".join(first.output.strip().splitlines()[-LOG_TAIL_LINES:])
-        return VariantResult(v.name, "failed", f"{first.step.label}: {first.error}", v.out_dir, v.ops_id, v.archs,
-                             time.monotonic() - t0, compiles, hits, str(self.log_dir / f"{v.name}.log"),
-                             first.step.label, tail)
+        return VariantResult(
+            v.name,
+            "failed",
+            f"{first.step.label}: {first.error}",
+            v.out_dir,
+            v.ops_id,
+            v.archs,
+            time.monotonic() - t0,
+            compiles,
+            hits,
+            str(self.log_dir / f"{v.name}.log"),
+            first.step.label,
+            tail,
+        )
 
     def _write_log(self, v: VariantPlan, r: VariantResult) -> None:
         lines = [f"# {v.name}: {r.result} {r.reason}".rstrip()]
@@ -480,15 +538,19 @@ class LocalExecutor:
             "lock-sha256": prov.lock_sha256,
             "source-id": proj.source_id,
             "torch": st.env.version if st.env else None,
-            "toolkit": (f"{st.toolkit.backend} {st.toolkit.full_version or st.toolkit.version}"
-                        if st.toolkit else None),
+            "toolkit": (
+                f"{st.toolkit.backend} {st.toolkit.full_version or st.toolkit.version}" if st.toolkit else None
+            ),
         }
         provenance: dict = {"kernel-builder": {"version": f"ggml-vendor {proj.tool_version}"}}
         if prov.kernel_commit:
             provenance["kernel"] = {"commit": prov.kernel_commit, "dirty": prov.kernel_dirty}
         provenance["ggml-vendor"] = ours
         meta: dict = {
-            "name": proj.name, "id": v.ops_id, "version": proj.version, "license": proj.license,
+            "name": proj.name,
+            "id": v.ops_id,
+            "version": proj.version,
+            "license": proj.license,
             "python-depends": [],
             "backend": {"type": v.variant.backend, "archs": list(v.archs)},
             "provenance": provenance,
@@ -501,15 +563,19 @@ class LocalExecutor:
         link = self._results[v.link]  # type: ignore[index]
         py = self._python_files(v)
         meta = self.metadata(v)
-        stamp = digest_strings(link.key, *(f"{k}={hashlib.sha256(d).hexdigest()}" for k, d in sorted(py.items())),
-                               json.dumps(meta, sort_keys=True))
+        stamp = digest_strings(
+            link.key,
+            *(f"{k}={hashlib.sha256(d).hexdigest()}" for k, d in sorted(py.items())),
+            json.dumps(meta, sort_keys=True),
+        )
         final = self.root / v.out_dir
         compiles, hits = self._counts(v)
         log = str(self.log_dir / f"{v.name}.log")
         old = self.cache.read_stamp(v.name) or {}
         if old.get("stamp") == stamp and variant_intact(final) and old.get("files") == _digest_files(final):
-            return VariantResult(v.name, "up-to-date", "", v.out_dir, v.ops_id, v.archs,
-                                 time.monotonic() - t0, compiles, hits, log)
+            return VariantResult(
+                v.name, "up-to-date", "", v.out_dir, v.ops_id, v.archs, time.monotonic() - t0, compiles, hits, log
+            )
         final.parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{v.name}.tmp-", dir=final.parent))
         try:
@@ -525,24 +591,28 @@ class LocalExecutor:
             try:
                 Metadata.from_bytes(text.encode())
             except Exception as exc:
-                raise BuildError(f"{v.name}: generated metadata.json is rejected by kernels: {exc}",
-                                 "report this as a ggml-vendor bug") from None
+                raise BuildError(
+                    f"{v.name}: generated metadata.json is rejected by kernels: {exc}",
+                    "report this as a ggml-vendor bug",
+                ) from None
             (stage / "metadata.json").write_text(text)
             os.chmod(stage, 0o755)
             swap_into_place(stage, final)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
-        self.cache.write_stamp(v.name, {"stamp": stamp, "id": v.ops_id, "link-key": link.key,
-                                        "files": meta["digest"]["files"]})
-        return VariantResult(v.name, "built", "", v.out_dir, v.ops_id, v.archs, time.monotonic() - t0,
-                             compiles, hits, log)
+        self.cache.write_stamp(
+            v.name, {"stamp": stamp, "id": v.ops_id, "link-key": link.key, "files": meta["digest"]["files"]}
+        )
+        return VariantResult(
+            v.name, "built", "", v.out_dir, v.ops_id, v.archs, time.monotonic() - t0, compiles, hits, log
+        )
 
 
 def _main(argv: list[str]) -> int:
     if len(argv) == 4 and argv[0] == "embed-metallib":
         embed_metallib(Path(argv[1]), Path(argv[2]), argv[3])
         return 0
-    print("usage: python -m toolkit.builders.local embed-metallib METALLIB HEADER OPS_ID", file=sys.stderr)
+    print("usage: python -m toolkit.build.local embed-metallib METALLIB HEADER OPS_ID", file=sys.stderr)
     return 2
 
 

@@ -57,7 +57,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .errors import VerifyError
+from toolkit.core.errors import VerifyError
 
 MAGIC = b"MTLB"
 HEADER_SIZE = 88
@@ -68,18 +68,42 @@ PLATFORM_IOS = 0x0001
 
 LIBRARY_TYPES = {0: "executable", 1: "coreimage", 2: "dynamic", 3: "symbol-companion"}
 TARGET_OS = {
-    0x00: None, 0x81: "macOS", 0x82: "iOS", 0x83: "tvOS", 0x84: "watchOS", 0x85: "bridgeOS",
-    0x86: "macCatalyst", 0x87: "iOS-simulator", 0x88: "tvOS-simulator", 0x89: "watchOS-simulator",
+    0x00: None,
+    0x81: "macOS",
+    0x82: "iOS",
+    0x83: "tvOS",
+    0x84: "watchOS",
+    0x85: "bridgeOS",
+    0x86: "macCatalyst",
+    0x87: "iOS-simulator",
+    0x88: "tvOS-simulator",
+    0x89: "watchOS-simulator",
 }
 TARGET_OS_CODE = {name: code for code, name in TARGET_OS.items() if name}
-FUNCTION_TYPES = {0: "vertex", 1: "fragment", 2: "kernel", 3: "unqualified", 4: "visible", 5: "extern",
-                  6: "intersection"}
+FUNCTION_TYPES = {
+    0: "vertex",
+    1: "fragment",
+    2: "kernel",
+    3: "unqualified",
+    4: "visible",
+    5: "extern",
+    6: "intersection",
+}
 FUNCTION_TYPE_CODE = {name: code for code, name in FUNCTION_TYPES.items()}
 
 # Metal Shading Language version -> first macOS that can load a library using it.
 LANGUAGE_MIN_MACOS: dict[tuple[int, int], tuple[int, int]] = {
-    (1, 1): (10, 11), (1, 2): (10, 12), (2, 0): (10, 13), (2, 1): (10, 14), (2, 2): (10, 15),
-    (2, 3): (11, 0), (2, 4): (12, 0), (3, 0): (13, 0), (3, 1): (14, 0), (3, 2): (15, 0), (4, 0): (26, 0),
+    (1, 1): (10, 11),
+    (1, 2): (10, 12),
+    (2, 0): (10, 13),
+    (2, 1): (10, 14),
+    (2, 2): (10, 15),
+    (2, 3): (11, 0),
+    (2, 4): (12, 0),
+    (3, 0): (13, 0),
+    (3, 1): (14, 0),
+    (3, 2): (15, 0),
+    (4, 0): (26, 0),
 }
 # What `xcrun metal -std=metal4.0` for macOS 26 writes (Metal.jl's support table): the fixture default.
 DEFAULT_FILE_VERSION = (2, 9)
@@ -124,9 +148,14 @@ class MetalFunction:
     tags: tuple[str, ...]
 
     def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "type": self.type, "air_version": _version(self.air_version),
-                "language_version": _version(self.language_version), "bitcode_size": self.bitcode_size,
-                "hash_ok": self.hash_ok}
+        return {
+            "name": self.name,
+            "type": self.type,
+            "air_version": _version(self.air_version),
+            "language_version": _version(self.language_version),
+            "bitcode_size": self.bitcode_size,
+            "hash_ok": self.hash_ok,
+        }
 
 
 @dataclass(frozen=True)
@@ -169,8 +198,11 @@ class MetalLibrary:
     def required_macos(self) -> tuple[int, int] | None:
         """The oldest macOS that can load this library: the newer of the header's deployment target and
         what its language version needs."""
-        needs = [v for v in (self.min_os if self.target_os == "macOS" else None,
-                             language_min_macos(self.language_version)) if v is not None]
+        needs = [
+            v
+            for v in (self.min_os if self.target_os == "macOS" else None, language_min_macos(self.language_version))
+            if v is not None
+        ]
         return max(needs, default=None)
 
     def missing(self, names: Iterable[str]) -> list[str]:
@@ -179,11 +211,18 @@ class MetalLibrary:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "offset": self.offset, "size": self.size, "sha256": self.sha256, "platform": self.platform,
-            "file_version": _version(self.file_version), "library_type": self.library_type,
-            "target_os": self.target_os, "min_os": _version(self.min_os),
-            "language_version": _version(self.language_version), "air_version": _version(self.air_version),
-            "required_macos": _version(self.required_macos), "uuid": self.uuid,
+            "offset": self.offset,
+            "size": self.size,
+            "sha256": self.sha256,
+            "platform": self.platform,
+            "file_version": _version(self.file_version),
+            "library_type": self.library_type,
+            "target_os": self.target_os,
+            "min_os": _version(self.min_os),
+            "language_version": _version(self.language_version),
+            "air_version": _version(self.air_version),
+            "required_macos": _version(self.required_macos),
+            "uuid": self.uuid,
             "functions": [f.to_dict() for f in self.functions],
         }
 
@@ -209,13 +248,15 @@ class _Reader:
         self.where = where
 
     def fail(self, what: str) -> MetallibError:
-        return MetallibError(f"{self.where}: {what}", "rebuild the metallib with `xcrun metallib`; the bytes "
-                             "are truncated or not a metallib")
+        return MetallibError(
+            f"{self.where}: {what}",
+            "rebuild the metallib with `xcrun metallib`; the bytes are truncated or not a metallib",
+        )
 
     def take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.data):
             raise self.fail(f"truncated at byte {self.pos} (wanted {n} more of {len(self.data)})")
-        chunk = self.data[self.pos:self.pos + n]
+        chunk = self.data[self.pos : self.pos + n]
         self.pos += n
         return chunk
 
@@ -296,17 +337,25 @@ def parse(data: bytes, *, offset: int = 0, where: str = "metallib") -> MetalLibr
 
     platform = {PLATFORM_MACOS: "macOS", PLATFORM_IOS: "iOS"}.get(platform_raw, f"unknown(0x{platform_raw:04x})")
     return MetalLibrary(
-        offset=offset, size=len(data), platform=platform, platform_raw=platform_raw,
-        file_version=file_version, library_type=LIBRARY_TYPES.get(lib_type, f"unknown({lib_type})"),
+        offset=offset,
+        size=len(data),
+        platform=platform,
+        platform_raw=platform_raw,
+        file_version=file_version,
+        library_type=LIBRARY_TYPES.get(lib_type, f"unknown({lib_type})"),
         target_os=TARGET_OS.get(os_code, f"unknown(0x{os_code:02x})"),
         target_os_version=os_version if os_code else None,
-        functions=tuple(functions), header_extension=tuple(n for n, _ in ext_tags), uuid=uuid,
-        sha256=hashlib.sha256(data).hexdigest(), sections=sections,
+        functions=tuple(functions),
+        header_extension=tuple(n for n, _ in ext_tags),
+        uuid=uuid,
+        sha256=hashlib.sha256(data).hexdigest(),
+        sections=sections,
     )
 
 
-def _function(tags: list[tuple[str, bytes]], i: int, data: bytes, bc_off: int, bc_size: int,
-              r: _Reader) -> MetalFunction:
+def _function(
+    tags: list[tuple[str, bytes]], i: int, data: bytes, bc_off: int, bc_size: int, r: _Reader
+) -> MetalFunction:
     t = dict(tags)
     for need in ("NAME", "MDSZ", "OFFT", "VERS"):
         if need not in t:
@@ -322,14 +371,21 @@ def _function(tags: list[tuple[str, bytes]], i: int, data: bytes, bc_off: int, b
     air_major, air_minor, lang_major, lang_minor = struct.unpack("<4H", t["VERS"])
     if rel + size > bc_size:
         raise r.fail(f"function {name!r}: bitcode [{rel}, {rel + size}) lies outside the bitcode section")
-    bitcode = data[bc_off + rel: bc_off + rel + size]
+    bitcode = data[bc_off + rel : bc_off + rel + size]
     digest = t.get("HASH")
     hash_ok = digest is not None and len(digest) == 32 and hashlib.sha256(bitcode).digest() == digest
     ftype = t.get("TYPE", b"")
     type_name = FUNCTION_TYPES.get(ftype[0], f"unknown({ftype[0]})") if len(ftype) == 1 else "unknown"
-    return MetalFunction(name=name, type=type_name, air_version=(air_major, air_minor),
-                         language_version=(lang_major, lang_minor), bitcode_offset=bc_off + rel,
-                         bitcode_size=size, hash_ok=hash_ok, tags=tuple(n for n, _ in tags))
+    return MetalFunction(
+        name=name,
+        type=type_name,
+        air_version=(air_major, air_minor),
+        language_version=(lang_major, lang_minor),
+        bitcode_offset=bc_off + rel,
+        bitcode_size=size,
+        hash_ok=hash_ok,
+        tags=tuple(n for n, _ in tags),
+    )
 
 
 def find_embedded(blob: bytes, *, where: str = "binary") -> list[MetalLibrary]:
@@ -344,7 +400,7 @@ def find_embedded(blob: bytes, *, where: str = "binary") -> list[MetalLibrary]:
         size = struct.unpack_from("<Q", blob, pos + 16)[0] if pos + HEADER_SIZE <= len(blob) else 0
         if HEADER_SIZE <= size <= len(blob) - pos:
             try:
-                lib = parse(blob[pos:pos + size], offset=pos, where=f"{where} @ byte {pos}")
+                lib = parse(blob[pos : pos + size], offset=pos, where=f"{where} @ byte {pos}")
             except MetallibError:
                 lib = None
             if lib is not None:
@@ -355,8 +411,12 @@ def find_embedded(blob: bytes, *, where: str = "binary") -> list[MetalLibrary]:
     return found
 
 
-def check(lib: MetalLibrary, *, required: Iterable[str] = (), min_macos: str | tuple[int, int] | None = None,
-          ) -> list[str]:
+def check(
+    lib: MetalLibrary,
+    *,
+    required: Iterable[str] = (),
+    min_macos: str | tuple[int, int] | None = None,
+) -> list[str]:
     """Problems that would make the library fail for a user, one sentence each (empty = fine).
 
     `required`: function names the binding looks up; `min_macos`: the minimum macOS the variant declares
@@ -377,11 +437,15 @@ def check(lib: MetalLibrary, *, required: Iterable[str] = (), min_macos: str | t
         lang = lib.language_version
         needs = language_min_macos(lang)
         if needs is not None and needs > declared:
-            problems.append(f"Metal language {_version(lang)} needs macOS {_version(needs)}, but the variant "
-                            f"declares macOS {_version(declared)} as its minimum")
+            problems.append(
+                f"Metal language {_version(lang)} needs macOS {_version(needs)}, but the variant "
+                f"declares macOS {_version(declared)} as its minimum"
+            )
         if lib.target_os == "macOS" and lib.min_os is not None and lib.min_os > declared:
-            problems.append(f"metallib was built for macOS {_version(lib.min_os)} or newer, but the variant "
-                            f"declares macOS {_version(declared)} as its minimum")
+            problems.append(
+                f"metallib was built for macOS {_version(lib.min_os)} or newer, but the variant "
+                f"declares macOS {_version(declared)} as its minimum"
+            )
     return problems
 
 
@@ -420,8 +484,7 @@ def build_fixture(
     is a placeholder (an LLVM wrapper magic plus the name), so Metal itself could not run it, but
     every structural field, size, offset and hash is real: `parse` sees exactly what it would see."""
     specs = [f if isinstance(f, FixtureFunction) else FixtureFunction(f) for f in functions]
-    bitcodes = [s.bitcode if s.bitcode is not None else _BITCODE_WRAPPER_MAGIC + s.name.encode() + b"\0"
-                for s in specs]
+    bitcodes = [s.bitcode if s.bitcode is not None else _BITCODE_WRAPPER_MAGIC + s.name.encode() + b"\0" for s in specs]
     groups, public, private, bitcode = b"", b"", b"", b""
     for spec, code in zip(specs, bitcodes):
         lang = spec.language_version or language_version
@@ -449,8 +512,16 @@ def build_fixture(
     os_code = TARGET_OS_CODE[target_os] if target_os else 0
     header = (
         MAGIC
-        + struct.pack("<HHHBBHH", platform, file_version[0], file_version[1], library_type, os_code,
-                      target_os_version[0] if target_os else 0, target_os_version[1] if target_os else 0)
+        + struct.pack(
+            "<HHHBBHH",
+            platform,
+            file_version[0],
+            file_version[1],
+            library_type,
+            os_code,
+            target_os_version[0] if target_os else 0,
+            target_os_version[1] if target_os else 0,
+        )
         + struct.pack("<Q", total)
         + struct.pack("<8Q", fl_off, fl_size, pub_off, len(public), priv_off, len(private), bc_off, len(bitcode))
     )

@@ -12,9 +12,9 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from . import ggml_facts
-from .config import Entry
-from .errors import UpstreamError
+from toolkit.core import ggml_facts
+from toolkit.core.config import Entry
+from toolkit.core.errors import UpstreamError
 
 Reader = Callable[[str], "bytes | None"]
 _INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"\n]+)"')
@@ -38,7 +38,9 @@ class OpClosure:
 class Closure:
     ops: tuple[OpClosure, ...]
     files: tuple[str, ...]  # union of all op closures, sorted
-    reasons: Mapping[str, str]  # path -> why it is there (first discovery: "entry of op/backend" or "included by f:line")
+    reasons: Mapping[
+        str, str
+    ]  # path -> why it is there (first discovery: "entry of op/backend" or "included by f:line")
     needed_by: Mapping[str, tuple[str, ...]]  # path -> op/backend keys
 
     def for_op(self, op: str, backend: str) -> OpClosure | None:
@@ -96,8 +98,10 @@ def _choose_entry(entry: Entry, read: Reader, key: str, where: str) -> str:
         if read(alt) is not None:
             return alt
     tried = ", ".join(entry.alternatives)
-    raise UpstreamError(f"entry file of {key} not found at {where} (tried {tried})",
-                        "pick another --rev, or fix the op's entries in pyproject.toml [tool.ggml-vendor.ops]")
+    raise UpstreamError(
+        f"entry file of {key} not found at {where} (tried {tried})",
+        "pick another --rev, or fix the op's entries in pyproject.toml [tool.ggml-vendor.ops]",
+    )
 
 
 def compute_closure(
@@ -126,8 +130,15 @@ def compute_closure(
         for path in frontier:
             data = read(path) if path.endswith(suffixes) else None
             parsed[path] = quoted_includes(data.decode("utf-8", "replace")) if data is not None else []
-        fetch([c for path, incs in parsed.items() for _, name in incs
-               for c in include_candidates(path, name, roots) if not _escapes(c)])
+        fetch(
+            [
+                c
+                for path, incs in parsed.items()
+                for _, name in incs
+                for c in include_candidates(path, name, roots)
+                if not _escapes(c)
+            ]
+        )
         following: list[str] = []
         for path, incs in parsed.items():
             edges = []
@@ -138,11 +149,14 @@ def compute_closure(
                     if name in optional:
                         continue
                     if _escapes(cands[0]):
-                        raise UpstreamError(f"{path}:{line}: #include \"{name}\" points outside the ggml tree",
-                                            "refusing to vendor it; pick another --rev or patch the include")
+                        raise UpstreamError(
+                            f'{path}:{line}: #include "{name}" points outside the ggml tree',
+                            "refusing to vendor it; pick another --rev or patch the include",
+                        )
                     raise UpstreamError(
-                        f"{path}:{line}: #include \"{name}\" not found at {where} (looked in {', '.join(cands)})",
-                        "pick another --rev, or list it in ggml_facts.OPTIONAL_QUOTED_INCLUDES if no build takes that #if")
+                        f'{path}:{line}: #include "{name}" not found at {where} (looked in {", ".join(cands)})',
+                        "pick another --rev, or list it in ggml_facts.OPTIONAL_QUOTED_INCLUDES if no build takes that #if",
+                    )
                 edges.append((line, hit))
                 if hit not in graph and hit not in parsed and hit not in following:
                     following.append(hit)
@@ -171,5 +185,9 @@ def compute_closure(
                 if hit not in files:
                     queue.append(hit)
     ops = tuple(OpClosure(op, b, tuple(st), tuple(files)) for (op, b), (st, files) in per_key.items())
-    return Closure(ops=ops, files=tuple(sorted(reasons)), reasons=reasons,
-                   needed_by={p: tuple(sorted(v)) for p, v in needed.items()})
+    return Closure(
+        ops=ops,
+        files=tuple(sorted(reasons)),
+        reasons=reasons,
+        needed_by={p: tuple(sorted(v)) for p, v in needed.items()},
+    )

@@ -12,7 +12,7 @@ from typing import Any
 
 import tomlkit
 
-from .errors import ConfigError
+from toolkit.core.errors import ConfigError
 
 TABLE = "ggml-vendor"
 KNOWN_BACKENDS = ("cuda", "metal", "rocm")
@@ -108,8 +108,9 @@ def _parse_entries(op: str, backend: str, raw: Any, where: str) -> tuple[Entry, 
     entries = []
     for item in raw:
         alts = (item,) if isinstance(item, str) else tuple(item) if isinstance(item, list) else ()
-        if not alts or not all(isinstance(a, str) and a and not a.startswith("/") and ".." not in a.split("/")
-                                for a in alts):
+        if not alts or not all(
+            isinstance(a, str) and a and not a.startswith("/") and ".." not in a.split("/") for a in alts
+        ):
             raise ConfigError(
                 f"{where}: ops.{op}.{backend} entry {item!r} is not a relative path or list of paths",
                 "use paths like src/ggml-cuda/gated_delta_net.cu",
