@@ -132,8 +132,10 @@ HOST = HostFacts(os="linux", cpu="x86_64", toolkits=(NVCC130,), envs=(TORCH214,)
 ENABLED = ("cuda", "metal", "rocm")
 
 
-def _status(name: str, host: HostFacts = HOST, enabled=ENABLED):
-    return status(parse_name(name), host, enabled_backends=enabled, index="https://idx/{c}".format(c="x"))
+def _status(name: str, host: HostFacts = HOST, enabled=ENABLED, engine: str = "auto"):
+    return status(
+        parse_name(name), host, enabled_backends=enabled, index="https://idx/{c}".format(c="x"), engine=engine
+    )
 
 
 def test_host_variant_is_buildable_locally_with_its_toolkit_and_env():
@@ -181,10 +183,12 @@ def test_disabled_backend_is_reported_before_anything_else():
     assert not st.buildable and "backend metal is not enabled" in st.reason
 
 
-def test_nix_builds_every_variant_of_the_host_system_only():
+def test_nix_builds_every_variant_of_the_host_system_only_when_asked_for():
     host = HostFacts("linux", "x86_64", (), (), nix="/nix/bin/nix")
-    assert _status("torch213-cxx11-cu126-x86_64-linux", host).executor == "nix"
-    assert not _status("torch213-cxx11-cu126-aarch64-linux", host).buildable
+    assert _status("torch213-cxx11-cu126-x86_64-linux", host, engine="nix").executor == "nix"
+    assert not _status("torch213-cxx11-cu126-aarch64-linux", host, engine="nix").buildable
+    # a nix on PATH is not used unless asked for
+    assert _status("torch213-cxx11-cu126-x86_64-linux", host).executor != "nix"
 
 
 def test_torch_version_is_read_without_importing_torch(tmp_path):

@@ -199,8 +199,11 @@ def run_demo(
     say: Callable[[str], None] | None = None,
     upstream: str | None = None,
     rev: str | None = None,
+    engine: str = "auto",
+    toolchain: str = "auto",
 ) -> DemoReport:
-    """`upstream`/`rev` replace the embedded miniature with a real ggml or llama.cpp (a local clone or URL)."""
+    """`upstream`/`rev` replace the embedded miniature with a real ggml or llama.cpp (a local clone or URL);
+    `engine`/`toolchain` are `ggml-vendor build`'s --engine/--toolchain."""
     say = say or (lambda _m: None)
     source = _source_project(project)
     ws = workspace or Path(tempfile.mkdtemp(prefix="ggml-vendor-demo-"))
@@ -239,14 +242,17 @@ def run_demo(
     def build(st: Stage) -> None:
         from toolkit.build.stage import execute, prepare
 
-        rep = execute(prepare(ctx["cfg"]), jobs=jobs, progress=False)
+        rep = execute(prepare(ctx["cfg"], engine=engine, toolchain=toolchain), jobs=jobs, progress=False)
         built = [r for r in rep.results if r.result in ("built", "up-to-date")]
         skipped = [r for r in rep.results if r.result == "skipped"]
         st.data = rep.to_json()
         if rep.failed:
             f = rep.failed[0]
+            last = (f.tail or "").strip().splitlines()[-1:]
             raise VendorError(
-                f"{f.name} failed at {f.failed_step}: {(f.tail or '').strip().splitlines()[-1:]}", f"full log: {f.log}"
+                f"{f.name} failed at {f.failed_step or f.reason or 'an unnamed step'}"
+                + (f": {last[0]}" if last else ""),
+                f"full log: {f.log}" if f.log else "re-run `ggml-vendor build -C <workspace>` to see the error",
             )
         if not built:
             raise VendorError(

@@ -340,6 +340,63 @@ def detect_rocm_toolkits() -> tuple[Toolkit, ...]:
     return (Toolkit("rocm", f"{m[1]}.{m[2]}", str(root), hipcc, m.group(0).split(": ")[1]),)
 
 
+# --- nix ----------------------------------------------------------------------------------------------
+
+NIX_MIN_VERSION = (2, 18)  # flakes as kernel-builder uses them (`nix run .#build-and-copy`, nixConfig)
+_NIX_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+@dataclass(frozen=True)
+class NixInfo:
+    """What a `nix` binary can do: kernel-builder needs a recent Nix with `nix-command` and `flakes` on."""
+
+    path: str
+    version: str = ""
+    features: tuple[str, ...] = ()
+    problem: str = ""  # empty when usable
+
+    @property
+    def usable(self) -> bool:
+        return not self.problem
+
+
+def probe_nix(nix: str, timeout: float = 10.0) -> NixInfo:
+    """Ask `nix` for its version and enabled experimental features (each call bounded by `timeout`)."""
+
+    def ask(*args: str) -> subprocess.CompletedProcess | None:
+        try:
+            return subprocess.run([nix, *args], capture_output=True, text=True, timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    proc = ask("--version")
+    m = _NIX_VERSION.search(proc.stdout) if proc is not None and proc.returncode == 0 else None
+    if m is None:
+        return NixInfo(nix, problem=f"`{nix} --version` gave no version")
+    version = m.group(0)
+    if (int(m[1]), int(m[2])) < NIX_MIN_VERSION:
+        need = ".".join(map(str, NIX_MIN_VERSION))
+        return NixInfo(nix, version, problem=f"nix {version} at {nix} is too old (kernel-builder needs >= {need})")
+    text = ""
+    for cmd in (("config", "show"), ("show-config",)):  # `config show` from Nix 2.20, `show-config` before
+        proc = ask(*cmd)
+        if proc is not None and proc.returncode == 0:
+            text = proc.stdout
+            break
+    line = next((ln for ln in text.splitlines() if ln.split("=")[0].strip() == "experimental-features"), "")
+    features = tuple(sorted(set(line.partition("=")[2].split())))
+    missing = [f for f in ("nix-command", "flakes") if f not in features]
+    if missing:
+        return NixInfo(
+            nix,
+            version,
+            features,
+            f"nix {version} at {nix} has {' and '.join(missing)} disabled "
+            "(add `experimental-features = nix-command flakes` to nix.conf)",
+        )
+    return NixInfo(nix, version, features)
+
+
 def detect_host(envs_dir: Path | None = None) -> HostFacts:
     os_, cpu = host_platform()
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")

@@ -207,18 +207,30 @@ def pick_env(variant: Variant, envs: tuple[TorchEnv, ...]) -> TorchEnv | None:
     return None
 
 
-def status(variant: Variant, host: HostFacts, *, enabled_backends: tuple[str, ...], index: str) -> Status:
-    """Judge one variant against the host. Order matters: the first unmet need is the one reported."""
+ENGINES = ("auto", "local", "nix")
+
+
+def status(
+    variant: Variant, host: HostFacts, *, enabled_backends: tuple[str, ...], index: str, engine: str = "auto"
+) -> Status:
+    """Judge one variant against the host. Order matters: the first unmet need is the one reported.
+
+    `engine`: "local" and "auto" compile here with the local toolchains (auto also provisions what is
+    missing, see toolkit.build.provision); "nix" hands every variant of the host's system to kernel-builder
+    (the caller has checked that nix is usable: toolkit.build.envs.probe_nix)."""
     if variant.backend not in enabled_backends:
         return Status(
             False,
             f"backend {variant.backend} is not enabled ([tool.ggml-vendor].backends and "
             f"build.toml general.backends enable: {', '.join(enabled_backends) or 'none'})",
         )
-    if host.nix:
+    if engine == "nix":
         # kernel-builder's Nix builds every variant of the host's system (hub-contract.md §7, prior-art B1).
-        if variant.system == host.system:
+        if host.nix and variant.system == host.system:
             return Status(True, "", "nix")
+        if not host.nix:
+            return Status(False, "--engine nix: no `nix` on PATH")
+        return Status(False, f"--engine nix builds {host.system} variants only (this variant is {variant.system})")
     if variant.os == "darwin" and host.os != "darwin":
         return Status(
             False, f"needs macOS on Apple silicon with Xcode 26 and the Metal toolchain (this host is {host.system})"

@@ -64,10 +64,11 @@ def plan_nix(plan: BuildPlan, nix: str, jobs: int, variants: tuple[VariantPlan, 
 
 
 class NixExecutor:
-    def __init__(self, plan: BuildPlan, host, jobs: int = 2) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, plan: BuildPlan, host, jobs: int = 2, log_dir: Path | None = None) -> None:  # type: ignore[no-untyped-def]
         self.plan = plan
         self.nix = host.nix
         self.jobs = jobs
+        self.log_dir = log_dir or plan.project.root / ".cache" / "build" / "logs"
 
     def run(self, variants: tuple[VariantPlan, ...]) -> list[VariantResult]:
         root = self.plan.project.root
@@ -86,7 +87,14 @@ class NixExecutor:
             # Flakes only see files tracked by git: make the staging copy its own repository.
             subprocess.run(["git", "init", "-q"], cwd=stage, check=False)
             subprocess.run(["git", "add", "-A"], cwd=stage, check=False)
-            proc = subprocess.run(list(np_.command), cwd=stage, capture_output=True, text=True)
+            step = " ".join(["nix", *np_.command[1:]])
+            try:
+                proc = subprocess.run(list(np_.command), cwd=stage, capture_output=True, text=True)
+            except OSError as exc:
+                proc = subprocess.CompletedProcess(np_.command, 127, "", f"cannot run {self.nix}: {exc}")
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            log = self.log_dir / "nix-build-and-copy.log"
+            log.write_text(f"$ cd <staged project> && {' '.join(np_.command)}\n{proc.stdout}{proc.stderr}")
             results = []
             for v in variants:
                 produced = stage / "build" / v.name
@@ -104,20 +112,24 @@ class NixExecutor:
                             v.ops_id,
                             v.archs,
                             time.monotonic() - t0,
+                            log=str(log),
                         )
                     )
                 else:
                     tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])
+                    why = f"exited with status {proc.returncode}" if proc.returncode else f"produced no build/{v.name}"
                     results.append(
                         VariantResult(
                             v.name,
                             "failed",
-                            f"nix build-and-copy exited {proc.returncode}",
+                            f"{step}: {why}",
                             v.out_dir,
                             v.ops_id,
                             v.archs,
                             time.monotonic() - t0,
-                            tail=tail,
+                            log=str(log),
+                            failed_step=step,
+                            tail=tail or "(no output)",
                         )
                     )
         return results

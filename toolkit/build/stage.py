@@ -12,13 +12,13 @@ from pathlib import Path
 
 from toolkit import __version__
 from toolkit.build.cache import BuildCache
-from toolkit.build.envs import HostFacts, create_env, detect_host, discover_envs, plan_env, with_probe
+from toolkit.build.envs import HostFacts, create_env, detect_host, discover_envs, plan_env, probe_nix, with_probe
 from toolkit.build.inputs import load_project, read_provenance
 from toolkit.build.local import LocalExecutor, RunStats, VariantResult
-from toolkit.build.matrix import Matrix, Status, Variant, load_matrix, status
+from toolkit.build.matrix import ENGINES, Matrix, Status, Variant, load_matrix, status
 from toolkit.build.plan import BuildPlan, make_plan
 from toolkit.core.config import Config
-from toolkit.core.errors import BuildError
+from toolkit.core.errors import BuildError, ConfigError
 
 
 class NothingToBuildError(BuildError):
@@ -30,6 +30,15 @@ class NothingToBuildError(BuildError):
 def cache_dir(root: Path) -> Path:
     env = os.environ.get("GGML_VENDOR_BUILD_CACHE")
     return Path(env) if env else root / ".cache" / "build"
+
+
+def check_nix(host: HostFacts) -> None:
+    """--engine nix: refuse at once, in one line, when nix is absent or cannot run kernel-builder."""
+    if not host.nix:
+        raise BuildError("--engine nix: no `nix` on PATH", "install Nix >= 2.18 with flakes, or use --engine local")
+    info = probe_nix(host.nix)
+    if not info.usable:
+        raise BuildError(f"--engine nix: {info.problem}", "enable them, or use --engine local (the default)")
 
 
 def host_variant(host: HostFacts) -> Variant:
@@ -65,11 +74,12 @@ def judge(
     enabled: tuple[str, ...],
     matrix: Matrix | None,
     probe_cache: Path | None,
+    engine: str = "auto",
 ) -> list[tuple[Variant, Status]]:
     judged = []
     for v in variants:
-        index = matrix.index_for(v) if matrix else "https://download.pytorch.org/whl/" + v.compute
-        st = status(v, host, enabled_backends=enabled, index=index)
+        index = matrix.index_for(v) if matrix else "the PyTorch wheel index"
+        st = status(v, host, enabled_backends=enabled, index=index, engine=engine)
         if st.buildable and st.env is not None and probe_cache is not None:
             st = replace(st, env=with_probe(st.env, probe_cache))
         judged.append((v, st))
@@ -94,15 +104,21 @@ def prepare(
     patterns: tuple[str, ...] = (),
     host: HostFacts | None = None,
     create_envs: bool = False,
+    engine: str = "auto",
+    toolchain: str = "auto",
 ) -> Prepared:
     cdir = cache_dir(cfg.root)
     host = host or detect_host()
+    if engine not in ENGINES:
+        raise ConfigError(f"--engine {engine!r} is not one of {', '.join(ENGINES)}", "use --engine local|nix|auto")
+    if engine == "nix":
+        check_nix(host)
     matrix, chosen = select_variants(cfg, all_variants=all_variants, patterns=patterns, host=host)
     project = load_project(cfg, memo=cdir / "validated-build-toml.json", tool_version=__version__)
     enabled = tuple(b for b in cfg.backends if b in project.backends)
     if create_envs and matrix is not None:
         host = _create_missing_envs(chosen, host, enabled, matrix)
-    judged = judge(chosen, host, enabled, matrix, cdir / "torch-envs.json")
+    judged = judge(chosen, host, enabled, matrix, cdir / "torch-envs.json", engine)
     plan = make_plan(project, judged, cxx=host.cxx, cxx_id=host.cxx_version, gen_include=str(cdir / "gen"))
     return Prepared(cfg, matrix, host, plan, enabled, cdir)
 
@@ -165,7 +181,7 @@ def execute(prep: Prepared, *, jobs: int | None = None, progress: bool = True) -
     if nix_variants:
         from toolkit.build.nix import NixExecutor
 
-        for r in NixExecutor(plan, prep.host, jobs=jobs or 2).run(nix_variants):
+        for r in NixExecutor(plan, prep.host, jobs=jobs or 2, log_dir=prep.cache / "logs").run(nix_variants):
             results[r.name] = r
     for v in plan.variants:
         if v.name not in results:

@@ -48,7 +48,7 @@ def _print_plan(prep: Prepared) -> None:
                 continue
             ui.out.print("  would run (toolchain not on this host):")
         else:
-            how = v.status.executor
+            how = v.status.executor or ""
             if v.status.env:
                 how += f", torch {v.status.env.version} ({v.status.env.python})"
             if v.status.toolkit:
@@ -89,9 +89,12 @@ def _print_report(report: BuildReport) -> None:
     s = report.stats
     ui.out.print(f"{s.compiler_invocations} compiler invocation(s), {s.cache_hits} cache hit(s), {s.seconds:.2f}s")
     for r in report.failed:
+        step = r.failed_step or r.reason or "build"
         if r.tail:
-            ui.err.print(f"[red]{r.name}[/]: {escape(r.failed_step)} failed; last lines (full log: {r.log}):")
-            ui.err.print(escape(r.tail), markup=False)
+            ui.err.print(f"[red]{r.name}[/]: {escape(step)} failed; last lines (full log: {escape(r.log)}):")
+            ui.err.print(r.tail, markup=False)
+        else:
+            ui.err.print(f"[red]{r.name}[/]: {escape(step)} failed (full log: {escape(r.log or 'none')})")
 
 
 def _build(
@@ -102,11 +105,20 @@ def _build(
     dry_run: bool,  # type: ignore[no-untyped-def]
     as_json: bool,
     create_envs: bool,
+    engine: str = "auto",
+    toolchain: str = "auto",
 ) -> None:
     from toolkit.build.stage import NothingToBuildError, execute, prepare  # deferred: keeps CLI start-up light
 
     cfg = load(project)
-    prep = prepare(cfg, all_variants=all_variants, patterns=tuple(patterns), create_envs=create_envs and not dry_run)
+    prep = prepare(
+        cfg,
+        all_variants=all_variants,
+        patterns=tuple(patterns),
+        create_envs=create_envs and not dry_run,
+        engine=engine,
+        toolchain=toolchain,
+    )
     if dry_run:
         if as_json:
             ui.emit_json({"dry_run": True, **prep.plan.to_json()})
@@ -159,7 +171,24 @@ def build(
             help=("Create missing per-torch-version environments (venv + torch from the matrix's [torch-index])."),
         ),
     ] = False,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help=(
+                "Who builds: local (this host's toolchains), nix (kernel-builder via Nix >= 2.18 with "
+                "nix-command and flakes enabled; every variant of this host's system), auto (default: local)."
+            ),
+        ),
+    ] = "auto",
+    toolchain: Annotated[
+        str,
+        typer.Option(
+            "--toolchain",
+            help="Host C++ compiler/linker for Linux variants: system (CXX or g++), auto (default).",
+        ),
+    ] = "auto",
     dry_run: DryRunOpt = False,
     json_: JsonOpt = False,
 ) -> None:
-    run_guarded(_build, project, all_variants, variant, jobs, dry_run, json_, create_envs)
+    run_guarded(_build, project, all_variants, variant, jobs, dry_run, json_, create_envs, engine, toolchain)

@@ -37,6 +37,10 @@ def demo(
         ),
     ] = None,
     rev: Annotated[str | None, typer.Option("--rev", help="Revision of --upstream (default HEAD).")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="Build engine, as for `ggml-vendor build`.")] = "auto",
+    toolchain: Annotated[
+        str, typer.Option("--toolchain", help="Host C++ toolchain, as for `ggml-vendor build`.")
+    ] = "auto",
 ) -> None:
     """Run the whole pipeline offline on the miniature upstream bundled with the tool, in a throwaway copy of
     this project: sync -> render -> build (what this machine can) -> verify -> publish to a local test Hub
@@ -48,7 +52,16 @@ def demo(
         from toolkit.demo import run_demo
 
         say = (lambda m: None) if json_out else (lambda m: ui.err.print(f"[dim]…[/] {escape(m)}"))
-        report = run_demo(project, workspace=workspace, jobs=jobs, say=say, upstream=upstream, rev=rev)
+        report = run_demo(
+            project,
+            workspace=workspace,
+            jobs=jobs,
+            say=say,
+            upstream=upstream,
+            rev=rev,
+            engine=engine,
+            toolchain=toolchain,
+        )
         if json_out:
             ui.emit_json(report.to_json())
         else:
