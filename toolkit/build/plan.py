@@ -12,7 +12,9 @@ root as cwd) and the placeholders {out}, {dep} and {inputs}, filled by the execu
 
 from __future__ import annotations
 
+import glob
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -126,6 +128,7 @@ class BuildPlan:
     project: ProjectInputs
     variants: tuple[VariantPlan, ...]
     steps: dict[str, Step] = field(default_factory=dict)
+    toolchain: dict = field(default_factory=dict)  # the host C++ toolchain's exact identity (provenance)
 
     def buildable(self) -> tuple[VariantPlan, ...]:
         return tuple(v for v in self.variants if v.status.buildable and v.status.executor == "local")
@@ -142,6 +145,7 @@ class BuildPlan:
             "project": str(self.project.root),
             "id_uid": self.project.uid,
             "source_id": self.project.source_id,
+            "toolchain": self.toolchain,
             "variants": [
                 {
                     "name": v.name,
@@ -312,6 +316,7 @@ def plan_variant(
     cxx: str | None = None,
     cxx_id: str = "",
     gen_include: str = "<gen>",
+    ccbin: str | None = None,
 ) -> tuple[VariantPlan, list[Step]]:
     """The steps of one variant. Off-host variants get the same shape with symbolic tool paths and
     runnable=False, so --dry-run shows the whole matrix."""
@@ -329,6 +334,8 @@ def plan_variant(
     objects: list[str] = []
     fpic = ("-Xcompiler", "-fPIC")
     torch_side = tuple(f"-I{d}" for d in tools.torch_includes) + (f"-I{tools.python_include}",)
+    # nvcc's host compiler: the hermetic toolchain's wrapper when there is one (its identity joins the key).
+    host_cc = ("-ccbin", ccbin) if ccbin and variant.backend == "cuda" and variant.os == "linux" else ()
 
     for sec in sections:
         incs = tuple(f"-I{d}" for d in sec.include)
@@ -362,7 +369,12 @@ def plan_variant(
         per_torch = sec.torch_dependent
         abi = (f"-D_GLIBCXX_USE_CXX11_ABI={int(tools.cxx11_abi)}",) if variant.os == "linux" else ()
         extra = (torch_side + abi) if per_torch else ()
-        tc_gpu = tools.toolkit_id + (f" | {tools.torch_id}" if per_torch else "") + f" | {tool_tag}"
+        tc_gpu = (
+            tools.toolkit_id
+            + (f" | {tools.cxx_id}" if host_cc else "")
+            + (f" | {tools.torch_id}" if per_torch else "")
+            + f" | {tool_tag}"
+        )
         tc_cxx = tools.cxx_id + (f" | {tools.torch_id}" if per_torch else "") + f" | {tool_tag}"
         for src in sec.src:
             if src.endswith(HEADER_SUFFIXES):
@@ -373,6 +385,7 @@ def plan_variant(
             if src.endswith(".cu") and variant.backend == "cuda":
                 argv = (
                     tools.compiler,
+                    *host_cc,
                     "-c",
                     src,
                     "-o",
@@ -604,8 +617,7 @@ def plan_variant(
             "-ltorch_cuda",
             "-lc10",
             "-lc10_cuda",
-            f"-L{tools.toolkit_root}/lib64",
-            "-lcudart",
+            *cudart_link(tools.toolkit_root),
         ),
         "rocm": (
             "-ltorch",
@@ -654,6 +666,20 @@ def plan_variant(
     return vp, steps
 
 
+def cudart_link(root: str) -> tuple[str, ...]:
+    """How to link libcudart: `-L<lib> -lcudart` where the unversioned link exists (system toolkits, lib64/),
+    else the versioned library by path (PyPI's cuda-toolkit ships only lib/libcudart.so.<major>)."""
+    if not root.startswith("<"):
+        for sub in ("lib64", "lib"):
+            if os.path.exists(f"{root}/{sub}/libcudart.so"):
+                return (f"-L{root}/{sub}", "-lcudart")
+        for sub in ("lib64", "lib"):
+            found = sorted(glob.glob(f"{root}/{sub}/libcudart.so.[0-9]*"), key=len)
+            if found:
+                return (found[0],)
+    return (f"-L{root}/lib64", "-lcudart")
+
+
 def make_plan(
     project: ProjectInputs,
     judged: list[tuple[Variant, Status]],
@@ -661,13 +687,19 @@ def make_plan(
     cxx: str | None = None,
     cxx_id: str = "",
     gen_include: str = "<gen>",
+    ccbin: str | None = None,
+    toolchain: dict | None = None,
 ) -> BuildPlan:
-    """The whole plan: one VariantPlan per variant (skipped ones keep their reason), steps deduplicated."""
+    """The whole plan: one VariantPlan per variant (skipped ones keep their reason), steps deduplicated.
+    `cxx`/`cxx_id` are the host C++ compiler and its identity; `ccbin` is nvcc's host compiler (None: nvcc's
+    default); `toolchain` is recorded in each variant's provenance."""
     steps: dict[str, Step] = {}
     plans: list[VariantPlan] = []
     for variant, status in judged:
-        vp, vsteps = plan_variant(project, variant, status, cxx=cxx, cxx_id=cxx_id, gen_include=gen_include)
+        vp, vsteps = plan_variant(
+            project, variant, status, cxx=cxx, cxx_id=cxx_id, gen_include=gen_include, ccbin=ccbin
+        )
         for s in vsteps:
             steps.setdefault(s.id, s)
         plans.append(vp)
-    return BuildPlan(project, tuple(plans), steps)
+    return BuildPlan(project, tuple(plans), steps, dict(toolchain or {}))

@@ -58,6 +58,46 @@ def host_variant(host: HostFacts) -> Variant:
     return Variant(env.torch_minor, "metal" if host.os == "darwin" else "cpu", None, host.cpu, host.os)
 
 
+TOOLCHAINS = ("auto", "zig", "system")
+
+
+@dataclass(frozen=True)
+class HostToolchain:
+    """The C++ compiler/linker for bindings and links (and nvcc's host compiler) on this host."""
+
+    kind: str  # zig | system
+    cxx: str | None
+    cxx_id: str  # identity hashed into every step's cache key
+    ccbin: str | None = None  # nvcc -ccbin (None: nvcc's default host compiler)
+    info: dict = field(default_factory=dict)  # exact versions, for each variant's provenance
+    note: str = ""
+
+
+def resolve_toolchain(choice: str, host: HostFacts, *, provision_ok: bool = False, say=None) -> HostToolchain:  # type: ignore[no-untyped-def]
+    """--toolchain: `zig` = the pinned hermetic zig (provisioned when missing), `system` = CXX or g++,
+    `auto` = zig for Linux when it is installed (or when provisioning is on), else the system compiler."""
+    if choice not in TOOLCHAINS:
+        raise ConfigError(f"--toolchain {choice!r} is not one of {', '.join(TOOLCHAINS)}", "use zig, system or auto")
+    system = HostToolchain(
+        "system", host.cxx, host.cxx_version, None, {"kind": "system", "cxx": host.cxx_version or str(host.cxx)}
+    )
+    if host.os != "linux" or choice == "system":
+        return system
+    from toolkit.build import zig as z
+
+    found = z.find_zig()
+    if found is None and choice == "auto" and not provision_ok:
+        return replace(
+            system,
+            note=f"hermetic toolchain (zig {z.ZIG_VERSION}) not installed: building with the system compiler "
+            f"({host.cxx_version or host.cxx}); `--provision` or `pip install {z.ZIG_PACKAGE}=={z.ZIG_VERSION}` "
+            "makes manylinux_2_28-clean builds on any host",
+        )
+    zig = found or z.ensure_zig(say=say)
+    tc = z.make_toolchain(zig, host.cpu)
+    return HostToolchain("zig", tc.cxx, tc.identity, tc.cxx, tc.provenance())
+
+
 @dataclass(frozen=True)
 class Prepared:
     cfg: Config
@@ -66,6 +106,8 @@ class Prepared:
     plan: BuildPlan
     enabled: tuple[str, ...]
     cache: Path
+    toolchain: HostToolchain | None = None
+    notes: tuple[str, ...] = ()
 
 
 def judge(
@@ -106,6 +148,8 @@ def prepare(
     create_envs: bool = False,
     engine: str = "auto",
     toolchain: str = "auto",
+    provision: bool = False,
+    say=None,  # type: ignore[no-untyped-def]
 ) -> Prepared:
     cdir = cache_dir(cfg.root)
     host = host or detect_host()
@@ -119,8 +163,18 @@ def prepare(
     if create_envs and matrix is not None:
         host = _create_missing_envs(chosen, host, enabled, matrix)
     judged = judge(chosen, host, enabled, matrix, cdir / "torch-envs.json", engine)
-    plan = make_plan(project, judged, cxx=host.cxx, cxx_id=host.cxx_version, gen_include=str(cdir / "gen"))
-    return Prepared(cfg, matrix, host, plan, enabled, cdir)
+    needs_cxx = any(st.buildable and st.executor == "local" for _, st in judged)
+    tc = resolve_toolchain(toolchain, host, provision_ok=provision and needs_cxx, say=say)
+    plan = make_plan(
+        project,
+        judged,
+        cxx=tc.cxx,
+        cxx_id=tc.cxx_id,
+        gen_include=str(cdir / "gen"),
+        ccbin=tc.ccbin,
+        toolchain=tc.info,
+    )
+    return Prepared(cfg, matrix, host, plan, enabled, cdir, tc, tuple(n for n in (tc.note,) if n))
 
 
 def _create_missing_envs(

@@ -33,6 +33,9 @@ def _print_plan(prep: Prepared) -> None:
         f"[bold]build plan[/] for {escape(proj.name)} (op id uid {proj.uid}, from build.toml + "
         f"{len(proj.python_files)} python files + vendor/)"
     )
+    tc = prep.toolchain
+    if tc is not None:
+        ui.out.print(f"host toolchain: {tc.kind} ({escape(tc.cxx_id)})")
     shown: set[str] = set()
     for v in plan.variants:
         head = f"[bold]{v.name}[/] -> {v.out_dir}/{v.so_name}"
@@ -119,6 +122,8 @@ def _build(
         engine=engine,
         toolchain=toolchain,
     )
+    for note in prep.notes:
+        ui.err.print(f"[yellow]note:[/] {escape(note)}")
     if dry_run:
         if as_json:
             ui.emit_json({"dry_run": True, **prep.plan.to_json()})
@@ -185,7 +190,11 @@ def build(
         str,
         typer.Option(
             "--toolchain",
-            help="Host C++ compiler/linker for Linux variants: system (CXX or g++), auto (default).",
+            help=(
+                "Host C++ compiler/linker for Linux variants (and nvcc's -ccbin): zig (the pinned ziglang "
+                "0.14.1 targeting glibc 2.28: manylinux_2_28-clean on any host; provisioned when missing), "
+                "system (CXX or g++), auto (default: zig when installed or provisioning, else system)."
+            ),
         ),
     ] = "auto",
     dry_run: DryRunOpt = False,

@@ -1,0 +1,151 @@
+"""Toolchains as data, provisioned on demand into the user cache: the pinned zig (hermetic host compiler), one
+CUDA toolkit per version (`cuda-toolkit[nvcc,cccl,cudart]==X` from PyPI: a complete toolkit root under
+`nvidia/cu13/`), and one torch environment per torch version and compute tag.
+
+Every install is staged next to its final place (`<name>.partial-<pid>`) and renamed in only when it is
+complete and checked, so an interrupted or failed install leaves nothing; a later run reuses what exists.
+pip is used as it is set up on the machine (its config, constraints and indexes); "pypi" in the matrix
+means pip's default index, so no URL is written anywhere. A package that cannot be installed is one line
+naming the package, its version and the index.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolkit.core.errors import BuildError
+
+PYPI = "pypi"  # pip's default index (no URL)
+
+
+class ProvisionError(BuildError):
+    """A toolchain or torch build could not be installed."""
+
+
+def default_toolchains_dir() -> Path:
+    if os.environ.get("GGML_VENDOR_TOOLCHAINS"):
+        return Path(os.environ["GGML_VENDOR_TOOLCHAINS"])
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("ggml-vendor")) / "toolchains"
+
+
+def index_words(index: str) -> str:
+    return "pip's default index (PyPI)" if index == PYPI else index
+
+
+def pip_index_args(index: str) -> tuple[str, ...]:
+    return () if index == PYPI else ("--index-url", index)
+
+
+@dataclass(frozen=True)
+class Install:
+    """One provisioning action: `requirement` installed by pip into `path` (a --target dir or a venv)."""
+
+    what: str  # human name: "zig 0.14.1", "CUDA toolkit 13.0.3", "torch 2.13.0 (cu130)"
+    package: str  # the distribution name, for the error line
+    version: str
+    requirement: str  # e.g. "cuda-toolkit[nvcc,cccl,cudart]==13.0.3"
+    path: Path
+    index: str = PYPI
+    venv: bool = False  # True: a venv (torch); False: pip --target (self-contained tool trees)
+    no_deps: bool = False
+    check: Callable[[Path], str] | None = None  # returns "" when the staged install is right, else why not
+
+    @property
+    def ready(self) -> bool:
+        return (self.path / ".complete").is_file()
+
+    def commands(self, where: Path) -> list[list[str]]:
+        pip_opts = ["--disable-pip-version-check", "--no-input", "--progress-bar", "on"]
+        deps = ["--no-deps"] if self.no_deps else []
+        idx = list(pip_index_args(self.index))
+        if self.venv:
+            py = str(where / "bin" / "python")
+            return [
+                [sys.executable, "-m", "venv", "--without-pip", str(where)],
+                [sys.executable, "-m", "pip", "--python", py, "install", *pip_opts, *deps, *idx, self.requirement],
+            ]
+        return [
+            [sys.executable, "-m", "pip", "install", *pip_opts, *deps, *idx, "--target", str(where), self.requirement]
+        ]
+
+
+def _last_error(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    errs = [ln for ln in lines if ln.startswith("ERROR") or "error:" in ln.lower()]
+    return (errs or lines or ["(no output)"])[-1][:300]
+
+
+def provision(item: Install, *, say: Callable[[str], None] | None = None, runner=None) -> Path:  # type: ignore[no-untyped-def]
+    """Install `item` unless it is already there; returns its path. Atomic: staged and renamed in."""
+    if item.ready:
+        return item.path
+    say = say or (lambda _m: None)
+    runner = runner or _run_pip
+    item.path.parent.mkdir(parents=True, exist_ok=True)
+    stage = item.path.with_name(f"{item.path.name}.partial-{os.getpid()}")
+    shutil.rmtree(stage, ignore_errors=True)
+    t0 = time.monotonic()
+    say(f"provisioning {item.what} ({item.requirement} from {index_words(item.index)}) into {item.path} …")
+    try:
+        for cmd in item.commands(stage):
+            rc, out = runner(cmd)
+            if rc != 0:
+                raise ProvisionError(
+                    f"cannot install {item.package} {item.version} from {index_words(item.index)}: {_last_error(out)}",
+                    "check the version and that the index is reachable (nothing was installed)",
+                )
+        problem = item.check(stage) if item.check else ""
+        if problem:
+            raise ProvisionError(
+                f"{item.package} {item.version} from {index_words(item.index)} is not what this variant needs: "
+                f"{problem}",
+                "nothing was installed; fix the matrix's [sources] entry or pip's configuration",
+            )
+        (stage / ".complete").write_text(f"{item.requirement}\n{index_words(item.index)}\n")
+        if item.path.exists():  # a half-made leftover without .complete (from an older tool): replace it
+            shutil.rmtree(item.path)
+        os.rename(stage, item.path)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    say(f"provisioned {item.what} in {time.monotonic() - t0:.0f}s")
+    return item.path
+
+
+def _run_pip(cmd: list[str]) -> tuple[int, str]:
+    """pip with its own progress bars on the terminal when there is one; output kept for the error line."""
+    if sys.stderr.isatty():
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        lines: list[str] = []
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if re.search(r"Downloading|Collecting|Installing|━", line):
+                sys.stderr.write("  " + line if not line.startswith(" ") else line)
+        return proc.wait(), "".join(lines)
+    proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def clean_partials(base: Path) -> None:
+    """Staging dirs left by a killed provisioning run (SIGKILL skips our cleanup)."""
+    if base.is_dir():
+        for p in base.glob("*.partial-*"):
+            try:
+                pid = int(p.name.rsplit("-", 1)[1])
+                os.kill(pid, 0)
+                continue  # still being made by a live process
+            except (ValueError, ProcessLookupError):
+                pass
+            except PermissionError:
+                continue
+            shutil.rmtree(p, ignore_errors=True)

@@ -1,0 +1,267 @@
+"""The hermetic host toolchain: the pinned zig (PyPI `ziglang`) as C/C++ compiler and linker targeting
+`<cpu>-linux-gnu.2.28`, so Linux variants import no glibc symbol newer than manylinux_2_28 allows whatever
+the build host's glibc is, while the C++ standard library stays the host's libstdc++ (the one torch's ABI
+needs, linked dynamically like kernel-builder's builds).
+
+A generated wrapper directory holds `clang++` (a POSIX shell script; nvcc takes it as `-ccbin`, and
+because it is named clang++ nvcc passes it clang-style flags), the `sys/single_threaded.h` shim and the
+multiarch python include links. What it does and why:
+
+- answers `-dumpmachine` itself (zig prints a triple nvcc does not understand);
+- drops `-fno-gnu-unique` (a gcc-only flag);
+- `-nostdinc++ -I<libstdc++ dirs>` (zig defaults to libc++, whose `std::__1` is not torch's ABI; `-I` and
+  not `-isystem`, or zig's libc dirs come first and libstdc++'s `#include_next` breaks);
+- `-I<shim>`: zig's glibc 2.28 headers refuse `<sys/single_threaded.h>`, which libstdc++ 11+ includes; the
+  shim declares `__libc_single_threaded`, which glibc_compat.c defines (plan.py);
+- `-idirafter <dir>` holding only `<triple>/python3.*` links (Debian/Ubuntu's Python.h includes
+  `<x86_64-linux-gnu/python3.X/pyconfig.h>` and zig does not search /usr/include);
+- when linking: `-nostdlib++ <libstdc++.so> <libgcc_s.so.1>` BY PATH. Never `-lgcc_s`: zig then links its
+  own static libunwind into the .so, a private `_Unwind_Resume` that libstdc++'s throw cannot use, and
+  every C++ exception crashes the process.
+
+zig 0.15 fails against CUDA 13.0's math headers (C23 rsqrt declarations), hence the pin. The toolchain's
+identity (zig version + the wrapper's content hash) is part of every build step's cache key.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolkit.build.provision import PYPI, Install, default_toolchains_dir, provision
+from toolkit.core.errors import BuildError
+
+ZIG_VERSION = "0.14.1"
+ZIG_PACKAGE = "ziglang"
+GLIBC_TARGET = "2.28"  # manylinux_2_28
+WRAPPER_SCHEMA = "1"
+
+SINGLE_THREADED_SHIM = """\
+/* ggml-vendor: zig's glibc 2.28 headers refuse <sys/single_threaded.h> (glibc >= 2.32), which libstdc++ 11+
+   includes. Declare the variable; glibc_compat.c defines a hidden copy fixed at 0 (atomics always used). */
+#pragma once
+#ifdef __cplusplus
+extern "C" char __libc_single_threaded;
+#else
+extern char __libc_single_threaded;
+#endif
+"""
+
+
+@dataclass(frozen=True)
+class ZigToolchain:
+    zig: str  # the zig binary
+    version: str
+    cpu: str  # target cpu (x86_64, aarch64)
+    wrapper_dir: str
+    wrapper_sha256: str
+    gcc_version: str
+    libstdcxx: str
+    libgcc_s: str
+
+    @property
+    def cxx(self) -> str:
+        return str(Path(self.wrapper_dir) / "clang++")
+
+    @property
+    def target(self) -> str:
+        return f"{self.cpu}-linux-gnu.{GLIBC_TARGET}"
+
+    @property
+    def identity(self) -> str:
+        return f"zig {self.version} {self.target} wrapper {self.wrapper_sha256[:16]} libstdc++ {self.gcc_version}"
+
+    def provenance(self) -> dict:
+        return {
+            "kind": "zig",
+            "zig": self.version,
+            "target": self.target,
+            "wrapper-sha256": self.wrapper_sha256,
+            "libstdc++": f"g++ {self.gcc_version} ({Path(self.libstdcxx).name})",
+        }
+
+
+# --- finding / provisioning zig ----------------------------------------------------------------------------
+
+
+def zig_install(base: Path | None = None) -> Install:
+    path = (base or default_toolchains_dir()) / f"zig-{ZIG_VERSION}"
+    return Install(
+        what=f"zig {ZIG_VERSION}",
+        package=ZIG_PACKAGE,
+        version=ZIG_VERSION,
+        requirement=f"{ZIG_PACKAGE}=={ZIG_VERSION}",
+        path=path,
+        index=PYPI,
+        no_deps=True,
+        check=lambda p: "" if (p / "ziglang" / "zig").is_file() else "the wheel has no ziglang/zig",
+    )
+
+
+def find_zig(base: Path | None = None) -> str | None:
+    """The pinned zig: provisioned under the toolchains dir, or the `ziglang` package of this interpreter
+    (`pip install -e '.[cuda]'` brings it) when it is exactly the pinned version."""
+    inst = zig_install(base)
+    if inst.ready:
+        return str(inst.path / "ziglang" / "zig")
+    env = os.environ.get("GGML_VENDOR_ZIG")
+    if env:
+        return env
+    try:
+        if importlib.metadata.version(ZIG_PACKAGE) != ZIG_VERSION:
+            return None
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    spec = importlib.util.find_spec(ZIG_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    zig = Path(list(spec.submodule_search_locations)[0]) / "zig"
+    return str(zig) if zig.is_file() else None
+
+
+def ensure_zig(base: Path | None = None, say=None) -> str:  # type: ignore[no-untyped-def]
+    found = find_zig(base)
+    if found:
+        return found
+    path = provision(zig_install(base), say=say)
+    return str(path / "ziglang" / "zig")
+
+
+# --- the host's libstdc++ ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LibStdCxx:
+    gcc: str
+    version: str  # g++ -dumpversion ("12")
+    include_dirs: tuple[str, ...]
+    libstdcxx: str
+    libgcc_s: str
+
+
+def _out(cmd: list[str], stdin: str | None = None) -> str:
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, input=stdin)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return p.stdout + p.stderr
+
+
+def host_libstdcxx(gcc: str | None = None) -> LibStdCxx:
+    """libstdc++'s headers and shared libraries from the host's g++ (the ABI torch is built against)."""
+    gcc = gcc or shutil.which("g++") or ""
+    if not gcc:
+        raise BuildError(
+            "the zig toolchain needs the host's libstdc++ headers (g++), and no g++ is on PATH",
+            "install g++ (e.g. apt-get install g++), or use --toolchain system",
+        )
+    version = _out([gcc, "-dumpversion"]).strip()
+    text = _out([gcc, "-xc++", "-E", "-v", "-"], stdin="")
+    m = re.search(r"#include <\.\.\.> search starts here:\n(.*?)\nEnd of search list", text, re.S)
+    dirs = tuple(
+        os.path.normpath(d.strip())
+        for d in (m[1].splitlines() if m else [])
+        if "/c++/" in d and Path(d.strip()).is_dir()
+    )
+    libstdcxx = os.path.realpath(_out([gcc, "-print-file-name=libstdc++.so"]).strip())
+    libgcc_s = os.path.realpath(_out([gcc, "-print-file-name=libgcc_s.so.1"]).strip())
+    if not dirs or not Path(libstdcxx).is_file() or not Path(libgcc_s).is_file():
+        raise BuildError(
+            f"cannot find libstdc++ headers and libraries through {gcc} (dirs {list(dirs)}, {libstdcxx}, {libgcc_s})",
+            "install libstdc++-dev for your g++, or use --toolchain system",
+        )
+    return LibStdCxx(gcc, version, dirs, libstdcxx, libgcc_s)
+
+
+def python_multiarch_links() -> dict[str, str]:
+    """`<triple>/python3.X` -> /usr/include/<triple>/python3.X for every multiarch Python include dir."""
+    links = {}
+    for d in sorted(glob.glob("/usr/include/*-linux-gnu/python3*")):
+        p = Path(d)
+        links[f"{p.parent.name}/{p.name}"] = str(p)
+    return links
+
+
+# --- the wrapper -------------------------------------------------------------------------------------------
+
+
+def wrapper_script(zig: str, cpu: str, std: LibStdCxx, shim: str, pyinc: str | None) -> str:
+    q = shlex.quote
+    incs = " ".join(f"-I{q(d)}" for d in std.include_dirs)
+    after = f" -idirafter {q(pyinc)}" if pyinc else ""
+    return f"""#!/bin/sh
+# Generated by ggml-vendor (toolkit/build/zig.py, schema {WRAPPER_SCHEMA}): zig {ZIG_VERSION} as the C/C++ compiler
+# and linker for {cpu}-linux-gnu with glibc {GLIBC_TARGET} symbol versions and the host's libstdc++ (g++ {std.version}).
+link=1
+for a do
+  shift
+  case "$a" in
+    -dumpmachine) echo {cpu}-linux-gnu; exit 0;;
+    -fno-gnu-unique) continue;;
+    -c|-E|-S|-M|-MM|--version|-dumpversion) link=0;;
+  esac
+  set -- "$@" "$a"
+done
+if [ "$link" = 1 ]; then
+  # libgcc_s by path, never -lgcc_s (see toolkit/build/zig.py)
+  set -- "$@" -nostdlib++ {q(std.libstdcxx)} {q(std.libgcc_s)}
+fi
+exec {q(zig)} c++ -target {cpu}-linux-gnu.{GLIBC_TARGET} -nostdinc++ -I{q(shim)} {incs}{after} "$@"
+"""
+
+
+def make_toolchain(zig: str, cpu: str, base: Path | None = None, gcc: str | None = None) -> ZigToolchain:
+    """The wrapper dir for `zig` targeting `cpu`, created once (atomically) under the toolchains dir; its
+    name is its content hash, so an edited recipe is a new toolchain and a cache miss."""
+    base = base or default_toolchains_dir()
+    std = host_libstdcxx(gcc)
+    links = python_multiarch_links()
+    # The content hash covers the script (with placeholders for the wrapper's own path), the shim, the
+    # python links and zig's version.
+    placeholder = "@WRAPPER@"
+    proto = wrapper_script(zig, cpu, std, f"{placeholder}/shim", f"{placeholder}/pyinc" if links else None)
+    blob = "\0".join([proto, SINGLE_THREADED_SHIM, repr(sorted(links.items())), ZIG_VERSION])
+    sha = hashlib.sha256(blob.encode()).hexdigest()
+    final = base / f"zig-wrapper-{cpu}-{sha[:16]}"
+    if not (final / "clang++").is_file():
+        final.parent.mkdir(parents=True, exist_ok=True)
+        stage = final.with_name(f"{final.name}.partial-{os.getpid()}")
+        shutil.rmtree(stage, ignore_errors=True)
+        try:
+            (stage / "shim" / "sys").mkdir(parents=True)
+            (stage / "shim" / "sys" / "single_threaded.h").write_text(SINGLE_THREADED_SHIM)
+            for rel, target in links.items():
+                (stage / "pyinc" / rel).parent.mkdir(parents=True, exist_ok=True)
+                os.symlink(target, stage / "pyinc" / rel)
+            script = proto.replace(placeholder, str(final))
+            (stage / "clang++").write_text(script)
+            (stage / "clang++").chmod(0o755)
+            try:
+                os.rename(stage, final)
+            except OSError:  # made meanwhile by another build
+                pass
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+    return ZigToolchain(
+        zig=zig,
+        version=zig_version(zig),
+        cpu=cpu,
+        wrapper_dir=str(final),
+        wrapper_sha256=sha,
+        gcc_version=std.version,
+        libstdcxx=std.libstdcxx,
+        libgcc_s=std.libgcc_s,
+    )
+
+
+def zig_version(zig: str) -> str:
+    return _out([zig, "version"]).strip() or ZIG_VERSION
