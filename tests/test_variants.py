@@ -4,6 +4,7 @@ per-host status rules — all without nvcc, hipcc, Xcode or a second torch (Host
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ def _names(path: Path = DEFAULT) -> set[str]:
     return {v.name for v in load_matrix(path).variants}
 
 
-def test_default_matrix_is_kernel_builders_required_set():
+def test_default_matrix_is_kernel_builders_required_set_plus_pypis_current_torch():
     expected = (
         {
             f"torch{t}-cxx11-cu{c}-{cpu}-linux"
@@ -35,6 +36,8 @@ def test_default_matrix_is_kernel_builders_required_set():
             "torch213-cxx11-rocm72-x86_64-linux",
             "torch214-cxx11-rocm72-x86_64-linux",
         }
+        # torch 2.15.0 on PyPI is built for CUDA 13.2 only: what `pip install torch` gives Hub users today
+        | {"torch215-cxx11-cu132-x86_64-linux", "torch215-cxx11-cu132-aarch64-linux"}
     )
     assert _names() == expected
 
@@ -118,10 +121,45 @@ def test_select_by_glob_and_unknown_glob_is_an_error():
         m.select(["torch299-*"])
 
 
-def test_torch_index_is_per_backend_with_compute_substituted():
+def test_torch_index_is_per_backend_with_compute_substituted(tmp_path):
+    f = tmp_path / "m.toml"
+    f.write_text(
+        '[torch-index]\ncuda = "https://idx.example/{compute}"\n[[build]]\nbackend = "cuda"\n'
+        'torch = ["2.13"]\ntoolkits = ["12.6"]\nsystems = ["x86_64-linux"]\n'
+    )
+    assert load_matrix(f).index_for(parse_name("torch213-cxx11-cu126-x86_64-linux")) == "https://idx.example/cu126"
+
+
+def test_default_sources_are_pypi_pairs_with_no_url():
     m = load_matrix(DEFAULT)
-    v = parse_name("torch213-cxx11-cu126-x86_64-linux")
-    assert m.index_for(v) == "https://download.pytorch.org/whl/cu126"
+    assert "://" not in DEFAULT.read_text()  # PyPI is pip's default index: no URL is written
+    src = m.torch_source(parse_name("torch213-cxx11-cu130-x86_64-linux"))
+    assert (src.package, src.version, src.index) == ("torch", "2.13.0", "pypi")
+    assert m.torch_source(parse_name("torch215-cxx11-cu132-aarch64-linux")).version == "2.15.0"
+    assert m.torch_source(parse_name("torch213-cxx11-cu126-x86_64-linux")) is None  # not on PyPI
+    tk = m.toolkit_source(parse_name("torch214-cxx11-cu132-x86_64-linux"))
+    assert (tk.package, tk.version) == ("cuda-toolkit[nvcc,cccl,cudart]", "13.2.2")
+    assert m.toolkit_source(parse_name("torch214-cxx11-cu126-x86_64-linux")) is None  # no nvcc wheel for 12.x
+    assert "PyTorch wheel index" in m.index_for(parse_name("torch213-cxx11-cu126-x86_64-linux"))
+
+
+@pytest.mark.parametrize(
+    "body, fragment",
+    [
+        ('[sources.torch]\n"2.13-cu130" = { version = "2.14.1" }', "does not belong to 2.13"),
+        ('[sources.torch]\n"2.13" = { version = "2.13.0" }', "key is not"),
+        ('[sources.torch]\n"2.13-cu130" = { version = "2.13.*" }', "not an exact release"),
+        ('[sources.toolkit]\n"hip-7.2" = { version = "7.2.0" }', "<backend>-<MAJOR.MINOR>"),
+        ("[sources.wheels]\nx = 1", "[sources] has only"),
+    ],
+)
+def test_bad_sources_are_one_clear_error(tmp_path, body, fragment):
+    f = tmp_path / "m.toml"
+    f.write_text(
+        '[[build]]\nbackend = "cuda"\ntoolkits = ["13.0"]\ntorch = ["2.13"]\nsystems = ["x86_64-linux"]\n' + body
+    )
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        load_matrix(f)
 
 
 # --- status rules ----------------------------------------------------------------------------------------

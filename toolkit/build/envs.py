@@ -147,19 +147,24 @@ def _current_torch_dir() -> Path | None:
 
 
 _PROBE = r"""
-import json, sys, sysconfig, torch, torch.utils.cpp_extension as ce
-dev = "cuda" if torch.version.cuda else ("cuda" if torch.version.hip else "cpu")
+import json, os, sys, sysconfig
 try:
-    incs = ce.include_paths(device_type=dev)
-except TypeError:  # older torch: include_paths(cuda: bool)
-    incs = ce.include_paths(dev == "cuda")
-import os
-print(json.dumps({
-  "include_dirs": [p for p in incs if p.startswith(os.path.dirname(torch.__file__))],
-  "lib_dir": os.path.join(os.path.dirname(torch.__file__), "lib"),
-  "python_include": sysconfig.get_paths()["include"],
-  "cxx11_abi": bool(torch.compiled_with_cxx11_abi()),
-}))
+    import torch, torch.utils.cpp_extension as ce
+    dev = "cuda" if torch.version.cuda else ("cuda" if torch.version.hip else "cpu")
+    try:
+        incs = ce.include_paths(device_type=dev)
+    except TypeError:  # older torch: include_paths(cuda: bool)
+        incs = ce.include_paths(dev == "cuda")
+    tdir = os.path.dirname(torch.__file__)
+    facts = {"include_dirs": [p for p in incs if p.startswith(tdir)], "cxx11_abi": bool(torch.compiled_with_cxx11_abi())}
+except Exception:
+    # A build-only environment (torch installed without its runtime wheels) cannot import torch: the same
+    # facts from the installed tree. PyPI's Linux torch builds use the C++11 ABI since 2.7.
+    tdir = sys.argv[1]
+    facts = {"include_dirs": [os.path.join(tdir, "include"), os.path.join(tdir, "include", "torch", "csrc", "api", "include")],
+             "cxx11_abi": True, "imported": False}
+facts.update(lib_dir=os.path.join(tdir, "lib"), python_include=sysconfig.get_paths()["include"])
+print(json.dumps(facts))
 """
 
 
@@ -177,7 +182,7 @@ def probe_env(python: str, torch_dir: Path, cache_file: Path) -> dict:
     if key in cached:
         return cached[key]
     env = dict(os.environ, TORCH_CPP_LOG_LEVEL="ERROR")
-    proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, env=env)
+    proc = subprocess.run([python, "-c", _PROBE, str(torch_dir)], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise BuildError(
             f"cannot probe torch in {python}: {proc.stderr.strip().splitlines()[-1:]}",
@@ -215,6 +220,8 @@ def discover_envs(envs_dir: Path | None = None) -> tuple[TorchEnv, ...]:
     ):
         torch_dir = Path(version_py).parent
         venv = torch_dir.parents[3]
+        if ".partial" in venv.name:  # being provisioned (or left by a killed run): not an environment
+            continue
         python = venv / "bin" / "python"
         env = _env_at(str(python), torch_dir, managed=True) if python.exists() else None
         if env and all((e.torch_minor, e.compute) != (env.torch_minor, env.compute) for e in found):
@@ -290,7 +297,9 @@ def _run(cmd: list[str]) -> str:
         return ""
 
 
-def _cuda_roots() -> list[Path]:
+def _cuda_roots(toolchains_dir: Path | None = None) -> list[Path]:
+    from toolkit.build.provision import provisioned_cuda_roots
+
     roots: list[Path] = []
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
@@ -299,6 +308,7 @@ def _cuda_roots() -> list[Path]:
     if nvcc:
         roots.append(Path(os.path.realpath(nvcc)).parent.parent)
     roots += [Path(p) for p in sorted(glob.glob("/usr/local/cuda-*"))] + [Path("/usr/local/cuda"), Path("/opt/cuda")]
+    roots += provisioned_cuda_roots(toolchains_dir)  # cuda-toolkit wheels from PyPI (toolkit.build.provision)
     unique: list[Path] = []
     for r in roots:
         r = Path(os.path.realpath(r))
@@ -315,9 +325,9 @@ def _cublas_wheel_headers(major: int) -> str:
     return ""
 
 
-def detect_cuda_toolkits() -> tuple[Toolkit, ...]:
+def detect_cuda_toolkits(toolchains_dir: Path | None = None) -> tuple[Toolkit, ...]:
     found: dict[str, Toolkit] = {}
-    for root in _cuda_roots():
+    for root in _cuda_roots(toolchains_dir):
         nvcc = str(root / "bin" / "nvcc")
         m = _NVCC_RELEASE.search(_run([nvcc, "--version"]))
         if not m:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -83,17 +84,57 @@ def parse_name(name: str) -> Variant:
     return Variant(f"{m['tmaj']}.{m['tmin']}", backend, toolkit, m["cpu"], m["os"])
 
 
+PYPI = "pypi"  # pip's default index: no URL is written for it
+TOOLKIT_PACKAGES = {"cuda": "cuda-toolkit[nvcc,cccl,cudart]"}  # PyPI: a whole toolkit root, nvidia/cu13/
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where one torch build or toolkit comes from: an exact version from an index ("pypi" = pip's default)."""
+
+    package: str  # distribution (with extras), e.g. "torch", "cuda-toolkit[nvcc,cccl,cudart]"
+    version: str  # exact, e.g. "2.13.0", "13.0.3"
+    index: str = PYPI
+
+    @property
+    def name(self) -> str:
+        return self.package.split("[")[0]
+
+    @property
+    def where(self) -> str:
+        return "PyPI" if self.index == PYPI else self.index
+
+
 @dataclass(frozen=True)
 class Matrix:
-    """The parsed matrix file: variants in file order plus where torch comes from per backend."""
+    """The parsed matrix file: variants in file order, and where their torch builds and toolkits come from
+    ([sources]; rows without an entry need an index this tool does not know, e.g. the PyTorch wheel index,
+    given per backend in the optional [torch-index])."""
 
     path: Path
     variants: tuple[Variant, ...]
     torch_index: dict[str, str] = field(default_factory=dict)
+    torch_sources: dict[str, Source] = field(default_factory=dict)  # "2.13-cu130" -> torch 2.13.0 from pypi
+    toolkit_sources: dict[str, Source] = field(default_factory=dict)  # "cuda-13.0" -> cuda-toolkit 13.0.3
 
     def index_for(self, variant: Variant) -> str:
-        template = self.torch_index.get(variant.backend, "https://pypi.org/simple")
+        src = self.torch_source(variant)
+        if src is not None:
+            return src.where
+        template = self.torch_index.get(variant.backend)
+        if template is None:
+            return "the PyTorch wheel index (not on PyPI; add it to [torch-index] to build it here)"
         return template.replace("{compute}", variant.compute)
+
+    def has_index(self, variant: Variant) -> bool:
+        """An explicit [torch-index] URL template exists for this variant's backend (`--create-envs`)."""
+        return variant.backend in self.torch_index
+
+    def torch_source(self, variant: Variant) -> Source | None:
+        return self.torch_sources.get(f"{variant.torch}-{variant.compute}")
+
+    def toolkit_source(self, variant: Variant) -> Source | None:
+        return self.toolkit_sources.get(f"{variant.backend}-{variant.toolkit}") if variant.toolkit else None
 
     def select(self, patterns: tuple[str, ...] | list[str] | None) -> tuple[Variant, ...]:
         """Variants whose name matches any glob; no patterns = all. A pattern matching nothing is an error
@@ -161,7 +202,43 @@ def parse_matrix(text: str, path: Path) -> Matrix:
     index = doc.get("torch-index", {})
     if not isinstance(index, dict) or not all(isinstance(v, str) for v in index.values()):
         raise ConfigError(f"{where}: [torch-index] must map backend -> index URL", "fix the matrix file")
-    return Matrix(path, tuple(seen.values()), dict(index))
+    sources = doc.get("sources", {})
+    if not isinstance(sources, dict) or set(sources) - {"torch", "toolkit"}:
+        raise ConfigError(f"{where}: [sources] has only [sources.torch] and [sources.toolkit]", "fix the matrix file")
+    torch_sources = {
+        k: _source(f"{where} [sources.torch] {k!r}", v, "torch", _TORCH_KEY)
+        for k, v in sources.get("torch", {}).items()
+    }
+    toolkit_sources = {}
+    for k, v in sources.get("toolkit", {}).items():
+        here = f"{where} [sources.toolkit] {k!r}"
+        m = _TOOLKIT_KEY.match(k)
+        if not m or m[1] not in TOOLKIT_PACKAGES:
+            raise ConfigError(
+                f"{here}: key must be <backend>-<MAJOR.MINOR> with backend in {list(TOOLKIT_PACKAGES)}",
+                'e.g. "cuda-13.0"',
+            )
+        toolkit_sources[k] = _source(here, v, TOOLKIT_PACKAGES[m[1]], _TOOLKIT_KEY)
+    return Matrix(path, tuple(seen.values()), dict(index), torch_sources, toolkit_sources)
+
+
+_TORCH_KEY = re.compile(r"^\d+\.\d+-(cu\d+|rocm\d+|cpu|metal)$")
+_TOOLKIT_KEY = re.compile(r"^([a-z]+)-(\d+\.\d+)$")
+
+
+def _source(here: str, value: Any, package: str, key_re: re.Pattern) -> Source:
+    key = here.rsplit(" ", 1)[-1].strip("'")
+    if not key_re.match(key):
+        raise ConfigError(f"{here}: key is not <torch MAJOR.MINOR>-<compute>", 'e.g. "2.13-cu130"')
+    if not isinstance(value, dict) or set(value) - {"version", "index"} or not isinstance(value.get("version"), str):
+        raise ConfigError(f'{here}: must be {{ version = "X.Y.Z", index = "pypi" }}', "fix the matrix file")
+    version, index = value["version"], value.get("index", PYPI)
+    if not re.match(r"^\d+(\.\d+)+$", version):
+        raise ConfigError(f"{here}: version {version!r} is not an exact release (X.Y.Z)", "pin an exact version")
+    prefix = key.split("-")[-1] if package != "torch" else key.split("-")[0]
+    if not (version == prefix or version.startswith(prefix + ".")):
+        raise ConfigError(f"{here}: version {version} does not belong to {prefix}", "fix the version or the key")
+    return Source(package, version, str(index))
 
 
 def load_matrix(path: Path) -> Matrix:
@@ -185,9 +262,14 @@ class Status:
     executor: str | None = None  # "local" | "nix" | None
     toolkit: Toolkit | None = None
     env: TorchEnv | None = None
+    # Not buildable yet, but only for want of these, which the matrix's [sources] provide: `build --all`
+    # (or --provision) installs them into the user cache and the variant becomes buildable here.
+    provision: tuple[tuple[str, Source], ...] = ()  # ("torch" | "toolkit", source)
 
     @property
     def label(self) -> str:
+        if self.provision:
+            return "provisionable (local)"
         return f"buildable ({self.executor})" if self.buildable else "skipped"
 
 
@@ -211,13 +293,31 @@ ENGINES = ("auto", "local", "nix")
 
 
 def status(
-    variant: Variant, host: HostFacts, *, enabled_backends: tuple[str, ...], index: str, engine: str = "auto"
+    variant: Variant,
+    host: HostFacts,
+    *,
+    enabled_backends: tuple[str, ...],
+    index: str,
+    engine: str = "auto",
+    torch_source: Source | None = None,
+    toolkit_source: Source | None = None,
+    blocked: Callable[[Source], str] | None = None,
 ) -> Status:
     """Judge one variant against the host. Order matters: the first unmet need is the one reported.
 
     `engine`: "local" and "auto" compile here with the local toolchains (auto also provisions what is
     missing, see toolkit.build.provision); "nix" hands every variant of the host's system to kernel-builder
-    (the caller has checked that nix is usable: toolkit.build.envs.probe_nix)."""
+    (the caller has checked that nix is usable: toolkit.build.envs.probe_nix). `torch_source` /
+    `toolkit_source` say where a missing torch build / toolkit would come from (the matrix's [sources]);
+    `blocked(source)` says why this machine's pip may not install it (e.g. a configured constraint)."""
+    provision: list[tuple[str, Source]] = []
+
+    def can_provision(src: Source | None) -> tuple[bool, str]:
+        if src is None:
+            return False, ""
+        why = blocked(src) if blocked else ""
+        return (not why), why
+
     if variant.backend not in enabled_backends:
         return Status(
             False,
@@ -246,22 +346,48 @@ def status(
     elif variant.backend in BACKENDS_WITH_TOOLKIT:
         toolkit = pick_toolkit(variant, host.toolkits)
         if toolkit is None:
-            found = ", ".join(f"{t.backend} {t.version}" for t in host.toolkits) or "none"
-            if variant.backend == "cuda":
-                major = (variant.toolkit or "").split(".")[0]
-                need = f"needs a CUDA toolkit {major}.0-{variant.toolkit} (nvcc) for {variant.compute}"
+            ok, why = can_provision(toolkit_source)
+            if ok and toolkit_source is not None:
+                provision.append(("toolkit", toolkit_source))
             else:
-                need = f"needs ROCm {variant.toolkit} (hipcc)"
-            return Status(False, f"{need}; found: {found}")
+                found = ", ".join(f"{t.backend} {t.version}" for t in host.toolkits) or "none"
+                if variant.backend == "cuda":
+                    major = (variant.toolkit or "").split(".")[0]
+                    need = f"needs a CUDA toolkit {major}.0-{variant.toolkit} (nvcc) for {variant.compute}"
+                else:
+                    need = f"needs ROCm {variant.toolkit} (hipcc)"
+                return Status(False, f"{need}; found: {found}" + (f"; {why}" if why else ""))
     env = pick_env(variant, host.envs)
     if env is None:
-        what = {"cuda": f"for CUDA {variant.toolkit}", "rocm": f"for ROCm {variant.toolkit}"}.get(
-            variant.backend, f"({variant.backend})"
+        ok, why = can_provision(torch_source)
+        if ok and torch_source is not None:
+            provision.append(("torch", torch_source))
+        else:
+            what = {"cuda": f"for CUDA {variant.toolkit}", "rocm": f"for ROCm {variant.toolkit}"}.get(
+                variant.backend, f"({variant.backend})"
+            )
+            if why:
+                return Status(False, f"needs torch {variant.torch} {what}: {why}")
+            if index.startswith("the PyTorch wheel index"):
+                return Status(False, f"needs torch {variant.torch} {what}, which is not on PyPI: from {index}")
+            have = ", ".join(f"{e.version}" for e in host.envs) or "none"
+            return Status(
+                False,
+                f"needs torch {variant.torch} {what} from {index} "
+                f"(torch environments here: {have}; `--create-envs` makes one)",
+            )
+    if provision:
+        what = " + ".join(
+            f"torch {src.version} ({variant.compute})" if kind == "torch" else f"{src.name} {src.version}"
+            for kind, src in provision
         )
-        have = ", ".join(f"{e.version}" for e in host.envs) or "none"
         return Status(
             False,
-            f"needs torch {variant.torch} {what} from {index} "
-            f"(torch environments here: {have}; `--create-envs` makes one)",
+            f"provisioned on demand: {what} from {' / '.join(sorted({s.where for _, s in provision}))} "
+            "(`build --all` or `--provision` installs it into the user cache)",
+            "local",
+            toolkit,
+            env,
+            tuple(provision),
         )
     return Status(True, "", "local", toolkit, env)

@@ -149,3 +149,140 @@ def clean_partials(base: Path) -> None:
             except PermissionError:
                 continue
             shutil.rmtree(p, ignore_errors=True)
+
+
+# --- pip's own configuration: constraints that exclude a wanted version -------------------------------------
+
+
+def _pip_config_files() -> list[Path]:
+    """pip's config files in its precedence order (global, user, site), plus PIP_CONFIG_FILE."""
+    xdg = os.environ.get("XDG_CONFIG_DIRS", "/etc/xdg").split(os.pathsep)
+    home = Path.home()
+    files = [Path(d) / "pip" / "pip.conf" for d in xdg] + [Path("/etc/pip.conf")]
+    files += [
+        home / ".pip" / "pip.conf",
+        Path(os.environ.get("XDG_CONFIG_HOME", home / ".config")) / "pip" / "pip.conf",
+    ]
+    files += [Path(sys.prefix) / "pip.conf"]
+    if os.environ.get("PIP_CONFIG_FILE"):
+        files.append(Path(os.environ["PIP_CONFIG_FILE"]))
+    return files
+
+
+def pip_constraints() -> list[str]:
+    """The constraint lines pip applies to every install here (its config files and PIP_CONSTRAINT)."""
+    import configparser
+
+    paths: list[str] = []
+    for f in _pip_config_files():
+        cp = configparser.ConfigParser()
+        try:
+            cp.read(f)
+        except (OSError, configparser.Error):
+            continue
+        for section in ("global", "install"):
+            if cp.has_option(section, "constraint"):
+                paths += cp.get(section, "constraint").split()
+    if os.environ.get("PIP_CONSTRAINT"):
+        paths += os.environ["PIP_CONSTRAINT"].split()
+    lines: list[str] = []
+    for p in paths:
+        try:
+            text = Path(p).read_text()
+        except OSError:
+            continue
+        lines += [ln.split("#")[0].strip() for ln in text.splitlines() if ln.split("#")[0].strip()]
+    return lines
+
+
+def constraint_excludes(package: str, version: str) -> str:
+    """The pip constraint (as set up on this machine) that forbids `package==version`, or ""."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    want = canonicalize_name(package.split("[")[0])
+    for line in pip_constraints():
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) == want and not req.specifier.contains(version, prereleases=True):
+            return f"pip's configured constraint `{line}` excludes {package.split('[')[0]} {version}"
+    return ""
+
+
+# --- what the matrix's [sources] provision -------------------------------------------------------------------
+
+
+def toolkit_dir(backend: str, version: str, base: Path | None = None) -> Path:
+    return (base or default_toolchains_dir()) / f"{backend}-{version}"
+
+
+def toolkit_install(backend: str, package: str, version: str, index: str, base: Path | None = None) -> Install:
+    """A CUDA toolkit from PyPI's `cuda-toolkit[nvcc,cccl,cudart]==X`: a complete toolkit root under
+    <dir>/nvidia/cu<major>/ (nvcc, ptxas, cicc, crt + cccl headers, libcudart)."""
+    major = version.split(".")[0]
+
+    def check(stage: Path) -> str:
+        root = stage / "nvidia" / f"cu{major}"
+        missing = [rel for rel in ("bin/nvcc", "include/cuda_runtime.h") if not (root / rel).is_file()]
+        return f"no {', '.join(missing)} under nvidia/cu{major}/ (no nvcc in this toolkit's wheels)" if missing else ""
+
+    return Install(
+        what=f"CUDA toolkit {version}",
+        package=package.split("[")[0],
+        version=version,
+        requirement=f"{package}=={version}",
+        path=toolkit_dir(backend, version, base),
+        index=index,
+        check=check,
+    )
+
+
+def provisioned_cuda_roots(base: Path | None = None) -> list[Path]:
+    base = base or default_toolchains_dir()
+    roots = []
+    for nvcc in sorted(base.glob("cuda-*/nvidia/cu*/bin/nvcc")):
+        top = nvcc.parents[3]
+        if (top / ".complete").is_file():
+            roots.append(nvcc.parent.parent)
+    return roots
+
+
+def torch_install(torch_minor: str, compute: str, version: str, index: str, envs_dir: Path) -> Install:
+    """A venv with exactly torch==version for `compute`. Only torch itself is installed (--no-deps): the
+    build needs its headers and libraries, not the GBs of runtime wheels it imports at run time. A local CPU
+    build of the same version (e.g. `2.13.0+cpu` in a find-links folder) is excluded in the requirement, and
+    the installed build's torch/version.py must say the wanted CUDA version."""
+    from toolkit.build.envs import env_dir_name, read_torch_version
+
+    requirement = f"torch=={version}"
+    want_cuda = None
+    if compute.startswith("cu"):
+        digits = compute[2:]
+        want_cuda = f"{digits[:-1]}.{digits[-1]}"
+        requirement += f",!={version}+cpu"
+
+    def check(stage: Path) -> str:
+        found = sorted(stage.glob("lib/python3*/site-packages/torch/version.py"))
+        if not found:
+            return "no torch/version.py in the environment"
+        got = read_torch_version(found[0].parent)
+        if got is None:
+            return "unreadable torch/version.py"
+        ver, cuda, hip = got
+        if want_cuda and (cuda or "")[: len(want_cuda)] != want_cuda:
+            return f"pip installed torch {ver} (CUDA {cuda}), not a build for CUDA {want_cuda}"
+        return ""
+
+    return Install(
+        what=f"torch {version} ({compute})",
+        package="torch",
+        version=version,
+        requirement=requirement,
+        path=envs_dir / env_dir_name(torch_minor, compute),
+        index=index,
+        venv=True,
+        no_deps=True,
+        check=check,
+    )

@@ -110,6 +110,22 @@ class Prepared:
     notes: tuple[str, ...] = ()
 
 
+def judge_one(v: Variant, host: HostFacts, enabled: tuple[str, ...], matrix: Matrix | None, engine: str) -> Status:
+    """status() with the matrix's sources and this machine's pip configuration."""
+    from toolkit.build.provision import constraint_excludes
+
+    return status(
+        v,
+        host,
+        enabled_backends=enabled,
+        index=matrix.index_for(v) if matrix else "an index that has it",
+        engine=engine,
+        torch_source=matrix.torch_source(v) if matrix else None,
+        toolkit_source=matrix.toolkit_source(v) if matrix else None,
+        blocked=lambda src: constraint_excludes(src.name, src.version),
+    )
+
+
 def judge(
     variants: tuple[Variant, ...],
     host: HostFacts,
@@ -120,8 +136,7 @@ def judge(
 ) -> list[tuple[Variant, Status]]:
     judged = []
     for v in variants:
-        index = matrix.index_for(v) if matrix else "the PyTorch wheel index"
-        st = status(v, host, enabled_backends=enabled, index=index, engine=engine)
+        st = judge_one(v, host, enabled, matrix, engine)
         if st.buildable and st.env is not None and probe_cache is not None:
             st = replace(st, env=with_probe(st.env, probe_cache))
         judged.append((v, st))
@@ -162,6 +177,8 @@ def prepare(
     enabled = tuple(b for b in cfg.backends if b in project.backends)
     if create_envs and matrix is not None:
         host = _create_missing_envs(chosen, host, enabled, matrix)
+    if provision and matrix is not None and engine != "nix":
+        host = provision_missing(chosen, host, enabled, matrix, say=say)
     judged = judge(chosen, host, enabled, matrix, cdir / "torch-envs.json", engine)
     needs_cxx = any(st.buildable and st.executor == "local" for _, st in judged)
     tc = resolve_toolchain(toolchain, host, provision_ok=provision and needs_cxx, say=say)
@@ -177,13 +194,49 @@ def prepare(
     return Prepared(cfg, matrix, host, plan, enabled, cdir, tc, tuple(n for n in (tc.note,) if n))
 
 
+def provision_missing(
+    chosen: tuple[Variant, ...],
+    host: HostFacts,
+    enabled: tuple[str, ...],
+    matrix: Matrix,
+    *,
+    say=None,  # type: ignore[no-untyped-def]
+    envs_dir: Path | None = None,
+    toolchains_dir: Path | None = None,
+) -> HostFacts:
+    """Install every torch build and toolkit that a selected variant lacks and the matrix's [sources] provide
+    (each once, atomically, into the user cache), then re-detect. A package that cannot be installed stops
+    the build with one line naming it, its version and the index; nothing half-made is left."""
+    from toolkit.build.envs import default_envs_dir, detect_cuda_toolkits, detect_rocm_toolkits
+    from toolkit.build.provision import provision, toolkit_install, torch_install
+
+    envs_dir = envs_dir or default_envs_dir()
+    done: set[tuple[str, str, str]] = set()
+    for v in chosen:
+        st = judge_one(v, host, enabled, matrix, "auto")
+        for kind, src in st.provision:
+            key = (kind, src.package, v.compute if kind == "torch" else src.version)
+            if key in done:
+                continue
+            done.add(key)
+            if kind == "toolkit":
+                provision(toolkit_install(v.backend, src.package, src.version, src.index, toolchains_dir), say=say)
+            else:
+                provision(torch_install(v.torch, v.compute, src.version, src.index, envs_dir), say=say)
+    if not done:
+        return host
+    return replace(
+        host, toolkits=detect_cuda_toolkits(toolchains_dir) + detect_rocm_toolkits(), envs=discover_envs(envs_dir)
+    )
+
+
 def _create_missing_envs(
     chosen: tuple[Variant, ...], host: HostFacts, enabled: tuple[str, ...], matrix: Matrix
 ) -> HostFacts:
     """Create the isolated torch environment of every selected variant that lacks only that."""
     for v in chosen:
         st = status(v, host, enabled_backends=enabled, index=matrix.index_for(v))
-        if not st.buildable and st.reason.startswith("needs torch"):
+        if not st.buildable and st.reason.startswith("needs torch") and matrix.has_index(v):
             create_env(plan_env(v.torch, v.compute, matrix.index_for(v)))
     return replace(host, envs=discover_envs())
 

@@ -40,8 +40,13 @@ def _print_plan(prep: Prepared) -> None:
     for v in plan.variants:
         head = f"[bold]{v.name}[/] -> {v.out_dir}/{v.so_name}"
         if not v.status.buildable:
-            ui.out.print(f"{head}\n  [yellow]skipped:[/] {escape(v.status.reason)}")
-            if v.status.reason.startswith("needs torch") and prep.matrix is not None:
+            tag = "[cyan]provisionable:[/]" if v.status.provision else "[yellow]skipped:[/]"
+            ui.out.print(f"{head}\n  {tag} {escape(v.status.reason)}")
+            if (
+                v.status.reason.startswith("needs torch")
+                and prep.matrix is not None
+                and prep.matrix.has_index(v.variant)
+            ):
                 from toolkit.build.envs import plan_env
 
                 env = plan_env(v.variant.torch, v.variant.compute, prep.matrix.index_for(v.variant))
@@ -110,10 +115,14 @@ def _build(
     create_envs: bool,
     engine: str = "auto",
     toolchain: str = "auto",
+    provision: bool | None = None,
 ) -> None:
     from toolkit.build.stage import NothingToBuildError, execute, prepare  # deferred: keeps CLI start-up light
 
     cfg = load(project)
+    if provision is None:
+        provision = all_variants  # `build --all` provisions what the matrix's rows lack; --no-provision opts out
+    say = (lambda m: None) if as_json else (lambda m: ui.err.print(f"[dim]…[/] {escape(m)}"))
     prep = prepare(
         cfg,
         all_variants=all_variants,
@@ -121,6 +130,8 @@ def _build(
         create_envs=create_envs and not dry_run,
         engine=engine,
         toolchain=toolchain,
+        provision=provision and not dry_run,
+        say=say,
     )
     for note in prep.notes:
         ui.err.print(f"[yellow]note:[/] {escape(note)}")
@@ -197,7 +208,18 @@ def build(
             ),
         ),
     ] = "auto",
+    provision: Annotated[
+        bool | None,
+        typer.Option(
+            "--provision/--no-provision",
+            help=(
+                "Install what selected variants lack and the matrix's [sources] provide — a torch build per "
+                "torch version, a CUDA toolkit per version (PyPI cuda-toolkit), the pinned zig — into the user "
+                "cache (atomically; reused by later runs). Default: on with --all."
+            ),
+        ),
+    ] = None,
     dry_run: DryRunOpt = False,
     json_: JsonOpt = False,
 ) -> None:
-    run_guarded(_build, project, all_variants, variant, jobs, dry_run, json_, create_envs, engine, toolchain)
+    run_guarded(_build, project, all_variants, variant, jobs, dry_run, json_, create_envs, engine, toolchain, provision)
