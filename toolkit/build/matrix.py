@@ -123,7 +123,7 @@ class Matrix:
             return src.where
         template = self.torch_index.get(variant.backend)
         if template is None:
-            return "the PyTorch wheel index (not on PyPI; add it to [torch-index] to build it here)"
+            return "the PyTorch wheel index (add its URL to [torch-index] to build it here)"
         return template.replace("{compute}", variant.compute)
 
     def has_index(self, variant: Variant) -> bool:

@@ -80,9 +80,12 @@ class Install:
 
 
 def _last_error(text: str) -> str:
+    """pip's telling error line (not the trailing 'ResolutionImpossible: for help visit ...')."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    errs = [ln for ln in lines if ln.startswith("ERROR") or "error:" in ln.lower()]
-    return (errs or lines or ["(no output)"])[-1][:300]
+    errs = [ln for ln in lines if ln.startswith("ERROR") and "ResolutionImpossible" not in ln]
+    errs = errs or [ln for ln in lines if "error" in ln.lower()]
+    best = [ln for ln in errs if "No matching distribution" in ln] or errs or lines or ["(no output)"]
+    return best[-1].removeprefix("ERROR: ")[:300]
 
 
 def provision(item: Install, *, say: Callable[[str], None] | None = None, runner=None) -> Path:  # type: ignore[no-untyped-def]
@@ -92,6 +95,7 @@ def provision(item: Install, *, say: Callable[[str], None] | None = None, runner
     say = say or (lambda _m: None)
     runner = runner or _run_pip
     item.path.parent.mkdir(parents=True, exist_ok=True)
+    clean_partials(item.path.parent)
     stage = item.path.with_name(f"{item.path.name}.partial-{os.getpid()}")
     shutil.rmtree(stage, ignore_errors=True)
     t0 = time.monotonic()

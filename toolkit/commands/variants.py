@@ -12,10 +12,37 @@ from toolkit.app import JsonOpt, ProjectOpt, app, run_guarded
 from toolkit.core import ui
 from toolkit.core.config import load
 
+# Fallback runner kinds when the CI workflow generator is not available (it owns the authoritative mapping).
+_RUNNERS = {"x86_64-linux": "ubuntu-24.04", "aarch64-linux": "ubuntu-24.04-arm", "aarch64-darwin": "macos-26"}
+
+
+def ci_engine(v) -> str:  # type: ignore[no-untyped-def]
+    """The GitHub Actions runner kind (and container) that `ggml-vendor ci`'s workflow builds `v` on."""
+    try:
+        from toolkit.ci.workflow import row_for
+
+        row = row_for(v)
+        return f"github-actions {row.runner}" + (f" ({row.container})" if row.container else "")
+    except ImportError:
+        return f"github-actions {_RUNNERS.get(v.system, v.system)}"
+    except Exception as exc:  # a row the workflow cannot place: say so instead of failing the listing
+        return f"none ({exc})"
+
+
+def engine_for(v, st, nix_ok: bool, host_system: str) -> str:  # type: ignore[no-untyped-def]
+    if st.buildable and st.executor == "local":
+        return "local"
+    if st.provision:
+        return "local, after provisioning"
+    if nix_ok and v.system == host_system:
+        return "nix (build --engine nix)"
+    return ci_engine(v)
+
 
 def _variants(project, patterns: list[str], as_json: bool) -> None:  # type: ignore[no-untyped-def]
-    from toolkit.build.envs import detect_host  # deferred: keeps CLI start-up light
-    from toolkit.build.matrix import load_matrix, status
+    from toolkit.build.envs import detect_host, probe_nix  # deferred: keeps CLI start-up light
+    from toolkit.build.matrix import load_matrix
+    from toolkit.build.stage import judge_one
 
     cfg = load(project)
     matrix = load_matrix(cfg.variants_file)
@@ -28,11 +55,13 @@ def _variants(project, patterns: list[str], as_json: bool) -> None:  # type: ign
             tomlkit.parse((cfg.root / "build.toml").read_text()).unwrap().get("general", {}).get("backends")
         )
     enabled = tuple(b for b in cfg.backends if build_backends is None or b in build_backends)
+    nix_ok = bool(host.nix) and probe_nix(host.nix).usable
     rows = []
     for v in matrix.select(patterns):
-        st = status(v, host, enabled_backends=enabled, index=matrix.index_for(v))
+        st = judge_one(v, host, enabled, matrix, "auto")
         rows.append(
             {
+                "engine": engine_for(v, st, nix_ok, host.system),
                 "name": v.name,
                 "torch": v.torch,
                 "backend": v.backend,
@@ -40,6 +69,7 @@ def _variants(project, patterns: list[str], as_json: bool) -> None:  # type: ign
                 "cpu": v.cpu,
                 "os": v.os,
                 "buildable": st.buildable,
+                "provision": [f"{src.package}=={src.version} ({src.where})" for _, src in st.provision],
                 "executor": st.executor,
                 "reason": st.reason,
                 "torch_env": st.env.python if st.env else None,
@@ -55,24 +85,38 @@ def _variants(project, patterns: list[str], as_json: bool) -> None:  # type: ign
     )
     table.add_column("variant", no_wrap=True)
     table.add_column("status")
+    table.add_column("engine")
     table.add_column("why not / with what")
     for r in rows:
         if r["buildable"]:
             how = ", ".join(x for x in (r["compiler"], r["torch_env"]) if x) or r["executor"]
-            table.add_row(r["name"], f"[green]buildable ({r['executor']})[/]", escape(how))
+            table.add_row(r["name"], f"[green]buildable ({r['executor']})[/]", escape(r["engine"]), escape(how))
+        elif r["provision"]:
+            table.add_row(
+                r["name"],
+                "[cyan]provisionable[/]",
+                escape(r["engine"]),
+                escape("installs " + ", ".join(r["provision"])),
+            )
         else:
-            table.add_row(r["name"], "[yellow]skipped[/]", escape(r["reason"]))
+            table.add_row(r["name"], "[yellow]elsewhere[/]", escape(r["engine"]), escape(r["reason"]))
     ui.out.print(table)
     n = sum(r["buildable"] for r in rows)
-    ui.out.print(f"{n} of {len(rows)} variants buildable here.")
+    p = sum(bool(r["provision"]) for r in rows)
+    ui.out.print(
+        f"{n} of {len(rows)} variants buildable here"
+        + (f", {p} more after provisioning (`ggml-vendor build --all`)" if p else "")
+        + "; the others name the engine that builds them."
+    )
 
 
 @app.command(
     "variants",
     help=(
-        "List the build matrix (variants/*.toml): every variant name, and whether this machine can build it "
-        "or exactly what it lacks (macOS + Metal toolchain, ROCm, an aarch64 host, torch X for CUDA Y from "
-        "index Z)."
+        "List the build matrix (variants/*.toml): every variant name, the engine that builds it (local here, "
+        "local after provisioning its torch/toolkit from PyPI, nix, or the GitHub Actions runner kind of "
+        "`ggml-vendor ci`), and what this machine lacks for it (macOS + Metal toolchain, ROCm, an aarch64 "
+        "host, torch X for CUDA Y from index Z)."
     ),
 )
 def variants(
