@@ -304,11 +304,13 @@ def _cuda_roots(toolchains_dir: Path | None = None) -> list[Path]:
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
             roots.append(Path(os.environ[var]))
+    # Then the toolkits provisioned from the matrix's pins (PyPI cuda-toolkit wheels): preferred over whatever
+    # the system has, so a build uses the same toolkit on every host that provisioned it.
+    roots += provisioned_cuda_roots(toolchains_dir)
     nvcc = shutil.which("nvcc")
     if nvcc:
         roots.append(Path(os.path.realpath(nvcc)).parent.parent)
     roots += [Path(p) for p in sorted(glob.glob("/usr/local/cuda-*"))] + [Path("/usr/local/cuda"), Path("/opt/cuda")]
-    roots += provisioned_cuda_roots(toolchains_dir)  # cuda-toolkit wheels from PyPI (toolkit.build.provision)
     unique: list[Path] = []
     for r in roots:
         r = Path(os.path.realpath(r))

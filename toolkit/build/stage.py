@@ -73,7 +73,9 @@ class HostToolchain:
     note: str = ""
 
 
-def resolve_toolchain(choice: str, host: HostFacts, *, provision_ok: bool = False, say=None) -> HostToolchain:  # type: ignore[no-untyped-def]
+def resolve_toolchain(  # type: ignore[no-untyped-def]
+    choice: str, host: HostFacts, *, provision_ok: bool = False, say=None, dry_run: bool = False
+) -> HostToolchain:
     """--toolchain: `zig` = the pinned hermetic zig (provisioned when missing), `system` = CXX or g++,
     `auto` = zig for Linux when it is installed (or when provisioning is on), else the system compiler."""
     if choice not in TOOLCHAINS:
@@ -92,6 +94,16 @@ def resolve_toolchain(choice: str, host: HostFacts, *, provision_ok: bool = Fals
             note=f"hermetic toolchain (zig {z.ZIG_VERSION}) not installed: building with the system compiler "
             f"({host.cxx_version or host.cxx}); `--provision` or `pip install {z.ZIG_PACKAGE}=={z.ZIG_VERSION}` "
             "makes manylinux_2_28-clean builds on any host",
+        )
+    if found is None and dry_run:  # plan it without installing anything
+        sym = f"<zig {z.ZIG_VERSION} clang++ wrapper>"
+        return HostToolchain(
+            "zig",
+            sym,
+            f"zig {z.ZIG_VERSION} (to be provisioned)",
+            sym,
+            {"kind": "zig", "zig": z.ZIG_VERSION},
+            f"zig {z.ZIG_VERSION} is not installed yet: the build provisions it ({z.ZIG_PACKAGE} from PyPI)",
         )
     zig = found or z.ensure_zig(say=say)
     tc = z.make_toolchain(zig, host.cpu)
@@ -165,6 +177,7 @@ def prepare(
     toolchain: str = "auto",
     provision: bool = False,
     say=None,  # type: ignore[no-untyped-def]
+    dry_run: bool = False,
 ) -> Prepared:
     cdir = cache_dir(cfg.root)
     host = host or detect_host()
@@ -177,11 +190,11 @@ def prepare(
     enabled = tuple(b for b in cfg.backends if b in project.backends)
     if create_envs and matrix is not None:
         host = _create_missing_envs(chosen, host, enabled, matrix)
-    if provision and matrix is not None and engine != "nix":
+    if provision and not dry_run and matrix is not None and engine != "nix":
         host = provision_missing(chosen, host, enabled, matrix, say=say)
     judged = judge(chosen, host, enabled, matrix, cdir / "torch-envs.json", engine)
     needs_cxx = any(st.buildable and st.executor == "local" for _, st in judged)
-    tc = resolve_toolchain(toolchain, host, provision_ok=provision and needs_cxx, say=say)
+    tc = resolve_toolchain(toolchain, host, provision_ok=provision and needs_cxx, say=say, dry_run=dry_run)
     plan = make_plan(
         project,
         judged,

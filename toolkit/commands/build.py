@@ -130,8 +130,9 @@ def _build(
         create_envs=create_envs and not dry_run,
         engine=engine,
         toolchain=toolchain,
-        provision=provision and not dry_run,
+        provision=provision,
         say=say,
+        dry_run=dry_run,
     )
     for note in prep.notes:
         ui.err.print(f"[yellow]note:[/] {escape(note)}")
