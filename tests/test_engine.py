@@ -127,3 +127,18 @@ def test_a_failing_nix_build_names_its_step_and_log(project, tmp_path, monkeypat
 def test_unknown_engine_is_a_config_error(project):
     res = _build(project, "--all", "--dry-run", "--engine", "docker")
     assert res.exit_code == 2 and "--engine 'docker'" in res.output
+
+
+def test_demo_with_a_failing_nix_names_the_step_and_log(tmp_path, monkeypatch):
+    # The reported message was "failed at : [...] — full log:  —": step and log were empty for nix results.
+    pytest.importorskip("torch", reason="the demo builds the variant of this interpreter's torch")
+    from toolkit.demo import run_demo
+
+    _fake_nix(tmp_path, NIX_RECENT, monkeypatch)
+    monkeypatch.setenv("GGML_VENDOR_BUILD_CACHE", str(tmp_path / "cache"))
+    report = run_demo(Path(__file__).resolve().parents[1], workspace=tmp_path / "ws", engine="nix")
+    build = next(s for s in report.stages if s.name == "build")
+    assert build.status == "failed", build
+    assert "failed at nix run .#build-and-copy" in build.detail and "boom from the fake nix" in build.detail
+    log = build.detail.split("full log: ")[1].strip()
+    assert log and Path(log).is_file()

@@ -107,6 +107,11 @@ def resolve_toolchain(  # type: ignore[no-untyped-def]
         )
     zig = found or z.ensure_zig(say=say)
     tc = z.make_toolchain(zig, host.cpu)
+    if tc.version != z.ZIG_VERSION:
+        raise BuildError(
+            f"zig at {zig} is version {tc.version}, not the pinned {z.ZIG_VERSION}",
+            f"point GGML_VENDOR_ZIG at a ziglang {z.ZIG_VERSION} tree, or unset it",
+        )
     return HostToolchain("zig", tc.cxx, tc.identity, tc.cxx, tc.provenance())
 
 

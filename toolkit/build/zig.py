@@ -108,14 +108,15 @@ def zig_install(base: Path | None = None) -> Install:
 
 
 def find_zig(base: Path | None = None) -> str | None:
-    """The pinned zig: provisioned under the toolchains dir, or the `ziglang` package of this interpreter
-    (`pip install -e '.[cuda]'` brings it) when it is exactly the pinned version."""
+    """The pinned zig: `GGML_VENDOR_ZIG` (a zig binary inside an unpacked ziglang tree), else the one
+    provisioned under the toolchains dir, else the `ziglang` package of this interpreter (`pip install -e
+    '.[cuda]'` brings it) when it is exactly the pinned version."""
+    env = os.environ.get("GGML_VENDOR_ZIG")  # an unpacked ziglang 0.14.1 tree elsewhere (e.g. offline hosts)
+    if env:
+        return env
     inst = zig_install(base)
     if inst.ready:
         return str(inst.path / "ziglang" / "zig")
-    env = os.environ.get("GGML_VENDOR_ZIG")
-    if env:
-        return env
     try:
         if importlib.metadata.version(ZIG_PACKAGE) != ZIG_VERSION:
             return None
