@@ -253,13 +253,14 @@ def test_variants_command_lists_the_whole_matrix_with_statuses():
         assert r["buildable"] or r["reason"], r  # every skipped variant carries its reason
         # ... and every row names the engine that builds it
         if r["buildable"]:
-            assert r["engine"] == "local", r
+            assert r["engine"].startswith("local"), r
         elif r["provision"]:
-            assert r["engine"] == "local, after provisioning", r
+            assert r["engine"].startswith("local, after provisioning"), r
         else:
             assert r["engine"].startswith(("github-actions ", "nix")), r
     assert rows["torch214-metal-aarch64-darwin"]["engine"].startswith("github-actions macos")
-    assert rows["torch214-cxx11-cu130-aarch64-linux"]["engine"].startswith("github-actions ubuntu-24.04-arm")
+    arm = rows["torch214-cxx11-cu130-aarch64-linux"]["engine"]
+    assert arm.startswith("github-actions ubuntu-24.04-arm") or "cross-built" in arm, arm
     assert (
         "macOS" in rows["torch214-metal-aarch64-darwin"]["reason"]
         or "not enabled" in rows["torch214-metal-aarch64-darwin"]["reason"]

@@ -18,7 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from toolkit.core.errors import BuildError
@@ -40,6 +40,8 @@ class Toolkit:
     # without cuBLAS gets them from the nvidia-cublas wheel torch depends on: this is that wheel's include
     # dir, and the build copies only cublas*.h out of it (its other headers must not shadow the toolkit's).
     cublas_headers: str = ""
+    # A cross build links the target architecture's libcudart: the lib dir of a provisioned cudart tree.
+    cudart_dir: str = ""
 
     @property
     def major(self) -> int:
@@ -60,6 +62,7 @@ class TorchEnv:
     cuda: str | None = None  # torch.version.cuda
     hip: str | None = None
     managed: bool = False  # created by us under the envs dir
+    cpu: str = ""  # the torch build's architecture when it is not the host's (a cross-build tree, no python)
     # Probed (one torch import per environment, cached): compile/link facts.
     include_dirs: tuple[str, ...] = ()
     lib_dir: str = ""
@@ -97,6 +100,9 @@ class HostFacts:
     cxx: str | None = None  # host C++ compiler for bindings and links
     cxx_version: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # CPUs the hermetic zig toolchain can cross-build Linux variants for (zig + that CPU's libstdc++ present)
+    cross_cpus: tuple[str, ...] = ()
+    cudart: dict[str, str] = field(default_factory=dict)  # "<cpu>-<cuda MAJOR.MINOR>" -> provisioned lib dir
 
     @property
     def system(self) -> str:
@@ -226,12 +232,30 @@ def discover_envs(envs_dir: Path | None = None) -> tuple[TorchEnv, ...]:
         env = _env_at(str(python), torch_dir, managed=True) if python.exists() else None
         if env and all((e.torch_minor, e.compute) != (env.torch_minor, env.compute) for e in found):
             found.append(env)
+    # Cross-build trees (pip --target --platform): torch for another CPU, headers and libraries only.
+    for version_py in sorted(glob.glob(str(envs_dir / "*-*-*" / "torch" / "version.py"))):
+        tree = Path(version_py).parents[1]
+        cpu = tree.name.rsplit("-", 1)[1]
+        if ".partial" in tree.name or not (tree / ".complete").is_file():
+            continue
+        env = _env_at("", Path(version_py).parent, managed=True)
+        if env:
+            found.append(replace(env, cpu=cpu))
     return tuple(found)
 
 
 def with_probe(env: TorchEnv, cache_file: Path) -> TorchEnv:
-    from dataclasses import replace
+    if not env.python:  # a cross-build tree: nothing to run; the facts follow from the installed tree
+        import sysconfig
 
+        t = env.torch_dir
+        return replace(
+            env,
+            include_dirs=(f"{t}/include", f"{t}/include/torch/csrc/api/include"),
+            lib_dir=f"{t}/lib",
+            python_include=sysconfig.get_paths()["include"],  # abi3: the limited API is the same on every CPU
+            cxx11_abi=True,
+        )
     facts = probe_env(env.python, Path(env.torch_dir), cache_file)
     return replace(
         env,
@@ -423,4 +447,32 @@ def detect_host(envs_dir: Path | None = None) -> HostFacts:
         nix=shutil.which("nix"),
         cxx=cxx,
         cxx_version=cxx_version,
+        cross_cpus=detect_cross_cpus(os_, cpu),
+        cudart=provisioned_cudart(),
     )
+
+
+CROSS_CPUS = {"x86_64": ("aarch64",)}  # cross builds this tool knows (zig target + Debian cross libstdc++)
+
+
+def detect_cross_cpus(os_: str, cpu: str) -> tuple[str, ...]:
+    if os_ != "linux":
+        return ()
+    from toolkit.build.zig import cross_libstdcxx, find_zig
+
+    if find_zig() is None:
+        return ()
+    return tuple(c for c in CROSS_CPUS.get(cpu, ()) if cross_libstdcxx(c) is not None)
+
+
+def provisioned_cudart(base: Path | None = None) -> dict[str, str]:
+    from toolkit.build.provision import default_toolchains_dir
+
+    out: dict[str, str] = {}
+    for lib in sorted((base or default_toolchains_dir()).glob("cudart-*-*/nvidia/cu*/lib")):
+        top = lib.parents[2]
+        if not (top / ".complete").is_file():
+            continue
+        _, version, cpu = top.name.split("-", 2)
+        out.setdefault(f"{cpu}-{'.'.join(version.split('.')[:2])}", str(lib))
+    return out

@@ -545,7 +545,7 @@ class LocalExecutor:
         if self.plan.toolchain:
             # exact tool versions (no local paths: metadata.json is published): the host C++ toolchain (zig +
             # target + wrapper hash, or the system compiler's version line); torch and toolkit are above.
-            ours["toolchain"] = dict(self.plan.toolchain)
+            ours["toolchain"] = dict(self.plan.toolchains.get(v.name) or self.plan.toolchain)
         provenance: dict = {"kernel-builder": {"version": f"ggml-vendor {proj.tool_version}"}}
         if prov.kernel_commit:
             provenance["kernel"] = {"commit": prov.kernel_commit, "dirty": prov.kernel_dirty}

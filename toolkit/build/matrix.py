@@ -282,9 +282,10 @@ def pick_toolkit(variant: Variant, toolkits: tuple[Toolkit, ...]) -> Toolkit | N
     return max(usable, key=lambda t: t.minor, default=None)
 
 
-def pick_env(variant: Variant, envs: tuple[TorchEnv, ...]) -> TorchEnv | None:
+def pick_env(variant: Variant, envs: tuple[TorchEnv, ...], host_cpu: str | None = None) -> TorchEnv | None:
     for env in envs:
-        if env.torch_minor == variant.torch and env.compute == variant.compute:
+        cpu = env.cpu or host_cpu or variant.cpu
+        if env.torch_minor == variant.torch and env.compute == variant.compute and cpu == variant.cpu:
             return env
     return None
 
@@ -337,8 +338,15 @@ def status(
         )
     if variant.os != host.os:
         return Status(False, f"needs a {variant.os} host (this host is {host.system})")
-    if variant.cpu != host.cpu:
-        return Status(False, f"needs an {variant.cpu} host: no cross-compilation (this host is {host.cpu})")
+    cross = variant.cpu != host.cpu
+    if cross and not (variant.backend == "cuda" and variant.cpu in host.cross_cpus):
+        how = (
+            ""
+            if variant.backend != "cuda"
+            else f"; cross-building needs zig and the {variant.cpu} libstdc++ "
+            f"(Debian/Ubuntu: libstdc++-12-dev-{'arm64' if variant.cpu == 'aarch64' else variant.cpu}-cross)"
+        )
+        return Status(False, f"needs an {variant.cpu} host (this host is {host.cpu}){how}")
     toolkit = None
     if variant.backend == "metal":
         if not host.metal:
@@ -357,7 +365,24 @@ def status(
                 else:
                     need = f"needs ROCm {variant.toolkit} (hipcc)"
                 return Status(False, f"{need}; found: {found}" + (f"; {why}" if why else ""))
-    env = pick_env(variant, host.envs)
+    if cross and toolkit is not None:
+        # the host's nvcc compiles; the link needs the target CPU's libcudart (provisioned from PyPI)
+        cudart = host.cudart.get(f"{variant.cpu}-{variant.toolkit}") or host.cudart.get(
+            f"{variant.cpu}-{toolkit.version}"
+        )
+        if cudart:
+            from dataclasses import replace as _replace
+
+            toolkit = _replace(toolkit, cudart_dir=cudart)
+        else:
+            ok, why = can_provision(toolkit_source)
+            if ok and toolkit_source is not None:
+                provision.append(("cudart", toolkit_source))
+            else:
+                return Status(
+                    False, f"needs libcudart {variant.toolkit} for {variant.cpu}" + (f"; {why}" if why else "")
+                )
+    env = pick_env(variant, host.envs, host.cpu)
     if env is None:
         ok, why = can_provision(torch_source)
         if ok and torch_source is not None:
@@ -377,8 +402,11 @@ def status(
                 f"(torch environments here: {have}; `--create-envs` makes one)",
             )
     if provision:
+        arch = f", {variant.cpu}" if cross else ""
         what = " + ".join(
-            f"torch {src.version} ({variant.compute})" if kind == "torch" else f"{src.name} {src.version}"
+            f"torch {src.version} ({variant.compute}{arch})"
+            if kind == "torch"
+            else (f"libcudart {src.version} ({variant.cpu})" if kind == "cudart" else f"{src.name} {src.version}")
             for kind, src in provision
         )
         return Status(

@@ -129,6 +129,7 @@ class BuildPlan:
     variants: tuple[VariantPlan, ...]
     steps: dict[str, Step] = field(default_factory=dict)
     toolchain: dict = field(default_factory=dict)  # the host C++ toolchain's exact identity (provenance)
+    toolchains: dict = field(default_factory=dict)  # variant name -> its toolchain identity (cross builds differ)
 
     def buildable(self) -> tuple[VariantPlan, ...]:
         return tuple(v for v in self.variants if v.status.buildable and v.status.executor == "local")
@@ -617,7 +618,9 @@ def plan_variant(
             "-ltorch_cuda",
             "-lc10",
             "-lc10_cuda",
-            *cudart_link(tools.toolkit_root),
+            *cudart_link(
+                status.toolkit.cudart_dir if status.toolkit and status.toolkit.cudart_dir else tools.toolkit_root
+            ),
         ),
         "rocm": (
             "-ltorch",
@@ -668,15 +671,16 @@ def plan_variant(
 
 def cudart_link(root: str) -> tuple[str, ...]:
     """How to link libcudart: `-L<lib> -lcudart` where the unversioned link exists (system toolkits, lib64/),
-    else the versioned library by path (PyPI's cuda-toolkit ships only lib/libcudart.so.<major>)."""
+    else the versioned library by path (PyPI's cuda-toolkit ships only lib/libcudart.so.<major>). `root` is a
+    toolkit root or (cross builds) a lib dir holding the target CPU's libcudart."""
     if not root.startswith("<"):
-        for sub in ("lib64", "lib"):
+        for sub in ("lib64", "lib", "."):
             if os.path.exists(f"{root}/{sub}/libcudart.so"):
-                return (f"-L{root}/{sub}", "-lcudart")
-        for sub in ("lib64", "lib"):
+                return (f"-L{os.path.normpath(f'{root}/{sub}')}", "-lcudart")
+        for sub in ("lib64", "lib", "."):
             found = sorted(glob.glob(f"{root}/{sub}/libcudart.so.[0-9]*"), key=len)
             if found:
-                return (found[0],)
+                return (os.path.normpath(found[0]),)
     return (f"-L{root}/lib64", "-lcudart")
 
 
@@ -689,17 +693,23 @@ def make_plan(
     gen_include: str = "<gen>",
     ccbin: str | None = None,
     toolchain: dict | None = None,
+    cross: dict | None = None,
 ) -> BuildPlan:
     """The whole plan: one VariantPlan per variant (skipped ones keep their reason), steps deduplicated.
     `cxx`/`cxx_id` are the host C++ compiler and its identity; `ccbin` is nvcc's host compiler (None: nvcc's
     default); `toolchain` is recorded in each variant's provenance."""
     steps: dict[str, Step] = {}
     plans: list[VariantPlan] = []
+    provenance: dict[str, dict] = {}
     for variant, status in judged:
+        v_cxx, v_id, v_ccbin, v_info = cxx, cxx_id, ccbin, dict(toolchain or {})
+        if cross and variant.cpu in cross:  # a cross build: the zig toolchain of the variant's CPU
+            v_cxx, v_id, v_ccbin, v_info = cross[variant.cpu]
         vp, vsteps = plan_variant(
-            project, variant, status, cxx=cxx, cxx_id=cxx_id, gen_include=gen_include, ccbin=ccbin
+            project, variant, status, cxx=v_cxx, cxx_id=v_id, gen_include=gen_include, ccbin=v_ccbin
         )
         for s in vsteps:
             steps.setdefault(s.id, s)
         plans.append(vp)
-    return BuildPlan(project, tuple(plans), steps, dict(toolchain or {}))
+        provenance[variant.name] = v_info
+    return BuildPlan(project, tuple(plans), steps, dict(toolchain or {}), provenance)

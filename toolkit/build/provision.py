@@ -59,6 +59,7 @@ class Install:
     venv: bool = False  # True: a venv (torch); False: pip --target (self-contained tool trees)
     no_deps: bool = False
     check: Callable[[Path], str] | None = None  # returns "" when the staged install is right, else why not
+    platform: tuple[str, ...] = ()  # another CPU's wheels (pip --platform tags, --target only)
 
     @property
     def ready(self) -> bool:
@@ -74,9 +75,10 @@ class Install:
                 [sys.executable, "-m", "venv", "--without-pip", str(where)],
                 [sys.executable, "-m", "pip", "--python", py, "install", *pip_opts, *deps, *idx, self.requirement],
             ]
-        return [
-            [sys.executable, "-m", "pip", "install", *pip_opts, *deps, *idx, "--target", str(where), self.requirement]
-        ]
+        plat = [a for tag in self.platform for a in ("--platform", tag)]
+        plat += ["--only-binary=:all:"] if plat else []
+        target = ["--target", str(where)]
+        return [[sys.executable, "-m", "pip", "install", *pip_opts, *deps, *idx, *plat, *target, self.requirement]]
 
 
 def _last_error(text: str) -> str:
@@ -253,7 +255,45 @@ def provisioned_cuda_roots(base: Path | None = None) -> list[Path]:
     return roots
 
 
-def torch_install(torch_minor: str, compute: str, version: str, index: str, envs_dir: Path) -> Install:
+def cross_platform(cpu: str) -> tuple[str, ...]:
+    """pip --platform tags for another CPU's wheels up to manylinux_2_28 (pip does not widen one tag to the
+    older manylinux tags it implies, so each is listed)."""
+    return tuple(
+        f"{t}_{cpu}"
+        for t in (
+            "manylinux_2_28",
+            "manylinux_2_27",
+            "manylinux_2_26",
+            "manylinux_2_24",
+            "manylinux_2_17",
+            "manylinux2014",
+        )
+    )
+
+
+def cudart_install(version: str, cpu: str, index: str, base: Path | None = None) -> Install:
+    """Another CPU's libcudart (cross builds link it): `cuda-toolkit[cudart]==X` for that platform."""
+    major = version.split(".")[0]
+
+    def check(stage: Path) -> str:
+        lib = stage / "nvidia" / f"cu{major}" / "lib"
+        return "" if list(lib.glob("libcudart.so*")) else f"no libcudart under nvidia/cu{major}/lib"
+
+    return Install(
+        what=f"libcudart {version} ({cpu})",
+        package="cuda-toolkit",
+        version=version,
+        requirement=f"cuda-toolkit[cudart]=={version}",
+        path=(base or default_toolchains_dir()) / f"cudart-{version}-{cpu}",
+        index=index,
+        check=check,
+        platform=cross_platform(cpu),
+    )
+
+
+def torch_install(
+    torch_minor: str, compute: str, version: str, index: str, envs_dir: Path, cpu: str | None = None
+) -> Install:
     """A venv with exactly torch==version for `compute`. Only torch itself is installed (--no-deps): the
     build needs its headers and libraries, not the GBs of runtime wheels it imports at run time. A local CPU
     build of the same version (e.g. `2.13.0+cpu` in a find-links folder) is excluded in the requirement, and
@@ -268,7 +308,9 @@ def torch_install(torch_minor: str, compute: str, version: str, index: str, envs
         requirement += f",!={version}+cpu"
 
     def check(stage: Path) -> str:
-        found = sorted(stage.glob("lib/python3*/site-packages/torch/version.py"))
+        found = sorted(stage.glob("lib/python3*/site-packages/torch/version.py")) + sorted(
+            stage.glob("torch/version.py")
+        )
         if not found:
             return "no torch/version.py in the environment"
         got = read_torch_version(found[0].parent)
@@ -279,6 +321,18 @@ def torch_install(torch_minor: str, compute: str, version: str, index: str, envs
             return f"pip installed torch {ver} (CUDA {cuda}), not a build for CUDA {want_cuda}"
         return ""
 
+    if cpu:  # a cross-build tree for another CPU: no interpreter, just torch's headers and libraries
+        return Install(
+            what=f"torch {version} ({compute}, {cpu})",
+            package="torch",
+            version=version,
+            requirement=requirement,
+            path=envs_dir / f"{env_dir_name(torch_minor, compute)}-{cpu}",
+            index=index,
+            no_deps=True,
+            check=check,
+            platform=cross_platform(cpu),
+        )
     return Install(
         what=f"torch {version} ({compute})",
         package="torch",

@@ -71,6 +71,7 @@ class HostToolchain:
     ccbin: str | None = None  # nvcc -ccbin (None: nvcc's default host compiler)
     info: dict = field(default_factory=dict)  # exact versions, for each variant's provenance
     note: str = ""
+    cross: dict = field(default_factory=dict)  # cpu -> (cxx, cxx_id, ccbin, info) of the zig cross toolchains
 
 
 def resolve_toolchain(  # type: ignore[no-untyped-def]
@@ -112,7 +113,13 @@ def resolve_toolchain(  # type: ignore[no-untyped-def]
             f"zig at {zig} is version {tc.version}, not the pinned {z.ZIG_VERSION}",
             f"point GGML_VENDOR_ZIG at a ziglang {z.ZIG_VERSION} tree, or unset it",
         )
-    return HostToolchain("zig", tc.cxx, tc.identity, tc.cxx, tc.provenance())
+    cross = {}
+    for cpu in host.cross_cpus:
+        std = z.cross_libstdcxx(cpu)
+        if std is not None:
+            xt = z.make_toolchain(zig, cpu, std=std)
+            cross[cpu] = (xt.cxx, xt.identity, xt.cxx, xt.provenance())
+    return HostToolchain("zig", tc.cxx, tc.identity, tc.cxx, tc.provenance(), cross=cross)
 
 
 @dataclass(frozen=True)
@@ -197,6 +204,8 @@ def prepare(
         host = _create_missing_envs(chosen, host, enabled, matrix)
     if provision and not dry_run and matrix is not None and engine != "nix":
         host = provision_missing(chosen, host, enabled, matrix, say=say)
+    if toolchain == "system" or host.os != "linux":
+        host = replace(host, cross_cpus=())  # cross builds need the zig toolchain
     judged = judge(chosen, host, enabled, matrix, cdir / "torch-envs.json", engine)
     needs_cxx = any(st.buildable and st.executor == "local" for _, st in judged)
     tc = resolve_toolchain(toolchain, host, provision_ok=provision and needs_cxx, say=say, dry_run=dry_run)
@@ -208,6 +217,7 @@ def prepare(
         gen_include=str(cdir / "gen"),
         ccbin=tc.ccbin,
         toolchain=tc.info,
+        cross=tc.cross,
     )
     return Prepared(cfg, matrix, host, plan, enabled, cdir, tc, tuple(n for n in (tc.note,) if n))
 
@@ -225,26 +235,32 @@ def provision_missing(
     """Install every torch build and toolkit that a selected variant lacks and the matrix's [sources] provide
     (each once, atomically, into the user cache), then re-detect. A package that cannot be installed stops
     the build with one line naming it, its version and the index; nothing half-made is left."""
-    from toolkit.build.envs import default_envs_dir, detect_cuda_toolkits, detect_rocm_toolkits
-    from toolkit.build.provision import provision, toolkit_install, torch_install
+    from toolkit.build.envs import default_envs_dir, detect_cuda_toolkits, detect_rocm_toolkits, provisioned_cudart
+    from toolkit.build.provision import cudart_install, provision, toolkit_install, torch_install
 
     envs_dir = envs_dir or default_envs_dir()
     done: set[tuple[str, str, str]] = set()
     for v in chosen:
         st = judge_one(v, host, enabled, matrix, "auto")
         for kind, src in st.provision:
-            key = (kind, src.package, v.compute if kind == "torch" else src.version)
+            cpu = v.cpu if v.cpu != host.cpu else None
+            key = (kind, src.package, src.version, cpu or "")
             if key in done:
                 continue
             done.add(key)
             if kind == "toolkit":
                 provision(toolkit_install(v.backend, src.package, src.version, src.index, toolchains_dir), say=say)
+            elif kind == "cudart":
+                provision(cudart_install(src.version, v.cpu, src.index, toolchains_dir), say=say)
             else:
-                provision(torch_install(v.torch, v.compute, src.version, src.index, envs_dir), say=say)
+                provision(torch_install(v.torch, v.compute, src.version, src.index, envs_dir, cpu=cpu), say=say)
     if not done:
         return host
     return replace(
-        host, toolkits=detect_cuda_toolkits(toolchains_dir) + detect_rocm_toolkits(), envs=discover_envs(envs_dir)
+        host,
+        toolkits=detect_cuda_toolkits(toolchains_dir) + detect_rocm_toolkits(),
+        envs=discover_envs(envs_dir),
+        cudart=provisioned_cudart(toolchains_dir),
     )
 
 

@@ -30,10 +30,11 @@ def ci_engine(v) -> str:  # type: ignore[no-untyped-def]
 
 
 def engine_for(v, st, nix_ok: bool, host_system: str) -> str:  # type: ignore[no-untyped-def]
+    cross = v.system != host_system
     if st.buildable and st.executor == "local":
-        return "local"
+        return "local (cross-built; loading needs an arm64 runner)" if cross else "local"
     if st.provision:
-        return "local, after provisioning"
+        return "local, after provisioning" + (" (cross-built)" if cross else "")
     if nix_ok and v.system == host_system:
         return "nix (build --engine nix)"
     return ci_engine(v)
