@@ -38,6 +38,19 @@ if _SKIP:
     pytestmark = [pytest.mark.slow, pytest.mark.skip(reason=_SKIP)]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _own_provisioned_trees(tmp_path_factory):
+    """Torch environments provisioned in the user's cache (a torch 2.13 venv, aarch64 cross-build trees: they
+    make more fixture rows buildable on this host) stay out of these tests: they see this interpreter's only."""
+    old = os.environ.get("GGML_VENDOR_ENVS")
+    os.environ["GGML_VENDOR_ENVS"] = str(tmp_path_factory.mktemp("provisioned") / "envs")
+    yield
+    if old is None:
+        os.environ.pop("GGML_VENDOR_ENVS", None)
+    else:
+        os.environ["GGML_VENDOR_ENVS"] = old
+
+
 def _cli(root: Path, *args: str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "toolkit.cli", "build", "-C", str(root), *args], capture_output=True, text=True, **kw
