@@ -1,2 +1,44 @@
-"""Build executors and their plan: plan.py (pure), local.py (this host), nix.py (kernel-builder), cache.py,
-envs.py (toolkits and torch environments), inputs.py (the rendered project), stage.py (end to end)."""
+"""The build stage: the rendered project -> build/<variant>/ (metadata.json, <id>.abi3.so, Python package).
+
+The stage protocol (the same in every stage package):
+    plan(config, request) -> Plan     the host, the variants and their status, every compiler step (plan.py,
+                                      pure); nothing is compiled or written (--create-envs aside)
+    execute(plan) -> Report           run the steps: local.py on this host (cache.py: content-addressed
+                                      objects), nix.py through kernel-builder
+Beside them: matrix.py (the variants matrix), envs.py (toolkits and torch environments), inputs.py (the
+rendered project read back), metal.py / metallib.py and rocm.py (backend specifics), stage.py (prepare/execute).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Imported before `plan` below is defined: the function, not the submodule, is `toolkit.build.plan` as an
+# attribute (`from toolkit.build.plan import X` still reads the module).
+import toolkit.build.plan as _plan_module  # noqa: F401
+from toolkit.build.stage import BuildReport, Prepared
+from toolkit.build.stage import execute as _execute
+from toolkit.build.stage import prepare as _prepare
+
+Plan = Prepared
+Report = BuildReport
+
+__all__ = ["Request", "Plan", "Report", "plan", "execute"]
+
+
+@dataclass(frozen=True)
+class Request:
+    all_variants: bool = False  # every variant of the matrix (else the host's, or those matching `patterns`)
+    patterns: tuple[str, ...] = ()  # globs over variant names
+    create_envs: bool = False  # create missing per-torch environments while planning (never under --dry-run)
+
+
+def plan(config, request: Request | None = None) -> Prepared:  # type: ignore[no-untyped-def]
+    request = request or Request()
+    return _prepare(
+        config, all_variants=request.all_variants, patterns=request.patterns, create_envs=request.create_envs
+    )
+
+
+def execute(plan: Prepared, *, jobs: int | None = None, progress: bool = True) -> BuildReport:
+    return _execute(plan, jobs=jobs, progress=progress)
