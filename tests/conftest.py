@@ -142,6 +142,48 @@ def torch_available() -> tuple[bool, str]:
 requires_torch = pytest.mark.skipif(not torch_available()[0], reason=torch_available()[1])
 
 
+REAL_UPSTREAM_ENV = "GGML_VENDOR_REAL_UPSTREAM"
+
+
+def real_upstream_git() -> tuple[Path, str]:
+    """The git repository (a clone or a bare mirror, ggml or llama.cpp) named by $GGML_VENDOR_REAL_UPSTREAM and
+    the prefix of its standalone-ggml root ("" or "ggml/" in llama.cpp); skips the test, saying why, when
+    there is none."""
+    import subprocess
+
+    env = os.environ.get(REAL_UPSTREAM_ENV)
+    if not env:
+        pytest.skip(f"{REAL_UPSTREAM_ENV} is not set (point it at a ggml or llama.cpp clone to run this)")
+    repo = Path(env)
+    ok = subprocess.run(["git", "-C", str(repo), "rev-parse", "--git-dir"], capture_output=True).returncode == 0
+    if not ok:
+        pytest.skip(f"{REAL_UPSTREAM_ENV}={env} is not a git repository")
+    llama = subprocess.run(["git", "-C", str(repo), "cat-file", "-e", "HEAD:ggml/src"], capture_output=True)
+    return repo, "ggml/" if llama.returncode == 0 else ""
+
+
+def real_upstream_text(path: str) -> str:
+    """`path` (standalone-ggml layout) at HEAD of the real upstream; skips when there is none."""
+    import subprocess
+
+    repo, prefix = real_upstream_git()
+    return subprocess.run(
+        ["git", "-C", str(repo), "show", f"HEAD:{prefix}{path}"], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def real_upstream_export(dest: Path, *paths: str) -> Path:
+    """`paths` (directories, standalone-ggml layout) at HEAD of the real upstream, written under `dest`."""
+    import subprocess
+
+    repo, prefix = real_upstream_git()
+    tree = f"HEAD:{prefix.rstrip('/')}" if prefix else "HEAD"
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(repo), "archive", tree, *paths], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
 @pytest.fixture
 def repo_root() -> Path:
     return REPO_ROOT

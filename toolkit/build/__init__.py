@@ -12,18 +12,26 @@ rendered project read back), metal.py / metallib.py and rocm.py (backend specifi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 # Imported before `plan` below is defined: the function, not the submodule, is `toolkit.build.plan` as an
-# attribute (`from toolkit.build.plan import X` still reads the module).
+# attribute (`from toolkit.build.plan import X` still reads the module). The stage itself is imported on
+# first use, so `python -m toolkit.build.metal` and light helpers do not load the executors.
 import toolkit.build.plan as _plan_module  # noqa: F401
-from toolkit.build.stage import BuildReport, Prepared
-from toolkit.build.stage import execute as _execute
-from toolkit.build.stage import prepare as _prepare
 
-Plan = Prepared
-Report = BuildReport
+if TYPE_CHECKING:
+    from toolkit.build.stage import BuildReport, Prepared
 
 __all__ = ["Request", "Plan", "Report", "plan", "execute"]
+_TYPES = {"Plan": "Prepared", "Report": "BuildReport"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _TYPES:
+        from toolkit.build import stage
+
+        return getattr(stage, _TYPES[name])
+    raise AttributeError(name)
 
 
 @dataclass(frozen=True)
@@ -34,11 +42,15 @@ class Request:
 
 
 def plan(config, request: Request | None = None) -> Prepared:  # type: ignore[no-untyped-def]
+    from toolkit.build.stage import prepare
+
     request = request or Request()
-    return _prepare(
+    return prepare(
         config, all_variants=request.all_variants, patterns=request.patterns, create_envs=request.create_envs
     )
 
 
 def execute(plan: Prepared, *, jobs: int | None = None, progress: bool = True) -> BuildReport:
-    return _execute(plan, jobs=jobs, progress=progress)
+    from toolkit.build.stage import execute as run
+
+    return run(plan, jobs=jobs, progress=progress)

@@ -18,9 +18,7 @@ from toolkit.core.hashing import sha256_file
 from toolkit.publish.hub import REPORT_NAME, PublishResult, write_report
 from toolkit.publish.plan import ADD, DELETE, RemoteFile, plan_publish
 from toolkit.publish.preflight import preflight
-from toolkit.verify.binaries import LFS_POINTER_PREFIX, check_gitattributes, gitattributes_text
-
-_LFS_SUFFIXES = (".so", ".dylib", ".metallib", ".pyd")
+from toolkit.verify.binaries import BINARY_SUFFIXES, LFS_POINTER_PREFIX, check_gitattributes, gitattributes_text
 
 
 def git_lfs_available() -> tuple[bool, str]:
@@ -161,7 +159,7 @@ def publish_git(
                     git("add", a.path)
             # Every binary must enter git as an LFS pointer: a plain blob would be rejected by the Hub.
             for a in bp.actions:
-                if a.action == ADD and a.path.endswith(_LFS_SUFFIXES):
+                if a.action == ADD and a.path.endswith(tuple(BINARY_SUFFIXES)):
                     if not git.cat(f":{a.path}").startswith(LFS_POINTER_PREFIX):
                         raise PublishError(
                             f"{a.path} would be committed as a plain git blob, not through LFS",

@@ -25,6 +25,7 @@ from toolkit.publish.plan import (
     same_content,
 )
 from toolkit.publish.preflight import preflight, resolve_token
+from toolkit.verify.binaries import BINARY_SUFFIXES
 
 REPO_TYPE = "kernel"
 BATCH_SIZE = 1000  # operations per commit, as kernel-builder's upload does
@@ -193,7 +194,7 @@ def _verify_after(api: Any, repo_id: str, plan: PublishPlan, revisions: dict[str
                 mismatches.append(f"{bp.branch}:{a.path} is missing after the push")
             elif r.size != local.size or not same_content(local, r):
                 mismatches.append(f"{bp.branch}:{a.path} differs after the push (size {r.size} vs {local.size})")
-            elif local.path_in_repo.endswith((".so", ".dylib", ".metallib")) and not r.sha256:
+            elif local.path_in_repo.endswith(tuple(BINARY_SUFFIXES)) and not r.sha256:
                 mismatches.append(f"{bp.branch}:{a.path} was stored as a plain git blob, not LFS")
     return {"ok": not mismatches, "files_checked": checked, "mismatches": mismatches, "revisions": revisions}
 
