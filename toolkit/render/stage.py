@@ -6,7 +6,8 @@ Convention (shared by every template author):
   segment ``__module__`` becomes the Python module name (``Config.module``).
 * Skipped: ``templates/_partials/**`` (jinja includes, e.g. ``{% include "_partials/metal.toml.j2" %}``),
   ``templates/card/**`` (rendered by publish), ``templates/ci/**`` (by ``ggml-vendor ci``), and
-  ``templates/csrc/<backend>/**`` when that backend is not enabled in ``config.backends`` (``csrc/cuda`` is also used by ``rocm``, which hipifies the same sources).
+  ``templates/csrc/<backend>/**`` when that backend is not enabled in ``config.backends`` (``csrc/cuda`` is
+  also used by ``rocm``, which hipifies the same sources).
 * Jinja runs with ``StrictUndefined``, ``keep_trailing_newline`` and no autoescape; output is UTF-8 with
   ``\\n`` line ends. Every generated file must contain :data:`GENERATED_MARKER` (templates put
   ``{{ notice }}`` in their first comment), which is how render finds generated files it no longer
