@@ -40,7 +40,13 @@ from torch import nn
 
 from ._ops import ops
 
-__all__ = ["chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule", "chunk_kda", "fused_recurrent_kda"]
+__all__ = [
+    "chunk_gated_delta_rule",
+    "fused_recurrent_gated_delta_rule",
+    "recurrent_gated_delta_rule",
+    "chunk_kda",
+    "fused_recurrent_kda",
+]
 
 _F32 = torch.float32
 _EPS = 1e-6
@@ -238,3 +244,7 @@ class fused_recurrent_kda(nn.Module):
             "fused_recurrent_kda", query, key, value, g, beta, initial_state, output_final_state,
             use_qk_l2norm_in_kernel, kwargs,
         )
+
+
+# kernels-community/fla's name for the same layer (transformers' default mapping points there): a drop-in.
+recurrent_gated_delta_rule = fused_recurrent_gated_delta_rule
