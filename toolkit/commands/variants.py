@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
 from rich.markup import escape
 from rich.table import Table
 
-from toolkit.app import JsonOpt, ProjectOpt, app, run_guarded
+from toolkit import help as help_text
+from toolkit.app import JsonOpt, ProjectOpt, VariantOpt, VerboseOpt, app, run_guarded
 from toolkit.core import ui
 from toolkit.core.config import load
 
@@ -40,7 +38,7 @@ def engine_for(v, st, nix_ok: bool, host_system: str) -> str:  # type: ignore[no
     return ci_engine(v)
 
 
-def _variants(project, patterns: list[str], as_json: bool) -> None:  # type: ignore[no-untyped-def]
+def _variants(project, patterns: list[str], as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
     from toolkit.build.envs import detect_host, probe_nix  # deferred: keeps CLI start-up light
     from toolkit.build.matrix import load_matrix
     from toolkit.build.stage import judge_one
@@ -88,19 +86,20 @@ def _variants(project, patterns: list[str], as_json: bool) -> None:  # type: ign
     table.add_column("status")
     table.add_column("engine")
     table.add_column("why not / with what")
+    if verbose:
+        table.add_column("torch / backend / toolkit / cpu / os")
     for r in rows:
         if r["buildable"]:
             how = ", ".join(x for x in (r["compiler"], r["torch_env"]) if x) or r["executor"]
-            table.add_row(r["name"], f"[green]buildable ({r['executor']})[/]", escape(r["engine"]), escape(how))
+            cells = [r["name"], f"[green]buildable ({r['executor']})[/]", escape(r["engine"]), escape(how)]
         elif r["provision"]:
-            table.add_row(
-                r["name"],
-                "[cyan]provisionable[/]",
-                escape(r["engine"]),
-                escape("installs " + ", ".join(r["provision"])),
-            )
+            what = "installs " + ", ".join(r["provision"])
+            cells = [r["name"], "[cyan]provisionable[/]", escape(r["engine"]), escape(what)]
         else:
-            table.add_row(r["name"], "[yellow]elsewhere[/]", escape(r["engine"]), escape(r["reason"]))
+            cells = [r["name"], "[yellow]elsewhere[/]", escape(r["engine"]), escape(r["reason"])]
+        if verbose:
+            cells.append(" / ".join(str(r[k] or "-") for k in ("torch", "backend", "toolkit", "cpu", "os")))
+        table.add_row(*cells)
     ui.out.print(table)
     n = sum(r["buildable"] for r in rows)
     p = sum(bool(r["provision"]) for r in rows)
@@ -111,20 +110,11 @@ def _variants(project, patterns: list[str], as_json: bool) -> None:  # type: ign
     )
 
 
-@app.command(
-    "variants",
-    help=(
-        "List the build matrix (variants/*.toml): every variant name, the engine that builds it (local here, "
-        "local after provisioning its torch/toolkit from PyPI, nix, or the GitHub Actions runner kind of "
-        "`ggml-vendor ci`), and what this machine lacks for it (macOS + Metal toolchain, ROCm, an aarch64 "
-        "host, torch X for CUDA Y from index Z)."
-    ),
-)
+@app.command("variants", help=help_text.VARIANTS)
 def variants(
     project: ProjectOpt = None,
-    variant: Annotated[
-        list[str], typer.Option("--variant", "-v", help="Only names matching this glob (repeatable).")
-    ] = [],  # noqa: B006
+    variant: VariantOpt = [],  # noqa: B006
     json_: JsonOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
-    run_guarded(_variants, project, variant, json_)
+    run_guarded(_variants, project, variant, json_, verbose)
