@@ -36,15 +36,19 @@ RENDER = (
 )
 
 VARIANTS = (
-    "List the build matrix (variants/*.toml): every variant name, and whether this machine can build it "
-    "or exactly what it lacks (macOS + Metal toolchain, ROCm, an aarch64 host, torch X for CUDA Y from "
-    "index Z)."
+    "List the build matrix (variants/*.toml): every variant name, the engine that builds it (local here, "
+    "local after provisioning its torch/toolkit from PyPI, cross-built here, nix, or the GitHub Actions "
+    "runner kind of `ggml-vendor ci`), and what this machine lacks for it (macOS + Metal toolchain, ROCm, "
+    "an aarch64 host, torch X for CUDA Y from index Z)."
 )
 
 BUILD = (
     "Build build/<variant>/ (metadata.json, <id>.abi3.so, __init__.py, _ops.py) from the rendered project. "
     "Without options: the variant of this environment's torch + CUDA toolkit. --all: every variant of the "
-    "matrix this host can build (the others are reported with the reason). Kernel objects that do not "
+    "matrix this host can build, after provisioning what the matrix's [sources] provide (torch builds, CUDA "
+    "toolkits, the pinned zig; --no-provision opts out); the others are reported with the engine that builds "
+    "them. Linux variants are compiled and linked by the hermetic zig toolchain (glibc 2.28 targets) when it "
+    "is installed or provisioned (--toolchain system: the host's g++). Kernel objects that do not "
     "depend on torch are compiled once and shared by all torch versions; unchanged variants are cache hits. "
     "Exit codes: 0 ok, 7 a variant failed, 10 nothing buildable here, 130 interrupted."
 )

@@ -200,10 +200,10 @@ def prepare(
     matrix, chosen = select_variants(cfg, all_variants=all_variants, patterns=patterns, host=host)
     project = load_project(cfg, memo=cdir / "validated-build-toml.json", tool_version=__version__)
     enabled = tuple(b for b in cfg.backends if b in project.backends)
-    if create_envs and matrix is not None:
-        host = _create_missing_envs(chosen, host, enabled, matrix)
     if provision and not dry_run and matrix is not None and engine != "nix":
         host = provision_missing(chosen, host, enabled, matrix, say=say)
+    if create_envs and matrix is not None:  # what [sources] did not provide, from the [torch-index] URLs
+        host = _create_missing_envs(chosen, host, enabled, matrix)
     if toolchain == "system" or host.os != "linux":
         host = replace(host, cross_cpus=())  # cross builds need the zig toolchain
     judged = judge(chosen, host, enabled, matrix, cdir / "torch-envs.json", engine)

@@ -123,8 +123,8 @@ def _build(
     from toolkit.build.stage import NothingToBuildError
 
     cfg = load(project)
-    if provision is None:
-        provision = all_variants  # `build --all` provisions what the matrix's rows lack; --no-provision opts out
+    if provision is None:  # `build --all` (and --create-envs) provision what rows lack; --no-provision opts out
+        provision = all_variants or create_envs
     request = build_stage.Request(
         all_variants,
         tuple(patterns),
@@ -179,7 +179,10 @@ def build(
         bool,
         typer.Option(
             "--create-envs",
-            help=("Create missing per-torch-version environments (venv + torch from the matrix's [torch-index])."),
+            help=(
+                "Create missing per-torch-version environments: from the matrix's [sources] (implies "
+                "--provision), then for other rows a venv with torch from the matrix's [torch-index] URL."
+            ),
         ),
     ] = False,
     engine: Annotated[
