@@ -177,6 +177,7 @@ def write_stamp(build_dir: Path, report: VerifyReport) -> None:
     variants = doc.get("variants", {}) if isinstance(doc, dict) else {}
     global_ok = not any(f.failed for f in report.global_findings)
     for v in report.variants:
+        prev = variants.get(v.variant) if isinstance(variants.get(v.variant), dict) else {}
         variants[v.variant] = {
             "tree_sha256": v.tree_sha256,
             "ok": v.ok and global_ok,
@@ -184,6 +185,9 @@ def write_stamp(build_dir: Path, report: VerifyReport) -> None:
             "hub_compliant": _hub_compliant(v),
             "failures": [f.line() for f in v.findings if f.failed],
         }
+        # Where `ggml-vendor collect` brought the variant from stays on record while the bytes are the same.
+        if prev.get("collected") and prev.get("tree_sha256") == v.tree_sha256:
+            variants[v.variant]["collected"] = prev["collected"]
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps({"variants": variants}, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)

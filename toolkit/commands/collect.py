@@ -1,0 +1,83 @@
+"""`ggml-vendor collect ARTIFACT...`: merge the per-variant artifacts of a CI fan-out into build/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
+from toolkit.core import ui
+from toolkit.core.config import load
+
+
+def _table(report) -> Table:  # type: ignore[no-untyped-def]
+    table = Table(title="ggml-vendor collect" + (" (dry run)" if report.dry_run else ""))
+    for col in ("variant", "artifact", "result", "detail"):
+        table.add_column(col, overflow="fold")
+    for i in report.incoming:
+        verb = {"add": "added", "replace": "replaced"}[i.action] if report.committed else f"would {i.action}"
+        detail = "re-checked here: " + ", ".join(i.rechecked)
+        if i.record.get("hub_compliant") is False:
+            detail += " [yellow](host toolchain: not for huggingface.co)[/]"
+        table.add_row(i.variant, escape(i.artifact), f"[green]{verb}[/]", detail)
+    for r in report.refusals:
+        table.add_row(escape(r.variant or "-"), escape(r.artifact), f"[red]refused ({r.kind})[/]", escape(r.reason))
+    for name in report.kept:
+        table.add_row(name, "-", "[dim]kept[/]", "already in build/, no artifact replaces it")
+    return table
+
+
+def _collect(project, artifacts: list[Path], dry_run: bool, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+    from toolkit.ci.collect import CollectError, collect  # deferred: keeps CLI start-up light
+
+    cfg = load(project)
+
+    def progress(name: str) -> None:
+        if not as_json:
+            ui.err.print(f"checking artifact {escape(name)}")
+
+    try:
+        report = collect(cfg, artifacts, dry_run=dry_run, progress=progress)
+    except CollectError as exc:
+        report = getattr(exc, "report", None)
+        if report is not None:
+            if as_json:
+                ui.emit_json(report.to_json())
+            else:
+                ui.out.print(_table(report))
+        raise
+    if as_json:
+        ui.emit_json(report.to_json())
+        return
+    ui.out.print(_table(report))
+    n = len(report.incoming)
+    if report.committed:
+        ui.out.print(f"[green]collected[/] {n} variant(s) into {report.build_dir}; records merged into .verified.json")
+    else:
+        ui.out.print(f"{n} variant(s) would be collected; nothing changed (--dry-run)")
+
+
+@app.command(
+    "collect",
+    help=(
+        "Merge per-variant build artifacts (what the `ggml-vendor ci` jobs upload: <variant>/ plus its "
+        ".verified.json record, as directories or .zip files, or a directory holding them) into build/. Refuses, "
+        "naming it, an artifact that is incomplete (files missing or not matching its digest), from another "
+        "source tree (lock, build inputs or commit differ from this checkout), unverified, or that fails verify's "
+        "checks again here; then nothing changes. Otherwise swaps the variants in atomically and keeps each "
+        "one's verification record. Exit 11 when anything is refused."
+    ),
+)
+def collect_cmd(
+    artifacts: Annotated[
+        list[Path], typer.Argument(help="Artifact directories or .zip files, or directories holding them.")
+    ],
+    project: ProjectOpt = None,
+    dry_run: DryRunOpt = False,
+    json_: JsonOpt = False,
+) -> None:
+    run_guarded(_collect, project, artifacts, dry_run, json_)
