@@ -65,11 +65,14 @@ _CUDA_TAIL = "}\n"
 
 
 def host_variant_name() -> str:
-    """The CUDA variant this machine's torch resolves to (e.g. torch214-cxx11-cu130-x86_64-linux)."""
+    """The CUDA variant this machine's torch resolves to (e.g. torch214-cxx11-cu130-x86_64-linux); without
+    torch, the variant of the torch the `cuda` extra installs (nothing can import it then: smoke tests skip)."""
     import platform
 
-    import torch
-
+    try:
+        import torch
+    except ImportError:
+        return f"torch214-cxx11-cu130-{platform.machine()}-linux"
     maj, mino = torch.__version__.split("+")[0].split(".")[:2]
     cuda = (torch.version.cuda or "13.0").split(".")
     return f"torch{maj}{mino}-cxx11-cu{cuda[0]}{cuda[1]}-{platform.machine()}-linux"
