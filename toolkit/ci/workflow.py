@@ -12,7 +12,7 @@ config and the template, so `--check` is byte-exact on any machine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import jinja2
@@ -49,15 +49,43 @@ GROUPS = {
 
 @dataclass(frozen=True)
 class Row:
-    """One entry of a job's matrix: a variant and the machine that builds it."""
+    """One entry of a job's matrix: a variant, the machine that builds it, and, when PyPI has no torch for it,
+    the directory of the PyTorch wheel index its torch comes from (`cu126`, `rocm7.2`)."""
 
     variant: str
     group: str
     runner: str
     container: str | None = None
+    torch: str = ""  # torch minor, "2.14"
+    torch_index: str | None = None
 
 
-def row_for(v: Variant) -> Row:
+def _pypi_torch(v: Variant, matrix: Matrix | None) -> bool:
+    """Whether `ggml-vendor build --provision` gets this variant's torch from PyPI (the matrix's [sources])."""
+    if matrix is not None and hasattr(matrix, "torch_source"):
+        return matrix.torch_source(v) is not None
+    # Before [sources] existed: PyPI's Linux torch wheels are CUDA 13.0 builds (2.13, 2.14), macOS ones MPS.
+    return v.compute in ("cu130", "metal")
+
+
+def _pypi_toolkit(v: Variant, matrix: Matrix | None) -> bool:
+    if matrix is not None and hasattr(matrix, "toolkit_source"):
+        return matrix.toolkit_source(v) is not None
+    return v.toolkit in PYPI_CUDA
+
+
+def _index_dir(v: Variant) -> str:
+    """The PyTorch wheel index's directory for a compute tag (its ROCm directories keep the dot)."""
+    return f"rocm{v.toolkit}" if v.backend == "rocm" else v.compute
+
+
+def row_for(v: Variant, matrix: Matrix | None = None) -> Row:
+    """Where `v` builds: the job group, runner and container, and where its torch comes from."""
+    index = _index_dir(v) if v.backend in ("cuda", "rocm") and not _pypi_torch(v, matrix) else None
+    return replace(_machine_for(v, matrix), torch=v.torch, torch_index=index)
+
+
+def _machine_for(v: Variant, matrix: Matrix | None) -> Row:
     runner = RUNNERS.get(v.system)
     if runner is None:
         raise ConfigError(
@@ -67,7 +95,7 @@ def row_for(v: Variant) -> Row:
     if v.os == "darwin":
         return Row(v.name, "macos", runner)
     if v.backend == "cuda":
-        if v.toolkit in PYPI_CUDA:
+        if _pypi_toolkit(v, matrix):
             return Row(v.name, "linux", runner)
         image = CUDA_IMAGES.get(v.toolkit or "")
         if image is None:
@@ -95,7 +123,7 @@ def rows_for(matrix: Matrix, cfg: Config) -> tuple[tuple[Row, ...], tuple[tuple[
         if v.backend not in cfg.backends and v.backend != "cpu":
             skipped.append((v.name, f"backend {v.backend} is not enabled in [tool.ggml-vendor].backends"))
             continue
-        rows.append(row_for(v))
+        rows.append(row_for(v, matrix))
     return tuple(rows), tuple(skipped)
 
 
