@@ -67,3 +67,17 @@ this project: sync -> render -> build (what this machine can) -> verify -> publi
 -> kernels.get_kernel(repo, version=N) in a fresh process, which on a CUDA machine also runs both ops
 against float64 references. Prints one table (or --json) and exits non-zero if any stage failed. Your
 project, vendor/ and build/ are not touched. --dry-run prints the stages it would run."""
+
+CI = """Render .github/workflows/build-variants.yml from the variant matrix: one job per variant on a runner that
+can build it (x86_64 and arm64 Linux, NVIDIA's CUDA image for toolkits PyPI lacks, a ROCm container, macOS
+with Xcode's Metal toolchain), each building and verifying its variant and uploading build/<variant>/ with
+its verification record as an artifact named after the variant; a final job runs `ggml-vendor collect`,
+verifies and publishes (v* tags, or a manual run that asks for it). Same inputs give the same bytes;
+--check exits 6 when the committed workflow is missing or stale."""
+
+COLLECT = """Merge per-variant build artifacts into build/: what the `ggml-vendor ci` jobs upload (<variant>/ plus
+its .verified.json record), as directories or .zip files, or a directory holding them (download-artifact's
+layout). Refuses, naming it, an artifact that is incomplete (files missing or not matching its digest),
+from another source tree (lock, build inputs or commit differ from this checkout), unverified, or that
+fails verify's checks again on this host; build/ is then unchanged. Otherwise swaps the variants in
+atomically (others in build/ are kept) and keeps each one's verification record. Exit 11 on a refusal."""

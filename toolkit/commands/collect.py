@@ -9,7 +9,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
+from toolkit import help as help_text
+from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import ui
 from toolkit.core.config import load
 
@@ -31,17 +32,13 @@ def _table(report) -> Table:  # type: ignore[no-untyped-def]
     return table
 
 
-def _collect(project, artifacts: list[Path], dry_run: bool, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+def _collect(project, artifacts: list[Path], dry_run: bool, as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
     from toolkit.ci.collect import CollectError, collect  # deferred: keeps CLI start-up light
 
     cfg = load(project)
-
-    def progress(name: str) -> None:
-        if not as_json:
-            ui.err.print(f"checking artifact {escape(name)}")
-
     try:
-        report = collect(cfg, artifacts, dry_run=dry_run, progress=progress)
+        with ui.task("collecting artifacts", verbose=verbose, quiet=as_json) as t:
+            report = collect(cfg, artifacts, dry_run=dry_run, progress=lambda name: t.log(f"checking {name}"))
     except CollectError as exc:
         report = getattr(exc, "report", None)
         if report is not None:
@@ -61,17 +58,7 @@ def _collect(project, artifacts: list[Path], dry_run: bool, as_json: bool) -> No
         ui.out.print(f"{n} variant(s) would be collected; nothing changed (--dry-run)")
 
 
-@app.command(
-    "collect",
-    help=(
-        "Merge per-variant build artifacts (what the `ggml-vendor ci` jobs upload: <variant>/ plus its "
-        ".verified.json record, as directories or .zip files, or a directory holding them) into build/. Refuses, "
-        "naming it, an artifact that is incomplete (files missing or not matching its digest), from another "
-        "source tree (lock, build inputs or commit differ from this checkout), unverified, or that fails verify's "
-        "checks again here; then nothing changes. Otherwise swaps the variants in atomically and keeps each "
-        "one's verification record. Exit 11 when anything is refused."
-    ),
-)
+@app.command("collect", help=help_text.COLLECT)
 def collect_cmd(
     artifacts: Annotated[
         list[Path], typer.Argument(help="Artifact directories or .zip files, or directories holding them.")
@@ -79,5 +66,6 @@ def collect_cmd(
     project: ProjectOpt = None,
     dry_run: DryRunOpt = False,
     json_: JsonOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
-    run_guarded(_collect, project, artifacts, dry_run, json_)
+    run_guarded(_collect, project, artifacts, dry_run, json_, verbose)
