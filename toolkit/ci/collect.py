@@ -202,32 +202,27 @@ def local_identity(cfg: Config) -> TreeIdentity:
 
 
 def _completeness(variant_dir: Path, meta: dict[str, Any]) -> str | None:
-    """Why the variant's files are not exactly what its metadata.json digest lists, or None."""
+    """Why the variant's files are not exactly what its metadata.json digest lists, or None. The hashes are
+    kernels' own (`kernels._rust.Digest`, what the build wrote and what `kernels` checks)."""
+    from kernels._rust import Digest, DigestAlgorithm  # type: ignore[import-not-found]
+
     digest = meta.get("digest")
     files = digest.get("files") if isinstance(digest, dict) else None
     if not isinstance(files, dict) or not files:
         return "metadata.json lists no digest of its files (built by something other than ggml-vendor build?)"
-    import base64
-    import hashlib
-
-    present = {
-        p.relative_to(variant_dir).as_posix()
-        for p in variant_dir.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
-    } - {"metadata.json", "metadata.json.sigstore"}
-    missing = sorted(set(files) - present)
+    try:
+        actual = dict(Digest.hash_variant(DigestAlgorithm.SHA256, str(variant_dir)).files)
+    except Exception as exc:  # kernels raises its own exception types from Rust
+        return f"its files cannot be hashed ({exc})"
+    missing = sorted(set(files) - set(actual))
     if missing:
         return "missing " + ", ".join(missing[:3]) + (f" (+{len(missing) - 3} more)" if len(missing) > 3 else "")
-    extra = sorted(present - set(files))
+    extra = sorted(set(actual) - set(files))
     if extra:
         return "files not in its digest: " + ", ".join(extra[:3])
-    for rel, want in sorted(files.items()):
-        h = hashlib.sha256()
-        with (variant_dir / rel).open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        if base64.b64encode(h.digest()).decode() != want:
-            return f"{rel} does not match its digest (truncated or altered in transit)"
+    changed = sorted(rel for rel, want in files.items() if actual[rel] != want)
+    if changed:
+        return f"{changed[0]} does not match its digest (truncated or altered in transit)"
     return None
 
 
@@ -426,6 +421,7 @@ def _commit(build_dir: Path, staging: Path, incoming: list[Incoming]) -> None:
                 shutil.rmtree(target, ignore_errors=True)
             if had:
                 os.replace(old / item.variant, target)
+        stamp.with_name(stamp.name + ".tmp").unlink(missing_ok=True)
         if stamp_before is None:
             stamp.unlink(missing_ok=True)
         else:
