@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
+from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import config, ui
 
 HELP = """Keep changes to the vendored ggml as a patch series in vendor/patches/ (applied by sync, in name order).
@@ -51,6 +51,7 @@ def save(
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
     project: ProjectOpt = None,
+    verbose: VerboseOpt = False,  # accepted by every command; patch reports are already complete
 ) -> None:
     def body() -> None:
         from toolkit.core.errors import PatchError
@@ -96,6 +97,7 @@ def list_(
     mirror: MirrorOpt = None,
     as_json: JsonOpt = False,
     project: ProjectOpt = None,
+    verbose: VerboseOpt = False,  # accepted by every command; patch reports are already complete
 ) -> None:
     def body() -> None:
         from toolkit.sync.patch_workflow import HEALTH_CONFLICT, list_patches
@@ -124,6 +126,7 @@ def drop(
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
     project: ProjectOpt = None,
+    verbose: VerboseOpt = False,  # accepted by every command; patch reports are already complete
 ) -> None:
     def body() -> None:
         from toolkit.sync.patch_workflow import drop_patch
