@@ -38,9 +38,10 @@ CUDA_IMAGES = {
 }
 ROCM_IMAGE = "rocm/dev-ubuntu-24.04:{version}"
 
+SMOKE_GROUPS = ("linux", "cuda-image")
 # Job definitions, in workflow order: id -> (display name, what the runner provides).
 GROUPS = {
-    "linux": "Linux, CUDA toolkit and torch provisioned by ggml-vendor build",
+    "linux": "Linux, CUDA toolkit (PyPI) provisioned by ggml-vendor build",
     "cuda-image": "Linux, CUDA toolkit from NVIDIA's devel image (no nvcc on PyPI for it)",
     "rocm": "Linux, ROCm container (hipcc)",
     "macos": "macOS on Apple silicon, Xcode with the Metal toolchain",
@@ -49,14 +50,15 @@ GROUPS = {
 
 @dataclass(frozen=True)
 class Row:
-    """One entry of a job's matrix: a variant, the machine that builds it, and, when PyPI has no torch for it,
-    the directory of the PyTorch wheel index its torch comes from (`cu126`, `rocm7.2`)."""
+    """One entry of a job's matrix: a variant, the machine that builds it, the torch requirement the job
+    installs (`torch==2.14.1` from PyPI's pin in the matrix's [sources], else `torch==2.14.*`) and, when PyPI
+    has no such torch, the directory of the PyTorch wheel index it comes from (`cu126`, `rocm7.2`)."""
 
     variant: str
     group: str
     runner: str
     container: str | None = None
-    torch: str = ""  # torch minor, "2.14"
+    torch: str = ""
     torch_index: str | None = None
 
 
@@ -82,7 +84,9 @@ def _index_dir(v: Variant) -> str:
 def row_for(v: Variant, matrix: Matrix | None = None) -> Row:
     """Where `v` builds: the job group, runner and container, and where its torch comes from."""
     index = _index_dir(v) if v.backend in ("cuda", "rocm") and not _pypi_torch(v, matrix) else None
-    return replace(_machine_for(v, matrix), torch=v.torch, torch_index=index)
+    pin = matrix.torch_source(v) if index is None and matrix is not None and hasattr(matrix, "torch_source") else None
+    requirement = f"torch=={pin.version}" if pin is not None else f"torch=={v.torch}.*"
+    return replace(_machine_for(v, matrix), torch=requirement, torch_index=index)
 
 
 def _machine_for(v: Variant, matrix: Matrix | None) -> Row:
@@ -150,7 +154,9 @@ def render(cfg: Config) -> Workflow:
     if not rows:
         raise ConfigError(f"{matrix.path.name} has no variant to build", "add [[build]] rows to the matrix")
     groups = [
-        {"id": gid, "title": title, "rows": [r for r in rows if r.group == gid]}
+        # The import test needs only the variant's torch: a CUDA build loads on a runner without a GPU (that is
+        # how the aarch64 rows get loaded before publishing). MPS and ROCm runtimes are not assumed there.
+        {"id": gid, "title": title, "rows": [r for r in rows if r.group == gid], "smoke": gid in SMOKE_GROUPS}
         for gid, title in GROUPS.items()
         if any(r.group == gid for r in rows)
     ]
