@@ -247,6 +247,12 @@ def _zig() -> str:
         found = find_zig()
     except ImportError:
         found = None
+    if not found:
+        import importlib.util
+
+        spec = importlib.util.find_spec("ziglang")  # the pip wheel: the binary sits in the package
+        if spec is not None and spec.origin and (Path(spec.origin).parent / "zig").is_file():
+            found = str(Path(spec.origin).parent / "zig")
     found = found or shutil.which("zig")
     if not found:
         pytest.skip("zig is not installed (ggml-vendor build --provision installs the pinned ziglang)")
