@@ -424,3 +424,12 @@ def test_two_runners_collected_verified_published_and_loaded(tmp_path: Path) -> 
         paths = [r[1] for r in hub.state.requests]
         assert any("/resolve/" in p and V1 in p for p in paths)
         assert not any("/resolve/" in p and "cu132" in p for p in paths)
+
+
+def test_without_the_lock_there_is_nothing_to_compare_with(proj, tmp_path: Path) -> None:
+    art = _artifact(proj, tmp_path / "a", V1)
+    (proj.vendor_dir / "UPSTREAM").unlink()
+    res = _cli(proj.root, "collect", str(art))
+    assert res.returncode == 11 and len(res.stderr.strip().splitlines()) == 1
+    assert "vendor/UPSTREAM is missing" in res.stderr and "checkout the artifacts were built from" in res.stderr
+    assert not proj.build_dir.exists()
