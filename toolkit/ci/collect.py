@@ -166,6 +166,15 @@ def _extract(zip_path: Path, dest: Path) -> None:
         zf.extractall(dest)
 
 
+def _link_or_copy(src: str, dst: str) -> None:
+    """Hard-link when the artifact is on the same filesystem (CUDA variants are hundreds of MB; nothing
+    rewrites a file in place), else copy."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def _links(d: Path) -> list[str]:
     return [p.relative_to(d).as_posix() for p in d.rglob("*") if p.is_symlink()]
 
@@ -307,7 +316,7 @@ def collect(
                     links = _links(src)
                     if links:
                         raise ValueError(f"it contains symbolic links ({', '.join(links[:2])})")
-                    shutil.copytree(src, root)
+                    shutil.copytree(src, root, copy_function=_link_or_copy)
             except (ValueError, OSError, zipfile.BadZipFile) as exc:
                 refusals.append(Refusal(name, "", "incomplete", f"cannot be read: {exc}"))
                 continue
