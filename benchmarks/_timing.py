@@ -12,12 +12,14 @@ No number here is ever asserted: the scripts print ratios and targets beside the
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
 import platform
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -287,3 +289,42 @@ def load_op(kernel_path: str | None, root: Path) -> tuple[object | None, str]:
         return None, f"not built: get_local_kernel({path}) failed: {type(exc).__name__}: {first[:200]}"
     where = Path(getattr(module, "__file__", "") or path).parent
     return module, f"loaded from {where}"
+
+
+def bench_parser(doc: str, name: str, root: Path) -> argparse.ArgumentParser:
+    """The options every op benchmark takes: where to write, which build of the op, the raw-ggml harness."""
+    here = root / "benchmarks"
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--out", default=str(here / "out"), help=f"folder for {name}.md/.json (default benchmarks/out)")
+    p.add_argument(
+        "--kernel",
+        default=None,
+        help="built op: a build/<variant> folder or a folder holding build/ (default: the repo root)",
+    )
+    p.add_argument("--vendor", default=str(root / "vendor" / "ggml"), help="vendored ggml tree for the raw harness")
+    p.add_argument(
+        "--build-dir",
+        default=str(here / "out" / "raw_ggml_build"),
+        help="where the raw-ggml harness is compiled (cached by content)",
+    )
+    p.add_argument("--samples", type=int, default=30, help="host-hidden samples per measurement")
+    return p
+
+
+def report_tail(reference: str, env: dict) -> list[str]:
+    """The closing lines of a benchmark report: the reference numbers, the environment, the command."""
+    lines = ["", f"Reference: {reference}.", "", "### Environment", ""]
+    lines += [f"* {k}: {v}" for k, v in env.items()]
+    return lines + [f"* command: `python3 {' '.join(sys.argv)}`"]
+
+
+def load_raw_ggml(vendor: Path, build_dir: Path) -> tuple[object | None, str]:
+    """ggml's own kernels through the raw harness (benchmarks/raw_ggml), compiled against `vendor`; None and
+    the reason when it cannot be built here."""
+    try:
+        from raw_ggml import loader
+
+        raw = loader.RawGgml(loader.build(vendor, build_dir, quiet=False))
+        return raw, f"built {raw.path}"
+    except Exception as exc:
+        return None, f"unavailable: {exc}".splitlines()[0][:300]

@@ -10,7 +10,6 @@ checked against a float64 recurrence before it is timed. Prints ratios and the t
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
@@ -22,7 +21,20 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from _timing import Stat, Timer, environment, host_yardstick, load_op, markdown_table, ratio, rel_err, write_outputs  # noqa: E402
+from _timing import (  # noqa: E402
+    Stat,
+    Timer,
+    bench_parser,
+    environment,
+    host_yardstick,
+    load_op,
+    load_raw_ggml,
+    markdown_table,
+    ratio,
+    rel_err,
+    report_tail,
+    write_outputs,
+)
 
 H, D = 32, 128
 CASES = [(1, 1), (1, 4), (1, 512), (32, 1), (32, 4), (32, 512)]
@@ -247,14 +259,7 @@ def run(args) -> int:
     timer = Timer()
 
     op, op_status = load_op(args.kernel, ROOT)
-    raw, raw_status = None, ""
-    try:
-        from raw_ggml import loader
-
-        raw = loader.RawGgml(loader.build(Path(args.vendor), Path(args.build_dir), quiet=False))
-        raw_status = f"built {raw.path}"
-    except Exception as exc:
-        raw_status = f"unavailable: {exc}".splitlines()[0][:300]
+    raw, raw_status = load_raw_ggml(Path(args.vendor), Path(args.build_dir))
     fla_fn, fla_status = None, ""
     try:
         import fla
@@ -442,27 +447,12 @@ def render(results, missing, env, cases, args) -> str:
             )
         elif not o:
             lines.append(f"* device time within 10% of ggml raw, B={B} T={T}: op not measured")
-    lines += ["", f"Reference: {ANCHOR_NOTE}.", "", "### Environment", ""]
-    lines += [f"* {k}: {v}" for k, v in env.items()]
-    lines += [f"* command: `python3 {' '.join(sys.argv)}`"]
+    lines += report_tail(ANCHOR_NOTE, env)
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default=str(HERE / "out"), help="folder for bench_gdn.md/.json (default benchmarks/out)")
-    p.add_argument(
-        "--kernel",
-        default=None,
-        help="built op: a build/<variant> folder or a folder holding build/ (default: the repo root)",
-    )
-    p.add_argument("--vendor", default=str(ROOT / "vendor" / "ggml"), help="vendored ggml tree for the raw harness")
-    p.add_argument(
-        "--build-dir",
-        default=str(HERE / "out" / "raw_ggml_build"),
-        help="where the raw-ggml harness is compiled (cached by content)",
-    )
-    p.add_argument("--samples", type=int, default=30, help="host-hidden samples per measurement")
+    p = bench_parser(__doc__, "bench_gdn", ROOT)
     p.add_argument("--quick", action="store_true", help="T in {1, 4} only")
     args = p.parse_args(argv)
     return run(args)

@@ -261,9 +261,8 @@ def test_cache_entry_is_invalidated_when_a_recorded_project_dependency_changes(p
     assert BuildCache(tmp_path / "c", project).lookup("obj", "k" * 64) is None
 
 
-def test_metadata_is_strict_kernels_metadata_with_provenance(project, tmp_path):
-    plan = _plan(project, TWO[:1])
-    ex = LocalExecutor(
+def _executor(plan, project, tmp_path) -> LocalExecutor:  # type: ignore[no-untyped-def]
+    return LocalExecutor(
         plan,
         BuildCache(tmp_path / "c", project),
         jobs=1,
@@ -271,6 +270,11 @@ def test_metadata_is_strict_kernels_metadata_with_provenance(project, tmp_path):
         log_dir=tmp_path / "l",
         gen_dir=tmp_path / "g",
     )
+
+
+def test_metadata_is_strict_kernels_metadata_with_provenance(project, tmp_path):
+    plan = _plan(project, TWO[:1])
+    ex = _executor(plan, project, tmp_path)
     meta = ex.metadata(plan.variants[0])
     kernels_rust = pytest.importorskip("kernels._rust")
     kernels_rust.Metadata.from_bytes(json.dumps(meta).encode())
@@ -285,14 +289,7 @@ def test_metadata_is_strict_kernels_metadata_with_provenance(project, tmp_path):
 
 def test_generated_ops_py_names_the_namespace(project, tmp_path):
     plan = _plan(project, TWO[:1])
-    ex = LocalExecutor(
-        plan,
-        BuildCache(tmp_path / "c", project),
-        jobs=1,
-        provenance=read_provenance(project),
-        log_dir=tmp_path / "l",
-        gen_dir=tmp_path / "g",
-    )
+    ex = _executor(plan, project, tmp_path)
     v = plan.variants[0]
     files = ex._python_files(v)
     assert files["_ops.py"] == OPS_PY.format(ops_id=v.ops_id).encode()

@@ -451,23 +451,14 @@ class LocalExecutor:
         first = next((failed[s] for s in v.steps if s in failed), None)
         compiles, hits = self._counts(v)
         if first is None or first.error == "interrupted":
-            return VariantResult(
-                v.name,
-                "interrupted" if first else "failed",
-                "stopped before completion",
-                v.out_dir,
-                v.ops_id,
-                v.archs,
-                time.monotonic() - t0,
-                compiles,
-                hits,
-                str(self.log_dir / f"{v.name}.log"),
-            )
-        tail = "\n".join(first.output.strip().splitlines()[-LOG_TAIL_LINES:])
+            result, reason, step, tail = "interrupted" if first else "failed", "stopped before completion", "", ""
+        else:
+            result, reason, step = "failed", f"{first.step.label}: {first.error}", first.step.label
+            tail = "\n".join(first.output.strip().splitlines()[-LOG_TAIL_LINES:])
         return VariantResult(
             v.name,
-            "failed",
-            f"{first.step.label}: {first.error}",
+            result,
+            reason,
             v.out_dir,
             v.ops_id,
             v.archs,
@@ -475,7 +466,7 @@ class LocalExecutor:
             compiles,
             hits,
             str(self.log_dir / f"{v.name}.log"),
-            first.step.label,
+            step,
             tail,
         )
 

@@ -304,6 +304,15 @@ def _binding_defines(backend: str, ops_id: str, abi: bool) -> tuple[str, ...]:
     return (f"-DTORCH_EXTENSION_NAME={ops_id}", f"-DPy_LIMITED_API={PY_LIMITED_API}", *per_backend, *abi_flag)
 
 
+def _object_flags(*pic: str) -> tuple[str, ...]:
+    """What every object compile passes: the output, its depfile (the cache records what it read), `pic`."""
+    return ("-o", "{out}", "-MD", "-MF", "{dep}", *(pic or ("-fPIC",)), "-O3")
+
+
+def _macos_target(backend: str) -> tuple[str, ...]:
+    return (f"-mmacosx-version-min={facts.METAL_MIN_MACOS}", "-arch", "arm64") if backend == "metal" else ()
+
+
 def plan_variant(
     project: ProjectInputs,
     variant: Variant,
@@ -381,13 +390,7 @@ def plan_variant(
                     tools.compiler,
                     "-c",
                     src,
-                    "-o",
-                    "{out}",
-                    "-MD",
-                    "-MF",
-                    "{dep}",
-                    *fpic,
-                    "-O3",
+                    *_object_flags(*fpic),
                     "-DCUDA_KERNEL",
                     "-DUSE_CUDA=1",
                     *incs,
@@ -405,13 +408,7 @@ def plan_variant(
                     "-x",
                     "hip",
                     src,
-                    "-o",
-                    "{out}",
-                    "-MD",
-                    "-MF",
-                    "{dep}",
-                    "-fPIC",
-                    "-O3",
+                    *_object_flags(),
                     *facts.HIP_DEFINES,
                     "-DROCM_KERNEL",
                     "-DUSE_ROCM=1",
@@ -424,23 +421,13 @@ def plan_variant(
                 label = f"hipcc {src} [{', '.join(caps)}]"
             else:
                 lang = ("-x", "objective-c++", "-fobjc-arc") if src.endswith((".mm", ".m")) else ()
-                osx = (
-                    (f"-mmacosx-version-min={facts.METAL_MIN_MACOS}", "-arch", "arm64")
-                    if variant.backend == "metal"
-                    else ()
-                )
+                osx = _macos_target(variant.backend)
                 argv = (
                     tools.cxx,
                     "-c",
                     *lang,
                     src,
-                    "-o",
-                    "{out}",
-                    "-MD",
-                    "-MF",
-                    "{dep}",
-                    "-fPIC",
-                    "-O3",
+                    *_object_flags(),
                     f"-std={tools.cxx_standard}",
                     *osx,
                     *incs,
@@ -546,18 +533,12 @@ def plan_variant(
             continue
         gen = () if project.has_registration_h else (f"-I{gen_include}",)
         toolkit_inc = (f"-I{tools.toolkit_root}/include",) if variant.backend in ("cuda", "rocm") else ()
-        osx = (f"-mmacosx-version-min={facts.METAL_MIN_MACOS}", "-arch", "arm64") if variant.backend == "metal" else ()
+        osx = _macos_target(variant.backend)
         argv = (
             tools.cxx,
             "-c",
             src,
-            "-o",
-            "{out}",
-            "-MD",
-            "-MF",
-            "{dep}",
-            "-fPIC",
-            "-O3",
+            *_object_flags(),
             f"-std={tools.cxx_standard}",
             "-fvisibility=hidden",
             *osx,
