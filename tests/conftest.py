@@ -17,9 +17,12 @@ its environment once, at import).
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -187,3 +190,48 @@ def real_upstream_export(dest: Path, *paths: str) -> Path:
 @pytest.fixture
 def repo_root() -> Path:
     return REPO_ROOT
+
+
+def binding_build_unavailable() -> str | None:
+    """Why the miniature-upstream CUDA build (built_binding) cannot run here, or None."""
+    ok, why = nvcc_available()
+    if not ok:
+        return why
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.version.cuda:
+        return f"torch {torch.__version__} is not a CUDA build"
+    return None
+
+
+def _cli(root: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)], capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="session")
+def built_binding(tmp_path_factory) -> tuple[Path, dict]:
+    """The rendered package built for real (one arch) against the miniature upstream: sync (embedded) -> render
+    -> build. Shared by the binding and layer tests (one compile per session)."""
+    why = binding_build_unavailable()
+    if why:
+        pytest.skip(why)
+    root = tmp_path_factory.mktemp("binding") / "proj"
+    root.mkdir()
+    for name in ("pyproject.toml", "templates", "variants"):
+        src = REPO_ROOT / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, root / name)
+    (root / "vendor" / "patches").mkdir(parents=True)
+    from toolkit.core import config as config_mod
+
+    config_mod.set_value(root, "backends", ["cuda"])
+    config_mod.set_value(root, "cuda-archs", ["8.0"])  # one arch keeps CI's compile short
+    for step in (("sync", "--rev", "master", "--upstream", "embedded"), ("render",)):
+        res = _cli(root, *step)
+        assert res.returncode == 0, f"{step}: {res.stdout}{res.stderr}"
+    res = _cli(root, "build", "--json", "-j", "2")
+    assert res.returncode == 0, res.stdout + res.stderr
+    return root, json.loads(res.stdout)

@@ -414,7 +414,7 @@ def test_status_json_and_text(proj):
     doc = json.loads(cli(proj, "status", "--json").stdout)
     assert doc["pinned"] and doc["commit"] == read_lock(proj.vendor_dir).commit and doc["layout"] == "ggml"
     assert doc["clean"] is False and doc["patches"] == [
-        {"name": "0001-new.patch", "verdict": None, "state": "not applied yet"}
+        {"name": "0001-new.patch", "verdict": None, "state": "not applied yet", "description": ""}
     ]
     text = cli(proj, "status").output
     assert "pinned" in text and "patches changed" in text

@@ -119,8 +119,9 @@ def compile_so(
     fatbin: bytes | None = None,
     static_cudart: bool = False,
     extra_c: str = "",
+    link: tuple[str, ...] = (),
 ) -> Path:
-    """Compile the fixture extension `<ident>.abi3.so` into `dest`."""
+    """Compile the fixture extension `<ident>.abi3.so` into `dest` (`link`: extra linker arguments, gcc)."""
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / f"{ident}.abi3.so"
     inc = sysconfig.get_paths()["include"]
@@ -157,7 +158,7 @@ def compile_so(
                     f"static const unsigned char fatbin[] = {{{arr}}};"
                 )
             src.write_text(_C_SRC.replace("@IDENT@", ident).replace("@KERNEL@", kernel) + extra_c)
-            cmd = ["gcc", "-shared", "-fPIC", "-O1", "-I", inc, "-o", str(out), str(src)]
+            cmd = ["gcc", "-shared", "-fPIC", "-O1", "-I", inc, "-o", str(out), str(src), *link]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"{cmd[0]} failed: {proc.stderr[-2000:]}")

@@ -6,6 +6,7 @@ from toolkit import help as help_text
 from toolkit.app import JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import config, ui
 from toolkit.core.lock import read_lock, sha256_file
+from toolkit.sync.patch_workflow import patch_descriptions
 from toolkit.sync.vendor_tree import (
     LOSSY,
     MISSING,
@@ -22,6 +23,7 @@ def status_doc(cfg: config.Config) -> dict[str, object]:
     findings = check_vendor(cfg)
     lock = read_lock(cfg.vendor_dir)
     current = {p.name: sha256_file(p) for p in patch_files(cfg.vendor_dir)}
+    described = patch_descriptions(cfg.vendor_dir)
     patches = []
     for p in lock.patches if lock else ():
         state = (
@@ -29,9 +31,13 @@ def status_doc(cfg: config.Config) -> dict[str, object]:
             if p.name in current and current[p.name] == p.sha256
             else ("edited since sync" if p.name in current else "removed since sync")
         )
-        patches.append({"name": p.name, "verdict": p.verdict, "state": state})
+        patches.append({"name": p.name, "verdict": p.verdict, "state": state, "description": described.get(p.name, "")})
     locked = {p.name for p in (lock.patches if lock else ())}
-    patches += [{"name": n, "verdict": None, "state": "not applied yet"} for n in sorted(current) if n not in locked]
+    patches += [
+        {"name": n, "verdict": None, "state": "not applied yet", "description": described.get(n, "")}
+        for n in sorted(current)
+        if n not in locked
+    ]
     return {
         "pinned": lock is not None,
         "upstream": lock.upstream if lock else None,
@@ -98,6 +104,6 @@ def status(as_json: JsonOpt = False, project: ProjectOpt = None, verbose: Verbos
             for f in findings:  # type: ignore[union-attr]
                 ui.out.print(f"  {f['kind']:14} {f['path']}" + (f"  ({f['detail']})" if f["detail"] else ""))
         for p in doc["patches"]:  # type: ignore[union-attr]
-            ui.out.print(f"patch   {p['name']}: {p['state']}")
+            ui.out.print(f"patch   {p['name']}: {p['state']}" + (f" — {p['description']}" if p["description"] else ""))
 
     run_guarded(body)

@@ -11,7 +11,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -35,7 +35,7 @@ from toolkit.sync import embedded
 from toolkit.sync.closure import Closure, compute_closure
 from toolkit.sync.drift import Drift, compute_drift, fingerprints_of, write_report
 from toolkit.sync.embedded import EMBEDDED
-from toolkit.sync.patches import PatchResult, apply_patches
+from toolkit.sync.patches import PatchResult, apply_patches, describe
 from toolkit.sync.upstream import open_upstream
 from toolkit.sync.vendor_tree import (
     JOURNAL,
@@ -423,6 +423,8 @@ def prepare(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] 
                     return None
 
             drift = compute_drift(previous, plan.lock, log=source.log, old_text=old_text, new_text=snapshot.read)
+            described = {n: describe(b) for n, b in patches}
+            drift = replace(drift, patches=tuple((r.name, r.verdict, described[r.name]) for r in plan.patches))
             t = lap("drift", t)
     finally:
         source.close()
