@@ -16,12 +16,26 @@ runner = CliRunner()
 STAGES = ("sync", "render", "build", "verify", "publish")
 
 
-@pytest.mark.parametrize("command", COMMAND_MODULES)
+def _leaf_commands() -> list[tuple[str, ...]]:
+    import typer.main
+
+    out: list[tuple[str, ...]] = []
+    for name, cmd in typer.main.get_command(app).commands.items():  # type: ignore[attr-defined]
+        subs = getattr(cmd, "commands", {})  # a command group (patch save | list | drop)
+        out += [(name, sub) for sub in subs] if subs else [(name,)]
+    return sorted(out)
+
+
+def test_every_command_module_registers_a_command():
+    assert {c[0] for c in _leaf_commands()} == set(COMMAND_MODULES)
+
+
+@pytest.mark.parametrize("command", _leaf_commands(), ids=" ".join)
 def test_every_command_takes_the_shared_options(command):
-    res = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    res = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
     assert res.exit_code == 0, res.output
     for option in ("--project", "-C", "--json", "--verbose", "-v"):
-        assert option in res.output, f"{command} lacks {option}"
+        assert option in res.output, f"{' '.join(command)} lacks {option}"
 
 
 def test_variant_has_no_short_flag_that_could_mean_verbose():

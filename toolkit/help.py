@@ -67,3 +67,31 @@ this project: sync -> render -> build (what this machine can) -> verify -> publi
 -> kernels.get_kernel(repo, version=N) in a fresh process, which on a CUDA machine also runs both ops
 against float64 references. Prints one table (or --json) and exits non-zero if any stage failed. Your
 project, vendor/ and build/ are not touched. --dry-run prints the stages it would run."""
+
+PATCH = """Keep changes to the vendored ggml as a patch series in vendor/patches/ (applied by sync, in name order).
+
+Workflow: edit files under vendor/ggml, then `ggml-vendor patch save NAME -m "what and why"`; before moving
+the pin, `ggml-vendor patch list --rev REV` says which patches still apply there.
+"""
+
+PATCH_SAVE = (
+    "Save the current edits of vendor/ggml (against the pinned upstream with the other patches applied) as "
+    "vendor/patches/NNNN-NAME.patch in git format-patch form, or refresh the patch NAME if it exists; "
+    "re-locks vendor/ in the same atomic step.\n\n"
+    "Example: ggml-vendor patch save gdn-decode -m 'cuda: gated_delta_net: 16-byte state loads at decode'"
+)
+
+PATCH_LIST = (
+    "List vendor/patches/*.patch with their descriptions and health: applies, already-upstream, or conflicts "
+    "at hunk N. --rev REV checks them against another upstream revision without changing anything."
+)
+
+PATCH_DROP = "Remove a patch from vendor/patches/ and un-apply it from vendor/ggml."
+
+CI = (
+    "Render .github/workflows/build-variants.yml from the variant matrix: one job per variant on a runner "
+    "that can build it (x86_64 and arm64 Linux, NVIDIA's CUDA image for toolkits PyPI lacks, a ROCm "
+    "container, macOS with Xcode's Metal toolchain), each uploading build/<variant>/ as an artifact named "
+    "after the variant, and a final job that runs `ggml-vendor collect`, verifies and publishes (v* tags or "
+    "a manual run). Same inputs give the same bytes; --check fails when the committed file is stale."
+)
