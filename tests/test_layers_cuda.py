@@ -20,33 +20,21 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import cuda_device_available
+from conftest import KERNEL_ROOT
 
 pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[1]
-KERNEL_ROOT = Path(os.environ.get("GGML_VENDOR_KERNEL_ROOT", REPO))
 
 
 @pytest.fixture(scope="module")
-def torch():
-    ok, why = cuda_device_available()
-    if not ok:
-        pytest.skip(why)
-    import torch as _torch
-
-    return _torch
+def torch(cuda_torch):  # type: ignore[no-untyped-def]
+    return cuda_torch
 
 
 @pytest.fixture(scope="module")
-def kernel(torch):
-    try:
-        import kernels
-    except ImportError as exc:
-        pytest.skip(f"the kernels package is not importable: {exc}")
-    if not any((KERNEL_ROOT / "build").glob("torch*-cu*")):
-        pytest.skip(f"no CUDA variant under {KERNEL_ROOT / 'build'}; run `ggml-vendor build` first")
-    return kernels.get_local_kernel(KERNEL_ROOT)
+def kernel(cuda_kernel):  # type: ignore[no-untyped-def]
+    return cuda_kernel
 
 
 def _reference(obj):
