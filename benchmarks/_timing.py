@@ -1,6 +1,6 @@
 """Timing helpers shared by the benchmarks: device time with host overhead hidden, CUDA-graph time, Python loop time.
 
-Why three numbers (shared/docs/perf-anchors.md, "Timings"): small ops are host-bound, so event timing around
+Why three numbers (docs/perf-reference.md §1): small ops are host-bound, so event timing around
 a single Python call measures Python, not the GPU (triton's do_bench alone shows 42-130 µs for a 3.7 µs kernel).
 * hidden: flush L2, spin the GPU (torch.cuda._sleep) for longer than the host needs to enqueue the call, then put
   events around the call. The launches queue up behind the spin, so the events see device time only, with the
@@ -31,7 +31,7 @@ Fn = Callable[[], object]
 
 L2_FLUSH_BYTES = 256 << 20
 # Calls whose enqueue takes longer than this fill CUDA's launch queue (about a thousand launches), so the
-# spin cannot hide them (perf-anchors.md pitfall 2): their "hidden" number would be host time.
+# spin cannot hide them (docs/perf-reference.md §4.2): their "hidden" number would be host time.
 HIDE_LIMIT_US = 20_000.0
 
 
@@ -185,7 +185,7 @@ class Timer:
 
 def host_yardstick(timer: Timer) -> float | None:
     """Python µs per call of one tiny torch op (add, out=): how fast this host dispatches right now.
-    The VM's host speed drifts (perf-anchors-2.md pitfall 4), so per-call numbers are read against this."""
+    The VM's host speed drifts (docs/perf-reference.md §4.4), so per-call numbers are read against this."""
     a = torch.ones(16, device="cuda")
     b, c = a.clone(), torch.empty_like(a)
     for _ in range(100):

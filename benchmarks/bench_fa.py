@@ -1,6 +1,6 @@
 """Decode flash attention, side by side in one process: this op vs ggml's raw vector kernel vs torch SDPA backends.
 
-Shape of perf-anchors-2.md: batch 1, one query, 16 q heads over 4 KV heads, head_dim 256, f16 K/V, n_kv in
+Shape of docs/perf-reference.md §3: batch 1, one query, 16 q heads over 4 KV heads, head_dim 256, f16 K/V, n_kv in
 {512, 4096, 32768}. SDPA gets q f16 [B,H,1,D]; ggml's kernel needs q f32 (the same values). Every implementation
 is checked against a float64 softmax (grouped GQA) before it is timed. Prints ratios and the target beside them;
 asserts nothing.
@@ -39,7 +39,7 @@ B, H, H_KV, D, N_Q = 1, 16, 4, 256, 1
 N_KV = (512, 4096, 32768)
 TARGET_DEVICE_RATIO = 1.10
 ANCHOR_NOTE = (
-    "perf-anchors-2.md (D=256, 16/4, hidden µs): ggml 13.3 / 18.7 / 74.1, SDPA flash 15.6 / 29.9 / 63.4, "
+    "docs/perf-reference.md §3 (D=256, 16/4, hidden µs): ggml 13.3 / 18.7 / 74.1, SDPA flash 15.6 / 29.9 / 63.4, "
     "cuDNN 20.4 / 20.9 / 62.7 at n_kv 512 / 4096 / 32768"
 )
 
@@ -55,7 +55,7 @@ def make_inputs(n_kv: int, seed: int) -> dict:
         "v": v,
         "q32": q.float(),  # ggml's kernel asserts Q f32; same values
         "mask": torch.zeros(B, 1, N_Q, n_kv, device="cuda", dtype=torch.float16),
-        # mem-efficient SDPA rejects GQA (perf-anchors.md): it gets K/V expanded outside the timed call.
+        # mem-efficient SDPA rejects GQA (docs/perf-reference.md §3): it gets K/V expanded outside the timed call.
         "k_exp": k.repeat_interleave(H // H_KV, dim=1),
         "v_exp": v.repeat_interleave(H // H_KV, dim=1),
         "raw_out": torch.empty(B, N_Q, H, D, device="cuda"),
@@ -229,7 +229,7 @@ def run(args) -> int:
             ctx = sdpa_kernel([impl.backend]) if impl.backend is not None else _null()
             try:
                 # Backend chosen once, outside the timed calls: the context manager itself costs 20-30 µs of
-                # host time per entry (perf-anchors-2.md pitfall 7).
+                # host time per entry (docs/perf-reference.md §4.6).
                 with ctx, torch.no_grad():
                     if impl.name.startswith("ggml raw"):
                         sets[0]["raw_out"].fill_(float("nan"))

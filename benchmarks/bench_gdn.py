@@ -1,6 +1,6 @@
 """Gated delta net, side by side in one process: this op vs ggml's raw kernel vs fla vs the eager torch recurrence.
 
-Shapes are those of shared/docs/perf-anchors.md (32 value heads, head_dim 128, B in {1, 32}, T in {1, 4, 512}),
+Shapes are those of docs/perf-reference.md §2 (32 value heads, head_dim 128, B in {1, 32}, T in {1, 4, 512}),
 f32 throughout, q and k already L2-normalised with one head per value head (the op's contract), state [value][key]
 for the op and ggml and [key][value] for fla and HF. Every implementation runs on the same random inputs and is
 checked against a float64 recurrence before it is timed. Prints ratios and the targets beside them; asserts nothing.
@@ -38,9 +38,9 @@ from _timing import (  # noqa: E402
 
 H, D = 32, 128
 CASES = [(1, 1), (1, 4), (1, 512), (32, 1), (32, 4), (32, 512)]
-# perf-anchors.md, same shapes on the same kind of GPU (for reading the table, never compared in code).
+# docs/perf-reference.md §2, same shapes on the same kind of GPU (for reading the table, never compared in code).
 ANCHOR_NOTE = (
-    "perf-anchors.md, B=1 T=1: per call from Python ggml (ctypes) 11.5, fla 98.6, eager 156.1 µs; "
+    "docs/perf-reference.md §2, B=1 T=1: per call from Python ggml (ctypes) 11.5, fla 98.6, eager 156.1 µs; "
     "device (hidden) ggml 6.2, fla 6.7, eager 44.6 µs"
 )
 TARGET_LOOP_US = 15.0
@@ -78,7 +78,7 @@ def eager_recurrence(q, k, v, g, beta, state_kv, dtype=torch.float32, verbatim=F
 
 
 def make_inputs(B: int, T: int, seed: int) -> dict:
-    """perf-anchors.md's inputs: unit q/k, randn v, g = logsigmoid(randn+3) (exp(g) ~ 0.95), beta = sigmoid(randn)."""
+    """docs/perf-reference.md §2's inputs: unit q/k, randn v, g = logsigmoid(randn+3) (exp(g) ~ 0.95), beta = sigmoid(randn)."""
     gen = torch.Generator(device="cuda").manual_seed(seed)
     dev = "cuda"
 
@@ -320,7 +320,7 @@ def run(args) -> int:
                     if T <= 4:
                         row["graph"] = timer.graph_us([(lambda f, x: lambda: f(x))(impl.call, s) for s in sets])
                     else:
-                        row["graph"] = Stat(None, note="not measured for T=512 (as perf-anchors.md)")
+                        row["graph"] = Stat(None, note="not measured for T=512 (as docs/perf-reference.md §2)")
             except Exception as exc:  # one implementation failing must not hide the others' numbers
                 torch.cuda.synchronize()
                 row["error"] = (
@@ -406,11 +406,11 @@ def render(results, missing, env, cases, args) -> str:
     lines = [
         "## Gated delta net: op vs ggml raw vs fla vs eager torch",
         "",
-        f"H={H} value heads (q/k pre-expanded to {H}), head_dim={D}, f32, state 0.5·randn; inputs as perf-anchors.md. "
+        f"H={H} value heads (q/k pre-expanded to {H}), head_dim={D}, f32, state 0.5·randn; inputs as docs/perf-reference.md §2. "
         "Times in µs, medians. Ratios are ÷ ggml's raw kernel (launched by upstream's own `launch_gated_delta_net`), "
         "so above 1 means slower than ggml. Python µs/call is host-bound at small sizes; this host dispatched one "
         f"tiny torch op in {env.get('host_yardstick_us') or float('nan'):.1f} µs per call during the run "
-        "(the VM's host speed drifts, perf-anchors-2.md pitfall 4).",
+        "(the VM's host speed drifts, docs/perf-reference.md §4.4).",
         "",
         markdown_table(header, rows),
         "",

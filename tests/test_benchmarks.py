@@ -58,7 +58,7 @@ def test_eager_baseline_is_the_gated_delta_rule(verbatim):
 
 @pytest.mark.parametrize(
     ("head_dim", "heads", "occupancy", "expected"),
-    # perf-anchors-2.md: ggml's own parallel_blocks on the H200 (132 SMs) at n_kv 512 / 4096 / 32768.
+    # docs/perf-reference.md §3: ggml's own parallel_blocks on the H200 (132 SMs) at n_kv 512 / 4096 / 32768.
     [(256, 16, 2, (2, 16, 16)), (128, 32, 3, (4, 12, 12))],
 )
 def test_parallel_blocks_matches_ggml_choice(head_dim, heads, occupancy, expected):

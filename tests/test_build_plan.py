@@ -380,6 +380,7 @@ def test_env_creation_is_atomic(tmp_path):
     p = plan_env("2.13", "cu130", "https://download.pytorch.org/whl/cu130", tmp_path)
     assert p.path == tmp_path / "torch213-cu130"
     assert p.commands[-1][-3:] == ("torch==2.13.*", "--index-url", "https://download.pytorch.org/whl/cu130")
+    assert plan_env("2.14", "cpu", None, tmp_path).commands[-1][-1] == "torch==2.14.*"  # pip's default index
     bad = EnvPlan(tmp_path / "bad", ((sys.executable, "-c", "import sys; print('no index'); sys.exit(1)"),))
     with pytest.raises(BuildError, match="creating torch environment bad failed"):
         create_env(bad)

@@ -329,7 +329,7 @@ def test_tiny_qwen35_from_the_local_hub_generates_the_torch_tokens(torch, kernel
     assert results["ours"]["used"] == {**switched, "attention": ["sdpa", "sdpa_attention_forward"]}
     assert results["torch"]["used"]["torch_chunk_gated_delta_rule"] != switched["torch_chunk_gated_delta_rule"]
     # bf16 with the attention switched too: it runs on ggml's decode kernel (tokens may differ from torch's in
-    # bf16, where random weights give near-tied logits; perf-anchors-2.md)
+    # bf16, where random weights give near-tied logits; docs/perf-reference.md §4.5)
     assert results["ours+fa"]["used"] == {**switched, "attention": ["test-org/ggml-attn-kernels", "flash_attn_forward"]}
     assert len(results["ours+fa"]["tokens"][0]) == 128
     ours, ref = results["ours"]["tokens"], results["torch"]["tokens"]

@@ -81,7 +81,7 @@ class TorchEnv:
 
     @property
     def cxx_standard(self) -> str:
-        # kernel-builder: C++17 for torch < 2.12, C++20 from 2.12 on (hub-contract.md §4.6).
+        # kernel-builder: C++17 for torch < 2.12, C++20 from 2.12 on (docs/hub-contract.md §4.6).
         major, minor = (int(x) for x in self.torch_minor.split("."))
         return "c++20" if (major, minor) >= (2, 12) else "c++17"
 
@@ -243,14 +243,23 @@ class EnvPlan:
     commands: tuple[tuple[str, ...], ...]
 
 
-def plan_env(torch_minor: str, compute: str, index: str, envs_dir: Path | None = None) -> EnvPlan:
+def plan_env(torch_minor: str, compute: str, index: str | None, envs_dir: Path | None = None) -> EnvPlan:
+    """`index` None: pip's default index (as configured on this machine)."""
     path = (envs_dir or default_envs_dir()) / env_dir_name(torch_minor, compute)
     python = str(path / "bin" / "python")
     return EnvPlan(
         path,
         (
             (sys.executable, "-m", "venv", str(path)),
-            (python, "-m", "pip", "install", "--quiet", f"torch=={torch_minor}.*", "--index-url", index),
+            (
+                python,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                f"torch=={torch_minor}.*",
+                *(("--index-url", index) if index else ()),
+            ),
         ),
     )
 

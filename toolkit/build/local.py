@@ -31,7 +31,7 @@ from toolkit.core.errors import BuildError, Interrupted
 STAGE_PREFIX = "."  # staging dirs are hidden siblings of the variant dirs: build/.<variant>.tmp-XXXX
 LOG_TAIL_LINES = 25
 
-# kernel-builder's registration.h (hub-contract.md §4.3), supplied when the project does not ship its own.
+# kernel-builder's registration.h (docs/hub-contract.md §4.3), supplied when the project does not ship its own.
 REGISTRATION_H = """\
 // registration.h supplied by ggml-vendor build (same macros as kernel-builder's, from vLLM).
 #pragma once
@@ -64,7 +64,7 @@ GLIBC_COMPAT = """\
 __attribute__((visibility("hidden"))) char __libc_single_threaded = 0;
 """
 
-# kernel-builder's _ops.py (hub-contract.md §4.2), written when torch-ext/<module>/ has no _ops.py.
+# kernel-builder's _ops.py (docs/hub-contract.md §4.2), written when torch-ext/<module>/ has no _ops.py.
 OPS_PY = '''\
 import torch
 from . import {ops_id}
@@ -501,7 +501,7 @@ class LocalExecutor:
         return files
 
     def metadata(self, v: VariantPlan) -> dict:
-        """metadata.json without its digest (hub-contract.md §2.6). Our own provenance rides in
+        """metadata.json without its digest (docs/hub-contract.md §2.6). Our own provenance rides in
         provenance["ggml-vendor"] (kernels 0.17.2 accepts the extra key; the upstream revision has no
         standard field)."""
         proj, prov, st = self.plan.project, self.prov, v.status

@@ -23,7 +23,7 @@ from toolkit.build.matrix import Status, Variant
 from toolkit.core import ggml_facts as facts
 from toolkit.core.errors import BuildError
 
-PY_LIMITED_API = "0x03090000"  # abi3 for CPython >= 3.9 (hub-contract.md §5)
+PY_LIMITED_API = "0x03090000"  # abi3 for CPython >= 3.9 (docs/hub-contract.md §5)
 GLIBC_COMPAT_C = "glibc_compat.c"  # written into the generated include dir by the executor
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".c", ".mm", ".m", ".metal")
 HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inc")
@@ -74,7 +74,7 @@ class ProjectInputs:
         return self.source_id[:7]
 
     def ops_id(self, backend: str) -> str:
-        """`_<module>_<backend>_<uid>` (hub-contract.md §2.5): op namespace = .so stem = metadata id."""
+        """`_<module>_<backend>_<uid>` (docs/hub-contract.md §2.5): op namespace = .so stem = metadata id."""
         return f"_{self.module}_{backend}_{self.uid}"
 
     def sections(self, backend: str) -> tuple[KernelSection, ...]:
@@ -438,7 +438,7 @@ def plan_variant(
                 label = f"c++ {src}"
             if variant.backend == "metal" and src.endswith((".mm", ".m")):
                 # The Metal host code embeds this build's shader library (named after the op id), so it is
-                # compiled per id; hub-contract.md §4.7.
+                # compiled per id; docs/hub-contract.md §4.7.
                 argv += (
                     f"-I{gen_include}/{ops_id}",
                     f'-DEMBEDDED_METALLIB_HEADER="{ops_id}_metallib.h"',
@@ -589,7 +589,7 @@ def plan_variant(
         objects.append(compat)
 
     # The link: only the libraries kernel-builder links (not all of TORCH_LIBRARIES), no RPATH, so the
-    # extension reuses the copies torch already loaded (hub-contract.md §4.6).
+    # extension reuses the copies torch already loaded (docs/hub-contract.md §4.6).
     libs = {
         "cuda": (
             "-ltorch",

@@ -68,7 +68,7 @@ def judge(
 ) -> list[tuple[Variant, Status]]:
     judged = []
     for v in variants:
-        index = matrix.index_for(v) if matrix else "https://download.pytorch.org/whl/" + v.compute
+        index = matrix.index_for(v) if matrix else None  # no matrix file: pip's default index
         st = status(v, host, enabled_backends=enabled, index=index)
         if st.buildable and st.env is not None and probe_cache is not None:
             st = replace(st, env=with_probe(st.env, probe_cache))

@@ -1,4 +1,4 @@
-"""Terminal output: one rich console, one task helper for long steps, JSON for machines."""
+"""Terminal output: one rich console, one task wrapper for long steps, JSON for machines."""
 
 from __future__ import annotations
 

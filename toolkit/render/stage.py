@@ -164,7 +164,7 @@ def _cuda_units(
         "include": "ggml-cuda/common.cuh",
         "src": [shim],
         "include_dirs": vendor_includes,
-        "comment": "the ggml runtime symbols the vendored sources reference (ggml-upstream.md §1.6)",
+        "comment": "the ggml runtime symbols the vendored sources reference (docs/upstream.md §1.6)",
     }
     return units
 
