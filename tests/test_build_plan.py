@@ -329,8 +329,13 @@ def test_kernel_section_torch_dependency_flag():
 def test_build_dry_run_json_lists_the_matrix_and_writes_nothing(project):
     from toolkit.cli import app
 
+    def tree() -> dict[str, int]:
+        return {p.relative_to(project).as_posix(): p.stat().st_mtime_ns for p in project.rglob("*")}
+
+    before = tree()
     res = CliRunner().invoke(app, ["build", "-C", str(project), "--all", "--dry-run", "--json"])
     assert res.exit_code == 0, res.output
+    assert tree() == before  # not even the build cache's memos
     doc = json.loads(res.stdout)
     names = [v["name"] for v in doc["variants"]]
     assert "torch213-cxx11-cu126-aarch64-linux" in names and "torch214-metal-aarch64-darwin" in names

@@ -163,9 +163,9 @@ print(json.dumps({
 """
 
 
-def probe_env(python: str, torch_dir: Path, cache_file: Path) -> dict:
+def probe_env(python: str, torch_dir: Path, cache_file: Path, *, store: bool = True) -> dict:
     """Compile/link facts of one torch environment: from the cache when torch/version.py is unchanged, else
-    from one subprocess that imports torch."""
+    from one subprocess that imports torch (remembered in the cache unless `store` is False)."""
     stat = (torch_dir / "version.py").stat()
     key = hashlib.sha256(
         f"{os.path.realpath(python)}\0{torch_dir}\0{stat.st_mtime_ns}\0{stat.st_size}".encode()
@@ -184,6 +184,8 @@ def probe_env(python: str, torch_dir: Path, cache_file: Path) -> dict:
             "repair or delete that environment",
         )
     facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    if not store:
+        return facts
     cached[key] = facts
     cache_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache_file.with_suffix(f".tmp{os.getpid()}")
@@ -222,10 +224,10 @@ def discover_envs(envs_dir: Path | None = None) -> tuple[TorchEnv, ...]:
     return tuple(found)
 
 
-def with_probe(env: TorchEnv, cache_file: Path) -> TorchEnv:
+def with_probe(env: TorchEnv, cache_file: Path, *, store: bool = True) -> TorchEnv:
     from dataclasses import replace
 
-    facts = probe_env(env.python, Path(env.torch_dir), cache_file)
+    facts = probe_env(env.python, Path(env.torch_dir), cache_file, store=store)
     return replace(
         env,
         include_dirs=tuple(facts["include_dirs"]),

@@ -109,7 +109,7 @@ def _build(
     from toolkit.build.stage import NothingToBuildError
 
     cfg = load(project)
-    request = build_stage.Request(all_variants, tuple(patterns), create_envs=create_envs and not dry_run)
+    request = build_stage.Request(all_variants, tuple(patterns), create_envs=create_envs, dry_run=dry_run)
     with ui.task("planning the build", verbose=verbose, quiet=as_json):
         prep = build_stage.plan(cfg, request)
     if dry_run:
