@@ -82,7 +82,7 @@ class RenderedFile:
 
 
 @dataclass(frozen=True)
-class Drift:
+class FileChange:
     """A difference between the plan and the tree: `kind` is "stale" (content differs), "missing" or
     "orphan" (a generated file no template produces any more)."""
 
@@ -316,16 +316,16 @@ def _validate_build_toml(files: list[RenderedFile]) -> None:
 # ---- check / write ----------------------------------------------------------------------------------------
 
 
-def check(render_plan: RenderPlan) -> list[Drift]:
+def check(render_plan: RenderPlan) -> list[FileChange]:
     """What differs between the plan and the tree (empty when everything is up to date)."""
-    drift: list[Drift] = []
+    drift: list[FileChange] = []
     for f in render_plan.files:
         target = render_plan.root / f.path
         if not target.is_file():
-            drift.append(Drift(f.path, "missing"))
+            drift.append(FileChange(f.path, "missing"))
         elif target.read_bytes() != f.content.encode("utf-8"):
-            drift.append(Drift(f.path, "stale"))
-    drift.extend(Drift(p, "orphan") for p in render_plan.orphans)
+            drift.append(FileChange(f.path, "stale"))
+    drift.extend(FileChange(p, "orphan") for p in render_plan.orphans)
     return drift
 
 
@@ -341,7 +341,7 @@ def _write_atomic(target: Path, data: bytes) -> None:
         raise
 
 
-def write(render_plan: RenderPlan) -> list[Drift]:
+def write(render_plan: RenderPlan) -> list[FileChange]:
     """Bring the tree in line with the plan: write stale/missing files (each atomically), delete orphans.
     Returns what was changed."""
     changes = check(render_plan)

@@ -42,7 +42,7 @@ from toolkit.sync.vendor_tree import (
     LOSSY,
     PATCHES_DIR,
     SOURCES_DIR,
-    Finding,
+    TreeFinding,
     check_vendor,
     check_vendor_dir,
     current_hashes,
@@ -96,7 +96,7 @@ class SyncPlan:
     closure: Closure
     patches: tuple[PatchResult, ...]
     changes: tuple[tuple[str, str], ...]  # (vendor/-relative path, "add" | "update" | "remove")
-    overwrites: tuple[Finding, ...]  # local changes the new tree would destroy (refused without --force)
+    overwrites: tuple[TreeFinding, ...]  # local changes the new tree would destroy (refused without --force)
     previous: Lock | None
 
     @property
@@ -179,7 +179,7 @@ def plan_sync(
     extra_patch_files: Mapping[str, bytes] | None = None,
     previous: Lock | None = None,
     current: Mapping[str, str | None] | None = None,
-    findings: list[Finding] | None = None,
+    findings: list[TreeFinding] | None = None,
     drop_upstreamed: bool = False,
     prefetch: Callable[[list[str]], None] | None = None,
     tool_version: str = __version__,
@@ -314,7 +314,7 @@ def read_patches(vendor_dir: Path) -> tuple[list[tuple[str, bytes]], dict[str, b
     return patches, others
 
 
-def _overwrite_error(overwrites: tuple[Finding, ...]) -> VendorStateError:
+def _overwrite_error(overwrites: tuple[TreeFinding, ...]) -> VendorStateError:
     shown = ", ".join(f"vendor/{f.path} ({f.kind})" for f in overwrites[:3])
     more = f" and {len(overwrites) - 3} more" if len(overwrites) > 3 else ""
     return VendorStateError(
