@@ -82,3 +82,12 @@ def test_verbose_task_shows_the_log_as_it_happens(capsys):
     with ui.task("loud step", verbose=True) as t:
         t.log("step one")
     assert "step one" in capsys.readouterr().err
+
+
+def test_an_error_is_one_line_and_verbose_adds_the_traceback(tmp_path):
+    res = runner.invoke(app, ["status", "-C", str(tmp_path)])
+    assert res.exit_code == ConfigError.exit_code
+    assert res.output.count("\n") == 1 and "error:" in res.output and "Traceback" not in res.output
+    res = runner.invoke(app, ["status", "-C", str(tmp_path), "-v"])
+    assert res.exit_code == ConfigError.exit_code  # the same exit code, with the story before the line
+    assert "Traceback" in res.output and res.output.rstrip().splitlines()[-1].startswith("error:")

@@ -32,9 +32,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document on 
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")]
 VerboseOpt = Annotated[
     bool,
-    typer.Option(
-        "--verbose", "-v", help="Show progress and details as they happen (GGML_VENDOR_VERBOSE=1 adds tracebacks)."
-    ),
+    typer.Option("--verbose", "-v", help="Show progress and details as they happen, and the traceback of an error."),
 ]
 # `--variant` has no short form: `-v` is --verbose in every command.
 VariantOpt = Annotated[
@@ -42,14 +40,16 @@ VariantOpt = Annotated[
 ]
 
 
-def run_guarded(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-    """Run a command body; a VendorError becomes one red line and its exit code (a traceback with
-    GGML_VENDOR_VERBOSE=1)."""
+def run_guarded(fn, *args, verbose: bool = False, **kwargs):  # type: ignore[no-untyped-def]
+    """Run a command body; a VendorError becomes one red line and its exit code, preceded by the traceback
+    with --verbose (or GGML_VENDOR_VERBOSE=1)."""
     try:
         return fn(*args, **kwargs)
     except VendorError as exc:
-        if os.environ.get("GGML_VENDOR_VERBOSE"):
-            raise
+        if verbose or os.environ.get("GGML_VENDOR_VERBOSE"):
+            import traceback
+
+            traceback.print_exc()
         ui.err.print(f"[red]error:[/] {exc.one_line()}", markup=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:

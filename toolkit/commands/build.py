@@ -159,4 +159,4 @@ def build(
     json_: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    run_guarded(_build, project, all_variants, variant, jobs, dry_run, json_, create_envs, verbose)
+    run_guarded(_build, project, all_variants, variant, jobs, dry_run, json_, create_envs, verbose, verbose=verbose)

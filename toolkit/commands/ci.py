@@ -71,4 +71,4 @@ def ci(
     json_: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    run_guarded(_ci, project, check, dry_run, json_, verbose)
+    run_guarded(_ci, project, check, dry_run, json_, verbose, verbose=verbose)

@@ -73,4 +73,4 @@ def demo(
                 f"demo stage '{failed.name}' failed: {failed.detail}", f"inspect the workspace {report.workspace}"
             )
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose)

@@ -67,7 +67,7 @@ def save(
         for f in res.files:
             ui.out.print(f"  {f}")
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose)
 
 
 @patch_app.command("list", help=help_text.PATCH_LIST)
@@ -99,7 +99,7 @@ def list_(
             if verbose:
                 ui.out.print(f"    {h.to_json()}", markup=False)
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose)
 
 
 @patch_app.command("drop", help=help_text.PATCH_DROP)
@@ -121,4 +121,4 @@ def drop(
         else:
             ui.out.print(f"{'would drop' if dry_run else 'dropped'} vendor/patches/{dropped}")
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose)

@@ -84,4 +84,4 @@ def publish(
                 f"report: {result.report_path}"
             )
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose)

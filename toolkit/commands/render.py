@@ -76,4 +76,4 @@ def render(
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    run_guarded(_render, project, check, dry_run, as_json, verbose)
+    run_guarded(_render, project, check, dry_run, as_json, verbose, verbose=verbose)

@@ -106,4 +106,4 @@ def status(as_json: JsonOpt = False, project: ProjectOpt = None, verbose: Verbos
         for p in doc["patches"]:  # type: ignore[union-attr]
             ui.out.print(f"patch   {p['name']}: {p['state']}" + (f" — {p['description']}" if p["description"] else ""))
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose)

@@ -148,4 +148,4 @@ def sync(
         else:
             _print_report(report, verbose)
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose)

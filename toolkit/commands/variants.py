@@ -77,4 +77,4 @@ def variants(
     json_: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    run_guarded(_variants, project, variant, json_, verbose)
+    run_guarded(_variants, project, variant, json_, verbose, verbose=verbose)

@@ -74,4 +74,4 @@ def verify(
         if not json_out:
             ui.out.print(f"[green]verified[/] {len(report.variants)} variant(s); publish may ship them")
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose)
