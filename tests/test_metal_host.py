@@ -36,7 +36,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not 
 def render_dispatch_header(dest: Path) -> Path:
     """Render our header the way `ggml-vendor render` does (same template, facts module as `facts`)."""
     text = (
-        render._environment(REPO / "templates")
+        render.template_environment(REPO / "templates")
         .get_template("csrc/metal/ggml_metal_dispatch.h.j2")
         .render(notice="generated for tests by tests/test_metal_host.py", facts=ggml_facts)
     )

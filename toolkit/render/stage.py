@@ -219,12 +219,15 @@ def output_path(template: str, module: str) -> str:
     return str(PurePosixPath(*parts))
 
 
-def _environment(templates_dir: Path) -> jinja2.Environment:
+def template_environment(templates_dir: Path, **syntax: object) -> jinja2.Environment:
+    """The jinja2 environment of every generated file: undefined names are errors, bytes are kept as written.
+    `syntax` changes delimiters and whitespace handling (the CI workflow's `<< >>`, whose own ${{ }} stays)."""
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
+        **syntax,  # type: ignore[arg-type]
     )
 
 
@@ -265,7 +268,7 @@ def plan(config: Config, lock: Lock | None = None, *, read_vendor_lock: bool = T
         except VendorStateError as exc:
             raise RenderError(exc.message, exc.remedy) from None
     context = build_context(config, lock)
-    env = _environment(templates_dir)
+    env = template_environment(templates_dir)
     files: list[RenderedFile] = []
     for path in sorted(templates_dir.rglob(f"*{TEMPLATE_SUFFIX}")):
         rel = PurePosixPath(path.relative_to(templates_dir).as_posix())
