@@ -1,8 +1,9 @@
-"""`ggml-vendor sync`: config -> pure SyncPlan (closure, patches, lock, what changes) -> execute -> SyncReport.
+"""`ggml-vendor sync`: config -> `prepare` (a Prepared: the pure SyncPlan plus the drift) -> `execute` -> SyncReport.
 
 `plan_sync` is pure over a snapshot-like object (anything with commit/layout/date/subject and `read`),
-so plans are unit-tested without git. `run_sync` does the I/O at the edges: open the upstream, read
-vendor/, swap the new tree in atomically (vendor_tree), write the drift report.
+so plans are unit-tested without git. `prepare` reads the upstream and vendor/ and writes nothing in the
+project (what --dry-run prints); `execute` finishes an interrupted replacement first, swaps the new tree in
+atomically (vendor_tree) and writes the drift report. `run_sync` is the two in a row.
 """
 
 from __future__ import annotations
