@@ -260,6 +260,8 @@ GENERATE = textwrap.dedent(r"""
     if mode == "ours+fa":
         kw.update(attn_implementation=repo, allow_all_kernels=True)
         dtype = torch.bfloat16
+    if mode != "torch":
+        kw["use_kernels"] = True
     model = Qwen3_5ForCausalLM.from_pretrained(model_dir, dtype=dtype, device_map="cuda", **kw)
     from transformers.models.qwen3_5 import modeling_qwen3_5 as qm
     used = {n: getattr(qm, n).forward.__func__.__qualname__
