@@ -38,11 +38,11 @@ fi
 ls build/ | tee -a "$OUT/session.log"
 
 log "time to first token, fla (fresh process, cold Triton cache; runs beside the GPU tests)"
-timeout 240 python3 benchmarks/bench_generate.py --ttft fla >"$OUT/ttft.log" 2>&1 &
+timeout 150 python3 benchmarks/bench_generate.py --ttft fla >"$OUT/ttft.log" 2>&1 &
 TTFT_FLA=$!
 
 log "GPU tests (tests/test_layers_cuda.py)"
-timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_layers_cuda.py -rs --durations=5 \
+timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_layers_cuda.py -rs --durations=5 \
   >"$OUT/gpu-tests.log" 2>&1
 tail -25 "$OUT/gpu-tests.log"
 wait $TTFT_FLA
@@ -52,6 +52,6 @@ timeout 120 python3 benchmarks/bench_generate.py --ttft ours >>"$OUT/ttft.log" 2
 grep TTFT "$OUT/ttft.log" | tee -a "$OUT/session.log"
 
 log "bench_generate (budget ${BUDGET_S}s)"
-timeout $((BUDGET_S + 60)) python3 benchmarks/bench_generate.py --out "$OUT" --rounds 5 --f32 --profile --compile \
+timeout $((BUDGET_S + 45)) python3 benchmarks/bench_generate.py --out "$OUT" --rounds 5 --f32 --profile --compile \
   --compile-modes fla,ours --budget-s "$BUDGET_S" 2>"$OUT/bench.log" | tail -80
 log "done"
