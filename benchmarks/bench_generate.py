@@ -365,6 +365,8 @@ def main() -> int:
     ap.add_argument("--shapes", default="qwen3.5-4b,qwen3-next")
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--f32", action="store_true", help="also float32 at batch 1 (GDN modes; FA needs f16/bf16 K/V)")
+    ap.add_argument("--f32-only", action="store_true", help="only the float32 batch-1 rows")
+    ap.add_argument("--modes", default=",".join(MODES), help="modes to run (comma-separated)")
     ap.add_argument("--profile", action="store_true", help="forward-only decode profile per mode")
     ap.add_argument("--compile", action="store_true", help="static cache + torch.compile rows (qwen3.5-4b)")
     ap.add_argument("--compile-backend", default="cudagraphs", help="torch.compile backend for --compile")
@@ -410,11 +412,11 @@ def main() -> int:
     # in order of importance (the budget cuts from the end): Qwen3.5 eager, its compiled rows, the other
     # shapes, float32
     shapes = args.shapes.split(",")
-    plan = [(shapes[0], "bf16", "eager")]
-    if args.compile:
+    plan = [] if args.f32_only else [(shapes[0], "bf16", "eager")]
+    if args.compile and not args.f32_only:
         plan.append(("qwen3.5-4b", "bf16", "compile"))
-    plan += [(shape, "bf16", "eager") for shape in shapes[1:]]
-    if args.f32:
+    plan += [] if args.f32_only else [(shape, "bf16", "eager") for shape in shapes[1:]]
+    if args.f32 or args.f32_only:
         plan.append(("qwen3.5-4b", "f32", "eager"))
     for shape, dname, kind in plan:
         if time.time() > deadline:
@@ -423,7 +425,7 @@ def main() -> int:
             continue
         model, family = build_model(shape, torch.bfloat16 if dname == "bf16" else torch.float32)
         switch = GdnSwitch(family, kernel)
-        modes = [m for m in MODES if m != "fla" or switch.fla_active]
+        modes = [m for m in MODES if m in args.modes.split(",") and (m != "fla" or switch.fla_active)]
         if dname == "f32":  # ggml's attention kernel reads f16/bf16 K/V: ours-fa == torch, ours == ours-gdn
             modes = [m for m in modes if m in ("torch", "fla", "ours-gdn")]
         gen_kw, profile, rounds = {}, args.profile, args.rounds

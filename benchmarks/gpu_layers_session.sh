@@ -2,9 +2,12 @@
 # The transformers hooks on one CUDA machine, in one go (docs/benchmarks.md, "generate() in transformers"):
 #   wheels -> ggml-vendor build (host variant) -> tests/test_layers_cuda.py (and, alongside, fla's time to
 #   first token in a fresh process with a cold Triton cache) -> ours' time to first token -> bench_generate.py.
-# Needs: vendor/ synced (ggml-vendor sync), and a folder of wheels for what the machine lacks (transformers
-# 5.22.2, kernels 0.17.2, fla-core 0.6.0, the toolkit's tomlkit/gitpython/platformdirs), e.g. from
-#   pip download --no-deps -d wheels transformers==5.22.2 kernels==0.17.2 fla-core==0.6.0 tomlkit gitpython gitdb smmap platformdirs
+# Needs: vendor/ synced (ggml-vendor sync), and a folder of wheels for what the machine lacks: transformers
+# 5.22.2, kernels 0.17.2, fla-core 0.6.0, huggingface_hub 2.x (kernels 0.17.2 downloads "kernel"-type repos,
+# which huggingface_hub 1.x refuses) with httpx2/httpcore2/truststore, and the toolkit's tomlkit, gitpython,
+# platformdirs, e.g.
+#   pip download --no-deps -d wheels transformers==5.22.2 kernels==0.17.2 fla-core==0.6.0 huggingface_hub==2.4.0 \
+#     httpx2==2.16.2 httpcore2==2.16.2 truststore==0.10.5 regex tomlkit gitpython gitdb smmap platformdirs
 #
 #   WHEELS=wheels OUT=/tmp/gpu-layers BUDGET_S=300 bash benchmarks/gpu_layers_session.sh
 set -uo pipefail

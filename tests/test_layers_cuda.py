@@ -256,7 +256,7 @@ GENERATE = textwrap.dedent(r"""
         kw["kernel_config"] = KernelConfig({
             "chunk_gated_delta_rule": (f"{repo}:chunk_gated_delta_rule", meta),
             "fused_recurrent_gated_delta_rule": (f"{repo}:fused_recurrent_gated_delta_rule", meta),
-        })
+        }, inherit_mapping=False)  # only ours: transformers' default mapping names Hub repos this test Hub lacks
     if mode == "ours+fa":
         kw.update(attn_implementation=repo, allow_all_kernels=True)
         dtype = torch.bfloat16
