@@ -71,6 +71,7 @@ class Drift:
     history_note: str
     regions: tuple[RegionDrift, ...]
     backwards: bool = False  # the new pin is older: `commits` are the ones the move drops
+    patches: tuple[tuple[str, str, str], ...] = ()  # (name, verdict at the new pin, one-line description)
 
     @property
     def empty(self) -> bool:
@@ -93,6 +94,7 @@ class Drift:
             "fingerprints": [
                 {"name": r.name, "path": r.path, "old": r.old, "new": r.new, "diff": r.diff} for r in self.regions
             ],
+            "patches": [{"name": n, "verdict": v, "description": d} for n, v, d in self.patches],
         }
 
     def to_markdown(self) -> str:
@@ -130,6 +132,8 @@ class Drift:
             out.append(f"- **{r.name}** (`{r.path}`): {status}")
             if r.diff:
                 out += ["", "```diff", r.diff.rstrip("\n"), "```", ""]
+        out += ["", "## Our patches at the new pin", ""]
+        out += [f"- `{n}`: {v}" + (f" — {d}" if d else "") for n, v, d in self.patches] or ["None."]
         return "\n".join(out).rstrip("\n") + "\n"
 
     def summary_lines(self) -> list[str]:
@@ -144,6 +148,7 @@ class Drift:
             )
             + f"; {len(self.regions)} fingerprinted regions moved"
         ]
+        lines += [f"  patch {n}: {v}" + (f" — {d}" if d else "") for n, v, d in self.patches]
         lines += [
             f"  region {r.name}: {'appeared' if r.old == ABSENT else 'gone' if r.new == ABSENT else 'changed'}"
             for r in self.regions
