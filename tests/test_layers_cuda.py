@@ -244,10 +244,12 @@ GENERATE = textwrap.dedent(r"""
         kw["kernel_config"] = KernelConfig({
             "chunk_gated_delta_rule": (f"{repo}:chunk_gated_delta_rule", meta),
             "fused_recurrent_gated_delta_rule": (f"{repo}:fused_recurrent_gated_delta_rule", meta),
-        })
+        }, inherit_mapping=False)  # only ours: transformers' default mapping names Hub repos this test Hub lacks
     if mode == "ours+fa":
         kw.update(attn_implementation=repo, allow_all_kernels=True)
         dtype = torch.bfloat16
+    if mode != "torch":
+        kw["use_kernels"] = True
     model = Qwen3_5ForCausalLM.from_pretrained(model_dir, dtype=dtype, device_map="cuda", **kw)
     from transformers.models.qwen3_5 import modeling_qwen3_5 as qm
     used = {n: getattr(qm, n).forward.__func__.__qualname__
