@@ -47,7 +47,7 @@ def demo(
     def body() -> None:
         from toolkit.demo import run_demo
 
-        say = (lambda m: None) if json_out else (lambda m: ui.err.print(f"[dim]…[/] {escape(m)}"))
+        say = (lambda m: None) if json_out else (lambda m: ui.note("…", m, style="dim", console=ui.err))
         report = run_demo(project, workspace=workspace, jobs=jobs, say=say, upstream=upstream, rev=rev)
         if json_out:
             ui.emit_json(report.to_json())

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
+from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, app, run_guarded
 from toolkit.core import config, ui
 
 
@@ -44,6 +44,7 @@ def publish(
         typer.Option("--report", help="Where to write the JSON report (default: build/publish-report.json)."),
     ] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Operations per commit.")] = 1000,
+    no_wait: NoWaitOpt = False,
 ) -> None:
     """Publish build/ variants: each to branch v<N> of a kernel-type repo (created if missing) with the card
     (README.md: ops, upstream pin, variants) on main. Only files inside the re-uploaded variants are deleted;
@@ -54,7 +55,7 @@ def publish(
 
     def body() -> None:
         cfg = config.load(project)
-        say = (lambda m: None) if json_out else (lambda m: ui.err.print(f"[dim]…[/] {m}"))
+        say = (lambda m: None) if json_out else (lambda m: ui.note("…", m, style="dim", console=ui.err))
         if to:
             from toolkit.publish.git import publish_git
 
@@ -80,18 +81,20 @@ def publish(
         for line in result.plan.lines():
             ui.out.print(line, markup=False)
         if result.status == "dry-run":
-            ui.out.print("[yellow]dry run:[/] nothing was pushed")
+            ui.note("dry run:", "nothing was pushed", style="yellow")
         elif result.status == "up-to-date":
-            ui.out.print(
-                f"[green]up to date[/] — {result.target} already holds these files "
-                f"({result.verified.get('files_checked', 0)} re-checked); report: {result.report_path}"
+            ui.note(
+                "up to date",
+                f"— {result.target} already holds these files "
+                f"({result.verified.get('files_checked', 0)} re-checked); report: {result.report_path}",
             )
         else:
             prs = f"; pull requests: {', '.join(result.pull_requests)}" if result.pull_requests else ""
-            ui.out.print(
-                f"[green]published[/] to {result.target} in {len(result.commits)} commit(s), "
+            ui.note(
+                "published",
+                f"to {result.target} in {len(result.commits)} commit(s), "
                 f"{result.verified.get('files_checked', 0)} files re-listed and matched{prs}; "
-                f"report: {result.report_path}"
+                f"report: {result.report_path}",
             )
 
-    run_guarded(body)
+    run_guarded(body, lock=Locked(project, "publish", no_wait, shared=dry_run))

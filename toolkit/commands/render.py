@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
+from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, app, run_guarded
 from toolkit.core import config as config_mod
 from toolkit.core import ui
 from toolkit.core.errors import RenderError
@@ -72,6 +72,12 @@ def _render(project, check: bool, dry_run: bool, as_json: bool) -> None:
     ),
 )
 def render(
-    project: ProjectOpt = None, check: CheckOpt = False, dry_run: DryRunOpt = False, as_json: JsonOpt = False
+    project: ProjectOpt = None,
+    check: CheckOpt = False,
+    dry_run: DryRunOpt = False,
+    as_json: JsonOpt = False,
+    no_wait: NoWaitOpt = False,
 ) -> None:
-    run_guarded(_render, project, check, dry_run, as_json)
+    run_guarded(
+        _render, project, check, dry_run, as_json, lock=Locked(project, "render", no_wait, shared=check or dry_run)
+    )

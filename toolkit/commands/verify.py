@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from toolkit.app import JsonOpt, ProjectOpt, app, run_guarded
+from toolkit.app import JsonOpt, Locked, NoWaitOpt, ProjectOpt, app, run_guarded
 from toolkit.core import config, ui
 from toolkit.core.errors import VerifyError
 
@@ -40,6 +40,7 @@ def verify(
             "private hub or git remote, never to huggingface.co.",
         ),
     ] = False,
+    no_wait: NoWaitOpt = False,
 ) -> None:
     """Check every build/<variant>/: layout and names (op namespace = .so stem = metadata id), metadata.json
     through kernels' own parser and digest, backend.archs against the cubins/PTX inside the binary, ABI
@@ -68,6 +69,6 @@ def verify(
                 first.remedy if first and first.remedy else "fix the findings above and re-run ggml-vendor verify",
             )
         if not json_out:
-            ui.out.print(f"[green]verified[/] {len(report.variants)} variant(s); publish may ship them")
+            ui.note("verified", f"{len(report.variants)} variant(s); publish may ship them")
 
-    run_guarded(body)
+    run_guarded(body, lock=Locked(project, "verify", no_wait))

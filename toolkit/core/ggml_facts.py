@@ -34,8 +34,10 @@ FOLLOWED_SUFFIXES = (".c", ".cpp", ".h", ".hpp", ".cu", ".cuh", ".m", ".mm", ".m
 ALWAYS_SHIP = ("LICENSE",)
 OPTIONAL_SHIP = ("AUTHORS",)
 LLAMA_CPP_SYNC_FILE = "scripts/sync-llama.last"
+# Its twin in llama.cpp (at the repository root): the last ggml commit synced into llama.cpp.
+GGML_SYNC_FILE = "scripts/sync-ggml.last"
 # In the llama.cpp layout these live at the repository root, not under ggml/ (looked up there second).
-ROOT_FALLBACK = ("LICENSE", "AUTHORS")
+ROOT_FALLBACK = ("LICENSE", "AUTHORS", GGML_SYNC_FILE)
 # Quoted includes that may legitimately be absent from the tree (behind an #if that our builds never
 # take); sync skips them instead of failing. None are needed at d99724f2: every quoted include of the
 # four closures resolves (the vendors/{hip,musa}.h branches exist and travel, as §8.1 lists them).

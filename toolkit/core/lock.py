@@ -8,6 +8,7 @@ holds no timestamps of its own: only facts of the pinned upstream commit.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,6 +29,8 @@ except ImportError:  # Python 3.10
     _TomlError = ()
 
 LOCK_NAME = "UPSTREAM"
+_COMMIT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
 SCHEMA = 1
 
 VERDICT_APPLIED = "applied"
@@ -86,7 +89,16 @@ class Lock:
     entries: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)  # op -> backend -> entries
     closures: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)  # op -> backend -> files
     fingerprints: Mapping[str, str] = field(default_factory=dict)  # name -> sha256 of region, or "absent"
-    llama_cpp_commit: str = ""
+    llama_cpp_commit: str = ""  # ggml layout: the llama.cpp commit it was synced from (scripts/sync-llama.last)
+    ggml_commit: str = ""  # llama.cpp layout: the last ggml commit synced into it (scripts/sync-ggml.last)
+
+    def provenance_line(self) -> str:
+        """What the pinned commit is, in words: the repository it belongs to and the twin commit when known."""
+        if self.layout == ggml_facts.LAYOUT_LLAMA_CPP:
+            twin = f"ggml commit {self.ggml_commit}" if self.ggml_commit else "ggml commit not recorded upstream"
+            return f"Vendored llama.cpp commit: {self.commit} (its ggml/ tree; {twin})"
+        line = f"Vendored ggml commit: {self.commit}"
+        return line + (f" (synced from llama.cpp commit {self.llama_cpp_commit})" if self.llama_cpp_commit else "")
 
     def info(self, path: str) -> LockedFile | None:
         return next((f for f in self.file_info if f.path == path), None)
@@ -105,6 +117,7 @@ class Lock:
             "subject": self.subject,
             "tool_version": self.tool_version,
             "llama_cpp_commit": self.llama_cpp_commit,
+            "ggml_commit": self.ggml_commit,
             "files": {
                 f.path: {
                     "sha256": f.sha256,
@@ -158,6 +171,8 @@ def render_lock(lock: Lock) -> str:
     ]
     if lock.llama_cpp_commit:
         lines.append(f"llama-cpp-commit = {_q(lock.llama_cpp_commit)}  # from scripts/sync-llama.last")
+    if lock.ggml_commit:
+        lines.append(f"ggml-commit = {_q(lock.ggml_commit)}  # from scripts/sync-ggml.last")
     lines += ["", "[tool]", f"name = {_q('ggml-vendor')}", f"version = {_q(lock.tool_version)}"]
     for op in lock.entries:  # config order: ops as the project lists them
         lines += ["", f"[entries.{_q(op)}]"]
@@ -204,6 +219,15 @@ def parse_lock(text: str, where: str = LOCK_NAME) -> Lock:
     try:
         doc = _toml.loads(text) if _toml is not None else tomlkit.parse(text).unwrap()
         up = doc["upstream"]
+        commit = str(up["commit"])
+        if not _COMMIT_RE.fullmatch(commit):
+            raise ValueError(f"upstream.commit {commit!r} is not a full commit id (40 or 64 hex digits)")
+        for extra in ("llama-cpp-commit", "ggml-commit"):
+            if extra in up and not _COMMIT_RE.fullmatch(str(up[extra])):
+                raise ValueError(f"upstream.{extra} {up[extra]!r} is not a full commit id")
+        for p, v in doc.get("files", {}).items():
+            if not _SHA256_RE.fullmatch(str(v.get("sha256", ""))):
+                raise ValueError(f"files.{p}.sha256 {v.get('sha256')!r} is not a sha256 (64 hex digits)")
         files_t = doc.get("files", {})
         file_info = tuple(
             LockedFile(
@@ -219,7 +243,7 @@ def parse_lock(text: str, where: str = LOCK_NAME) -> Lock:
         return Lock(
             upstream=str(up["url"]),
             layout=str(up["layout"]),
-            commit=str(up["commit"]),
+            commit=commit,
             rev=str(up.get("rev", "")),
             date=str(up.get("date", "")),
             subject=str(up.get("subject", "")),
@@ -242,8 +266,9 @@ def parse_lock(text: str, where: str = LOCK_NAME) -> Lock:
             closures={op: {b: tuple(v) for b, v in per.items()} for op, per in doc.get("closures", {}).items()},
             fingerprints={str(k): str(v) for k, v in doc.get("fingerprints", {}).items()},
             llama_cpp_commit=str(up.get("llama-cpp-commit", "")),
+            ggml_commit=str(up.get("ggml-commit", "")),
         )
-    except (KeyError, TypeError, ValueError, tomlkit.exceptions.ParseError, *_TomlError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, tomlkit.exceptions.ParseError, *_TomlError) as exc:
         raise VendorStateError(
             f"{where} is not a valid lock ({type(exc).__name__}: {exc})",
             "restore it from git (git checkout vendor/UPSTREAM) or re-run ggml-vendor sync --rev REV --force",

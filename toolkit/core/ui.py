@@ -1,4 +1,10 @@
-"""Terminal output: one rich console, quiet progress for long steps, JSON for machines."""
+"""Terminal output: one rich console, quiet progress for long steps, JSON for machines.
+
+Messages are literal text: `print` and `log` on these consoles do not parse rich markup unless the caller
+passes `markup=True` (and escapes what it interpolates). Messages name TOML tables such as
+[tool.ggml-vendor] or [[variant]], paths and reprs; parsing them as markup would silently drop the
+bracketed text. `error`/`warn`/`note` style a label and keep the message verbatim.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +15,40 @@ from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
+
+
+class _Console(Console):
+    """A Console whose print/log treat strings as plain text unless `markup=True` is asked for."""
+
+    def print(self, *objects: Any, markup: bool | None = None, **kwargs: Any) -> None:  # type: ignore[override]
+        super().print(*objects, markup=bool(markup), **kwargs)
+
+    def log(self, *objects: Any, markup: bool | None = None, **kwargs: Any) -> None:  # type: ignore[override]
+        super().log(*objects, markup=bool(markup), _stack_offset=2, **kwargs)
+
 
 # stdout carries results (and --json documents); progress and diagnostics go to stderr so that
 # `ggml-vendor ... --json | jq` always sees clean JSON.
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = _Console(highlight=False, soft_wrap=True)
+err = _Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def labelled(label: str, style: str, message: str) -> Text:
+    """`label` in `style`, a space, then `message` exactly as given (never parsed as markup)."""
+    return Text.assemble((label, style), " ", message)
+
+
+def error(message: str) -> None:
+    err.print(labelled("error:", "red", message))
+
+
+def warn(label: str, message: str) -> None:
+    err.print(labelled(label, "yellow", message))
+
+
+def note(label: str, message: str, *, style: str = "green", console: Console | None = None) -> None:
+    (console or out).print(labelled(label, style, message))
 
 
 @contextlib.contextmanager
@@ -22,9 +57,9 @@ def task(label: str, *, quiet: bool = False) -> Iterator[None]:
     if quiet or not err.is_terminal:
         yield
         return
-    with err.status(label):
+    with err.status(Text(label)):
         yield
-    err.print(f"[green]✓[/] {label}")
+    err.print(labelled("✓", "green", label))
 
 
 def emit_json(doc: Any) -> None:

@@ -177,11 +177,13 @@ def compute_drift(
     commits: list[tuple[str, str]] | None = None
     backwards = False
     note = ""
-    if old.upstream != new.upstream or old.layout != new.layout:
+    if old.layout != new.layout:
         note = f"the upstream changed ({old.upstream} [{old.layout}] -> {new.upstream} [{new.layout}])"
     elif log is None:
         note = "no history source"
     else:
+        # The object source decides, not the label: a local clone of the same repository as the old URL
+        # (or a mirror) holds both commits and their history; a different repository simply lacks the old one.
         prefix = ggml_facts.LAYOUT_PREFIX.get(new.layout, "")
         paths = sorted({prefix + p for p in set(old_blobs) | set(new_blobs)})
         commits = log(old.commit, new.commit, paths)
@@ -191,7 +193,9 @@ def compute_drift(
                 commits, backwards = dropped, True
         if commits is None:
             note = (
-                "the old pin's history is not in the object source (a shallow URL cache); "
+                f"the upstream changed ({old.upstream} -> {new.upstream}) and the old pin is not in it"
+                if old.upstream != new.upstream
+                else "the old pin's history is not in the object source (a shallow URL cache); "
                 "pass --mirror PATH to a full clone for the commit list"
             )
     regions = []

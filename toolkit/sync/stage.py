@@ -8,6 +8,7 @@ vendor/, swap the new tree in atomically (vendor_tree), write the drift report.
 from __future__ import annotations
 
 import re
+import signal
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Protocol
 from toolkit import __version__
 from toolkit.core import ggml_facts
 from toolkit.core.config import Config, Entry
-from toolkit.core.errors import UpstreamError, VendorStateError
+from toolkit.core.errors import Interrupted, UpstreamError, VendorStateError
 from toolkit.core.lock import (
     LOCK_NAME,
     VERDICT_UPSTREAM,
@@ -30,6 +31,7 @@ from toolkit.core.lock import (
     render_lock,
     sha256_bytes,
 )
+from toolkit.core.projectlock import project_lock
 from toolkit.sync import embedded
 from toolkit.sync.closure import Closure, compute_closure
 from toolkit.sync.drift import Drift, compute_drift, fingerprints_of, write_report
@@ -37,6 +39,7 @@ from toolkit.sync.embedded import EMBEDDED
 from toolkit.sync.patches import PatchResult, apply_patches
 from toolkit.sync.upstream import open_upstream
 from toolkit.sync.vendor_tree import (
+    LOCK_CORRUPT,
     LOSSY,
     PATCHES_DIR,
     SOURCES_DIR,
@@ -71,6 +74,7 @@ class SyncRequest:
     dry_run: bool = False
     drop_upstreamed: bool = False
     backends: tuple[str, ...] | None = None  # None: every enabled backend
+    wait: bool = True  # another command holds the project lock: wait for it (False: refuse, ProjectBusy)
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,7 @@ class SyncReport:
             "date": lock.date,
             "subject": lock.subject,
             "llama_cpp_commit": lock.llama_cpp_commit,
+            "ggml_commit": lock.ggml_commit,
             "previous_commit": self.plan.previous.commit if self.plan.previous else None,
             "files": {
                 f.path: {"sha256": f.sha256, "reason": f.reason, "needed_by": list(f.needed_by)} for f in lock.file_info
@@ -205,6 +210,12 @@ def plan_sync(
     llama_commit = sync_last.decode("ascii", "replace").strip() if sync_last else ""
     if not re.fullmatch(r"[0-9a-f]{40}", llama_commit):
         llama_commit = ""
+    ggml_commit = ""
+    if snapshot.layout == ggml_facts.LAYOUT_LLAMA_CPP:
+        sync_ggml = snapshot.read(ggml_facts.GGML_SYNC_FILE, root_fallback=True)
+        ggml_commit = sync_ggml.decode("ascii", "replace").strip() if sync_ggml else ""
+        if not re.fullmatch(r"[0-9a-f]{40}", ggml_commit):
+            ggml_commit = ""
 
     patched, results = apply_patches(pristine, patches)
     patched_by: dict[str, list[str]] = {}
@@ -248,6 +259,7 @@ def plan_sync(
         closures=closures,
         fingerprints=fingerprints_of(pristine),
         llama_cpp_commit=llama_commit,
+        ggml_commit=ggml_commit,
     )
     lock_text = render_lock(lock)
 
@@ -267,10 +279,13 @@ def plan_sync(
         elif current[path] != sha256_bytes(desired[path]):
             changes.append((path, "update"))
     # A local change is only lost if the new tree does not hold those same bytes.
+    # A lock that contradicts itself (LOCK_CORRUPT) is refused whatever the new bytes: the tree can no
+    # longer be told apart from a local edit, exactly as `sync --check` reports it.
     overwrites = tuple(
         f
         for f in (findings or [])
-        if f.kind in LOSSY and (f.path not in desired or current.get(f.path) != sha256_bytes(desired[f.path]))
+        if f.kind == LOCK_CORRUPT
+        or (f.kind in LOSSY and (f.path not in desired or current.get(f.path) != sha256_bytes(desired[f.path])))
     )
     return SyncPlan(
         lock=lock,
@@ -302,6 +317,13 @@ def read_patches(vendor_dir: Path) -> tuple[list[tuple[str, bytes]], dict[str, b
 
 
 def _overwrite_error(overwrites: tuple[Finding, ...]) -> VendorStateError:
+    corrupt = [f for f in overwrites if f.kind == LOCK_CORRUPT]
+    if corrupt:
+        shown = ", ".join(f"vendor/{f.path}" for f in corrupt[:3])
+        return VendorStateError(
+            f"vendor/UPSTREAM does not match vendor/ for {shown}: the lock's sha256 was changed by hand or corrupted",
+            "restore it (git checkout vendor/UPSTREAM), or pass --force to overwrite vendor/ and rewrite the lock",
+        )
     shown = ", ".join(f"vendor/{f.path} ({f.kind})" for f in overwrites[:3])
     more = f" and {len(overwrites) - 3} more" if len(overwrites) > 3 else ""
     return VendorStateError(
@@ -310,9 +332,54 @@ def _overwrite_error(overwrites: tuple[Finding, ...]) -> VendorStateError:
     )
 
 
-def run_sync(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] | None = None) -> SyncReport:
+def run_sync(
+    cfg: Config,
+    req: SyncRequest,
+    *,
+    progress: Callable[[str], object] | None = None,
+    on_wait: Callable[[str], object] | None = None,
+) -> SyncReport:
     """Sync vendor/ to `req` (see SyncRequest). Raises a VendorError subclass, with nothing changed, on
-    any refusal; returns what was done."""
+    any refusal; returns what was done.
+
+    The whole run, from reading the current pin to writing the report, holds the project lock (shared for
+    a dry run): what it reports ("already at", "synced to") is the state on disk when it returns."""
+    with project_lock(cfg.root, command="sync", shared=req.dry_run, wait=req.wait, on_wait=on_wait):
+        return _run_sync_locked(cfg, req, progress)
+
+
+def _interrupted(cfg: Config, plan: SyncPlan) -> Interrupted:
+    """Ctrl-C during or after the swap: say which tree vendor/ holds now, read back from disk."""
+    try:  # the state report itself is not interruptible
+        old_handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals go elsewhere anyway
+        old_handler = None
+    try:
+        recover(cfg.root)  # a journaled swap cut between its renames is rolled back first
+        try:
+            on_disk = (cfg.vendor_dir / LOCK_NAME).read_text(encoding="utf-8")
+        except OSError:
+            on_disk = None
+        findings = check_vendor_dir(cfg.vendor_dir) if on_disk is not None else []
+    finally:
+        if old_handler is not None:
+            signal.signal(signal.SIGINT, old_handler)
+    lock = plan.lock
+    if on_disk == plan.lock_text and not findings:
+        return Interrupted(
+            f"vendor/ is at the new pin {lock.commit[:12]} ({lock.rev}): the sync had completed",
+            "nothing to undo; the drift report was not written (ggml-vendor status shows the pin)",
+        )
+    prev = plan.previous
+    if prev is None:
+        return Interrupted("vendor/ was left without a pin: nothing was synced", "run ggml-vendor sync --rev REV again")
+    return Interrupted(
+        f"vendor/ kept its previous pin {prev.commit[:12]} ({prev.rev})",
+        "run the sync again",
+    )
+
+
+def _run_sync_locked(cfg: Config, req: SyncRequest, progress: Callable[[str], object] | None) -> SyncReport:
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
     step = progress or (lambda _msg: None)
@@ -345,7 +412,7 @@ def run_sync(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object]
         label = cfg.upstream
     step(f"resolving {resolve_rev} in {label}")
     t = time.perf_counter()
-    source, commit = open_upstream(label, resolve_rev, mirror=req.mirror)
+    source, commit = open_upstream(label, resolve_rev, mirror=req.mirror, configured=cfg.upstream)
     try:
         snapshot = source.snapshot(commit)
         t = lap("resolve", t)
@@ -390,11 +457,14 @@ def run_sync(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object]
     if plan.noop:
         return SyncReport("unchanged", plan, recovered=recovered, seconds=time.perf_counter() - t0, timings=timings)
     step(f"writing vendor/ ({len(plan.changes)} changes)")
-    written = replace_vendor(cfg.root, plan.desired, known={k: v for k, v in current.items() if v})
-    t = lap("write", t)
-    drift_paths: tuple[str, ...] = ()
-    if drift is not None:
-        drift_paths = tuple(str(p) for p in write_report(cfg.build_dir, drift))
+    try:
+        written = replace_vendor(cfg.root, plan.desired, known={k: v for k, v in current.items() if v})
+        t = lap("write", t)
+        drift_paths: tuple[str, ...] = ()
+        if drift is not None:
+            drift_paths = tuple(str(p) for p in write_report(cfg.build_dir, drift))
+    except KeyboardInterrupt:
+        raise _interrupted(cfg, plan) from None
     return SyncReport(
         "synced",
         plan,
