@@ -376,3 +376,52 @@ FINGERPRINTS: tuple[Fingerprint, ...] = (
         r"#define OP_FLASH_ATTN_EXT_VEC_NCPSG",
     ),
 )
+
+
+# --- Behaviour fingerprints (ggml-upstream.md §4.1, §8.5; issue 11) ---------------------------------
+# The functions an op's semantics live in: the kernels we compile and ggml-cpu's reference implementation
+# (ggml's own statement of the op, read from git objects at the pin and never vendored). sync hashes each
+# one's declaration and body separately (toolkit.sync.behaviour); a body that moves with an unchanged
+# declaration is the silent kind of change (state transpose 2026-03-13, snapshot order 2026-06-10).
+CPU_OPS_SOURCE = "src/ggml-cpu/ops.cpp"
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    op: str
+    backend: str  # "cuda", "metal" or "cpu" (the reference, always read)
+    role: str  # what the function is, for reports
+    paths: tuple[str, ...]  # standalone-layout files to look in, first hit wins (pre-/post-split Metal)
+    function: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.op}: {self.role} {self.function}"
+
+
+BEHAVIOUR: tuple[Behaviour, ...] = (
+    Behaviour("gated_delta_net", "cuda", "cuda kernel", ("src/ggml-cuda/gated_delta_net.cu",), GDN_CUDA_KERNEL),
+    Behaviour("gated_delta_net", "cuda", "cuda launcher", ("src/ggml-cuda/gated_delta_net.cu",), GDN_CUDA_LAUNCHER),
+    Behaviour(
+        "gated_delta_net",
+        "metal",
+        "metal kernel",
+        (METAL_SPLIT_DIR + "gated_delta_net.metal", METAL_MONOLITH),
+        "kernel_gated_delta_net_impl",
+    ),
+    Behaviour(
+        "gated_delta_net", "cpu", "cpu reference", (CPU_OPS_SOURCE,), "ggml_compute_forward_gated_delta_net_one_chunk"
+    ),
+    Behaviour("flash_attn", "cuda", "cuda kernel", ("src/ggml-cuda/fattn-vec.cuh",), FA_VEC_CUDA_KERNEL),
+    Behaviour("flash_attn", "cuda", "cuda combine kernel", ("src/ggml-cuda/fattn-common.cuh",), FA_VEC_CUDA_COMBINE),
+    Behaviour(
+        "flash_attn",
+        "metal",
+        "metal kernel",
+        (METAL_SPLIT_DIR + "fa.metal", METAL_MONOLITH),
+        "kernel_flash_attn_ext_vec",
+    ),
+    Behaviour(
+        "flash_attn", "cpu", "cpu reference", (CPU_OPS_SOURCE,), "ggml_compute_forward_flash_attn_ext_f16_one_chunk"
+    ),
+)

@@ -74,6 +74,18 @@ class LicenseInfo:
 
 
 @dataclass(frozen=True)
+class BehaviourPrint:
+    """sha256 of one upstream function an op's semantics live in (toolkit.sync.behaviour), normalised:
+    its declaration and its body separately."""
+
+    ABSENT = "absent"
+
+    path: str  # standalone-layout file it was found in; "" when absent
+    signature: str  # sha256 of the normalised declaration, or ABSENT
+    body: str  # sha256 of the normalised body, or ABSENT
+
+
+@dataclass(frozen=True)
 class Lock:
     upstream: str  # URL (or path, or "embedded") the commit came from
     layout: str  # ggml_facts.LAYOUT_GGML or LAYOUT_LLAMA_CPP
@@ -91,6 +103,7 @@ class Lock:
     fingerprints: Mapping[str, str] = field(default_factory=dict)  # name -> sha256 of region, or "absent"
     llama_cpp_commit: str = ""  # ggml layout: the llama.cpp commit it was synced from (scripts/sync-llama.last)
     ggml_commit: str = ""  # llama.cpp layout: the last ggml commit synced into it (scripts/sync-ggml.last)
+    behaviour: Mapping[str, BehaviourPrint] = field(default_factory=dict)  # ggml_facts.Behaviour.key -> hashes
 
     def provenance_line(self) -> str:
         """What the pinned commit is, in words: the repository it belongs to and the twin commit when known."""
@@ -140,6 +153,9 @@ class Lock:
             "entries": {op: {b: list(v) for b, v in per.items()} for op, per in self.entries.items()},
             "closures": {op: {b: list(v) for b, v in per.items()} for op, per in self.closures.items()},
             "fingerprints": dict(self.fingerprints),
+            "behaviour": {
+                k: {"path": v.path, "signature": v.signature, "body": v.body} for k, v in self.behaviour.items()
+            },
         }
 
 
@@ -211,6 +227,22 @@ def render_lock(lock: Lock) -> str:
             "[fingerprints]",
         ]
         lines += [f"{_q(k)} = {_q(v)}" for k, v in sorted(lock.fingerprints.items())]
+    if lock.behaviour:
+        lines += [
+            "",
+            "# sha256 of the functions each op's semantics live in (ggml_facts.BEHAVIOUR): the kernels and",
+            "# ggml-cpu's reference, declaration and body apart, comments and whitespace out. The CPU reference",
+            "# is read from upstream's git objects at the pin and is not vendored.",
+        ]
+    for k in sorted(lock.behaviour):
+        b = lock.behaviour[k]
+        lines += [
+            "",
+            f"[behaviour.{_q(k)}]",
+            f"path = {_q(b.path)}",
+            f"signature = {_q(b.signature)}",
+            f"body = {_q(b.body)}",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -267,6 +299,10 @@ def parse_lock(text: str, where: str = LOCK_NAME) -> Lock:
             fingerprints={str(k): str(v) for k, v in doc.get("fingerprints", {}).items()},
             llama_cpp_commit=str(up.get("llama-cpp-commit", "")),
             ggml_commit=str(up.get("ggml-commit", "")),
+            behaviour={
+                str(k): BehaviourPrint(str(v.get("path", "")), str(v["signature"]), str(v["body"]))
+                for k, v in doc.get("behaviour", {}).items()
+            },
         )
     except (KeyError, TypeError, ValueError, AttributeError, tomlkit.exceptions.ParseError, *_TomlError) as exc:
         raise VendorStateError(

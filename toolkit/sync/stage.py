@@ -32,7 +32,7 @@ from toolkit.core.lock import (
     sha256_bytes,
 )
 from toolkit.core.projectlock import project_lock
-from toolkit.sync import embedded
+from toolkit.sync import behaviour, embedded
 from toolkit.sync.closure import Closure, compute_closure
 from toolkit.sync.drift import Drift, compute_drift, fingerprints_of, write_report
 from toolkit.sync.embedded import EMBEDDED
@@ -180,10 +180,12 @@ def plan_sync(
     `extra_patch_files` are other files under vendor/patches/ (kept as they are); `current` maps
     vendor/-relative paths to the sha256 of what is there now; `findings` is check_vendor_dir's result."""
     where = f"{snapshot.commit[:12]}"
+    behaviour_specs = behaviour.wanted({op for op, _, _ in entries}, {b for _, b, _ in entries})
     if prefetch is not None:  # one round trip for the entries and the always-shipped files (URL upstreams)
         prefetch(
             [alt for _, _, e in entries for alt in e.alternatives]
             + [*ggml_facts.ALWAYS_SHIP, *ggml_facts.OPTIONAL_SHIP, ggml_facts.LLAMA_CPP_SYNC_FILE]
+            + sorted({p for spec in behaviour_specs for p in spec.paths})
         )
     closure = compute_closure(entries, snapshot.read, where=where, prefetch=prefetch)
     pristine: dict[str, bytes] = {}
@@ -260,6 +262,7 @@ def plan_sync(
         fingerprints=fingerprints_of(pristine),
         llama_cpp_commit=llama_commit,
         ggml_commit=ggml_commit,
+        behaviour=behaviour.behaviour_of(snapshot.read, behaviour_specs),
     )
     lock_text = render_lock(lock)
 
@@ -446,7 +449,14 @@ def _run_sync_locked(cfg: Config, req: SyncRequest, progress: Callable[[str], ob
                 except UpstreamError:
                     return None
 
-            drift = compute_drift(previous, plan.lock, log=source.log, old_text=old_text, new_text=snapshot.read)
+            drift = compute_drift(
+                previous,
+                plan.lock,
+                log=source.log,
+                old_text=old_text,
+                new_text=snapshot.read,
+                log_function=source.log_function,
+            )
             t = lap("drift", t)
     finally:
         source.close()

@@ -301,6 +301,24 @@ class Source:
             return None
         return [tuple(ln.split("\t", 1)) for ln in proc.stdout.splitlines() if "\t" in ln]  # type: ignore[misc]
 
+    def log_function(self, old: str, new: str, repo_path: str, function: str) -> list[tuple[str, str]] | None:
+        """Commits in old..new that changed the definition of `function` in `repo_path` (git log -L), newest
+        first; None when history is not here or git cannot find the function at `new`."""
+        if self.is_shallow() or not (self.has_commit(old) and self.has_commit(new)):
+            return None
+        proc = _run_git(
+            self.git_dir,
+            "log",
+            "--no-patch",
+            "--format=%x00%H%x09%s",
+            f"-L:{re.escape(function)}:{repo_path}",
+            f"{old}..{new}",
+            check=False,
+        )
+        if proc.returncode != 0:
+            return None
+        return [tuple(ln.strip().split("\t", 1)) for ln in proc.stdout.split("\0") if "\t" in ln]  # type: ignore[misc]
+
 
 def _cache_dir_for(url: str) -> Path:
     slug = re.sub(r"[^A-Za-z0-9]+", "-", url).strip("-")[-48:]
