@@ -40,13 +40,22 @@ def verify(
             "private hub or git remote, never to huggingface.co.",
         ),
     ] = False,
+    no_conformance: Annotated[
+        bool,
+        typer.Option(
+            "--no-conformance",
+            help="Skip running the ops against the float64 contract on this host's GPU (publish then refuses "
+            "variants this host could have checked).",
+        ),
+    ] = False,
     no_wait: NoWaitOpt = False,
 ) -> None:
     """Check every build/<variant>/: layout and names (op namespace = .so stem = metadata id), metadata.json
     through kernels' own parser and digest, backend.archs against the cubins/PTX inside the binary, ABI
     (manylinux_2_28, abi3 >= 3.9, macOS minos), real binaries (no Git LFS stubs), the Metal library,
-    provenance against vendor/UPSTREAM, a clean vendor/, and an import through kernels.get_local_kernel
-    when this machine can load the variant. Exits 8 when anything fails; publish requires a pass."""
+    provenance against vendor/UPSTREAM, a clean vendor/, an import through kernels.get_local_kernel
+    when this machine can load the variant, and (with a GPU) conformance: every op against the package's
+    float64 reference of the documented contract on a fixed set of shapes. Exits 8 when anything fails; publish requires a pass."""
 
     def body() -> None:
         from toolkit.verify import VerifyOptions, verify_build
@@ -54,7 +63,11 @@ def verify(
         cfg = config.load(project)
         with ui.task("verifying build/ variants", quiet=json_out):
             report = verify_build(
-                cfg, variants or None, options=VerifyOptions(smoke=not no_smoke, host_toolchain_ok=host_toolchain)
+                cfg,
+                variants or None,
+                options=VerifyOptions(
+                    smoke=not no_smoke, host_toolchain_ok=host_toolchain, conformance=not no_conformance
+                ),
             )
         if json_out:
             ui.emit_json(report.to_json())

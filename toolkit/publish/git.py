@@ -4,6 +4,7 @@ proves every file arrives with the right bytes."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -121,7 +122,7 @@ def publish_git(
         tree_b = _remote_tree(git, f"origin/{branch}")
         tree_m = _remote_tree(git, "origin/main")
         files = collect_variant_files(ready.variant_dirs[0].parent, names_)
-        card = render_card(cfg, remote, list(ready.variant_dirs), ready.lock)
+        card = render_card(cfg, remote, list(ready.variant_dirs), ready.lock, ready.conformance)
         plan = make_plan(
             repo_id=remote,
             target=remote,
@@ -134,7 +135,7 @@ def publish_git(
             remote_main=tree_m,
         )
         if dry_run:
-            return PublishResult("dry-run", plan, remote)
+            return PublishResult("dry-run", plan, remote, conformance=ready.conformance)
         commits: list[str] = []
         for bp in plan.branches:
             start = (
@@ -195,8 +196,8 @@ def publish_git(
         progress("cloning the remote afresh to verify")
         verified = _verify_clone(remote, plan, Path(tmp) / "verify")
     status = "published" if commits else "up-to-date"
-    result = PublishResult(status, plan, remote, tuple(commits), (), verified)
-    result = PublishResult(status, plan, remote, tuple(commits), (), verified, write_report(report_path, result))
+    result = PublishResult(status, plan, remote, tuple(commits), (), verified, conformance=ready.conformance)
+    result = dataclasses.replace(result, report_path=write_report(report_path, result))
     if not verified["ok"]:
         raise PublishError(
             "the push did not verify: " + "; ".join(verified["mismatches"][:3]),
