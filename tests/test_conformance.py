@@ -162,7 +162,8 @@ def _gpu_ready() -> None:
 
 
 def _cli(root: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # the build cache of this checkout: objects the flip does not touch (flash attention, the shim) are hits
+    env = {"GGML_VENDOR_BUILD_CACHE": str(REPO / ".cache" / "build"), **os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
         [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)],
         capture_output=True,
@@ -187,7 +188,9 @@ def test_gate_fails_when_the_state_indexing_is_flipped(tmp_path):
     from gdn_flip import flip_state_indexing
 
     copy = tmp_path / "proj"
-    ignore = shutil.ignore_patterns("build", ".git", ".gpu", ".whl", "__pycache__", ".pytest_cache", "benchmarks")
+    ignore = shutil.ignore_patterns(
+        "build", ".git", ".gpu", ".whl", ".cache", "__pycache__", ".pytest_cache", "benchmarks"
+    )
     shutil.copytree(REPO, copy, ignore=ignore, symlinks=True)
     kernel = copy / "vendor" / "ggml" / "src" / "ggml-cuda" / "gated_delta_net.cu"
     kernel.write_text(flip_state_indexing(kernel.read_text()))
