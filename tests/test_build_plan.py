@@ -201,6 +201,8 @@ def test_rocm_and_metal_sections_plan_their_toolchains(project):
     hip = next(s for s in r_steps if s.tool == "hipcc")
     assert "--offload-arch=gfx942" in hip.argv and "-DGGML_USE_HIP" in hip.argv and "-Wno-unused" in hip.argv
     assert rocm.archs == ("gfx1100", "gfx942") and "-lamdhip64" in plan.steps[rocm.link].argv
+    assert hip.argv.count("-DGGML_USE_HIP") >= 1 and any("gfx942 compiles wave64" in n for n in rocm.notes)
+    assert any("gfx1100 compiles wave32" in n for n in rocm.notes)
     m_steps = [plan.steps[s] for s in metal.steps]
     tools = [s.tool for s in m_steps]
     assert tools.count("metal") == 1 and "metallib" in tools and "python" in tools

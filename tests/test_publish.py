@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import requires_torch
 from hubserver import HubServer, HubState
 from hubserver.variants import host_variant_name, make_variant, provenance, write_metadata, write_project
 
@@ -142,6 +143,7 @@ def _load_in_fresh_process(hub, cache: Path, code: str) -> subprocess.CompletedP
 # --- the full user path ----------------------------------------------------------------------------------
 
 
+@requires_torch
 def test_publish_then_get_kernel_in_a_fresh_process(project, hub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     result = _publish(project, hub)
     assert result.status == "published" and result.verified["ok"]

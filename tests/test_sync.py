@@ -341,6 +341,21 @@ def test_dry_run_writes_nothing(proj):
     assert tree_state(proj.root) == before
 
 
+def test_dry_run_leaves_an_interrupted_swap_for_the_real_run(proj):
+    """--dry-run plans and prints: it does not even finish a previous run's interrupted swap (the real run
+    does, and plans again afterwards)."""
+    sync(proj, rev="v1")
+    leftover = proj.root / ".vendor.stage-interrupted"
+    (leftover / "ggml").mkdir(parents=True)
+    res = cli(proj, "sync", "--rev", "v2", "--dry-run")
+    assert res.exit_code == 0 and "dry run" in res.output and leftover.is_dir()
+    assert read_lock(proj.vendor_dir).rev == "v1"
+    res = cli(proj, "sync", "--rev", "v2")
+    assert res.exit_code == 0, res.output
+    assert not leftover.exists() and "removed leftover .vendor.stage-interrupted" in res.output
+    assert read_lock(proj.vendor_dir).rev == "v2"
+
+
 # --- idempotence, check, status ----------------------------------------------------------------------
 
 
@@ -404,7 +419,7 @@ def test_status_json_and_text(proj):
     doc = json.loads(cli(proj, "status", "--json").stdout)
     assert doc["pinned"] and doc["commit"] == read_lock(proj.vendor_dir).commit and doc["layout"] == "ggml"
     assert doc["clean"] is False and doc["patches"] == [
-        {"name": "0001-new.patch", "verdict": None, "state": "not applied yet"}
+        {"name": "0001-new.patch", "verdict": None, "state": "not applied yet", "description": ""}
     ]
     text = cli(proj, "status").output
     assert "pinned" in text and "patches changed" in text

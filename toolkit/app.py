@@ -1,4 +1,5 @@
-"""The typer application object and the one place that turns failures into exit codes."""
+"""The typer application object, the options every command shares, and the one place that turns failures
+into exit codes. Command help texts are in toolkit/help.py."""
 
 from __future__ import annotations
 
@@ -9,16 +10,13 @@ from typing import Annotated
 
 import typer
 
+from toolkit import help as help_text
 from toolkit.core import ui
 from toolkit.core.errors import Interrupted, VendorError
 
 app = typer.Typer(
     name="ggml-vendor",
-    help=(
-        "Pin ggml's gated delta net and flash-attention kernels and ship them as Hugging Face Hub kernels.\n\n"
-        "Pipeline: sync (upstream -> vendor/) -> render (templates -> build.toml, torch-ext/) -> "
-        "build (-> build/<variant>/) -> verify -> publish (-> the Hub)."
-    ),
+    help=help_text.APP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -33,6 +31,18 @@ ProjectOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document on stdout instead of tables.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="Show progress and details as they happen (GGML_VENDOR_VERBOSE=1 adds tracebacks)."
+    ),
+]
+# `--variant` has no short form: `-v` is --verbose in every command.
+VariantOpt = Annotated[
+    list[str], typer.Option("--variant", help="Only variants whose name matches this glob (repeatable).")
+]
+
+
 NoWaitOpt = Annotated[
     bool,
     typer.Option(
@@ -55,7 +65,7 @@ class Locked:
 
 def run_guarded(fn, *args, lock: Locked | None = None, **kwargs):  # type: ignore[no-untyped-def]
     """Run a command body (under the project lock when `lock` is given); a VendorError becomes one red
-    line and its exit code (traceback with --verbose or GGML_VENDOR_VERBOSE=1)."""
+    line and its exit code (a traceback with GGML_VENDOR_VERBOSE=1)."""
     try:
         if lock is None:
             return fn(*args, **kwargs)

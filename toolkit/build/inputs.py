@@ -15,6 +15,7 @@ from typing import Any
 
 import tomlkit
 
+from toolkit import __version__
 from toolkit.build.cache import sha256_file
 from toolkit.build.plan import HEADER_SUFFIXES, SOURCE_SUFFIXES, KernelSection, ProjectInputs
 from toolkit.core.config import Config
@@ -128,7 +129,7 @@ def source_identity(root: Path, files: list[str]) -> str:
     return h.hexdigest()
 
 
-def load_project(cfg: Config, *, memo: Path | None = None, tool_version: str = "0.1.0") -> ProjectInputs:
+def load_project(cfg: Config, *, memo: Path | None = None, tool_version: str = __version__) -> ProjectInputs:
     root = cfg.root
     path = root / "build.toml"
     if not path.is_file():

@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -25,6 +24,7 @@ from pathlib import Path
 
 from toolkit.build.cache import BuildCache, digest_strings, parse_depfile
 from toolkit.build.inputs import Provenance, toolchain_env
+from toolkit.build.metal import embed_metallib
 from toolkit.build.plan import GLIBC_COMPAT_C, BuildPlan, Step, VariantPlan
 from toolkit.core.errors import BuildError, Interrupted
 
@@ -174,22 +174,6 @@ def swap_into_place(stage: Path, final: Path) -> None:
         os.rename(stage, final)
 
 
-def embed_metallib(metallib: Path, header: Path, ops_id: str) -> None:
-    """The metallib as a C array plus a createLibrary helper (kernel-builder's metallib_to_header.py shape)."""
-    data = metallib.read_bytes()
-    rows = [", ".join(f"0x{b:02x}" for b in data[i : i + 16]) for i in range(0, len(data), 16)]
-    header.write_text(
-        "#pragma once\n#import <Metal/Metal.h>\n"
-        f"namespace {ops_id}_metal {{\nstatic const unsigned char metallib_data[] = {{\n  "
-        + ",\n  ".join(rows)
-        + f"\n}};\nstatic const unsigned long metallib_data_len = {len(data)};\n"
-        "inline id<MTLLibrary> createLibrary(id<MTLDevice> device, NSError** error) {\n"
-        "  dispatch_data_t d = dispatch_data_create(metallib_data, metallib_data_len, nil,\n"
-        "                                           DISPATCH_DATA_DESTRUCTOR_DEFAULT);\n"
-        "  return [device newLibraryWithData:d error:error];\n}\n}\n"
-    )
-
-
 class LocalExecutor:
     def __init__(
         self,
@@ -257,6 +241,8 @@ class LocalExecutor:
                 else:
                     argv.append(a.replace("{out}", str(out)).replace("{dep}", str(dep)))
             if step.tool == "python":  # in-process helper (not a compiler invocation)
+                # The checking, atomic embed of the Metal backend (the metallib must parse and target
+                # macOS >= facts.METAL_MIN_MACOS; verify checks the kernels it holds).
                 embed_metallib(Path(inputs[0]), out, argv[-1])
                 rc, text = 0, ""
             else:
@@ -606,15 +592,3 @@ class LocalExecutor:
         return VariantResult(
             v.name, "built", "", v.out_dir, v.ops_id, v.archs, time.monotonic() - t0, compiles, hits, log
         )
-
-
-def _main(argv: list[str]) -> int:
-    if len(argv) == 4 and argv[0] == "embed-metallib":
-        embed_metallib(Path(argv[1]), Path(argv[2]), argv[3])
-        return 0
-    print("usage: python -m toolkit.build.local embed-metallib METALLIB HEADER OPS_ID", file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main(sys.argv[1:]))

@@ -36,9 +36,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit.build import metallib as mtlb
-from toolkit.build.command_step import Step
 from toolkit.core import ggml_facts as facts
 from toolkit.core.errors import BuildError, VendorStateError
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command of the Metal toolchain plan. `argv[0]` is the program; paths are absolute."""
+
+    name: str
+    argv: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "argv": list(self.argv), "inputs": list(self.inputs), "outputs": list(self.outputs)}
+
 
 LAYOUT_MONOLITH = "monolith"
 LAYOUT_SPLIT = "split"
@@ -190,7 +203,7 @@ class MetalPlan:
     metallib: str
     header: str
     namespace: str
-    steps: tuple[Step, ...]
+    steps: tuple[Command, ...]
     requirements: tuple[str, ...]
     blockers: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())
@@ -277,14 +290,14 @@ def plan(root: Path, sources: MetalSources, out_dir: Path, name: str, *, host: M
     header = out_dir / f"{name}_metallib.h"
     namespace = f"{name}_metal"
     steps = (
-        Step(
+        Command(
             "compile",
             compile_argv(unit, air, include_dirs),
             (str(unit), *(str(vendor / p) for p in sources.files)),
             (str(air),),
         ),
-        Step("link", ("xcrun", "-sdk", "macosx", "metallib", str(air), "-o", str(lib)), (str(air),), (str(lib),)),
-        Step(
+        Command("link", ("xcrun", "-sdk", "macosx", "metallib", str(air), "-o", str(lib)), (str(air),), (str(lib),)),
+        Command(
             "embed",
             (sys.executable, "-m", "toolkit.build.metal", "embed", str(lib), str(header), namespace),
             (str(lib),),

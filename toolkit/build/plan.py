@@ -17,13 +17,13 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from toolkit import __version__
+from toolkit.build import rocm
 from toolkit.build.matrix import Status, Variant
+from toolkit.core import ggml_facts as facts
 from toolkit.core.errors import BuildError
 
-TOOL_VERSION_DEFAULT = "0.1.0"
 PY_LIMITED_API = "0x03090000"  # abi3 for CPython >= 3.9 (hub-contract.md §5)
-METAL_STD = "metal4.0"  # hub-contract.md §4.7
-MACOS_MIN = "26.0"
 GLIBC_COMPAT_C = "glibc_compat.c"  # written into the generated include dir by the executor
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".c", ".mm", ".m", ".metal")
 HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inc")
@@ -67,7 +67,7 @@ class ProjectInputs:
     python_files: tuple[str, ...]  # relative to torch-ext/<module>/
     source_id: str  # sha256 over every build input file; the op id's uid is its first 7 hex digits
     has_registration_h: bool = False
-    tool_version: str = TOOL_VERSION_DEFAULT
+    tool_version: str = __version__
 
     @property
     def uid(self) -> str:
@@ -352,7 +352,13 @@ def plan_variant(
             archs.update(caps)
             arch_flags = gencode_flags(caps)
         elif variant.backend == "rocm":
-            caps = sec.rocm_archs
+            caps = rocm.validate_archs(sec.rocm_archs)
+            rocm.hip_flags(sec.hip_flags)  # refuses flags that change the wavefront size or the math
+            notes += [
+                f"{a} compiles wave{rocm.warp_size(a)}: the shim's warp_size must read it"
+                for a in caps
+                if a not in archs
+            ]
             archs.update(caps)
             arch_flags = tuple(f"--offload-arch={a}" for a in caps)
         else:
@@ -406,7 +412,7 @@ def plan_variant(
                     "{dep}",
                     "-fPIC",
                     "-O3",
-                    "-DGGML_USE_HIP",
+                    *facts.HIP_DEFINES,
                     "-DROCM_KERNEL",
                     "-DUSE_ROCM=1",
                     *incs,
@@ -418,7 +424,11 @@ def plan_variant(
                 label = f"hipcc {src} [{', '.join(caps)}]"
             else:
                 lang = ("-x", "objective-c++", "-fobjc-arc") if src.endswith((".mm", ".m")) else ()
-                osx = (f"-mmacosx-version-min={MACOS_MIN}", "-arch", "arm64") if variant.backend == "metal" else ()
+                osx = (
+                    (f"-mmacosx-version-min={facts.METAL_MIN_MACOS}", "-arch", "arm64")
+                    if variant.backend == "metal"
+                    else ()
+                )
                 argv = (
                     tools.cxx,
                     "-c",
@@ -462,9 +472,9 @@ def plan_variant(
                     "-sdk",
                     "macosx",
                     "metal",
-                    f"-std={METAL_STD}",
+                    f"-std={facts.METAL_STD}",
                     "-O2",
-                    f"-mmacosx-version-min={MACOS_MIN}",
+                    f"-mmacosx-version-min={facts.METAL_MIN_MACOS}",
                     *incs,
                     "-c",
                     src,
@@ -505,7 +515,7 @@ def plan_variant(
                         runnable=tools.runnable,
                     )
                 )
-                emb_argv = ("python", "-m", "toolkit.build.local", "embed-metallib", "{inputs}", "{out}", ops_id)
+                emb_argv = ("python", "-m", "toolkit.build.metal", "embed", "{inputs}", "{out}", f"{ops_id}_metal")
                 emb = _step_id("embed", tool_tag, emb_argv + (lib,))
                 steps.append(
                     Step(
@@ -520,7 +530,9 @@ def plan_variant(
                         runnable=tools.runnable,
                     )
                 )
-                notes.append(f"metallib compiled with -std={METAL_STD}: loads on macOS >= {MACOS_MIN} only")
+                notes.append(
+                    f"metallib compiled with -std={facts.METAL_STD}: loads on macOS >= {facts.METAL_MIN_MACOS} only"
+                )
                 # host objects include the header: make them wait for it
                 steps = [
                     replace(s, after=s.after + (emb,)) if s.id in objects and s.tool == "c++" else s for s in steps
@@ -534,7 +546,7 @@ def plan_variant(
             continue
         gen = () if project.has_registration_h else (f"-I{gen_include}",)
         toolkit_inc = (f"-I{tools.toolkit_root}/include",) if variant.backend in ("cuda", "rocm") else ()
-        osx = (f"-mmacosx-version-min={MACOS_MIN}", "-arch", "arm64") if variant.backend == "metal" else ()
+        osx = (f"-mmacosx-version-min={facts.METAL_MIN_MACOS}", "-arch", "arm64") if variant.backend == "metal" else ()
         argv = (
             tools.cxx,
             "-c",
@@ -626,7 +638,7 @@ def plan_variant(
             "Foundation",
             "-undefined",
             "dynamic_lookup",
-            f"-mmacosx-version-min={MACOS_MIN}",
+            f"-mmacosx-version-min={facts.METAL_MIN_MACOS}",
             "-arch",
             "arm64",
         ),

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from toolkit.app import JsonOpt, Locked, NoWaitOpt, ProjectOpt, app, run_guarded
+from toolkit import help as help_text
+from toolkit.app import JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import config, ui
 from toolkit.core.lock import read_lock, sha256_file
+from toolkit.sync.patch_workflow import patch_descriptions
 from toolkit.sync.vendor_tree import (
     LOSSY,
     MISSING,
@@ -15,17 +17,13 @@ from toolkit.sync.vendor_tree import (
     patch_files,
 )
 
-HELP = """Show the pinned upstream (vendor/UPSTREAM), whether vendor/ matches it, and each patch's state.
-
-Offline and read-only; exits 0 whatever the state (use `ggml-vendor sync --check` to fail on a dirty tree).
-"""
-
 
 def status_doc(cfg: config.Config) -> dict[str, object]:
     """The status as data (what --json prints)."""
     findings = check_vendor(cfg)
     lock = read_lock(cfg.vendor_dir)
     current = {p.name: sha256_file(p) for p in patch_files(cfg.vendor_dir)}
+    described = patch_descriptions(cfg.vendor_dir)
     patches = []
     for p in lock.patches if lock else ():
         state = (
@@ -33,9 +31,13 @@ def status_doc(cfg: config.Config) -> dict[str, object]:
             if p.name in current and current[p.name] == p.sha256
             else ("edited since sync" if p.name in current else "removed since sync")
         )
-        patches.append({"name": p.name, "verdict": p.verdict, "state": state})
+        patches.append({"name": p.name, "verdict": p.verdict, "state": state, "description": described.get(p.name, "")})
     locked = {p.name for p in (lock.patches if lock else ())}
-    patches += [{"name": n, "verdict": None, "state": "not applied yet"} for n in sorted(current) if n not in locked]
+    patches += [
+        {"name": n, "verdict": None, "state": "not applied yet", "description": described.get(n, "")}
+        for n in sorted(current)
+        if n not in locked
+    ]
     return {
         "pinned": lock is not None,
         "upstream": lock.upstream if lock else None,
@@ -63,8 +65,10 @@ def status_doc(cfg: config.Config) -> dict[str, object]:
     }
 
 
-@app.command("status", help=HELP)
-def status(as_json: JsonOpt = False, project: ProjectOpt = None, no_wait: NoWaitOpt = False) -> None:
+@app.command("status", help=help_text.STATUS)
+def status(
+    as_json: JsonOpt = False, project: ProjectOpt = None, verbose: VerboseOpt = False, no_wait: NoWaitOpt = False
+) -> None:
     def body() -> None:
         cfg = config.load(project)
         doc = status_doc(cfg)
@@ -82,6 +86,8 @@ def status(as_json: JsonOpt = False, project: ProjectOpt = None, no_wait: NoWait
             )
             ops = ", ".join(f"{op}/{b} {n}" for op, per in doc["closures"].items() for b, n in per.items())  # type: ignore[union-attr]
             ui.out.print(f"files   {doc['files']} ({ops})")
+            if verbose:
+                ui.out.print(f"        locked by ggml-vendor {doc['tool_version']}")
             for path, lic in doc["licenses"].items():  # type: ignore[union-attr]
                 notices = "; ".join(lic["copyright"]) or f"copyright at line(s) {lic['copyright_lines']}"
                 ui.out.print(f"license {path}: {', '.join(lic['spdx']) or '?'} — {notices}")
@@ -102,6 +108,6 @@ def status(as_json: JsonOpt = False, project: ProjectOpt = None, no_wait: NoWait
             for f in findings:  # type: ignore[union-attr]
                 ui.out.print(f"  {f['kind']:14} {f['path']}" + (f"  ({f['detail']})" if f["detail"] else ""))
         for p in doc["patches"]:  # type: ignore[union-attr]
-            ui.out.print(f"patch   {p['name']}: {p['state']}")
+            ui.out.print(f"patch   {p['name']}: {p['state']}" + (f" — {p['description']}" if p["description"] else ""))
 
     run_guarded(body, lock=Locked(project, "status", no_wait, shared=True))

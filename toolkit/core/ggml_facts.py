@@ -237,6 +237,7 @@ METAL_IMPL_HEADER = "src/ggml-metal/ggml-metal-impl.h"
 METAL_STD = "metal4.0"
 METAL_OPT = "-O2"
 METAL_MIN_MACOS = "26.0"  # Metal 4 libraries do not load on older macOS (kernels' _METAL_MIN_MACOS_VERSION)
+CPU_MIN_MACOS = "15.0"  # what kernel-builder's CPU darwin builds target (the ABI check's default)
 METAL_INCLUDE_ROOTS = ("src", "src/ggml-metal")
 # Must stay undefined for an offline compile: EMBED_LIBRARY swaps the ggml-common.h include for a sed
 # marker; HAS_TENSOR pulls in <metal_tensor> and MetalPerformancePrimitives.
@@ -249,7 +250,7 @@ METAL_UNDEFINED_MACROS = ("GGML_METAL_EMBED_LIBRARY", "GGML_METAL_HAS_TENSOR")
 # since 2026-08-12 (reassociation flipped argmax on RDNA3.5).
 HIP_FLAGS = (
     "-std=c++17",
-    "-DGGML_USE_HIP",
+    *HIP_DEFINES,
     "-U__HIP_NO_HALF_OPERATORS__",
     "-U__HIP_NO_HALF_CONVERSIONS__",
     "-fvisibility=hidden",

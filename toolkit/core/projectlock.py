@@ -73,7 +73,7 @@ def holder(root: Path) -> str:
     return "another ggml-vendor command"
 
 
-_COMMANDS = ("sync", "render", "build", "verify", "publish", "status", "demo")
+_COMMANDS = ("sync", "patch", "render", "build", "verify", "publish", "status", "demo", "ci")
 
 
 @contextlib.contextmanager

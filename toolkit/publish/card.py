@@ -59,7 +59,13 @@ def render_card(
     patches: list[dict[str, str]] = []
     if lock is not None:
         upstream = {"url": lock.upstream, "commit": lock.commit, "date": lock.date, "subject": lock.subject}
-        patches = [{"name": p.name, "sha256": p.sha256} for p in lock.patches]
+        from toolkit.sync.patch_workflow import patch_descriptions
+
+        described = patch_descriptions(cfg.vendor_dir)
+        patches = [
+            {"name": p.name, "sha256": p.sha256, "verdict": p.verdict, "description": described.get(p.name, "")}
+            for p in lock.patches
+        ]
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(_template_dir(cfg))),
         undefined=jinja2.StrictUndefined,

@@ -15,7 +15,6 @@ from typing import Any
 
 from toolkit import __version__
 from toolkit.core.errors import PublishError
-from toolkit.publish.card import render_card
 from toolkit.publish.plan import (
     ADD,
     DELETE,
@@ -23,11 +22,11 @@ from toolkit.publish.plan import (
     PublishPlan,
     RemoteFile,
     batches,
-    collect_variant_files,
-    make_plan,
+    plan_publish,
     same_content,
 )
-from toolkit.publish.preflight import Ready, preflight, resolve_token
+from toolkit.publish.preflight import preflight, resolve_token
+from toolkit.verify.binaries import BINARY_SUFFIXES
 
 REPO_TYPE = "kernel"
 BATCH_SIZE = 1000  # operations per commit, as kernel-builder's upload does
@@ -121,25 +120,6 @@ def _live_state(api: Any, repo_id: str, branch: str) -> tuple[bool, dict[str, st
     return True, heads, tree_b, tree_m
 
 
-def build_plan(
-    cfg: Any, ready: Ready, repo_id: str, target: str, remote_branch: dict | None, remote_main: dict | None
-) -> PublishPlan:
-    names = [d.name for d in ready.variant_dirs]
-    files = collect_variant_files(ready.variant_dirs[0].parent, names)
-    card = render_card(cfg, repo_id, list(ready.variant_dirs), ready.lock, ready.conformance)
-    return make_plan(
-        repo_id=repo_id,
-        target=target,
-        version=ready.version,
-        branch=f"v{ready.version}",
-        variants=names,
-        files=files,
-        card_text=card,
-        remote_branch=remote_branch,
-        remote_main=remote_main,
-    )
-
-
 def _operations(plan: PublishPlan, chunk: tuple) -> list:
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
@@ -217,7 +197,7 @@ def _verify_after(api: Any, repo_id: str, plan: PublishPlan, revisions: dict[str
                 mismatches.append(f"{bp.branch}:{a.path} is missing after the push")
             elif r.size != local.size or not same_content(local, r):
                 mismatches.append(f"{bp.branch}:{a.path} differs after the push (size {r.size} vs {local.size})")
-            elif local.path_in_repo.endswith((".so", ".dylib", ".metallib")) and not r.sha256:
+            elif local.path_in_repo.endswith(tuple(BINARY_SUFFIXES)) and not r.sha256:
                 mismatches.append(f"{bp.branch}:{a.path} was stored as a plain git blob, not LFS")
     return {"ok": not mismatches, "files_checked": checked, "mismatches": mismatches, "revisions": revisions}
 
@@ -261,7 +241,7 @@ def publish_hub(
         try:
             progress("reading the live repository")
             exists, heads, tree_b, tree_m = _live_state(api, repo_id, branch)
-            plan = build_plan(cfg, ready, repo_id, target, tree_b, tree_m)
+            plan = plan_publish(cfg, ready, repo_id=repo_id, target=target, remote_branch=tree_b, remote_main=tree_m)
             if dry_run:
                 return PublishResult("dry-run", plan, target, conformance=ready.conformance)
             if create_pr and (not exists or branch not in heads):

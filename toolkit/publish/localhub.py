@@ -28,15 +28,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from toolkit.core.hashing import git_blob_id
+from toolkit.verify.binaries import BINARY_SUFFIXES
+
 LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {size}\n"
-LFS_SUFFIXES = (".so", ".dylib", ".metallib", ".pyd", ".bin", ".safetensors")
+LFS_SUFFIXES = (*BINARY_SUFFIXES, ".bin", ".safetensors")
 LFS_MIN_SIZE = 10 * 1024 * 1024
 TYPE_PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/", "kernel": "kernels/"}
 PLURAL = {"models": "model", "datasets": "dataset", "spaces": "space", "kernels": "kernel"}
-
-
-def git_blob_id(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 @dataclass(frozen=True)

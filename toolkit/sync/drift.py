@@ -121,6 +121,7 @@ class Drift:
     regions: tuple[RegionDrift, ...]
     backwards: bool = False  # the new pin is older: `commits` are the ones the move drops
     behaviour: tuple[BehaviourDrift, ...] = ()
+    patches: tuple[tuple[str, str, str], ...] = ()  # (name, verdict at the new pin, one-line description)
 
     @property
     def empty(self) -> bool:
@@ -156,6 +157,7 @@ class Drift:
             "behaviour": [b.to_json() for b in self.behaviour],
             "breaking": list(self.breaking),
             "review_semantics": list(self.semantics_to_review),
+            "patches": [{"name": n, "verdict": v, "description": d} for n, v, d in self.patches],
         }
 
     def to_markdown(self) -> str:
@@ -204,6 +206,8 @@ class Drift:
             out.append(f"- **{r.name}** (`{r.path}`): {status}")
             if r.diff:
                 out += ["", "```diff", r.diff.rstrip("\n"), "```", ""]
+        out += ["", "## Our patches at the new pin", ""]
+        out += [f"- `{n}`: {v}" + (f" — {d}" if d else "") for n, v, d in self.patches] or ["None."]
         return "\n".join(out).rstrip("\n") + "\n"
 
     def summary_lines(self) -> list[str]:
@@ -224,6 +228,7 @@ class Drift:
                 via = " — " + ", ".join(f"{c[:12]} {t}" for c, t in b.commits[:3])
                 via += f" and {len(b.commits) - 3} more" if len(b.commits) > 3 else ""
             lines.append(f"  {b.headline()}{via}")
+        lines += [f"  patch {n}: {v}" + (f" — {d}" if d else "") for n, v, d in self.patches]
         lines += [
             f"  region {r.name}: {'appeared' if r.old == ABSENT else 'gone' if r.new == ABSENT else 'changed'}"
             for r in self.regions

@@ -104,10 +104,12 @@ def _conflict(name: str, text: str, level: int, stderr: str) -> PatchError:
         where = f"hunk #{idx + 1} `{hunks[idx]}` of {path}" if idx is not None else f"{path} at line {line}"
     else:
         where = (stderr.strip().splitlines() or ["(no detail from git apply)"])[0].removeprefix("error: ")
-    return PatchError(
+    err = PatchError(
         f"patch {name} conflicts: {where} does not apply at the new pin; vendor/ was not changed",
         f"refresh vendor/patches/{name} against the new upstream or remove it, then re-run sync",
     )
+    err.where = where  # type: ignore[attr-defined]  # what `patch list` prints: "hunk #N `@@ .. @@` of PATH"
+    return err
 
 
 def apply_patches(
@@ -185,4 +187,53 @@ def apply_patches(
     return result, verdicts
 
 
-__all__ = ["PatchResult", "apply_patches", "patch_targets", "VERDICT_APPLIED", "VERDICT_CONFLICT", "VERDICT_UPSTREAM"]
+_SUBJECT_PREFIX_RE = re.compile(r"^\[PATCH[^\]]*\]\s*")
+
+
+def describe(data: bytes) -> str:
+    """A patch's one-line description: the Subject of a `git format-patch` file (folded lines joined,
+    `[PATCH]` dropped), else the first non-blank line before the diff; "" when there is none."""
+    lines = data.decode("utf-8", "replace").splitlines()
+    if lines and lines[0].startswith("From "):  # an mbox header: up to the first blank line
+        for i, line in enumerate(lines):
+            if not line.strip():
+                break
+            if line.startswith("Subject:"):
+                subject = line[len("Subject:") :]
+                for cont in lines[i + 1 :]:
+                    if not cont.startswith((" ", "\t")):
+                        break
+                    subject += " " + cont.strip()
+                return _SUBJECT_PREFIX_RE.sub("", subject.strip())
+        return ""
+    for line in lines:
+        if line.startswith(("diff --git ", "--- ", "Index: ")):
+            return ""
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def message_of(data: bytes) -> str:
+    """The whole description of a `git format-patch` file (subject, blank line, body), for a refresh that
+    keeps it; "" for a plain diff."""
+    text = data.decode("utf-8", "replace")
+    subject = describe(data)
+    head, sep, _ = text.partition("\n---\n")
+    if not subject or not sep:
+        return subject
+    body_lines = head.split("\n\n", 1)[1:] if "\nSubject:" in head else []
+    body = body_lines[0].strip("\n") if body_lines else ""
+    return subject + ("\n\n" + body if body else "")
+
+
+__all__ = [
+    "PatchResult",
+    "apply_patches",
+    "patch_targets",
+    "describe",
+    "message_of",
+    "VERDICT_APPLIED",
+    "VERDICT_CONFLICT",
+    "VERDICT_UPSTREAM",
+]

@@ -7,11 +7,12 @@ vendor/, swap the new tree in atomically (vendor_tree), write the drift report.
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -36,9 +37,10 @@ from toolkit.sync import behaviour, embedded
 from toolkit.sync.closure import Closure, compute_closure
 from toolkit.sync.drift import Drift, compute_drift, fingerprints_of, write_report
 from toolkit.sync.embedded import EMBEDDED
-from toolkit.sync.patches import PatchResult, apply_patches
+from toolkit.sync.patches import PatchResult, apply_patches, describe
 from toolkit.sync.upstream import open_upstream
 from toolkit.sync.vendor_tree import (
+    JOURNAL,
     LOCK_CORRUPT,
     LOSSY,
     PATCHES_DIR,
@@ -51,7 +53,18 @@ from toolkit.sync.vendor_tree import (
     replace_vendor,
 )
 
-__all__ = ["SyncRequest", "SyncPlan", "SyncReport", "plan_sync", "run_sync", "check_vendor", "license_inventory"]
+__all__ = [
+    "SyncRequest",
+    "SyncPlan",
+    "SyncReport",
+    "Prepared",
+    "plan_sync",
+    "prepare",
+    "execute",
+    "run_sync",
+    "check_vendor",
+    "license_inventory",
+]
 
 
 class SnapshotLike(Protocol):
@@ -335,54 +348,40 @@ def _overwrite_error(overwrites: tuple[Finding, ...]) -> VendorStateError:
     )
 
 
-def run_sync(
-    cfg: Config,
-    req: SyncRequest,
-    *,
-    progress: Callable[[str], object] | None = None,
-    on_wait: Callable[[str], object] | None = None,
-) -> SyncReport:
-    """Sync vendor/ to `req` (see SyncRequest). Raises a VendorError subclass, with nothing changed, on
-    any refusal; returns what was done.
+@dataclass(frozen=True)
+class Prepared:
+    """What `prepare` found and `execute` carries out: the pure plan plus the state it was made against."""
 
-    The whole run, from reading the current pin to writing the report, holds the project lock (shared for
-    a dry run): what it reports ("already at", "synced to") is the state on disk when it returns."""
-    with project_lock(cfg.root, command="sync", shared=req.dry_run, wait=req.wait, on_wait=on_wait):
-        return _run_sync_locked(cfg, req, progress)
+    cfg: Config
+    request: SyncRequest
+    plan: SyncPlan
+    drift: Drift | None
+    current: Mapping[str, str | None]  # vendor/-relative path -> sha256 when the plan was made
+    seconds: float
+    timings: Mapping[str, float]
+
+    def dry_run_report(self) -> SyncReport:
+        """The report of `--dry-run`: the plan, nothing written."""
+        return SyncReport("dry-run", self.plan, drift=self.drift, seconds=self.seconds, timings=self.timings)
 
 
-def _interrupted(cfg: Config, plan: SyncPlan) -> Interrupted:
-    """Ctrl-C during or after the swap: say which tree vendor/ holds now, read back from disk."""
-    try:  # the state report itself is not interruptible
-        old_handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread: signals go elsewhere anyway
-        old_handler = None
-    try:
-        recover(cfg.root)  # a journaled swap cut between its renames is rolled back first
+def _previous_lock(root: Path) -> Lock | None:
+    """vendor/UPSTREAM, or the old tree's lock while an interrupted swap awaits recovery (read-only)."""
+    vendor = root / "vendor"
+    journal = root / JOURNAL
+    if not vendor.exists() and journal.is_file():
         try:
-            on_disk = (cfg.vendor_dir / LOCK_NAME).read_text(encoding="utf-8")
-        except OSError:
-            on_disk = None
-        findings = check_vendor_dir(cfg.vendor_dir) if on_disk is not None else []
-    finally:
-        if old_handler is not None:
-            signal.signal(signal.SIGINT, old_handler)
-    lock = plan.lock
-    if on_disk == plan.lock_text and not findings:
-        return Interrupted(
-            f"vendor/ is at the new pin {lock.commit[:12]} ({lock.rev}): the sync had completed",
-            "nothing to undo; the drift report was not written (ggml-vendor status shows the pin)",
-        )
-    prev = plan.previous
-    if prev is None:
-        return Interrupted("vendor/ was left without a pin: nothing was synced", "run ggml-vendor sync --rev REV again")
-    return Interrupted(
-        f"vendor/ kept its previous pin {prev.commit[:12]} ({prev.rev})",
-        "run the sync again",
-    )
+            old = root / json.loads(journal.read_text())["old"]
+        except (ValueError, KeyError, OSError):
+            return None
+        return read_lock(old) if old.is_dir() else None
+    return read_lock(vendor)
 
 
-def _run_sync_locked(cfg: Config, req: SyncRequest, progress: Callable[[str], object] | None) -> SyncReport:
+def prepare(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] | None = None) -> Prepared:
+    """Resolve the upstream and compute the plan and the drift; reads the upstream and vendor/, writes
+    nothing in the project (a URL upstream is fetched into the tool's cache). Raises a VendorError
+    subclass on any refusal."""
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
     step = progress or (lambda _msg: None)
@@ -393,8 +392,7 @@ def _run_sync_locked(cfg: Config, req: SyncRequest, progress: Callable[[str], ob
         return now
 
     vendor = cfg.vendor_dir
-    recovered = tuple(recover(cfg.root))
-    previous = read_lock(vendor)
+    previous = _previous_lock(cfg.root)
     embedded_default = req.rev is None and (
         req.upstream == EMBEDDED or (req.upstream is None and previous is not None and previous.upstream == EMBEDDED)
     )
@@ -457,19 +455,48 @@ def _run_sync_locked(cfg: Config, req: SyncRequest, progress: Callable[[str], ob
                 new_text=snapshot.read,
                 log_function=source.log_function,
             )
+            described = {n: describe(b) for n, b in patches}
+            drift = replace(drift, patches=tuple((r.name, r.verdict, described[r.name]) for r in plan.patches))
             t = lap("drift", t)
     finally:
         source.close()
-    if req.dry_run:
-        return SyncReport(
-            "dry-run", plan, drift=drift, recovered=recovered, seconds=time.perf_counter() - t0, timings=timings
-        )
+    return Prepared(cfg, req, plan, drift, current, time.perf_counter() - t0, timings)
+
+
+def execute(
+    prep: Prepared, *, progress: Callable[[str], object] | None = None, recovered: tuple[str, ...] | None = None
+) -> SyncReport:
+    """Carry out a prepared sync: finish any interrupted replacement first (planning again if that changed
+    vendor/), then swap the new tree in atomically and write the drift report.
+
+    Runs under the project lock (the CLI already holds it from the plan on; a library caller gets it here):
+    if vendor/ is no longer what the plan was made against (another command wrote it meanwhile), the plan
+    is made again first, so the report always describes the tree on disk."""
+    cfg = prep.cfg
+    with project_lock(cfg.root, command="sync", wait=prep.request.wait):
+        return _execute_locked(prep, progress, recovered)
+
+
+def _execute_locked(
+    prep: Prepared, progress: Callable[[str], object] | None, recovered: tuple[str, ...] | None
+) -> SyncReport:
+    t0 = time.perf_counter()
+    step = progress or (lambda _msg: None)
+    cfg = prep.cfg
+    if recovered is None:
+        recovered = tuple(recover(cfg.root))
+        if recovered:
+            prep = prepare(cfg, prep.request, progress=progress)
+    if current_hashes(cfg.vendor_dir) != dict(prep.current):
+        step("vendor/ changed since the plan was made: planning again")
+        prep = prepare(cfg, prep.request, progress=progress)
+    plan, drift, timings = prep.plan, prep.drift, dict(prep.timings)
     if plan.noop:
-        return SyncReport("unchanged", plan, recovered=recovered, seconds=time.perf_counter() - t0, timings=timings)
+        return SyncReport("unchanged", plan, recovered=recovered, seconds=prep.seconds, timings=timings)
     step(f"writing vendor/ ({len(plan.changes)} changes)")
     try:
-        written = replace_vendor(cfg.root, plan.desired, known={k: v for k, v in current.items() if v})
-        t = lap("write", t)
+        written = replace_vendor(cfg.root, plan.desired, known={k: v for k, v in prep.current.items() if v})
+        timings["write"] = time.perf_counter() - t0
         drift_paths: tuple[str, ...] = ()
         if drift is not None:
             drift_paths = tuple(str(p) for p in write_report(cfg.build_dir, drift))
@@ -482,6 +509,53 @@ def _run_sync_locked(cfg: Config, req: SyncRequest, progress: Callable[[str], ob
         drift=drift,
         drift_paths=drift_paths,
         recovered=recovered,
-        seconds=time.perf_counter() - t0,
+        seconds=prep.seconds + time.perf_counter() - t0,
         timings=timings,
     )
+
+
+def _interrupted(cfg: Config, plan: SyncPlan) -> Interrupted:
+    """Ctrl-C during or after the swap: say which tree vendor/ holds now, read back from disk."""
+    try:  # the state report itself is not interruptible
+        old_handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals go elsewhere anyway
+        old_handler = None
+    try:
+        recover(cfg.root)  # a journaled swap cut between its renames is rolled back first
+        try:
+            on_disk = (cfg.vendor_dir / LOCK_NAME).read_text(encoding="utf-8")
+        except OSError:
+            on_disk = None
+        findings = check_vendor_dir(cfg.vendor_dir) if on_disk is not None else []
+    finally:
+        if old_handler is not None:
+            signal.signal(signal.SIGINT, old_handler)
+    lock = plan.lock
+    if on_disk == plan.lock_text and not findings:
+        return Interrupted(
+            f"vendor/ is at the new pin {lock.commit[:12]} ({lock.rev}): the sync had completed",
+            "nothing to undo; the drift report was not written (ggml-vendor status shows the pin)",
+        )
+    prev = plan.previous
+    if prev is None:
+        return Interrupted("vendor/ was left without a pin: nothing was synced", "run ggml-vendor sync --rev REV again")
+    return Interrupted(f"vendor/ kept its previous pin {prev.commit[:12]} ({prev.rev})", "run the sync again")
+
+
+def run_sync(
+    cfg: Config,
+    req: SyncRequest,
+    *,
+    progress: Callable[[str], object] | None = None,
+    on_wait: Callable[[str], object] | None = None,
+) -> SyncReport:
+    """Sync vendor/ to `req` (see SyncRequest): prepare, then (unless req.dry_run) execute. Raises a
+    VendorError subclass, with nothing changed, on any refusal; returns what was done.
+
+    The whole run, from reading the current pin to writing the report, holds the project lock (shared for
+    a dry run): what it reports ("already at", "synced to") is the state on disk when it returns."""
+    with project_lock(cfg.root, command="sync", shared=req.dry_run, wait=req.wait, on_wait=on_wait):
+        if req.dry_run:
+            return prepare(cfg, req, progress=progress).dry_run_report()
+        recovered = tuple(recover(cfg.root))
+        return execute(prepare(cfg, req, progress=progress), progress=progress, recovered=recovered)

@@ -16,7 +16,7 @@ METALLIB_MAGIC = b"MTLB"
 # Suffix -> what its first bytes must be. Everything a loader maps or Metal parses.
 BINARY_SUFFIXES = {".so": ("elf", "macho"), ".dylib": ("macho",), ".pyd": ("pe",), ".metallib": ("metallib",)}
 # What the git transport must send through LFS (hub-contract.md §3.8: the Hub rejects plain binary pushes).
-GIT_LFS_PATTERNS = ("*.so", "*.dylib", "*.metallib", "*.pyd")
+GIT_LFS_PATTERNS = tuple(f"*{suffix}" for suffix in BINARY_SUFFIXES)
 
 
 def is_lfs_pointer(data: bytes) -> bool:

@@ -1,0 +1,141 @@
+"""`ggml-vendor patch save | list | drop`: our changes to the vendored ggml, kept as vendor/patches/*.patch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, app, run_guarded
+from toolkit.core import config, ui
+
+HELP = """Keep changes to the vendored ggml as a patch series in vendor/patches/ (applied by sync, in name order).
+
+Workflow: edit files under vendor/ggml, then `ggml-vendor patch save NAME -m "what and why"`; before moving
+the pin, `ggml-vendor patch list --rev REV` says which patches still apply there.
+"""
+
+patch_app = typer.Typer(name="patch", help=HELP, no_args_is_help=True, add_completion=False)
+app.add_typer(patch_app, name="patch")
+
+MirrorOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--mirror",
+        envvar="GGML_VENDOR_MIRROR",
+        help="Local clone to read the pinned upstream from instead of the network.",
+    ),
+]
+
+
+@patch_app.command(
+    "save",
+    help=(
+        "Save the current edits of vendor/ggml (against the pinned upstream with the other patches applied) as "
+        "vendor/patches/NNNN-NAME.patch in git format-patch form, or refresh the patch NAME if it exists; "
+        "re-locks vendor/ in the same atomic step.\n\n"
+        "Example: ggml-vendor patch save gdn-decode -m 'cuda: gated_delta_net: 16-byte state loads at decode'"
+    ),
+)
+def save(
+    name: Annotated[str, typer.Argument(help="Patch name (e.g. gdn-decode); an existing one is refreshed.")],
+    message: Annotated[
+        str | None,
+        typer.Option("--message", "-m", help="Description: first line the subject, then the body (why, before/after)."),
+    ] = None,
+    message_file: Annotated[
+        Path | None, typer.Option("--file", "-F", help="Read the description from a file.", exists=False)
+    ] = None,
+    mirror: MirrorOpt = None,
+    dry_run: DryRunOpt = False,
+    as_json: JsonOpt = False,
+    no_wait: NoWaitOpt = False,
+    project: ProjectOpt = None,
+) -> None:
+    def body() -> None:
+        from toolkit.core.errors import PatchError
+        from toolkit.sync.patch_workflow import save_patch
+
+        msg = message
+        if message_file is not None:
+            if message is not None:
+                raise PatchError("both -m and -F given", "pass the description one way")
+            if not message_file.is_file():
+                raise PatchError(f"{message_file} is not a readable file", "pass -F PATH to a text file")
+            msg = message_file.read_text()
+        cfg = config.load(project)
+        res = save_patch(cfg, name, msg, mirror=mirror, dry_run=dry_run)
+        if as_json:
+            ui.emit_json(res.to_json())
+            return
+        verb = (
+            ("would refresh" if res.refreshed else "would save")
+            if dry_run
+            else ("refreshed" if res.refreshed else "saved")
+        )
+        ui.out.print(
+            f"{verb} vendor/patches/{res.name}: {len(res.files)} file(s), +{res.added} -{res.removed} — {res.description}"
+        )
+        for f in res.files:
+            ui.out.print(f"  {f}")
+
+    run_guarded(body, lock=Locked(project, "patch", no_wait, shared=dry_run))
+
+
+@patch_app.command(
+    "list",
+    help=(
+        "List vendor/patches/*.patch with their descriptions and health: applies, already-upstream, or conflicts "
+        "at hunk N. --rev REV checks them against another upstream revision without changing anything."
+    ),
+)
+def list_(
+    rev: Annotated[
+        str | None, typer.Option("--rev", "-r", help="Check against this revision instead of the pin.")
+    ] = None,
+    mirror: MirrorOpt = None,
+    as_json: JsonOpt = False,
+    no_wait: NoWaitOpt = False,
+    project: ProjectOpt = None,
+) -> None:
+    def body() -> None:
+        from toolkit.sync.patch_workflow import HEALTH_CONFLICT, list_patches
+
+        cfg = config.load(project)
+        commit, health = list_patches(cfg, rev=rev, mirror=mirror)
+        if as_json:
+            ui.emit_json({"rev": rev, "commit": commit, "patches": [h.to_json() for h in health]})
+            return
+        where = f"{rev} ({commit[:12]})" if rev else f"the pin ({commit[:12]})"
+        if not health:
+            ui.out.print(f"no patches in vendor/patches (checked at {where})")
+            return
+        bad = sum(h.health == HEALTH_CONFLICT for h in health)
+        ui.out.print(f"{len(health)} patch(es) at {where}" + (f": {bad} conflict(s)" if bad else ""))
+        for h in health:
+            ui.out.print(f"  {h.line()}")
+
+    run_guarded(body, lock=Locked(project, "patch", no_wait, shared=True))
+
+
+@patch_app.command("drop", help="Remove a patch from vendor/patches/ and un-apply it from vendor/ggml.")
+def drop(
+    name: Annotated[str, typer.Argument(help="Patch file name, or its name without NNNN- and .patch.")],
+    mirror: MirrorOpt = None,
+    dry_run: DryRunOpt = False,
+    as_json: JsonOpt = False,
+    no_wait: NoWaitOpt = False,
+    project: ProjectOpt = None,
+) -> None:
+    def body() -> None:
+        from toolkit.sync.patch_workflow import drop_patch
+
+        cfg = config.load(project)
+        dropped = drop_patch(cfg, name, mirror=mirror, dry_run=dry_run)
+        if as_json:
+            ui.emit_json({"dropped": dropped, "written": not dry_run})
+        else:
+            ui.out.print(f"{'would drop' if dry_run else 'dropped'} vendor/patches/{dropped}")
+
+    run_guarded(body, lock=Locked(project, "patch", no_wait, shared=dry_run))

@@ -1,0 +1,383 @@
+"""`ggml-vendor patch save | list | drop`: keep our changes to the vendored ggml as a patch series.
+
+save  diffs the edited vendor/ggml against the pinned upstream with every *other* patch applied, writes
+      vendor/patches/NNNN-name.patch in `git format-patch` form (the description as its message) and
+      re-locks vendor/ in one atomic swap, after checking that the series reproduces the edits exactly.
+list  each patch's description and health at the pin, or at another revision (--rev), changing nothing:
+      applies / already-upstream / conflicts at hunk N.
+drop  removes a patch and un-applies it (vendor/ re-materialised from the pin and the rest of the series).
+
+Bad input (no pin, no edits, edits outside the vendored files, a pin that vendor/ does not match) is one
+VendorError with nothing written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolkit.core.config import Config
+from toolkit.core.errors import PatchError, VendorStateError
+from toolkit.core.lock import VERDICT_APPLIED, VERDICT_UPSTREAM, Lock, read_lock, sha256_bytes
+from toolkit.sync import embedded
+from toolkit.sync.patches import apply_patches, describe, message_of
+from toolkit.sync.vendor_tree import (
+    EDITED,
+    EXTRA,
+    SOURCES_DIR,
+    check_vendor_dir,
+    current_hashes,
+    replace_vendor,
+)
+
+HEALTH_APPLIES = "applies"
+HEALTH_UPSTREAM = VERDICT_UPSTREAM
+HEALTH_CONFLICT = "conflicts"
+
+_NAME_RE = re.compile(r"^(?:(\d{4})-)?([A-Za-z0-9][A-Za-z0-9._-]*?)(?:\.patch)?$")
+
+
+@dataclass(frozen=True)
+class PatchHealth:
+    name: str
+    description: str
+    sha256: str
+    health: str  # HEALTH_APPLIES | HEALTH_UPSTREAM | HEALTH_CONFLICT
+    detail: str = ""  # for a conflict: which hunk of which file
+
+    def line(self) -> str:
+        state = f"conflicts at {self.detail}" if self.health == HEALTH_CONFLICT else self.health
+        return f"{self.name}: {state}" + (f" — {self.description}" if self.description else "")
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "sha256": self.sha256,
+            "health": self.health,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    name: str
+    description: str
+    refreshed: bool
+    files: tuple[str, ...]
+    added: int
+    removed: int
+    written: bool
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "path": f"vendor/patches/{self.name}",
+            "description": self.description,
+            "refreshed": self.refreshed,
+            "files": list(self.files),
+            "lines_added": self.added,
+            "lines_removed": self.removed,
+            "written": self.written,
+        }
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+
+
+def _series(cfg: Config) -> tuple[list[tuple[str, bytes]], dict[str, bytes]]:
+    from toolkit.sync.stage import read_patches
+
+    return read_patches(cfg.vendor_dir)
+
+
+def _require_lock(cfg: Config) -> Lock:
+    lock = read_lock(cfg.vendor_dir)
+    if lock is None:
+        raise VendorStateError("vendor/ has no pin (no vendor/UPSTREAM)", "run ggml-vendor sync --rev REV first")
+    return lock
+
+
+def _match(existing: list[str], name: str) -> str | None:
+    """The file in `existing` that `name` designates: its file name, without `.patch`, or without `NNNN-`."""
+    for n in existing:
+        stem = n.removesuffix(".patch")
+        if name in (n, stem) or (re.match(r"^\d{4}-", stem) and name == stem[5:]):
+            return n
+    return None
+
+
+def _pristine_plan(cfg: Config, lock: Lock, patches: list[tuple[str, bytes]], *, rev: str | None, mirror, **kw):  # type: ignore[no-untyped-def]
+    """plan_sync of `patches` at `rev` (None: the pinned commit) of the lock's upstream."""
+    from toolkit.sync.stage import plan_sync
+    from toolkit.sync.upstream import open_upstream
+
+    if rev is None:
+        resolve = embedded.BRANCH if lock.upstream == embedded.EMBEDDED else lock.commit
+    else:
+        resolve = rev
+    source, commit = open_upstream(lock.upstream, resolve, mirror=mirror)
+    try:
+        snapshot = source.snapshot(commit)
+        return plan_sync(
+            cfg.entries_for(None),
+            snapshot,
+            upstream=source.recorded,
+            rev=lock.rev if rev is None else rev,
+            patches=patches,
+            previous=lock,
+            prefetch=snapshot.prefetch,
+            **kw,
+        )
+    finally:
+        source.close()
+
+
+def _sources(desired: Mapping[str, bytes]) -> dict[str, bytes]:
+    prefix = f"{SOURCES_DIR}/"
+    return {p[len(prefix) :]: b for p, b in desired.items() if p.startswith(prefix)}
+
+
+def _git_identity(root: Path) -> tuple[str, str]:
+    def get(key: str) -> str:
+        r = subprocess.run(["git", "-C", str(root), "config", key], capture_output=True, text=True, check=False)
+        return r.stdout.strip()
+
+    return get("user.name") or "ggml-vendor", get("user.email") or "ggml-vendor@localhost"
+
+
+def format_patch(
+    before: Mapping[str, bytes], after: Mapping[str, bytes], message: str, *, author: tuple[str, str]
+) -> bytes:
+    """`git format-patch` of the change `before` -> `after` (paths relative to vendor/ggml), with `message`
+    (first line the subject) as the commit message. Made in a private temporary repository."""
+    with tempfile.TemporaryDirectory(prefix="ggml-vendor-save-") as tmp:
+        work = Path(tmp) / "ggml"
+        work.mkdir()
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        env.update(
+            GIT_CEILING_DIRECTORIES=tmp,
+            GIT_CONFIG_NOSYSTEM="1",
+            HOME=tmp,
+            GIT_AUTHOR_NAME=author[0],
+            GIT_AUTHOR_EMAIL=author[1],
+            GIT_COMMITTER_NAME=author[0],
+            GIT_COMMITTER_EMAIL=author[1],
+        )
+
+        def git(*args: str) -> str:
+            r = subprocess.run(["git", *args], cwd=work, env=env, capture_output=True, text=True, check=False)
+            if r.returncode != 0:
+                raise PatchError(f"git {args[0]} failed while writing the patch: {r.stderr.strip()}", None)
+            return r.stdout
+
+        def lay(files: Mapping[str, bytes]) -> None:
+            for path in {*before, *after}:
+                target = work / path
+                if path in files:
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(files[path])
+                elif target.exists():
+                    target.unlink()
+
+        git("init", "-q")
+        lay(before)
+        git("add", "-A")
+        git("commit", "-q", "--allow-empty", "-m", "pinned upstream")
+        lay(after)
+        git("add", "-A")
+        (Path(tmp) / "msg").write_text(message.strip() + "\n")
+        git("commit", "-q", "-F", str(Path(tmp) / "msg"))
+        return git("format-patch", "-1", "--stdout", "--no-signature", "--zero-commit", "--no-renames").encode()
+
+
+def _check_pin(cfg: Config, lock: Lock, *, allow_edits: bool) -> list[str]:
+    """Refuse a vendor/ that does not stand on its pin; return the edited vendored files (vendor/ggml-relative)."""
+    findings = check_vendor_dir(cfg.vendor_dir, lock)
+    extra = [f for f in findings if f.kind == EXTRA]
+    if extra:
+        shown = ", ".join(f"vendor/{f.path}" for f in extra[:3]) + (
+            f" and {len(extra) - 3} more" if len(extra) > 3 else ""
+        )
+        raise PatchError(
+            f"edits outside the vendored files: {shown} not pinned by vendor/UPSTREAM",
+            "a patch may only change files sync vendored; move or delete those files first",
+        )
+    dirty = [f for f in findings if f.kind != EDITED]
+    if dirty:
+        f = dirty[0]
+        raise VendorStateError(
+            f"the pin is dirty: vendor/{f.path} is {f.kind}"
+            + (f" ({f.detail})" if f.detail else "")
+            + (f", and {len(dirty) - 1} more finding(s)" if len(dirty) > 1 else ""),
+            "run ggml-vendor sync so vendor/ matches vendor/UPSTREAM first (it refuses to overwrite edits)",
+        )
+    edited = [f.path[len(SOURCES_DIR) + 1 :] for f in findings if f.kind == EDITED]
+    if edited and not allow_edits:
+        raise VendorStateError(
+            f"vendor/ has unsaved edits ({', '.join(f'vendor/{SOURCES_DIR}/{p}' for p in edited[:3])})",
+            "save them first with ggml-vendor patch save NAME -m '...' (or discard them with ggml-vendor sync --force)",
+        )
+    return edited
+
+
+# --- the three verbs ---------------------------------------------------------------------------------
+
+
+def save_patch(
+    cfg: Config, name: str, message: str | None, *, mirror: Path | None = None, dry_run: bool = False
+) -> SaveResult:
+    """Write (or refresh) vendor/patches/NNNN-<name>.patch from the edits in vendor/ggml and re-lock."""
+    m = _NAME_RE.match(name or "")
+    if not m or "/" in name:
+        raise PatchError(
+            f"{name!r} is not a patch name", "use letters, digits, '.', '_' and '-', e.g. gdn-decode-vectorised"
+        )
+    lock = _require_lock(cfg)
+    edited = _check_pin(cfg, lock, allow_edits=True)
+    patches, others_files = _series(cfg)
+    target = _match([n for n, _ in patches], name)
+    refreshed = target is not None
+    old_bytes = dict(patches).get(target or "", b"")
+    if not edited:
+        raise PatchError(
+            "no edits to save: vendor/ggml matches its pin and patches",
+            "edit files under vendor/ggml first" + (f" (to refresh {target})" if target else ""),
+        )
+    if message is not None and not message.strip():
+        raise PatchError("the description is empty", "pass -m 'what the patch changes and why'")
+    if message is None:
+        message = message_of(old_bytes) if refreshed else ""
+        if not message:
+            raise PatchError("a new patch needs a description", "pass -m 'what the patch changes and why'")
+    if target is None:
+        numbers = [int(n[:4]) for n, _ in patches if re.match(r"^\d{4}-", n)]
+        target = f"{(max(numbers) + 1 if numbers else 1):04d}-{m.group(2)}.patch"
+    others = [(n, b) for n, b in patches if n != target]
+
+    baseline = _sources(_pristine_plan(cfg, lock, others, rev=None, mirror=mirror).desired)
+    base_dir = cfg.vendor_dir / SOURCES_DIR
+    current = {p: (base_dir / p).read_bytes() for p in lock.files}
+    changed = sorted(p for p in current if current[p] != baseline.get(p))
+    if not changed:
+        raise PatchError(
+            f"no edits to save: vendor/ggml equals the pin with the other patches applied ({target} would be empty)",
+            f"edit files under vendor/ggml, or drop it: ggml-vendor patch drop {target}",
+        )
+    data = format_patch(
+        {p: baseline[p] for p in changed if p in baseline},
+        {p: current[p] for p in changed},
+        message,
+        author=_git_identity(cfg.root),
+    )
+    series = sorted([*others, (target, data)])
+    plan = _pristine_plan(
+        cfg,
+        lock,
+        series,
+        rev=None,
+        mirror=mirror,
+        extra_patch_files=others_files,
+        current=current_hashes(cfg.vendor_dir),
+    )
+    got = _sources(plan.desired)
+    mismatch = [p for p in current if got.get(p) != current[p]]
+    if mismatch:
+        raise PatchError(
+            f"the series with {target} does not reproduce the edits of vendor/{SOURCES_DIR}/{mismatch[0]} "
+            "(a later patch overlaps them)",
+            "save the edits under a name that sorts after the patches they build on; nothing was written",
+        )
+    added = sum(
+        1 for ln in data.decode("utf-8", "replace").splitlines() if ln.startswith("+") and not ln.startswith("+++")
+    )
+    removed = sum(
+        1 for ln in data.decode("utf-8", "replace").splitlines() if ln.startswith("-") and not ln.startswith("---")
+    )
+    if not dry_run:
+        replace_vendor(cfg.root, plan.desired, known={k: v for k, v in current_hashes(cfg.vendor_dir).items() if v})
+    return SaveResult(target, describe(data), refreshed, tuple(changed), added, removed, not dry_run)
+
+
+def check_series(files: Mapping[str, bytes], patches: list[tuple[str, bytes]]) -> list[PatchHealth]:
+    """Each patch's health on `files` in series, never raising: a conflicting patch is reported and the
+    ones after it are checked on the tree without it."""
+    tree = dict(files)
+    out: list[PatchHealth] = []
+    for name, data in patches:
+        sha = sha256_bytes(data)
+        try:
+            tree, (res,) = apply_patches(tree, [(name, data)])
+        except PatchError as exc:
+            where = getattr(exc, "where", None) or exc.message
+            out.append(PatchHealth(name, describe(data), sha, HEALTH_CONFLICT, where))
+            continue
+        health = HEALTH_APPLIES if res.verdict == VERDICT_APPLIED else HEALTH_UPSTREAM
+        out.append(PatchHealth(name, describe(data), sha, health))
+    return out
+
+
+def list_patches(cfg: Config, *, rev: str | None = None, mirror: Path | None = None) -> tuple[str, list[PatchHealth]]:
+    """(the commit checked, each patch's health there). Reads the upstream; writes nothing."""
+    lock = _require_lock(cfg)
+    patches, _ = _series(cfg)
+    plan = _pristine_plan(cfg, lock, [], rev=rev, mirror=mirror)
+    return plan.lock.commit, check_series(_sources(plan.desired), patches)
+
+
+def drop_patch(cfg: Config, name: str, *, mirror: Path | None = None, dry_run: bool = False) -> str:
+    """Remove vendor/patches/<name> and un-apply it; returns the file name dropped."""
+    lock = _require_lock(cfg)
+    patches, others_files = _series(cfg)
+    target = _match([n for n, _ in patches], name)
+    if target is None:
+        have = ", ".join(n for n, _ in patches) or "none"
+        raise PatchError(f"no patch named {name!r} in vendor/patches (have: {have})", "ggml-vendor patch list")
+    _check_pin(cfg, lock, allow_edits=False)
+    rest = [(n, b) for n, b in patches if n != target]
+    try:
+        plan = _pristine_plan(
+            cfg,
+            lock,
+            rest,
+            rev=None,
+            mirror=mirror,
+            extra_patch_files=others_files,
+            current=current_hashes(cfg.vendor_dir),
+        )
+    except PatchError as exc:
+        raise PatchError(
+            f"without {target} the series no longer applies: {exc.message}",
+            "refresh the later patches first; nothing was written",
+        ) from None
+    if not dry_run:
+        replace_vendor(cfg.root, plan.desired, known={k: v for k, v in current_hashes(cfg.vendor_dir).items() if v})
+    return target
+
+
+def patch_descriptions(vendor_dir: Path) -> dict[str, str]:
+    """vendor/patches/*.patch name -> one-line description (for status, the drift report and the card)."""
+    d = vendor_dir / "patches"
+    if not d.is_dir():
+        return {}
+    return {p.name: describe(p.read_bytes()) for p in sorted(d.glob("*.patch")) if p.is_file()}
+
+
+__all__ = [
+    "HEALTH_APPLIES",
+    "HEALTH_CONFLICT",
+    "HEALTH_UPSTREAM",
+    "PatchHealth",
+    "SaveResult",
+    "check_series",
+    "drop_patch",
+    "format_patch",
+    "list_patches",
+    "patch_descriptions",
+    "save_patch",
+]
