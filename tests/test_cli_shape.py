@@ -16,12 +16,27 @@ runner = CliRunner()
 STAGES = ("sync", "render", "build", "verify", "publish")
 
 
-@pytest.mark.parametrize("command", COMMAND_MODULES)
+def _leaf_commands() -> list[tuple[str, ...]]:
+    """Every runnable command line: plain commands, and each subcommand of a group (`patch save`, ...)."""
+    import typer.main
+
+    group = typer.main.get_command(app)
+    leaves: list[tuple[str, ...]] = []
+    for name in COMMAND_MODULES:
+        cmd = group.commands[name]  # type: ignore[attr-defined]
+        if hasattr(cmd, "commands"):  # a group (typer's own click types)
+            leaves += [(name, sub) for sub in cmd.commands]
+        else:
+            leaves.append((name,))
+    return leaves
+
+
+@pytest.mark.parametrize("command", _leaf_commands(), ids=" ".join)
 def test_every_command_takes_the_shared_options(command):
-    res = runner.invoke(app, [command, "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
+    res = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200", "NO_COLOR": "1"})
     assert res.exit_code == 0, res.output
     for option in ("--project", "-C", "--json", "--verbose", "-v"):
-        assert option in res.output, f"{command} lacks {option}"
+        assert option in res.output, f"{' '.join(command)} lacks {option}"
 
 
 def test_variant_has_no_short_flag_that_could_mean_verbose():

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
+from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import ui
 from toolkit.core.config import load
 from toolkit.core.errors import RenderError
@@ -72,5 +72,6 @@ def ci(
     ] = False,
     dry_run: DryRunOpt = False,
     json_: JsonOpt = False,
+    verbose: VerboseOpt = False,  # accepted by every command; the ci report is already complete
 ) -> None:
     run_guarded(_ci, project, check, dry_run, json_)

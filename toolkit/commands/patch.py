@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, app, run_guarded
+from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import config, ui
 
 HELP = """Keep changes to the vendored ggml as a patch series in vendor/patches/ (applied by sync, in name order).
@@ -52,6 +52,7 @@ def save(
     as_json: JsonOpt = False,
     no_wait: NoWaitOpt = False,
     project: ProjectOpt = None,
+    verbose: VerboseOpt = False,  # accepted by every command; patch reports are already complete
 ) -> None:
     def body() -> None:
         from toolkit.core.errors import PatchError
@@ -98,6 +99,7 @@ def list_(
     as_json: JsonOpt = False,
     no_wait: NoWaitOpt = False,
     project: ProjectOpt = None,
+    verbose: VerboseOpt = False,  # accepted by every command; patch reports are already complete
 ) -> None:
     def body() -> None:
         from toolkit.sync.patch_workflow import HEALTH_CONFLICT, list_patches
@@ -127,6 +129,7 @@ def drop(
     as_json: JsonOpt = False,
     no_wait: NoWaitOpt = False,
     project: ProjectOpt = None,
+    verbose: VerboseOpt = False,  # accepted by every command; patch reports are already complete
 ) -> None:
     def body() -> None:
         from toolkit.sync.patch_workflow import drop_patch
