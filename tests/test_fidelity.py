@@ -305,3 +305,17 @@ def test_llama_cpp_pin_names_both_commits_in_rendered_sources(tmp_path):
         text = got[path].content
         assert f"Vendored llama.cpp commit: {lock.commit}" in text, path
         assert f"ggml commit {ggml_sha}" in text and "Vendored ggml commit" not in text, path
+
+
+def test_d2_verify_table_keeps_bracketed_findings():
+    from rich.console import Console
+
+    from toolkit.commands.verify import render_table
+    from toolkit.verify.findings import Finding, VariantReport, VerifyReport
+
+    finding = Finding("v", "metadata", "fail", "no [tool.ggml-vendor] name, archs ['9.0']", "add [general] name")
+    report = VerifyReport((VariantReport("v", "/x", (finding,), "0" * 64),))
+    console = Console(record=True, width=400)
+    console.print(render_table(report))
+    text = console.export_text()
+    assert "no [tool.ggml-vendor] name" in text and "add [general] name" in text

@@ -70,6 +70,8 @@ def publish(
             return
         for line in result.plan.lines():
             ui.out.print(line, markup=False)
+        for name, status in sorted(result.conformance.items()):
+            ui.out.print(f"  {name}: conformance: {status}")
         if result.status == "dry-run":
             ui.note("dry run:", "nothing was pushed", style="yellow")
         elif result.status == "up-to-date":

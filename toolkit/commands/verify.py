@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from toolkit import help as help_text
 from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
@@ -22,7 +23,7 @@ def render_table(report) -> Table:  # type: ignore[no-untyped-def]
     for col in ("variant", "check", "status", "finding"):
         table.add_column(col, overflow="fold")
     for variant, check, status, message in summary_rows(report):
-        table.add_row(variant, check, f"[{_STYLE.get(status, '')}]{status}[/]", message)
+        table.add_row(variant, check, Text(status, style=_STYLE.get(status, "")), Text(message))
     return table
 
 
