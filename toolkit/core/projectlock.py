@@ -14,6 +14,7 @@ waits for.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import sys
@@ -114,6 +115,9 @@ def project_lock(
             if on_wait is not None:
                 on_wait(f"waiting for {who} to finish with {key} (Ctrl-C to give up; --no-wait refuses instead)")
             fcntl.flock(fd, op)
+        except OSError as exc:  # a filesystem without flock (some network mounts): run unserialised
+            if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+                raise
         _held[key] = _Held(fd, SHARED if shared else EXCLUSIVE, 1)
         try:
             yield
