@@ -426,3 +426,15 @@ def test_git_transport_to_a_bare_repository(project, tmp_path: Path) -> None:  #
     assert "library_name: kernels" in readme
     again = publish_git(project, remote=str(remote), check_vendor=False)
     assert again.status == "up-to-date" and again.commits == ()
+
+
+def test_a_hub_client_too_old_for_kernel_repos_is_refused_in_one_line() -> None:
+    """huggingface_hub < 2.3 refuses repo_type="kernel" in create_commit deep inside a push (seen with 1.33 on a
+    GPU image): publish names the version and the fix before anything is pushed."""
+    from toolkit.core.errors import PublishError
+    from toolkit.publish.hub import check_hub_version
+
+    with pytest.raises(PublishError) as exc:
+        check_hub_version("1.33.0")
+    assert "1.33.0" in exc.value.one_line() and ">= 2.3.0" in exc.value.one_line()
+    check_hub_version("2.3.0")  # the floor itself passes

@@ -29,6 +29,9 @@ from toolkit.publish.preflight import preflight, resolve_token
 from toolkit.verify.binaries import BINARY_SUFFIXES
 
 REPO_TYPE = "kernel"
+# huggingface_hub learnt to commit to kernel-type repos in 2.3.0 (older releases refuse repo_type="kernel" in
+# create_commit with "Invalid repo type"): pyproject.toml pins the floor, this names it when an older one is found.
+MIN_HUB = (2, 3, 0)
 BATCH_SIZE = 1000  # operations per commit, as kernel-builder's upload does
 REPORT_NAME = "publish-report.json"
 
@@ -210,6 +213,20 @@ def write_report(path: Path, result: PublishResult) -> str:
     return str(path)
 
 
+def check_hub_version(version: str | None = None) -> None:
+    """Refuse, in one line, a huggingface_hub too old to commit to a kernel repo (before anything is pushed)."""
+    import huggingface_hub
+    from packaging.version import Version
+
+    found = version or huggingface_hub.__version__
+    if Version(found).release[:3] < MIN_HUB:
+        need = ".".join(map(str, MIN_HUB))
+        raise PublishError(
+            f"huggingface_hub {found} cannot commit to kernel repos (needs >= {need})",
+            f"pip install 'huggingface_hub>={need}'",
+        )
+
+
 def publish_hub(
     cfg: Any,
     names: list[str] | None = None,
@@ -225,6 +242,7 @@ def publish_hub(
     progress: Callable[[str], None] | None = None,
 ) -> PublishResult:
     """Plan against the live repo and (unless dry_run) push; see the module docstring."""
+    check_hub_version()
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError
 
