@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from conftest import KERNEL_ROOT
 
+from toolkit.verify.reference import fa_reference, gdn_reference, rel_err  # the one copy (verify uses it too)
+
 pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,11 +36,6 @@ def torch(cuda_torch):  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="module")
 def op(cuda_kernel):  # type: ignore[no-untyped-def]
     return cuda_kernel
-
-
-def rel_err(x, ref) -> float:
-    x = x.double()
-    return ((x - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
 
 def poison(torch, *shapes, dtype=None) -> None:
@@ -65,25 +62,6 @@ def gdn_inputs(torch, B, T, Hk, H, D, kda=False, seed=0):
     beta = torch.sigmoid(randn(B, T, H))
     state = 0.5 * randn(B, H, D, D)  # [value][key]
     return q, k, v, g, beta, state
-
-
-def gdn_reference(torch, q, k, v, g, beta, state_vk):
-    """The gated delta rule in float64, torch order; value head h reads q/k head h % H_k (ggml's tiled order);
-    state in and out indexed [value][key]; the output carries 1/sqrt(head_dim)."""
-    q, k, v, g, beta = (x.double() for x in (q, k, v, g, beta))
-    B, T, H, D = v.shape
-    idx = torch.arange(H, device=v.device) % q.shape[2]
-    q, k = q[:, :, idx], k[:, :, idx]
-    S = state_vk.double().transpose(-1, -2).clone()  # [B, H, key, value]
-    out = torch.empty(B, T, H, D, dtype=torch.float64, device=v.device)
-    for t in range(T):
-        decay = g[:, t].exp()[..., :, None] if g.dim() == 4 else g[:, t].exp()[..., None, None]
-        S = S * decay
-        kv = (S * k[:, t, :, :, None]).sum(-2)
-        delta = (v[:, t] - kv) * beta[:, t, :, None]
-        S = S + k[:, t, :, :, None] * delta[:, :, None, :]
-        out[:, t] = (S * q[:, t, :, :, None]).sum(-2) / math.sqrt(D)
-    return out, S.transpose(-1, -2)
 
 
 GDN_CASES = [
@@ -220,16 +198,6 @@ def test_gdn_bad_arguments_name_the_argument(torch, op):
 
 
 # ---- flash attention ------------------------------------------------------------------------------------
-
-
-def fa_reference(torch, q, k, v, mask, scale):
-    q, k, v = q.double(), k.double(), v.double()
-    rep = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)  # grouped GQA
-    s = (q @ k.transpose(-1, -2)) * scale
-    if mask is not None:
-        s = s + mask.double()
-    return (torch.softmax(s, -1) @ v).transpose(1, 2)  # (B, n_q, H, D)
 
 
 def fa_inputs(torch, B, H, Hkv, n_q, n_kv, D, dtype=None, seed=0):

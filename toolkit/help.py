@@ -14,7 +14,11 @@ SYNC = """Pin an upstream ggml/llama.cpp revision into vendor/ and write the loc
 Reads only the files the configured ops need (their entry files plus every quoted #include, followed
 recursively, plus LICENSE) straight from git objects at REV, applies vendor/patches/*.patch in name order,
 and swaps the new vendor/ in atomically. Re-syncing the same revision writes nothing. When the pin moves,
-prints what changed upstream and writes build/reports/drift-<old>-<new>.{md,json}.
+prints what changed upstream and writes build/reports/drift-<old>-<new>.{md,json}: per op, "signature
+changed (breaking)" apart from "body changed: review semantics" (kernels and ggml-cpu's reference), with the
+diff and the upstream commits that touched each function.
+
+Holds the project lock from plan to report: a second ggml-vendor command waits (or, with --no-wait, refuses).
 
 Without --rev, re-creates the locked pin (e.g. after a fresh clone, where only vendor/UPSTREAM is tracked).
 
@@ -52,8 +56,10 @@ BUILD = (
 VERIFY = """Check every build/<variant>/: layout and names (op namespace = .so stem = metadata id), metadata.json
 through kernels' own parser and digest, backend.archs against the cubins/PTX inside the binary, ABI
 (manylinux_2_28, abi3 >= 3.9, macOS minos), real binaries (no Git LFS stubs), the Metal library,
-provenance against vendor/UPSTREAM, a clean vendor/, and an import through kernels.get_local_kernel
-when this machine can load the variant. Exits 8 when anything fails; publish requires a pass."""
+provenance against vendor/UPSTREAM, a clean vendor/, an import through kernels.get_local_kernel when
+this machine can load the variant, and (where it loads and a GPU is present) conformance: every op against
+the package's float64 reference of the documented contract on a fixed set of shapes. Exits 8 when anything
+fails; publish requires a pass, and conformance wherever the publishing host could run it."""
 
 PUBLISH = """Publish build/ variants: each to branch v<N> of a kernel-type repo (created if missing) with the card
 (README.md: ops, upstream pin, variants) on main. Only files inside the re-uploaded variants are deleted;

@@ -6,7 +6,7 @@
 // the non-stream-k branch of ggml's launch_fattn (fattn-common.cuh): the occupancy-based choice of
 // parallel_blocks, the grid, the scalar arguments and the combine launch (docs/upstream.md §3.1, §8.2).
 // No torch headers: this object is torch-independent.
-// Vendored ggml commit: d99724f2b141fed9e1a9f402213506c081433465
+// Vendored ggml commit: d99724f2b141fed9e1a9f402213506c081433465 (synced from llama.cpp commit d3cf1f14a2e16fbd7ebad34b12cb71b8af345c43)
 
 #include "ggml-cuda/fattn-vec.cuh"
 

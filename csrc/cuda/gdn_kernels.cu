@@ -6,7 +6,7 @@
 // static host launcher, launch_gated_delta_net<KDA, keep_rs>, which computes the fastdiv constants,
 // reads the warp size from ggml_cuda_info() and launches through ggml_cuda_kernel_launch (PDL on sm_90+).
 // No torch headers: this object is torch-independent.
-// Vendored ggml commit: d99724f2b141fed9e1a9f402213506c081433465
+// Vendored ggml commit: d99724f2b141fed9e1a9f402213506c081433465 (synced from llama.cpp commit d3cf1f14a2e16fbd7ebad34b12cb71b8af345c43)
 
 #include "ggml-cuda/gated_delta_net.cu"
 

@@ -7,7 +7,7 @@
 // (ggml sets it at runtime from the device; every Apple GPU that runs Metal 4 has bfloat). The files drop
 // it themselves below Metal 3.1. GGML_METAL_EMBED_LIBRARY and GGML_METAL_HAS_TENSOR stay undefined: the
 // first swaps ggml-common.h for a sed marker, the second pulls in <metal_tensor> (docs/upstream.md §2.2).
-// Vendored ggml commit: d99724f2b141fed9e1a9f402213506c081433465
+// Vendored ggml commit: d99724f2b141fed9e1a9f402213506c081433465 (synced from llama.cpp commit d3cf1f14a2e16fbd7ebad34b12cb71b8af345c43)
 #define GGML_METAL_HAS_BF16 1
 
 #include "ggml-metal.metal"

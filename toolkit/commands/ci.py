@@ -38,7 +38,7 @@ def _ci(project, check: bool, dry_run: bool, as_json: bool, verbose: bool) -> No
         )
     else:
         for name, why in wf.skipped:
-            ui.err.print(f"[yellow]no job[/] for {name}: {why}")
+            ui.warn("no job", f"for {name}: {why}")
         groups: dict[str, int] = {}
         for r in wf.rows:
             groups[r.group] = groups.get(r.group, 0) + 1

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from toolkit import help as help_text
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
+from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import config, ui
 
 patch_app = typer.Typer(name="patch", help=help_text.PATCH, no_args_is_help=True, add_completion=False)
@@ -37,6 +37,7 @@ def save(
     mirror: MirrorOpt = None,
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
+    no_wait: NoWaitOpt = False,
     project: ProjectOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -67,7 +68,7 @@ def save(
         for f in res.files:
             ui.out.print(f"  {f}")
 
-    run_guarded(body, verbose=verbose)
+    run_guarded(body, verbose=verbose, lock=Locked(project, "patch", no_wait, shared=dry_run))
 
 
 @patch_app.command("list", help=help_text.PATCH_LIST)
@@ -77,6 +78,7 @@ def list_(
     ] = None,
     mirror: MirrorOpt = None,
     as_json: JsonOpt = False,
+    no_wait: NoWaitOpt = False,
     project: ProjectOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -93,13 +95,13 @@ def list_(
             ui.out.print(f"no patches in vendor/patches (checked at {where})")
             return
         bad = sum(h.health == HEALTH_CONFLICT for h in health)
-        ui.out.print(f"{len(health)} patch(es) at {where}" + (f": [red]{bad} conflict(s)[/]" if bad else ""))
+        ui.out.print(f"{len(health)} patch(es) at {where}" + (f": {bad} conflict(s)" if bad else ""))
         for h in health:
             ui.out.print(f"  {h.line()}")
             if verbose:
                 ui.out.print(f"    {h.to_json()}", markup=False)
 
-    run_guarded(body, verbose=verbose)
+    run_guarded(body, verbose=verbose, lock=Locked(project, "patch", no_wait, shared=True))
 
 
 @patch_app.command("drop", help=help_text.PATCH_DROP)
@@ -108,6 +110,7 @@ def drop(
     mirror: MirrorOpt = None,
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
+    no_wait: NoWaitOpt = False,
     project: ProjectOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -121,4 +124,4 @@ def drop(
         else:
             ui.out.print(f"{'would drop' if dry_run else 'dropped'} vendor/patches/{dropped}")
 
-    run_guarded(body, verbose=verbose)
+    run_guarded(body, verbose=verbose, lock=Locked(project, "patch", no_wait, shared=dry_run))

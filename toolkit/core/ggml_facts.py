@@ -34,8 +34,10 @@ FOLLOWED_SUFFIXES = (".c", ".cpp", ".h", ".hpp", ".cu", ".cuh", ".m", ".mm", ".m
 ALWAYS_SHIP = ("LICENSE",)
 OPTIONAL_SHIP = ("AUTHORS",)
 LLAMA_CPP_SYNC_FILE = "scripts/sync-llama.last"
+# Its twin in llama.cpp (at the repository root): the last ggml commit synced into llama.cpp.
+GGML_SYNC_FILE = "scripts/sync-ggml.last"
 # In the llama.cpp layout these live at the repository root, not under ggml/ (looked up there second).
-ROOT_FALLBACK = ("LICENSE", "AUTHORS")
+ROOT_FALLBACK = ("LICENSE", "AUTHORS", GGML_SYNC_FILE)
 # Quoted includes that may legitimately be absent from the tree (behind an #if that our builds never
 # take); sync skips them instead of failing. None are needed at d99724f2: every quoted include of the
 # four closures resolves (the vendors/{hip,musa}.h branches exist and travel, as §8.1 lists them).
@@ -373,5 +375,54 @@ FINGERPRINTS: tuple[Fingerprint, ...] = (
         "src/ggml-metal/ggml-metal-impl.h",
         r"#define OP_FLASH_ATTN_EXT_VEC_NQPSG",
         r"#define OP_FLASH_ATTN_EXT_VEC_NCPSG",
+    ),
+)
+
+
+# --- Behaviour fingerprints (docs/upstream.md §4.1, §8.5; issue 11) ---------------------------------
+# The functions an op's semantics live in: the kernels we compile and ggml-cpu's reference implementation
+# (ggml's own statement of the op, read from git objects at the pin and never vendored). sync hashes each
+# one's declaration and body separately (toolkit.sync.behaviour); a body that moves with an unchanged
+# declaration is the silent kind of change (state transpose 2026-03-13, snapshot order 2026-06-10).
+CPU_OPS_SOURCE = "src/ggml-cpu/ops.cpp"
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    op: str
+    backend: str  # "cuda", "metal" or "cpu" (the reference, always read)
+    role: str  # what the function is, for reports
+    paths: tuple[str, ...]  # standalone-layout files to look in, first hit wins (pre-/post-split Metal)
+    function: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.op}: {self.role} {self.function}"
+
+
+BEHAVIOUR: tuple[Behaviour, ...] = (
+    Behaviour("gated_delta_net", "cuda", "cuda kernel", ("src/ggml-cuda/gated_delta_net.cu",), GDN_CUDA_KERNEL),
+    Behaviour("gated_delta_net", "cuda", "cuda launcher", ("src/ggml-cuda/gated_delta_net.cu",), GDN_CUDA_LAUNCHER),
+    Behaviour(
+        "gated_delta_net",
+        "metal",
+        "metal kernel",
+        (METAL_SPLIT_DIR + "gated_delta_net.metal", METAL_MONOLITH),
+        "kernel_gated_delta_net_impl",
+    ),
+    Behaviour(
+        "gated_delta_net", "cpu", "cpu reference", (CPU_OPS_SOURCE,), "ggml_compute_forward_gated_delta_net_one_chunk"
+    ),
+    Behaviour("flash_attn", "cuda", "cuda kernel", ("src/ggml-cuda/fattn-vec.cuh",), FA_VEC_CUDA_KERNEL),
+    Behaviour("flash_attn", "cuda", "cuda combine kernel", ("src/ggml-cuda/fattn-common.cuh",), FA_VEC_CUDA_COMBINE),
+    Behaviour(
+        "flash_attn",
+        "metal",
+        "metal kernel",
+        (METAL_SPLIT_DIR + "fa.metal", METAL_MONOLITH),
+        "kernel_flash_attn_ext_vec",
+    ),
+    Behaviour(
+        "flash_attn", "cpu", "cpu reference", (CPU_OPS_SOURCE,), "ggml_compute_forward_flash_attn_ext_f16_one_chunk"
     ),
 )

@@ -26,6 +26,8 @@ Template context (``build_context``), the keys every template sees:
 ``facts``                the :mod:`toolkit.core.ggml_facts` module (every upstream fact)
 ``lock``                 the parsed vendor/UPSTREAM (:class:`toolkit.core.lock.Lock`) or ``None`` before sync
 ``upstream_commit``      ``lock.commit`` or ``""``
+``upstream_line``        ``lock.provenance_line()``: which repository the commit is in (ggml or llama.cpp) and
+                         the twin commit when upstream records it; ``""`` before sync
 ``ops``                  op name -> backend -> tuple of entry paths (standalone-ggml layout), resolved
                          against the lock when there is one (first existing alternative), else the first
                          alternative of each config entry
@@ -190,6 +192,7 @@ def build_context(config: Config, lock: Lock | None) -> dict[str, Any]:
         "facts": ggml_facts,
         "lock": lock,
         "upstream_commit": lock.commit if lock is not None else "",
+        "upstream_line": lock.provenance_line() if lock is not None else "",
         "ops": ops,
         "vendor_dir": vendor_dir,
         "vendor_includes": vendor_includes,

@@ -7,7 +7,7 @@
 // (ggml sets it at runtime from the device; every Apple GPU that runs Metal 4 has bfloat). The files drop
 // it themselves below Metal 3.1. GGML_METAL_EMBED_LIBRARY and GGML_METAL_HAS_TENSOR stay undefined: the
 // first swaps ggml-common.h for a sed marker, the second pulls in <metal_tensor> (docs/upstream.md §2.2).
-// Vendored ggml commit: 1111111111111111111111111111111111111111
+// Vendored llama.cpp commit: 1111111111111111111111111111111111111111 (its ggml/ tree; ggml commit not recorded upstream)
 #define GGML_METAL_HAS_BF16 1
 
 #include "kernels/gated_delta_net.metal"
