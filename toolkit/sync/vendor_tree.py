@@ -14,7 +14,6 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
-import hashlib
 import json
 import os
 import secrets
