@@ -87,7 +87,7 @@ def _print_report(report: BuildReport) -> None:
         counts = f"{r.compiles} / {r.hits}" if r.result not in ("skipped",) else ""
         time_s = f"{r.seconds:.1f}s" if r.result not in ("skipped",) else ""
         table.add_row(r.name, f"[{style}]{r.result}[/]", time_s, counts, escape(detail))
-    ui.out.print(table)
+    ui.out.print(table, markup=True)  # cells carry styles; dynamic text in them is escaped
     s = report.stats
     ui.out.print(f"{s.compiler_invocations} compiler invocation(s), {s.cache_hits} cache hit(s), {s.seconds:.2f}s")
     for r in report.failed:
