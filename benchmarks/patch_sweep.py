@@ -32,7 +32,7 @@ import bench_gdn  # noqa: E402
 from _timing import Timer, rel_err  # noqa: E402
 from raw_ggml import loader  # noqa: E402
 
-GDN_GRID = [(b, t) for b in (1, 2, 4, 8, 16, 32, 64) for t in (1, 2, 4, 8)]
+GDN_GRID = [(b, t) for b in (1, 2, 4, 8, 32, 64) for t in (1, 4, 8)]
 FA_SHAPES = [(256, 16, 4), (128, 32, 8)]
 FA_NKV = (512, 4096, 16384, 32768)
 LB_RE = re.compile(r"__launch_bounds__\(ggml_cuda_fattn_vec_get_nthreads_device\(\), 1\)")
