@@ -7,55 +7,55 @@
 #   WHEELS=path/to/wheels bash benchmarks/gpu_patches.sh # install carried wheels (fla-core, kernels, ...) first
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:-${OUT:-/tmp/gpu-patches}}
+DEST=${1:-/tmp/gpu-patches}
 STEPS=${STEPS:-"build sweep tests memcheck gdn fa"}
 QUICK=${QUICK:-}
-mkdir -p "$OUT"
+mkdir -p "$DEST"
 export PYTHONUNBUFFERED=1 GIT_PYTHON_REFRESH=quiet HF_HUB_OFFLINE=1
-log() { printf '\n=== %s (%ss)\n' "$*" "$SECONDS" | tee -a "$OUT/session.log"; }
+log() { printf '\n=== %s (%ss)\n' "$*" "$SECONDS" | tee -a "$DEST/session.log"; }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 
 if [ -n "${WHEELS:-}" ]; then
   log "wheels from $WHEELS"
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl \
-    >"$OUT/pip.log" 2>&1 || tail -5 "$OUT/pip.log"
+    >"$DEST/pip.log" 2>&1 || tail -5 "$DEST/pip.log"
   export PYTHONPATH=/tmp/site:$PWD
 else
   export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$OUT/session.log"
-python3 -m toolkit.cli sync --check 2>&1 | tail -1 | tee -a "$OUT/session.log"
-python3 -m toolkit.cli status 2>&1 | grep '^patch' | tee -a "$OUT/session.log"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$DEST/session.log"
+python3 -m toolkit.cli sync --check 2>&1 | tail -1 | tee -a "$DEST/session.log"
+python3 -m toolkit.cli status 2>&1 | grep '^patch' | tee -a "$DEST/session.log"
 
 if has build; then
   log "ggml-vendor build (the op, patches applied)"
-  python3 -m toolkit.cli build -j "$(nproc)" >"$OUT/build.log" 2>&1 || { echo "build failed"; tail -30 "$OUT/build.log"; }
-  tail -3 "$OUT/build.log"
+  python3 -m toolkit.cli build -j "$(nproc)" >"$DEST/build.log" 2>&1 || { echo "build failed"; tail -30 "$DEST/build.log"; }
+  tail -3 "$DEST/build.log"
 fi
 if has sweep; then
   log "patch parameter sweep"
-  python3 benchmarks/patch_sweep.py --gdn-only --out "$OUT" --build-dir /tmp/rawbuild 2>&1 | grep -v '^\[raw_ggml\]' | tee "$OUT/sweep.log"
+  python3 benchmarks/patch_sweep.py --gdn-only --out "$DEST" --build-dir /tmp/rawbuild 2>&1 | grep -v '^\[raw_ggml\]' | tee "$DEST/sweep.log"
 fi
 if has tests; then
   log "GPU tests"
-  timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py -x -rs 2>&1 | tee "$OUT/gpu-tests.log" | tail -8
+  timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py -x -rs 2>&1 | tee "$DEST/gpu-tests.log" | tail -8
 fi
 if has memcheck; then
   log "compute-sanitizer memcheck"
   SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
   PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 200 "$SAN" --tool memcheck --error-exitcode 3 --print-limit 20 \
-    python3 benchmarks/gpu_memcheck.py >"$OUT/memcheck.log" 2>&1
-  echo "memcheck exit code $?" | tee -a "$OUT/memcheck.log"
-  grep -E 'ERROR SUMMARY|MEMCHECK-SCRIPT-DONE|Invalid' "$OUT/memcheck.log" | head -5
+    python3 benchmarks/gpu_memcheck.py >"$DEST/memcheck.log" 2>&1
+  echo "memcheck exit code $?" | tee -a "$DEST/memcheck.log"
+  grep -E 'ERROR SUMMARY|MEMCHECK-SCRIPT-DONE|Invalid' "$DEST/memcheck.log" | head -5
 fi
 if has gdn; then
   log "bench_gdn"
-  python3 benchmarks/bench_gdn.py --out "$OUT" --build-dir /tmp/rawbuild $QUICK >"$OUT/gdn.log" 2>&1 || tail -20 "$OUT/gdn.log"
-  sed -n '/### Targets/,/### Environment/p' "$OUT/bench_gdn.md"
+  python3 benchmarks/bench_gdn.py --out "$DEST" --build-dir /tmp/rawbuild $QUICK >"$DEST/gdn.log" 2>&1 || tail -20 "$DEST/gdn.log"
+  sed -n '/### Targets/,/### Environment/p' "$DEST/bench_gdn.md"
 fi
 if has fa; then
   log "bench_fa"
-  python3 benchmarks/bench_fa.py --out "$OUT" --build-dir /tmp/rawbuild $QUICK >"$OUT/fa.log" 2>&1 || tail -20 "$OUT/fa.log"
-  sed -n '/### Targets/,/### Environment/p' "$OUT/bench_fa.md"
+  python3 benchmarks/bench_fa.py --out "$DEST" --build-dir /tmp/rawbuild $QUICK >"$DEST/fa.log" 2>&1 || tail -20 "$DEST/fa.log"
+  sed -n '/### Targets/,/### Environment/p' "$DEST/bench_fa.md"
 fi
 log "done"
