@@ -11,7 +11,6 @@ issue's targets beside them; asserts nothing.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
@@ -23,7 +22,18 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from _timing import Timer, environment, host_yardstick, load_op, markdown_table, ratio, rel_err, write_outputs  # noqa: E402
+from _timing import (  # noqa: E402
+    Timer,
+    bench_parser,
+    environment,
+    host_yardstick,
+    load_op,
+    markdown_table,
+    ratio,
+    rel_err,
+    report_tail,
+    write_outputs,
+)
 
 B, N_Q = 1, 1
 SHAPES = ((256, 16, 4), (128, 32, 8))  # (head_dim, q heads, kv heads)
@@ -35,7 +45,7 @@ TARGET_32K_ANCHOR_US = {256: 62.0, 128: 49.0}
 LEVEL = 1.03  # "level": within the run-to-run spread
 ANCHOR_NOTE = (
     "issue 10 (H200, device µs at 32K): ggml 73.2 (D=256) / 65.5 (D=128), best SDPA (cuDNN) 62.0 / 49.0; "
-    "perf-anchors-2.md for 512 and 4096"
+    "docs/perf-reference.md for 512 and 4096"
 )
 
 
@@ -52,7 +62,7 @@ def make_inputs(n_kv: int, seed: int, shape: tuple[int, int, int] = SHAPES[0]) -
         "v": v,
         "q32": q.float(),  # ggml's kernel asserts Q f32; same values
         "mask": torch.zeros(B, 1, N_Q, n_kv, device="cuda", dtype=torch.float16),
-        # mem-efficient SDPA rejects GQA (perf-anchors.md): it gets K/V expanded outside the timed call.
+        # mem-efficient SDPA rejects GQA (docs/perf-reference.md): it gets K/V expanded outside the timed call.
         "k_exp": k.repeat_interleave(h // h_kv, dim=1),
         "v_exp": v.repeat_interleave(h // h_kv, dim=1),
         "raw_out": torch.empty(B, N_Q, h, d, device="cuda"),
@@ -205,7 +215,7 @@ def run(args) -> int:
                 ctx = sdpa_kernel([impl.backend]) if impl.backend is not None else _null()
                 try:
                     # Backend chosen once, outside the timed calls: the context manager itself costs 20-30 µs of
-                    # host time per entry (perf-anchors-2.md pitfall 7).
+                    # host time per entry (docs/perf-reference.md §4.7).
                     with ctx, torch.no_grad():
                         if hasattr(impl, "parallel_blocks"):
                             row["parallel_blocks"] = impl.parallel_blocks(sets[0])
@@ -348,28 +358,13 @@ def render(results, missing, env, n_kvs=N_KV) -> str:
                         f" (issue's anchor {TARGET_32K_ANCHOR_US[d]} µs)"
                     )
             lines.append(line)
-    lines += ["", f"Reference: {ANCHOR_NOTE}.", "", "### Environment", ""]
-    lines += [f"* {k}: {v}" for k, v in env.items()]
-    lines += [f"* command: `python3 {' '.join(sys.argv)}`"]
+    lines += report_tail(ANCHOR_NOTE, env)
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default=str(HERE / "out"), help="folder for bench_fa.md/.json (default benchmarks/out)")
-    p.add_argument(
-        "--kernel",
-        default=None,
-        help="built op: a build/<variant> folder or a folder holding build/ (default: the repo root)",
-    )
-    p.add_argument("--vendor", default=str(ROOT / "vendor" / "ggml"), help="vendored ggml tree for the raw harness")
+    p = bench_parser(__doc__, "bench_fa", ROOT)
     p.add_argument("--patches", default=str(ROOT / "vendor" / "patches"), help="our patches (undone for the baseline)")
-    p.add_argument(
-        "--build-dir",
-        default=str(HERE / "out" / "raw_ggml_build"),
-        help="where the raw-ggml harness is compiled (cached by content)",
-    )
-    p.add_argument("--samples", type=int, default=30, help="host-hidden samples per measurement")
     p.add_argument("--quick", action="store_true", help="n_kv 512 and 32768 only")
     args = p.parse_args(argv)
     return run(args)

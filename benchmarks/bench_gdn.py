@@ -13,7 +13,6 @@ a CUDA graph). Prints ratios and the issue's targets beside them; asserts nothin
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
@@ -25,7 +24,18 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from _timing import Timer, environment, host_yardstick, load_op, markdown_table, ratio, rel_err, write_outputs  # noqa: E402
+from _timing import (  # noqa: E402
+    Timer,
+    bench_parser,
+    environment,
+    host_yardstick,
+    load_op,
+    markdown_table,
+    ratio,
+    rel_err,
+    report_tail,
+    write_outputs,
+)
 
 H, D = 32, 128
 CASES = [(b, t) for b in (1, 8, 32, 64) for t in (1, 2, 4, 8)]
@@ -70,7 +80,7 @@ def eager_recurrence(q, k, v, g, beta, state_kv, dtype=torch.float32, verbatim=F
 
 
 def make_inputs(B: int, T: int, seed: int) -> dict:
-    """perf-anchors.md's inputs: unit q/k, randn v, g = logsigmoid(randn+3) (exp(g) ~ 0.95), beta = sigmoid(randn)."""
+    """docs/perf-reference.md's inputs: unit q/k, randn v, g = logsigmoid(randn+3) (exp(g) ~ 0.95), beta = sigmoid(randn)."""
     gen = torch.Generator(device="cuda").manual_seed(seed)
     dev = "cuda"
 
@@ -365,7 +375,7 @@ def render(results, missing, env, cases) -> str:
         "## Gated delta net at decode: ggml unpatched vs patched vs the op vs fla",
         "",
         f"H={H} value heads (q/k one head per value head), head_dim={D}, f32, state 0.5·randn; inputs as "
-        f"perf-anchors.md. Times in µs, medians. Ratios are ÷ `{BASE}` (upstream's kernel, launched by upstream's "
+        f"docs/perf-reference.md. Times in µs, medians. Ratios are ÷ `{BASE}` (upstream's kernel, launched by upstream's "
         "own `launch_gated_delta_net`), so below 1 is faster than upstream.",
         "",
         markdown_table(header, rows),
@@ -405,28 +415,13 @@ def render(results, missing, env, cases) -> str:
             f"* no shape slower than unpatched ({kern} ÷ {BASE} ≤ {NOT_SLOWER}, the run-to-run spread): "
             + (f"MISSED at {', '.join(slower)}" if slower else f"MET on all {measured} shapes measured")
         )
-    lines += ["", f"Reference: {ANCHOR_NOTE}.", "", "### Environment", ""]
-    lines += [f"* {k}: {v}" for k, v in env.items()]
-    lines += [f"* command: `python3 {' '.join(sys.argv)}`"]
+    lines += report_tail(ANCHOR_NOTE, env)
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default=str(HERE / "out"), help="folder for bench_gdn.md/.json (default benchmarks/out)")
-    p.add_argument(
-        "--kernel",
-        default=None,
-        help="built op: a build/<variant> folder or a folder holding build/ (default: the repo root)",
-    )
-    p.add_argument("--vendor", default=str(ROOT / "vendor" / "ggml"), help="vendored ggml tree for the raw harness")
+    p = bench_parser(__doc__, "bench_gdn", ROOT)
     p.add_argument("--patches", default=str(ROOT / "vendor" / "patches"), help="our patches (undone for the baseline)")
-    p.add_argument(
-        "--build-dir",
-        default=str(HERE / "out" / "raw_ggml_build"),
-        help="where the raw-ggml harness is compiled (cached by content)",
-    )
-    p.add_argument("--samples", type=int, default=30, help="host-hidden samples per measurement")
     p.add_argument("--quick", action="store_true", help=f"only {QUICK}")
     p.add_argument("--loop", action="store_true", help="also time back-to-back Python calls (host-bound)")
     p.add_argument("--eager", action="store_true", help="also time transformers' eager recurrence (slow)")

@@ -58,7 +58,7 @@ def test_eager_baseline_is_the_gated_delta_rule(verbatim):
 
 @pytest.mark.parametrize(
     ("head_dim", "heads", "occupancy", "expected"),
-    # perf-anchors-2.md: ggml's own parallel_blocks on the H200 (132 SMs) at n_kv 512 / 4096 / 32768.
+    # docs/perf-reference.md §3: ggml's own parallel_blocks on the H200 (132 SMs) at n_kv 512 / 4096 / 32768.
     [(256, 16, 2, (2, 16, 16)), (128, 32, 3, (4, 12, 12))],
 )
 def test_parallel_blocks_matches_ggml_choice(head_dim, heads, occupancy, expected):
@@ -160,3 +160,25 @@ def test_raw_harness_compiles_against_the_vendored_sources(tmp_path):
     # No ggml symbol may be left for the loader to find elsewhere (the shim defines them all).
     undefined = subprocess.run(["nm", "-uD", str(lib)], capture_output=True, text=True, check=True).stdout
     assert "ggml_" not in undefined
+
+
+def test_generate_report_ratios_rounds_and_token_agreement():
+    import bench_generate
+
+    def mode(tok_s, diff):
+        return {
+            "tok_s": tok_s,
+            "tok_s_all": [tok_s - 1, tok_s, tok_s + 1],
+            "step_ms": 10.0,
+            "first_diff_vs_torch": diff,
+        }
+
+    res = {"torch": mode(80.0, None), "fla": mode(100.0, (0, 53)), "ours": mode(120.0, None), "ours-fa": {"rounds": []}}
+    md = bench_generate.table("t", res, ["torch", "fla", "ours", "ours-fa"])
+    rows = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| ")}
+    assert "| 1.500 | 1.200 |" in rows["ours"]  # ÷ torch, ÷ fla from the medians
+    assert "| 1.250 | 1.000 |" in rows["fla"] and "no, from (row, token) (0, 53)" in rows["fla"]
+    assert rows["ours"].rstrip().endswith("| yes |") and "119, 120, 121" in rows["ours"]
+    assert "not run" in rows["ours-fa"]
+    assert bench_generate.first_diff([[1, 2, 3], [4, 5, 6]], [[1, 2, 3], [4, 9, 6]]) == (1, 1)
+    assert bench_generate.first_diff([[1, 2]], [[1, 2]]) is None

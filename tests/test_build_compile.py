@@ -116,6 +116,34 @@ def test_loads_with_get_local_kernel_in_a_fresh_process(built):
     assert "scale(Tensor x, float s) -> Tensor" in res.stdout
 
 
+def test_an_exception_thrown_inside_the_extension_reaches_python(built):
+    """No GPU needed: scale() on a CPU tensor fails its TORCH_CHECK inside the extension. The C++ exception must
+    unwind through the extension's frames (its landing pads call _Unwind_Resume) and arrive as a RuntimeError;
+    an extension carrying a private unwinder dies with SIGSEGV/SIGABRT here instead."""
+    root, report = built
+    [r] = report["variants"]
+    code = (
+        "import sys, torch; from pathlib import Path; import kernels\n"
+        "k = kernels.get_local_kernel(Path(sys.argv[1]))\n"
+        "for _ in range(3):\n"
+        "    try:\n"
+        "        getattr(torch.ops, k.__name__).scale(torch.ones(4), 2.0)\n"
+        "    except RuntimeError as e:\n"
+        "        print('CAUGHT', str(e).splitlines()[0])\n"
+        "print('ALIVE')\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True)
+    assert res.returncode == 0, f"exit {res.returncode} (negative: killed by that signal): {res.stderr[-2000:]}"
+    lines = res.stdout.splitlines()
+    assert lines.count("CAUGHT scale: x must be a contiguous float32 CUDA tensor") == 3, res.stdout
+    assert lines[-1] == "ALIVE"
+    # and verify's own reading of the binary agrees: imports within manylinux_2_28 aside, no private unwinder
+    from toolkit.verify.symvers import inspect_object
+
+    rep = inspect_object(root / r["out_dir"] / f"{r['id']}.abi3.so")
+    assert rep is not None and rep.unwinder == () and not rep.error
+
+
 def test_second_build_is_a_cache_hit_with_no_compiler(built):
     root, report = built
     out = root / report["variants"][0]["out_dir"]

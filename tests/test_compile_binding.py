@@ -20,54 +20,19 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import nvcc_available
+from conftest import binding_build_unavailable
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
-
-def _why_not() -> str | None:
-    ok, why = nvcc_available()
-    if not ok:
-        return why
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    if not torch.version.cuda:
-        return f"torch {torch.__version__} is not a CUDA build"
-    return None
-
-
-_SKIP = _why_not()
+_SKIP = binding_build_unavailable()
 if _SKIP:
     pytestmark = [pytest.mark.slow, pytest.mark.skip(reason=_SKIP)]
 
 
-def _cli(root: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)], capture_output=True, text=True, timeout=timeout
-    )
-
-
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> tuple[Path, dict]:
-    root = tmp_path_factory.mktemp("binding") / "proj"
-    root.mkdir()
-    for name in ("pyproject.toml", "templates", "variants"):
-        src = REPO / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, root / name)
-    (root / "vendor" / "patches").mkdir(parents=True)
-    from toolkit.core import config as config_mod
-
-    config_mod.set_value(root, "backends", ["cuda"])
-    config_mod.set_value(root, "cuda-archs", ["8.0"])  # one arch keeps CI's compile short
-    for step in (("sync", "--rev", "master", "--upstream", "embedded"), ("render",)):
-        res = _cli(root, *step)
-        assert res.returncode == 0, f"{step}: {res.stdout}{res.stderr}"
-    res = _cli(root, "build", "--json", "-j", "2")
-    assert res.returncode == 0, res.stdout + res.stderr
-    return root, json.loads(res.stdout)
+def built(built_binding) -> tuple[Path, dict]:
+    return built_binding
 
 
 CHECKS = textwrap.dedent(r"""
@@ -178,7 +143,14 @@ def test_ops_are_registered_under_the_variant_namespace(checks) -> None:
         "supports_flash_attn",
         "supports_gated_delta_net",
     ]
-    assert checks["all"] == ["flash_attn", "gated_delta_net", "supports_flash_attn", "supports_gated_delta_net"]
+    assert checks["all"] == [
+        "flash_attn",
+        "flash_attn_forward",
+        "gated_delta_net",
+        "layers",
+        "supports_flash_attn",
+        "supports_gated_delta_net",
+    ]
 
 
 def test_supports_answers_from_the_compiled_instances(checks) -> None:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import requires_torch
 
 from toolkit.core import config
 from toolkit.demo import DEMO_REPO, make_workspace, run_demo
@@ -42,6 +43,7 @@ def test_a_failing_stage_stops_the_run_and_is_reported(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@requires_torch
 def test_demo_end_to_end(tmp_path: Path) -> None:
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not on PATH: this machine can build no variant for the demo")

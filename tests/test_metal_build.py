@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import real_upstream_text
 
 from toolkit.build import metal, metallib
 from toolkit.core import ggml_facts
@@ -21,7 +22,6 @@ from toolkit.core.errors import BuildError, VendorStateError
 from toolkit.core.lock import Lock
 
 REPO = Path(__file__).resolve().parents[1]
-MIRROR = Path("/work/.mirror/ggml-org+ggml/repo")
 
 MONO = "src/ggml-metal/ggml-metal.metal"
 IMPL = "src/ggml-metal/ggml-metal-impl.h"
@@ -103,11 +103,7 @@ def test_required_kernels_follow_the_facts() -> None:
 @pytest.mark.real_upstream
 def test_required_kernels_exist_in_the_real_monolith() -> None:
     """Every name the binding may dispatch is a host_name in ggml-metal.metal at the snapshot."""
-    if not (MIRROR / "HEAD").is_file():
-        pytest.skip("no ggml snapshot mirror on this machine (set up /work/.mirror or run where it exists)")
-    text = subprocess.run(
-        ["git", "-C", str(MIRROR), "show", f"HEAD:{MONO}"], capture_output=True, text=True, check=True
-    ).stdout
+    text = real_upstream_text(MONO)
     host_names = set(re.findall(r'host_name\("([A-Za-z0-9_]+)"\)', text))
     plain = set(re.findall(r"^kernel void (kernel_flash_attn_ext_(?:vec_reduce|pad))\(", text, re.M))
     missing = [n for n in metal.required_kernels(["gated_delta_net", "flash_attn"]) if n not in host_names | plain]

@@ -16,18 +16,17 @@ layout (offsets and sizes) that setBytes hands to the kernel.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import REAL_UPSTREAM_ENV, real_upstream_export
 
 from toolkit.core import ggml_facts
 from toolkit.render import stage as render
 
 REPO = Path(__file__).resolve().parents[1]
-MIRROR = Path("/work/.mirror/ggml-org+ggml/repo")
 TEMPLATE = REPO / "templates" / "csrc" / "metal" / "ggml_metal_dispatch.h.j2"
 MINI = REPO / "toolkit" / "data" / "mini-upstream"
 
@@ -37,7 +36,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not 
 def render_dispatch_header(dest: Path) -> Path:
     """Render our header the way `ggml-vendor render` does (same template, facts module as `facts`)."""
     text = (
-        render._environment(REPO / "templates")
+        render.template_environment(REPO / "templates")
         .get_template("csrc/metal/ggml_metal_dispatch.h.j2")
         .render(notice="generated for tests by tests/test_metal_host.py", facts=ggml_facts)
     )
@@ -47,25 +46,12 @@ def render_dispatch_header(dest: Path) -> Path:
     return out
 
 
-def real_ggml_tree(tmp: Path) -> tuple[Path | None, str]:
-    """A real ggml tree in the standalone layout: $GGML_VENDOR_REAL_UPSTREAM (ggml or llama.cpp checkout)
-    or the snapshot mirror exported with git archive."""
-    env = os.environ.get("GGML_VENDOR_REAL_UPSTREAM")
-    if env:
-        root = Path(env)
-        for cand in (root, root / "ggml"):
-            if (cand / "src/ggml-metal/ggml-metal-ops.cpp").is_file():
-                return cand, ""
-        return None, f"GGML_VENDOR_REAL_UPSTREAM={env} has no src/ggml-metal/ggml-metal-ops.cpp (pre-split host code)"
-    if (MIRROR / "HEAD").is_file() and shutil.which("git"):
-        dest = tmp / "ggml"
-        dest.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(
-            ["git", "-C", str(MIRROR), "archive", "HEAD", "include", "src"], capture_output=True, check=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
-        return dest, ""
-    return None, "no real ggml tree: set GGML_VENDOR_REAL_UPSTREAM to a ggml or llama.cpp checkout"
+def real_ggml_tree(tmp: Path) -> Path:
+    """A real ggml tree in the standalone layout, exported from $GGML_VENDOR_REAL_UPSTREAM (skips without it)."""
+    tree = real_upstream_export(tmp / "ggml", "include", "src")
+    if not (tree / "src/ggml-metal/ggml-metal-ops.cpp").is_file():
+        pytest.skip(f"{REAL_UPSTREAM_ENV} has no src/ggml-metal/ggml-metal-ops.cpp (pre-split host code)")
+    return tree
 
 
 # --- the harness ------------------------------------------------------------------------------------
@@ -415,12 +401,8 @@ FA_CASES = {
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("metal-host")
-    tree, why = real_ggml_tree(tmp)
-    if tree is None:
-        pytest.skip(why)
+    tree = real_ggml_tree(tmp)
     src = tree / "src"
-    if not (src / "ggml-metal" / "ggml-metal-ops.cpp").is_file():
-        pytest.skip(f"{tree} has no pre-split Metal host code (ggml-metal-ops.cpp)")
     gen = tmp / "gen"
     render_dispatch_header(gen)
     (gen / "driver.cpp").write_text(DRIVER.replace("@KARGS_PRINTERS@", _kargs_printer()))
@@ -490,7 +472,7 @@ def test_gated_delta_net_matches_ggml_host_code(harness: Path) -> None:
     for name, doc in got.items():
         assert len(doc["ggml"]) == 1, f"{name}: ggml encoded {len(doc['ggml'])} dispatches"
         _assert_same(name, doc["ggml"], doc["ours"])
-    # spot-check the facts the docs state (ggml-upstream.md §2.1): (S_v/nsg, H, B) x (32, nsg, 1), FC 1600+
+    # spot-check the facts the docs state (docs/upstream.md §2.1): (S_v/nsg, H, B) x (32, nsg, 1), FC 1600+
     d = got["gdn-decode-128"]["ours"][0]
     assert d["base"] == "kernel_gated_delta_net_f32_4"
     assert d["grid"] == [32, 32, 1] and d["threads"] == [32, 4, 1]

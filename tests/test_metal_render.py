@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import real_upstream_export
 from fixture_repos import RENDER_PYPROJECT
 
 from toolkit.build import metal, metallib
@@ -102,31 +103,37 @@ def metal_section(build_toml: str) -> str:
     return build_toml[start:] if end < 0 else build_toml[start : end + 1]
 
 
-# Only these outputs depend on the upstream Metal layout; every other rendered Metal file has one golden
-# under common/, which both layouts must render byte for byte.
+# Only these outputs depend on the upstream Metal layout and have golden files per layout; every other
+# rendered Metal file must equal, for both layouts, the committed csrc/metal/ file (which `render --check`
+# pins to the templates).
 LAYOUT_DEPENDENT = ("csrc/metal/ggml_metal_kernels.metal", "build.toml.metal-section")
 
 
 def _golden_rel(kind: str, path: str) -> str:
-    return f"{kind}/{path}" if path in LAYOUT_DEPENDENT else f"common/{path}"
+    return f"{kind}/{path}"
 
 
-def _golden(rel: str, text: str) -> None:
-    path = GOLDEN / rel
+def _expected_path(kind: str, path: str) -> Path:
+    return GOLDEN / _golden_rel(kind, path) if path in LAYOUT_DEPENDENT else REPO / path
+
+
+def _golden(kind: str, path_in_project: str, text: str) -> None:
+    path = _expected_path(kind, path_in_project)
     if UPDATE:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        if path.is_relative_to(GOLDEN):  # the committed sources are updated by `ggml-vendor render`
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
         return
     assert path.is_file(), f"no golden file {path}: run with GGML_VENDOR_UPDATE_GOLDEN=1 and review it"
     expected = path.read_text()
+    rel = path.relative_to(REPO).as_posix()
     if text != expected:
         import difflib
 
-        diff = "".join(
-            difflib.unified_diff(expected.splitlines(True), text.splitlines(True), f"golden/{rel}", "rendered", n=2)
-        )
+        diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True), rel, "rendered", n=2))
         pytest.fail(
-            f"rendered {rel} differs from its golden file (GGML_VENDOR_UPDATE_GOLDEN=1 to accept):\n{diff[:6000]}"
+            f"rendered {path_in_project} ({kind}) differs from {rel} (GGML_VENDOR_UPDATE_GOLDEN=1 to accept a golden "
+            f"file, `ggml-vendor render` for a committed source):\n{diff[:6000]}"
         )
 
 
@@ -139,19 +146,14 @@ def test_rendered_metal_sources_match_golden(tmp_path: Path, kind: str) -> None:
     )
     assert sorted(ours) == templates  # every Metal template renders, and nothing else lands in csrc/metal
     for path, text in ours.items():
-        _golden(_golden_rel(kind, path), text)
-    _golden(_golden_rel(kind, "build.toml.metal-section"), metal_section(files["build.toml"]))
+        _golden(kind, path, text)
+    _golden(kind, "build.toml.metal-section", metal_section(files["build.toml"]))
     if UPDATE:
         pytest.skip(f"golden files for {kind} regenerated under {GOLDEN}; review the diff")
 
 
 def test_golden_directory_has_no_stale_files() -> None:
-    expected = set()
-    for kind in ("pre-split", "post-split"):
-        expected |= {
-            _golden_rel(kind, f"csrc/metal/{p.name[:-3]}") for p in (REPO / "templates/csrc/metal").glob("*.j2")
-        }
-        expected.add(_golden_rel(kind, "build.toml.metal-section"))
+    expected = {_golden_rel(kind, path) for kind in ("pre-split", "post-split") for path in LAYOUT_DEPENDENT}
     present = {p.relative_to(GOLDEN).as_posix() for p in GOLDEN.rglob("*") if p.is_file()}
     assert present == expected
 
@@ -488,19 +490,7 @@ def test_translation_unit_preprocesses_against_the_real_monolith(tmp_path: Path)
     """Our Metal translation unit, preprocessed with the include roots the build passes and the real vendored
     snapshot: every #include resolves, ggml-common.h is read directly (GGML_METAL_EMBED_LIBRARY undefined),
     <metal_tensor> stays out (GGML_METAL_HAS_TENSOR undefined), and the bf16 kernels are instantiated."""
-    mirror = Path("/work/.mirror/ggml-org+ggml/repo")
-    env_tree = os.environ.get("GGML_VENDOR_REAL_UPSTREAM")
-    if env_tree:
-        tree = Path(env_tree) / "ggml" if (Path(env_tree) / "ggml" / "src").is_dir() else Path(env_tree)
-    elif (mirror / "HEAD").is_file():
-        tree = tmp_path / "ggml"
-        tree.mkdir()
-        archive = subprocess.run(
-            ["git", "-C", str(mirror), "archive", "HEAD", "src"], capture_output=True, check=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    else:
-        pytest.skip("no real ggml tree (set GGML_VENDOR_REAL_UPSTREAM)")
+    tree = real_upstream_export(tmp_path / "ggml", "src")
     if not (tree / MONO).is_file():
         pytest.skip(f"{tree} is not a pre-split tree (no {MONO})")
     unit = tmp_path / "ggml_metal_kernels.metal"

@@ -11,42 +11,29 @@ from memory poisoned with NaN first, so an element the kernel never writes shows
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import cuda_device_available
+from conftest import KERNEL_ROOT
 
 pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[1]
-KERNEL_ROOT = Path(os.environ.get("GGML_VENDOR_KERNEL_ROOT", REPO))
 GDN_TOL = 2e-5  # f32 recurrence vs float64; measured ~1e-7 (docs/gpu-results.md)
 FA_TOL = 2e-3  # f16 K/V products accumulated as ggml does; measured ~1e-4 or better
 
 
 @pytest.fixture(scope="module")
-def torch():
-    ok, why = cuda_device_available()
-    if not ok:
-        pytest.skip(why)
-    import torch as _torch
-
-    return _torch
+def torch(cuda_torch):  # type: ignore[no-untyped-def]
+    return cuda_torch
 
 
 @pytest.fixture(scope="module")
-def op(torch):
-    try:
-        import kernels
-    except ImportError as exc:
-        pytest.skip(f"the kernels package is not importable: {exc}")
-    if not any((KERNEL_ROOT / "build").glob("torch*-cu*")):
-        pytest.skip(f"no CUDA variant under {KERNEL_ROOT / 'build'}; run `ggml-vendor build` first")
-    return kernels.get_local_kernel(KERNEL_ROOT)
+def op(cuda_kernel):  # type: ignore[no-untyped-def]
+    return cuda_kernel
 
 
 def rel_err(x, ref) -> float:

@@ -26,9 +26,8 @@ def up(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("GGML_VENDOR_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("GGML_VENDOR_MIRROR", raising=False)
+def _cache(isolated_upstream_cache):  # type: ignore[no-untyped-def]
+    return isolated_upstream_cache
 
 
 @pytest.fixture

@@ -44,9 +44,8 @@ def up_llama(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("GGML_VENDOR_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("GGML_VENDOR_MIRROR", raising=False)
+def _cache(isolated_upstream_cache):  # type: ignore[no-untyped-def]
+    return isolated_upstream_cache
 
 
 @pytest.fixture
@@ -334,6 +333,21 @@ def test_dry_run_writes_nothing(proj):
     rep = sync(proj, rev="v1", dry_run=True)
     assert rep.status == "dry-run" and len(rep.plan.changes) == len(ALL_V1) + 1
     assert tree_state(proj.root) == before
+
+
+def test_dry_run_leaves_an_interrupted_swap_for_the_real_run(proj):
+    """--dry-run plans and prints: it does not even finish a previous run's interrupted swap (the real run
+    does, and plans again afterwards)."""
+    sync(proj, rev="v1")
+    leftover = proj.root / ".vendor.stage-interrupted"
+    (leftover / "ggml").mkdir(parents=True)
+    res = cli(proj, "sync", "--rev", "v2", "--dry-run")
+    assert res.exit_code == 0 and "dry run" in res.output and leftover.is_dir()
+    assert read_lock(proj.vendor_dir).rev == "v1"
+    res = cli(proj, "sync", "--rev", "v2")
+    assert res.exit_code == 0, res.output
+    assert not leftover.exists() and "removed leftover .vendor.stage-interrupted" in res.output
+    assert read_lock(proj.vendor_dir).rev == "v2"
 
 
 # --- idempotence, check, status ----------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The typer application object and the one place that turns failures into exit codes."""
+"""The typer application object, the options every command shares, and the one place that turns failures
+into exit codes. Command help texts are in toolkit/help.py."""
 
 from __future__ import annotations
 
@@ -8,16 +9,13 @@ from typing import Annotated
 
 import typer
 
+from toolkit import help as help_text
 from toolkit.core import ui
 from toolkit.core.errors import Interrupted, VendorError
 
 app = typer.Typer(
     name="ggml-vendor",
-    help=(
-        "Pin ggml's gated delta net and flash-attention kernels and ship them as Hugging Face Hub kernels.\n\n"
-        "Pipeline: sync (upstream -> vendor/) -> render (templates -> build.toml, torch-ext/) -> "
-        "build (-> build/<variant>/) -> verify -> publish (-> the Hub)."
-    ),
+    help=help_text.APP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -32,16 +30,26 @@ ProjectOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document on stdout instead of tables.")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option("--verbose", "-v", help="Show progress and details as they happen, and the traceback of an error."),
+]
+# `--variant` has no short form: `-v` is --verbose in every command.
+VariantOpt = Annotated[
+    list[str], typer.Option("--variant", help="Only variants whose name matches this glob (repeatable).")
+]
 
 
-def run_guarded(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-    """Run a command body; a VendorError becomes one red line and its exit code (traceback with --verbose
-    or GGML_VENDOR_VERBOSE=1)."""
+def run_guarded(fn, *args, verbose: bool = False, **kwargs):  # type: ignore[no-untyped-def]
+    """Run a command body; a VendorError becomes one red line and its exit code, preceded by the traceback
+    with --verbose (or GGML_VENDOR_VERBOSE=1)."""
     try:
         return fn(*args, **kwargs)
     except VendorError as exc:
-        if os.environ.get("GGML_VENDOR_VERBOSE"):
-            raise
+        if verbose or os.environ.get("GGML_VENDOR_VERBOSE"):
+            import traceback
+
+            traceback.print_exc()
         ui.err.print(f"[red]error:[/] {exc.one_line()}", markup=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:

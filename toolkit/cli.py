@@ -11,7 +11,7 @@ import importlib
 import sys
 from typing import Any
 
-COMMAND_MODULES = ("sync", "status", "patch", "render", "variants", "build", "verify", "publish", "demo")
+COMMAND_MODULES = ("sync", "status", "patch", "render", "variants", "build", "verify", "publish", "demo", "ci")
 
 
 def _register(argv: list[str]) -> None:

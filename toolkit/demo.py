@@ -5,7 +5,6 @@ workspace — sync, render, build what this machine can, verify, publish to a lo
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -17,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkit import __version__
+from toolkit.core.config import Config
+from toolkit.core.config import load as load_config
 from toolkit.core.errors import VendorError
 
 DEMO_REPO = "ggml-demo/ggml-attn-kernels"
@@ -96,23 +97,26 @@ def make_workspace(source: Path, dest: Path, upstream: str | None = None) -> Pat
     return dest
 
 
-def _stage(report: DemoReport, name: str, fn: Callable[[Stage], None], say: Callable[[str], None]) -> bool:
+def _stage(report: DemoReport, name: str, say: Callable[[str], None], fn: Callable[[], tuple[Any, str, dict]]) -> Any:
+    """Run one demo stage: `fn` returns (result, detail, data). A failure is recorded (the table shows it, not a
+    traceback) and every later stage is skipped; returns the result, or None when failed or skipped."""
     st = Stage(name)
     report.stages.append(st)
     if any(s.status == FAILED for s in report.stages[:-1]):
         st.detail = "not run: an earlier stage failed"
-        return False
+        return None
     say(f"{name} …")
     t0 = time.perf_counter()
+    result = None
     try:
-        fn(st)
+        result, st.detail, st.data = fn()
         st.status = OK
     except VendorError as exc:
         st.status, st.detail = FAILED, exc.one_line()
     except Exception as exc:  # a demo reports every failure in its table instead of a traceback
         st.status, st.detail = FAILED, f"{type(exc).__name__}: {exc}"
     st.seconds = time.perf_counter() - t0
-    return st.status == OK
+    return result
 
 
 _LOAD_CHILD = r"""
@@ -169,18 +173,9 @@ print("DEMO" + json.dumps(out))
 
 def load_with_get_kernel(endpoint: str, repo: str, version: int, cache: Path) -> dict[str, Any]:
     """kernels.get_kernel(repo, version=N, trust_remote_code=True) in a fresh process against `endpoint`."""
-    env = {
-        **os.environ,
-        "HF_ENDPOINT": endpoint,
-        "HF_HUB_DISABLE_XET": "1",
-        "HF_HUB_CACHE": str(cache),
-        "KERNELS_CACHE": str(cache),
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "HF_HUB_OFFLINE": "0",
-    }
-    # kernels 0.17.2 with huggingface_hub 2.x sends an invalid User-Agent when telemetry is disabled.
-    env.pop("HF_HUB_DISABLE_TELEMETRY", None)
-    env.pop("LOCAL_KERNELS", None)
+    from toolkit.publish.localhub import client_env
+
+    env = client_env(endpoint, cache)
     proc = subprocess.run(
         [sys.executable, "-c", _LOAD_CHILD, repo, str(version)], env=env, capture_output=True, text=True, timeout=600
     )
@@ -189,6 +184,105 @@ def load_with_get_kernel(endpoint: str, repo: str, version: int, cache: Path) ->
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise VendorError(f"get_kernel failed in a fresh process: {tail}", "see the traceback by running it by hand")
     return json.loads(line[4:])
+
+
+# --- the stages: each one stage's plan + execute, returning (result, detail, data) ----------------------
+
+
+def _setup(source: Path, ws: Path, upstream: str | None) -> tuple[Config, str, dict]:
+    make_workspace(source, ws, upstream)
+    detail = f"copied {', '.join(COPIED)} from {source} into {ws}; upstream = {upstream or 'embedded miniature'}"
+    return load_config(ws), detail, {}
+
+
+def _sync(cfg: Config, upstream: str | None, rev: str | None) -> tuple[Config, str, dict]:
+    from toolkit import sync
+    from toolkit.sync.embedded import EMBEDDED, TAG
+
+    request = sync.Request(rev=rev or (TAG if upstream is None else "HEAD"), upstream=upstream or EMBEDDED)
+    rep = sync.execute(sync.plan(cfg, request))
+    lock = rep.plan.lock
+    detail = f"{rep.status}: {len(lock.files)} files at {lock.commit[:12]} ({lock.layout} layout)"
+    return load_config(cfg.root), detail, {"commit": lock.commit, "files": sorted(lock.files)}
+
+
+def _render(cfg: Config) -> tuple[None, str, dict]:
+    from toolkit import render
+
+    files = [f.path for f in render.execute(render.plan(cfg)).plan.files]
+    return None, f"{len(files)} files (build.toml validated by kernels' parser)", {"files": files}
+
+
+def _build(cfg: Config, jobs: int | None) -> tuple[list[str], str, dict]:
+    from toolkit import build
+
+    rep = build.execute(build.plan(cfg), jobs=jobs, progress=False)
+    built = [r.name for r in rep.results if r.result in ("built", "up-to-date")]
+    skipped = [r for r in rep.results if r.result == "skipped"]
+    if rep.failed:
+        f = rep.failed[0]
+        raise VendorError(
+            f"{f.name} failed at {f.failed_step}: {(f.tail or '').strip().splitlines()[-1:]}", f"full log: {f.log}"
+        )
+    if not built:
+        raise VendorError(
+            "this machine can build no variant: " + "; ".join(f"{r.name}: {r.reason}" for r in skipped),
+            "install a CUDA toolkit matching torch (see ggml-vendor variants)",
+        )
+    detail = (
+        f"built {', '.join(built)} ({rep.stats.compiler_invocations} compiler runs); "
+        f"{len(skipped)} other variants skipped here"
+    )
+    return built, detail, rep.to_json()
+
+
+def _verify(cfg: Config, variants: list[str]) -> tuple[None, str, dict]:
+    from toolkit import verify
+
+    # A host-toolchain build may exceed manylinux_2_28 (e.g. glibc 2.32+ symbols from a newer libstdc++):
+    # reported as a warning here; publishing such a build to huggingface.co is still refused.
+    request = verify.Request(tuple(variants), verify.VerifyOptions(host_toolchain_ok=True))
+    rep = verify.execute(verify.plan(cfg, request))
+    if not rep.ok:
+        f = rep.failures()[0]
+        raise VendorError(
+            f"{len(rep.failures())} check(s) failed; first: {f.variant}: {f.check}: {f.message}",
+            f.remedy or "run ggml-vendor verify -C <workspace>",
+        )
+    n = sum(len(v.findings) for v in rep.variants)
+    warns = [f"{f.check}: {f.message}" for v in rep.variants for f in v.findings if f.status == "warn"]
+    detail = f"{len(rep.variants)} variant(s), {n} findings, none failing (smoke: get_local_kernel import)" + (
+        f"; warnings: {'; '.join(warns)[:400]}" if warns else ""
+    )
+    return None, detail, rep.to_json()
+
+
+def _publish(cfg: Config, variants: list[str], endpoint: str, say: Callable[[str], None]) -> tuple[None, str, dict]:
+    from toolkit import publish
+
+    request = publish.Request(tuple(variants), endpoint=endpoint, token=DEMO_TOKEN)
+    res = publish.execute(publish.plan(cfg, request), progress=say)
+    detail = (
+        f"{res.target} branch v{cfg.version}: {len(res.commits)} commits, "
+        f"{res.verified['files_checked']} files re-listed and matched"
+    )
+    return None, detail, res.to_json()
+
+
+def _get_kernel(cfg: Config, endpoint: str) -> tuple[None, str, dict]:
+    info = load_with_get_kernel(endpoint, DEMO_REPO, cfg.version, cfg.root / "hf-cache")
+    ran = "; ".join(f"{r['op']} on {info['device']}: max rel err {r['rel_err']:.1e} vs float64" for r in info["ran"])
+    if any(not r["ok"] for r in info["ran"]):
+        raise VendorError(f"the loaded kernel disagrees with the float64 reference: {ran}", "run the GPU tests")
+    detail = (
+        f"get_kernel({DEMO_REPO!r}, version={cfg.version}) -> {info['module']}: "
+        f"{len(info['functions'])} functions, {len(info['ops'])} ops"
+        + (f"; {ran}" if ran else "; no GPU here: not executed")
+    )
+    return None, detail, info
+
+
+STAGES = ("setup", "sync", "render", "build", "verify", "publish", "get_kernel")
 
 
 def run_demo(
@@ -200,123 +294,20 @@ def run_demo(
     upstream: str | None = None,
     rev: str | None = None,
 ) -> DemoReport:
-    """`upstream`/`rev` replace the embedded miniature with a real ggml or llama.cpp (a local clone or URL)."""
+    """The pipeline in a fresh workspace, stage by stage. `upstream`/`rev` replace the embedded miniature
+    with a real ggml or llama.cpp (a local clone or URL)."""
+    from toolkit.publish.localhub import HubServer, HubState
+
     say = say or (lambda _m: None)
     source = _source_project(project)
     ws = workspace or Path(tempfile.mkdtemp(prefix="ggml-vendor-demo-"))
     report = DemoReport(str(ws), [])
-    ctx: dict[str, Any] = {}
-
-    def setup(st: Stage) -> None:
-        from toolkit.core.config import load
-
-        make_workspace(source, ws, upstream)
-        ctx["cfg"] = load(ws)
-        st.detail = f"copied {', '.join(COPIED)} from {source} into {ws}; upstream = " + (
-            upstream or "embedded miniature"
-        )
-
-    def sync(st: Stage) -> None:
-        from toolkit.core.config import load
-        from toolkit.sync.embedded import EMBEDDED, TAG
-        from toolkit.sync.stage import SyncRequest, run_sync
-
-        req = SyncRequest(rev=rev or (TAG if upstream is None else "HEAD"), upstream=upstream or EMBEDDED)
-        rep = run_sync(ctx["cfg"], req)
-        lock = rep.plan.lock
-        ctx["cfg"] = load(ws)
-        st.detail = f"{rep.status}: {len(lock.files)} files at {lock.commit[:12]} ({lock.layout} layout)"
-        st.data = {"commit": lock.commit, "files": sorted(lock.files)}
-
-    def render(st: Stage) -> None:
-        from toolkit.render import stage as r
-
-        plan = r.plan(ctx["cfg"])
-        r.write(plan)
-        st.detail = f"{len(plan.files)} files (build.toml validated by kernels' parser)"
-        st.data = {"files": [f.path for f in plan.files]}
-
-    def build(st: Stage) -> None:
-        from toolkit.build.stage import execute, prepare
-
-        rep = execute(prepare(ctx["cfg"]), jobs=jobs, progress=False)
-        built = [r for r in rep.results if r.result in ("built", "up-to-date")]
-        skipped = [r for r in rep.results if r.result == "skipped"]
-        st.data = rep.to_json()
-        if rep.failed:
-            f = rep.failed[0]
-            raise VendorError(
-                f"{f.name} failed at {f.failed_step}: {(f.tail or '').strip().splitlines()[-1:]}", f"full log: {f.log}"
-            )
-        if not built:
-            raise VendorError(
-                "this machine can build no variant: " + "; ".join(f"{r.name}: {r.reason}" for r in skipped),
-                "install a CUDA toolkit matching torch (see ggml-vendor variants)",
-            )
-        st.detail = (
-            f"built {', '.join(r.name for r in built)} "
-            f"({rep.stats.compiler_invocations} compiler runs); {len(skipped)} other variants skipped here"
-        )
-        ctx["variants"] = [r.name for r in built]
-
-    def verify(st: Stage) -> None:
-        from toolkit.verify import VerifyOptions, verify_build
-
-        # A host-toolchain build may exceed manylinux_2_28 (e.g. glibc 2.32+ symbols from a newer libstdc++):
-        # reported as a warning here; publishing such a build to huggingface.co is still refused.
-        rep = verify_build(ctx["cfg"], ctx["variants"], options=VerifyOptions(host_toolchain_ok=True))
-        st.data = rep.to_json()
-        if not rep.ok:
-            f = rep.failures()[0]
-            raise VendorError(
-                f"{len(rep.failures())} check(s) failed; first: {f.variant}: {f.check}: {f.message}",
-                f.remedy or "run ggml-vendor verify -C <workspace>",
-            )
-        n = sum(len(v.findings) for v in rep.variants)
-        warns = [f"{f.check}: {f.message}" for v in rep.variants for f in v.findings if f.status == "warn"]
-        st.detail = f"{len(rep.variants)} variant(s), {n} findings, none failing (smoke: get_local_kernel import)" + (
-            f"; warnings: {'; '.join(warns)[:400]}" if warns else ""
-        )
-
-    def publish(st: Stage) -> None:
-        from toolkit.publish.hub import publish_hub
-        from toolkit.publish.localhub import HubServer, HubState
-
-        hub = HubServer(HubState(tokens=(DEMO_TOKEN,))).start()
-        ctx["hub"] = hub
-        res = publish_hub(ctx["cfg"], ctx["variants"], endpoint=hub.url, token=DEMO_TOKEN, progress=say)
-        st.data = res.to_json()
-        st.detail = (
-            f"{res.target} branch v{ctx['cfg'].version}: {len(res.commits)} commits, "
-            f"{res.verified['files_checked']} files re-listed and matched"
-        )
-
-    def load_back(st: Stage) -> None:
-        info = load_with_get_kernel(ctx["hub"].url, DEMO_REPO, ctx["cfg"].version, ws / "hf-cache")
-        st.data = info
-        ran = "; ".join(
-            f"{r['op']} on {info['device']}: max rel err {r['rel_err']:.1e} vs float64" for r in info["ran"]
-        )
-        if any(not r["ok"] for r in info["ran"]):
-            raise VendorError(f"the loaded kernel disagrees with the float64 reference: {ran}", "run the GPU tests")
-        st.detail = (
-            f"get_kernel({DEMO_REPO!r}, version={ctx['cfg'].version}) -> {info['module']}: "
-            f"{len(info['functions'])} functions, {len(info['ops'])} ops"
-            + (f"; {ran}" if ran else "; no GPU here: not executed")
-        )
-
-    try:
-        for name, fn in (
-            ("setup", setup),
-            ("sync", sync),
-            ("render", render),
-            ("build", build),
-            ("verify", verify),
-            ("publish", publish),
-            ("get_kernel", load_back),
-        ):
-            _stage(report, name, fn, say)
-    finally:
-        if "hub" in ctx:
-            ctx["hub"].stop()
+    cfg = _stage(report, "setup", say, lambda: _setup(source, ws, upstream))
+    cfg = _stage(report, "sync", say, lambda: _sync(cfg, upstream, rev))
+    _stage(report, "render", say, lambda: _render(cfg))
+    built = _stage(report, "build", say, lambda: _build(cfg, jobs))
+    _stage(report, "verify", say, lambda: _verify(cfg, built))
+    with HubServer(HubState(tokens=(DEMO_TOKEN,))) as hub:
+        _stage(report, "publish", say, lambda: _publish(cfg, built, hub.url, say))
+        _stage(report, "get_kernel", say, lambda: _get_kernel(cfg, hub.url))
     return report

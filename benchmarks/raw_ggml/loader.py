@@ -17,11 +17,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ("raw_shim.cu", "raw_gdn.cu", "raw_fa.cu")
-# Upstream entry files the harness TUs #include (their closures: ggml-upstream.md §1.5 and §3.1).
+# Upstream entry files the harness TUs #include (their closures: docs/upstream.md §1.5 and §3.1).
 VENDOR_ENTRIES = ("src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/fattn-vec.cuh", "src/ggml-cuda/common.cuh")
 # Folders whose headers can be in those closures: all of them go into the build cache key.
 VENDOR_HASHED = ("include", "src", "src/ggml-cuda", "src/ggml-cuda/vendors")
-# ggml's own CUDA flags (ggml-upstream.md §1.7); no torch flags are involved since no torch header is used.
+# ggml's own CUDA flags (docs/upstream.md §1.7); no torch flags are involved since no torch header is used.
 NVCC_FLAGS = (
     "-std=c++17",
     "-O3",

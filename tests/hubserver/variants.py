@@ -65,11 +65,14 @@ _CUDA_TAIL = "}\n"
 
 
 def host_variant_name() -> str:
-    """The CUDA variant this machine's torch resolves to (e.g. torch214-cxx11-cu130-x86_64-linux)."""
+    """The CUDA variant this machine's torch resolves to (e.g. torch214-cxx11-cu130-x86_64-linux); without
+    torch, the variant of the torch the `cuda` extra installs (nothing can import it then: smoke tests skip)."""
     import platform
 
-    import torch
-
+    try:
+        import torch
+    except ImportError:
+        return f"torch214-cxx11-cu130-{platform.machine()}-linux"
     maj, mino = torch.__version__.split("+")[0].split(".")[:2]
     cuda = (torch.version.cuda or "13.0").split(".")
     return f"torch{maj}{mino}-cxx11-cu{cuda[0]}{cuda[1]}-{platform.machine()}-linux"
@@ -116,8 +119,9 @@ def compile_so(
     fatbin: bytes | None = None,
     static_cudart: bool = False,
     extra_c: str = "",
+    link: tuple[str, ...] = (),
 ) -> Path:
-    """Compile the fixture extension `<ident>.abi3.so` into `dest`."""
+    """Compile the fixture extension `<ident>.abi3.so` into `dest` (`link`: extra linker arguments, gcc)."""
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / f"{ident}.abi3.so"
     inc = sysconfig.get_paths()["include"]
@@ -154,7 +158,7 @@ def compile_so(
                     f"static const unsigned char fatbin[] = {{{arr}}};"
                 )
             src.write_text(_C_SRC.replace("@IDENT@", ident).replace("@KERNEL@", kernel) + extra_c)
-            cmd = ["gcc", "-shared", "-fPIC", "-O1", "-I", inc, "-o", str(out), str(src)]
+            cmd = ["gcc", "-shared", "-fPIC", "-O1", "-I", inc, "-o", str(out), str(src), *link]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"{cmd[0]} failed: {proc.stderr[-2000:]}")
@@ -169,6 +173,29 @@ def digest_files(path: Path) -> dict[str, str]:
             continue
         files[rel] = base64.b64encode(hashlib.sha256(f.read_bytes()).digest()).decode()
     return files
+
+
+def write_lock(root: Path, *, date: str = "", subject: str = "") -> Path:
+    """A vendor/UPSTREAM that matches provenance(): the pin the fixture variants claim to be built from."""
+    from toolkit.core.lock import Lock, render_lock
+
+    lock = root / "vendor" / "UPSTREAM"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text(
+        render_lock(
+            Lock(
+                upstream="https://github.com/ggml-org/ggml",
+                layout="ggml",
+                commit=FAKE_UPSTREAM_COMMIT,
+                rev="master",
+                date=date,
+                subject=subject,
+                tool_version=__version__,
+                files={},
+            )
+        )
+    )
+    return lock
 
 
 def provenance(

@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -25,13 +24,14 @@ from pathlib import Path
 
 from toolkit.build.cache import BuildCache, digest_strings, parse_depfile
 from toolkit.build.inputs import Provenance, toolchain_env
+from toolkit.build.metal import embed_metallib
 from toolkit.build.plan import GLIBC_COMPAT_C, BuildPlan, Step, VariantPlan
 from toolkit.core.errors import BuildError, Interrupted
 
 STAGE_PREFIX = "."  # staging dirs are hidden siblings of the variant dirs: build/.<variant>.tmp-XXXX
 LOG_TAIL_LINES = 25
 
-# kernel-builder's registration.h (hub-contract.md §4.3), supplied when the project does not ship its own.
+# kernel-builder's registration.h (docs/hub-contract.md §4.3), supplied when the project does not ship its own.
 REGISTRATION_H = """\
 // registration.h supplied by ggml-vendor build (same macros as kernel-builder's, from vLLM).
 #pragma once
@@ -64,7 +64,7 @@ GLIBC_COMPAT = """\
 __attribute__((visibility("hidden"))) char __libc_single_threaded = 0;
 """
 
-# kernel-builder's _ops.py (hub-contract.md §4.2), written when torch-ext/<module>/ has no _ops.py.
+# kernel-builder's _ops.py (docs/hub-contract.md §4.2), written when torch-ext/<module>/ has no _ops.py.
 OPS_PY = '''\
 import torch
 from . import {ops_id}
@@ -174,22 +174,6 @@ def swap_into_place(stage: Path, final: Path) -> None:
         os.rename(stage, final)
 
 
-def embed_metallib(metallib: Path, header: Path, ops_id: str) -> None:
-    """The metallib as a C array plus a createLibrary helper (kernel-builder's metallib_to_header.py shape)."""
-    data = metallib.read_bytes()
-    rows = [", ".join(f"0x{b:02x}" for b in data[i : i + 16]) for i in range(0, len(data), 16)]
-    header.write_text(
-        "#pragma once\n#import <Metal/Metal.h>\n"
-        f"namespace {ops_id}_metal {{\nstatic const unsigned char metallib_data[] = {{\n  "
-        + ",\n  ".join(rows)
-        + f"\n}};\nstatic const unsigned long metallib_data_len = {len(data)};\n"
-        "inline id<MTLLibrary> createLibrary(id<MTLDevice> device, NSError** error) {\n"
-        "  dispatch_data_t d = dispatch_data_create(metallib_data, metallib_data_len, nil,\n"
-        "                                           DISPATCH_DATA_DESTRUCTOR_DEFAULT);\n"
-        "  return [device newLibraryWithData:d error:error];\n}\n}\n"
-    )
-
-
 class LocalExecutor:
     def __init__(
         self,
@@ -257,6 +241,8 @@ class LocalExecutor:
                 else:
                     argv.append(a.replace("{out}", str(out)).replace("{dep}", str(dep)))
             if step.tool == "python":  # in-process helper (not a compiler invocation)
+                # The checking, atomic embed of the Metal backend (the metallib must parse and target
+                # macOS >= facts.METAL_MIN_MACOS; verify checks the kernels it holds).
                 embed_metallib(Path(inputs[0]), out, argv[-1])
                 rc, text = 0, ""
             else:
@@ -465,23 +451,14 @@ class LocalExecutor:
         first = next((failed[s] for s in v.steps if s in failed), None)
         compiles, hits = self._counts(v)
         if first is None or first.error == "interrupted":
-            return VariantResult(
-                v.name,
-                "interrupted" if first else "failed",
-                "stopped before completion",
-                v.out_dir,
-                v.ops_id,
-                v.archs,
-                time.monotonic() - t0,
-                compiles,
-                hits,
-                str(self.log_dir / f"{v.name}.log"),
-            )
-        tail = "\n".join(first.output.strip().splitlines()[-LOG_TAIL_LINES:])
+            result, reason, step, tail = "interrupted" if first else "failed", "stopped before completion", "", ""
+        else:
+            result, reason, step = "failed", f"{first.step.label}: {first.error}", first.step.label
+            tail = "\n".join(first.output.strip().splitlines()[-LOG_TAIL_LINES:])
         return VariantResult(
             v.name,
-            "failed",
-            f"{first.step.label}: {first.error}",
+            result,
+            reason,
             v.out_dir,
             v.ops_id,
             v.archs,
@@ -489,7 +466,7 @@ class LocalExecutor:
             compiles,
             hits,
             str(self.log_dir / f"{v.name}.log"),
-            first.step.label,
+            step,
             tail,
         )
 
@@ -524,7 +501,7 @@ class LocalExecutor:
         return files
 
     def metadata(self, v: VariantPlan) -> dict:
-        """metadata.json without its digest (hub-contract.md §2.6). Our own provenance rides in
+        """metadata.json without its digest (docs/hub-contract.md §2.6). Our own provenance rides in
         provenance["ggml-vendor"] (kernels 0.17.2 accepts the extra key; the upstream revision has no
         standard field)."""
         proj, prov, st = self.plan.project, self.prov, v.status
@@ -606,15 +583,3 @@ class LocalExecutor:
         return VariantResult(
             v.name, "built", "", v.out_dir, v.ops_id, v.archs, time.monotonic() - t0, compiles, hits, log
         )
-
-
-def _main(argv: list[str]) -> int:
-    if len(argv) == 4 and argv[0] == "embed-metallib":
-        embed_metallib(Path(argv[1]), Path(argv[2]), argv[3])
-        return 0
-    print("usage: python -m toolkit.build.local embed-metallib METALLIB HEADER OPS_ID", file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(_main(sys.argv[1:]))

@@ -1,11 +1,11 @@
 """The Metal build plan: vendored ggml .metal -> .air -> one metallib -> a C++ header holding its bytes.
 
-This is the offline compile kernel-builder performs for a `backend = "metal"` section (hub-contract.md
+This is the offline compile kernel-builder performs for a `backend = "metal"` section (docs/hub-contract.md
 §4.7: `metal -std=metal4.0 -O2 [-I...] -c` per .metal, `metallib` to link, `metallib_to_header.py` to
 embed), laid out as data so an executor (toolkit/build) can run it where Xcode's Metal toolchain exists
 and `--dry-run`/`variants` can say exactly why it cannot run anywhere else.
 
-Both upstream layouts are supported (ggml-upstream.md §4.2, §8.3): the single `src/ggml-metal/ggml-metal.metal`
+Both upstream layouts are supported (docs/upstream.md §4.2, §8.3): the single `src/ggml-metal/ggml-metal.metal`
 of the snapshot and the per-op `src/ggml-metal/kernels/*.metal` files after llama.cpp #26561. Either way the
 one translation unit is our rendered `csrc/metal/ggml_metal_kernels.metal`, which #defines
 GGML_METAL_HAS_BF16 and #includes the vendored entries (kernel-builder cannot pass -D to the Metal
@@ -36,9 +36,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit.build import metallib as mtlb
-from toolkit.build.command_step import Step
 from toolkit.core import ggml_facts as facts
 from toolkit.core.errors import BuildError, VendorStateError
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command of the Metal toolchain plan. `argv[0]` is the program; paths are absolute."""
+
+    name: str
+    argv: tuple[str, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "argv": list(self.argv), "inputs": list(self.inputs), "outputs": list(self.outputs)}
+
 
 LAYOUT_MONOLITH = "monolith"
 LAYOUT_SPLIT = "split"
@@ -190,7 +203,7 @@ class MetalPlan:
     metallib: str
     header: str
     namespace: str
-    steps: tuple[Step, ...]
+    steps: tuple[Command, ...]
     requirements: tuple[str, ...]
     blockers: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())
@@ -277,14 +290,14 @@ def plan(root: Path, sources: MetalSources, out_dir: Path, name: str, *, host: M
     header = out_dir / f"{name}_metallib.h"
     namespace = f"{name}_metal"
     steps = (
-        Step(
+        Command(
             "compile",
             compile_argv(unit, air, include_dirs),
             (str(unit), *(str(vendor / p) for p in sources.files)),
             (str(air),),
         ),
-        Step("link", ("xcrun", "-sdk", "macosx", "metallib", str(air), "-o", str(lib)), (str(air),), (str(lib),)),
-        Step(
+        Command("link", ("xcrun", "-sdk", "macosx", "metallib", str(air), "-o", str(lib)), (str(air),), (str(lib),)),
+        Command(
             "embed",
             (sys.executable, "-m", "toolkit.build.metal", "embed", str(lib), str(header), namespace),
             (str(lib),),

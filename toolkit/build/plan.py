@@ -17,13 +17,13 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from toolkit import __version__
+from toolkit.build import rocm
 from toolkit.build.matrix import Status, Variant
+from toolkit.core import ggml_facts as facts
 from toolkit.core.errors import BuildError
 
-TOOL_VERSION_DEFAULT = "0.1.0"
-PY_LIMITED_API = "0x03090000"  # abi3 for CPython >= 3.9 (hub-contract.md §5)
-METAL_STD = "metal4.0"  # hub-contract.md §4.7
-MACOS_MIN = "26.0"
+PY_LIMITED_API = "0x03090000"  # abi3 for CPython >= 3.9 (docs/hub-contract.md §5)
 GLIBC_COMPAT_C = "glibc_compat.c"  # written into the generated include dir by the executor
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".c", ".mm", ".m", ".metal")
 HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inc")
@@ -67,14 +67,14 @@ class ProjectInputs:
     python_files: tuple[str, ...]  # relative to torch-ext/<module>/
     source_id: str  # sha256 over every build input file; the op id's uid is its first 7 hex digits
     has_registration_h: bool = False
-    tool_version: str = TOOL_VERSION_DEFAULT
+    tool_version: str = __version__
 
     @property
     def uid(self) -> str:
         return self.source_id[:7]
 
     def ops_id(self, backend: str) -> str:
-        """`_<module>_<backend>_<uid>` (hub-contract.md §2.5): op namespace = .so stem = metadata id."""
+        """`_<module>_<backend>_<uid>` (docs/hub-contract.md §2.5): op namespace = .so stem = metadata id."""
         return f"_{self.module}_{backend}_{self.uid}"
 
     def sections(self, backend: str) -> tuple[KernelSection, ...]:
@@ -304,6 +304,15 @@ def _binding_defines(backend: str, ops_id: str, abi: bool) -> tuple[str, ...]:
     return (f"-DTORCH_EXTENSION_NAME={ops_id}", f"-DPy_LIMITED_API={PY_LIMITED_API}", *per_backend, *abi_flag)
 
 
+def _object_flags(*pic: str) -> tuple[str, ...]:
+    """What every object compile passes: the output, its depfile (the cache records what it read), `pic`."""
+    return ("-o", "{out}", "-MD", "-MF", "{dep}", *(pic or ("-fPIC",)), "-O3")
+
+
+def _macos_target(backend: str) -> tuple[str, ...]:
+    return (f"-mmacosx-version-min={facts.METAL_MIN_MACOS}", "-arch", "arm64") if backend == "metal" else ()
+
+
 def plan_variant(
     project: ProjectInputs,
     variant: Variant,
@@ -352,7 +361,13 @@ def plan_variant(
             archs.update(caps)
             arch_flags = gencode_flags(caps)
         elif variant.backend == "rocm":
-            caps = sec.rocm_archs
+            caps = rocm.validate_archs(sec.rocm_archs)
+            rocm.hip_flags(sec.hip_flags)  # refuses flags that change the wavefront size or the math
+            notes += [
+                f"{a} compiles wave{rocm.warp_size(a)}: the shim's warp_size must read it"
+                for a in caps
+                if a not in archs
+            ]
             archs.update(caps)
             arch_flags = tuple(f"--offload-arch={a}" for a in caps)
         else:
@@ -375,13 +390,7 @@ def plan_variant(
                     tools.compiler,
                     "-c",
                     src,
-                    "-o",
-                    "{out}",
-                    "-MD",
-                    "-MF",
-                    "{dep}",
-                    *fpic,
-                    "-O3",
+                    *_object_flags(*fpic),
                     "-DCUDA_KERNEL",
                     "-DUSE_CUDA=1",
                     *incs,
@@ -399,14 +408,8 @@ def plan_variant(
                     "-x",
                     "hip",
                     src,
-                    "-o",
-                    "{out}",
-                    "-MD",
-                    "-MF",
-                    "{dep}",
-                    "-fPIC",
-                    "-O3",
-                    "-DGGML_USE_HIP",
+                    *_object_flags(),
+                    *facts.HIP_DEFINES,
                     "-DROCM_KERNEL",
                     "-DUSE_ROCM=1",
                     *incs,
@@ -418,19 +421,13 @@ def plan_variant(
                 label = f"hipcc {src} [{', '.join(caps)}]"
             else:
                 lang = ("-x", "objective-c++", "-fobjc-arc") if src.endswith((".mm", ".m")) else ()
-                osx = (f"-mmacosx-version-min={MACOS_MIN}", "-arch", "arm64") if variant.backend == "metal" else ()
+                osx = _macos_target(variant.backend)
                 argv = (
                     tools.cxx,
                     "-c",
                     *lang,
                     src,
-                    "-o",
-                    "{out}",
-                    "-MD",
-                    "-MF",
-                    "{dep}",
-                    "-fPIC",
-                    "-O3",
+                    *_object_flags(),
                     f"-std={tools.cxx_standard}",
                     *osx,
                     *incs,
@@ -441,7 +438,7 @@ def plan_variant(
                 label = f"c++ {src}"
             if variant.backend == "metal" and src.endswith((".mm", ".m")):
                 # The Metal host code embeds this build's shader library (named after the op id), so it is
-                # compiled per id; hub-contract.md §4.7.
+                # compiled per id; docs/hub-contract.md §4.7.
                 argv += (
                     f"-I{gen_include}/{ops_id}",
                     f'-DEMBEDDED_METALLIB_HEADER="{ops_id}_metallib.h"',
@@ -462,9 +459,9 @@ def plan_variant(
                     "-sdk",
                     "macosx",
                     "metal",
-                    f"-std={METAL_STD}",
+                    f"-std={facts.METAL_STD}",
                     "-O2",
-                    f"-mmacosx-version-min={MACOS_MIN}",
+                    f"-mmacosx-version-min={facts.METAL_MIN_MACOS}",
                     *incs,
                     "-c",
                     src,
@@ -505,7 +502,7 @@ def plan_variant(
                         runnable=tools.runnable,
                     )
                 )
-                emb_argv = ("python", "-m", "toolkit.build.local", "embed-metallib", "{inputs}", "{out}", ops_id)
+                emb_argv = ("python", "-m", "toolkit.build.metal", "embed", "{inputs}", "{out}", f"{ops_id}_metal")
                 emb = _step_id("embed", tool_tag, emb_argv + (lib,))
                 steps.append(
                     Step(
@@ -520,7 +517,9 @@ def plan_variant(
                         runnable=tools.runnable,
                     )
                 )
-                notes.append(f"metallib compiled with -std={METAL_STD}: loads on macOS >= {MACOS_MIN} only")
+                notes.append(
+                    f"metallib compiled with -std={facts.METAL_STD}: loads on macOS >= {facts.METAL_MIN_MACOS} only"
+                )
                 # host objects include the header: make them wait for it
                 steps = [
                     replace(s, after=s.after + (emb,)) if s.id in objects and s.tool == "c++" else s for s in steps
@@ -534,18 +533,12 @@ def plan_variant(
             continue
         gen = () if project.has_registration_h else (f"-I{gen_include}",)
         toolkit_inc = (f"-I{tools.toolkit_root}/include",) if variant.backend in ("cuda", "rocm") else ()
-        osx = (f"-mmacosx-version-min={MACOS_MIN}", "-arch", "arm64") if variant.backend == "metal" else ()
+        osx = _macos_target(variant.backend)
         argv = (
             tools.cxx,
             "-c",
             src,
-            "-o",
-            "{out}",
-            "-MD",
-            "-MF",
-            "{dep}",
-            "-fPIC",
-            "-O3",
+            *_object_flags(),
             f"-std={tools.cxx_standard}",
             "-fvisibility=hidden",
             *osx,
@@ -596,7 +589,7 @@ def plan_variant(
         objects.append(compat)
 
     # The link: only the libraries kernel-builder links (not all of TORCH_LIBRARIES), no RPATH, so the
-    # extension reuses the copies torch already loaded (hub-contract.md §4.6).
+    # extension reuses the copies torch already loaded (docs/hub-contract.md §4.6).
     libs = {
         "cuda": (
             "-ltorch",
@@ -626,7 +619,7 @@ def plan_variant(
             "Foundation",
             "-undefined",
             "dynamic_lookup",
-            f"-mmacosx-version-min={MACOS_MIN}",
+            f"-mmacosx-version-min={facts.METAL_MIN_MACOS}",
             "-arch",
             "arm64",
         ),

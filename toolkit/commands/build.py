@@ -8,7 +8,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
+from toolkit import help as help_text
+from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VariantOpt, VerboseOpt, app, run_guarded
 from toolkit.core import ui
 from toolkit.core.config import load
 from toolkit.core.errors import BuildError
@@ -95,18 +96,22 @@ def _print_report(report: BuildReport) -> None:
 
 
 def _build(
-    project,
+    project,  # type: ignore[no-untyped-def]
     all_variants: bool,
     patterns: list[str],
     jobs: int | None,
-    dry_run: bool,  # type: ignore[no-untyped-def]
+    dry_run: bool,
     as_json: bool,
     create_envs: bool,
+    verbose: bool,
 ) -> None:
-    from toolkit.build.stage import NothingToBuildError, execute, prepare  # deferred: keeps CLI start-up light
+    from toolkit import build as build_stage  # deferred: keeps CLI start-up light
+    from toolkit.build.stage import NothingToBuildError
 
     cfg = load(project)
-    prep = prepare(cfg, all_variants=all_variants, patterns=tuple(patterns), create_envs=create_envs and not dry_run)
+    request = build_stage.Request(all_variants, tuple(patterns), create_envs=create_envs, dry_run=dry_run)
+    with ui.task("planning the build", verbose=verbose, quiet=as_json):
+        prep = build_stage.plan(cfg, request)
     if dry_run:
         if as_json:
             ui.emit_json({"dry_run": True, **prep.plan.to_json()})
@@ -120,7 +125,9 @@ def _build(
             f"nothing to build on this host ({reasons})",
             "see `ggml-vendor variants`, or build where the toolchain exists",
         )
-    report = execute(prep, jobs=jobs, progress=not as_json)
+    if verbose and not as_json:
+        _print_plan(prep)
+    report = build_stage.execute(prep, jobs=jobs, progress=not as_json)
     if as_json:
         ui.emit_json(report.to_json())
     else:
@@ -133,22 +140,11 @@ def _build(
         )
 
 
-@app.command(
-    "build",
-    help=(
-        "Build build/<variant>/ (metadata.json, <id>.abi3.so, __init__.py, _ops.py) from the rendered project. "
-        "Without options: the variant of this environment's torch + CUDA toolkit. --all: every variant of the "
-        "matrix this host can build (the others are reported with the reason). Kernel objects that do not "
-        "depend on torch are compiled once and shared by all torch versions; unchanged variants are cache hits. "
-        "Exit codes: 0 ok, 7 a variant failed, 10 nothing buildable here, 130 interrupted."
-    ),
-)
+@app.command("build", help=help_text.BUILD)
 def build(
     project: ProjectOpt = None,
     all_variants: Annotated[bool, typer.Option("--all", help="Every variant of the matrix (variants/*.toml).")] = False,
-    variant: Annotated[
-        list[str], typer.Option("--variant", "-v", help="Only variants whose name matches this glob (repeatable).")
-    ] = [],  # noqa: B006
+    variant: VariantOpt = [],  # noqa: B006
     jobs: Annotated[
         int | None, typer.Option("--jobs", "-j", min=1, help="Parallel compiler invocations (default: CPU count).")
     ] = None,
@@ -161,5 +157,6 @@ def build(
     ] = False,
     dry_run: DryRunOpt = False,
     json_: JsonOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
-    run_guarded(_build, project, all_variants, variant, jobs, dry_run, json_, create_envs)
+    run_guarded(_build, project, all_variants, variant, jobs, dry_run, json_, create_envs, verbose, verbose=verbose)

@@ -10,7 +10,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from toolkit.app import JsonOpt, ProjectOpt, app, run_guarded
+from toolkit import help as help_text
+from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import ui
 from toolkit.core.errors import VendorError
 
@@ -21,7 +22,7 @@ class DemoFailed(VendorError):
     exit_code = 1
 
 
-@app.command("demo")
+@app.command("demo", help=help_text.DEMO)
 def demo(
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
@@ -37,18 +38,21 @@ def demo(
         ),
     ] = None,
     rev: Annotated[str | None, typer.Option("--rev", help="Revision of --upstream (default HEAD).")] = None,
+    dry_run: DryRunOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """Run the whole pipeline offline on the miniature upstream bundled with the tool, in a throwaway copy of
-    this project: sync -> render -> build (what this machine can) -> verify -> publish to a local test Hub
-    -> kernels.get_kernel(repo, version=N) in a fresh process, which on a CUDA machine also runs both ops
-    against float64 references. Prints one table (or --json) and exits non-zero if any stage failed. Your
-    project, vendor/ and build/ are not touched."""
-
     def body() -> None:
-        from toolkit.demo import run_demo
+        from toolkit.demo import STAGES, run_demo
 
-        say = (lambda m: None) if json_out else (lambda m: ui.err.print(f"[dim]…[/] {escape(m)}"))
-        report = run_demo(project, workspace=workspace, jobs=jobs, say=say, upstream=upstream, rev=rev)
+        if dry_run:
+            where = workspace or "a temporary directory"
+            if json_out:
+                ui.emit_json({"dry_run": True, "workspace": str(where), "stages": list(STAGES)})
+            else:
+                ui.out.print(f"would run, in {where}: {' -> '.join(STAGES)}")
+            return
+        with ui.task("demo", verbose=verbose or not json_out, quiet=json_out) as task:
+            report = run_demo(project, workspace=workspace, jobs=jobs, say=task.log, upstream=upstream, rev=rev)
         if json_out:
             ui.emit_json(report.to_json())
         else:
@@ -69,4 +73,4 @@ def demo(
                 f"demo stage '{failed.name}' failed: {failed.detail}", f"inspect the workspace {report.workspace}"
             )
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose)

@@ -7,11 +7,12 @@ from typing import Annotated
 
 import typer
 
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
+from toolkit import help as help_text
+from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import config, ui
 
 
-@app.command("publish")
+@app.command("publish", help=help_text.PUBLISH)
 def publish(
     variants: Annotated[list[str] | None, typer.Argument(help="Variant names under build/ (default: all).")] = None,
     project: ProjectOpt = None,
@@ -44,36 +45,25 @@ def publish(
         typer.Option("--report", help="Where to write the JSON report (default: build/publish-report.json)."),
     ] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Operations per commit.")] = 1000,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """Publish build/ variants: each to branch v<N> of a kernel-type repo (created if missing) with the card
-    (README.md: ops, upstream pin, variants) on main. Only files inside the re-uploaded variants are deleted;
-    commits go in batches guarded by parent_commit, and the result is re-listed and compared by size and
-    hash. Refused with nothing pushed when a variant is unverified (run `ggml-vendor verify`) or changed
-    since, dirty, of mixed versions, an LFS pointer stub, or when no token is set. `--dry-run` prints the
-    plan against the live tree. An interrupted publish re-runs to completion without duplicates."""
-
     def body() -> None:
         cfg = config.load(project)
-        say = (lambda m: None) if json_out else (lambda m: ui.err.print(f"[dim]…[/] {m}"))
-        if to:
-            from toolkit.publish.git import publish_git
+        from toolkit import publish as publish_stage
 
-            result = publish_git(cfg, variants or None, remote=to, dry_run=dry_run, report_path=report, progress=say)
-        else:
-            from toolkit.publish.hub import publish_hub
-
-            result = publish_hub(
-                cfg,
-                variants or None,
-                repo_id=repo,
-                token=token,
-                endpoint=endpoint,
-                create_pr=create_pr,
-                dry_run=dry_run,
-                batch_size=batch_size,
-                report_path=report,
-                progress=say,
-            )
+        request = publish_stage.Request(
+            tuple(variants or ()),
+            repo=repo,
+            to=to,
+            endpoint=endpoint,
+            token=token,
+            create_pr=create_pr,
+            batch_size=batch_size,
+            report=report,
+        )
+        with ui.task("publishing", verbose=verbose or not json_out, quiet=json_out) as task:
+            plan = publish_stage.plan(cfg, request, progress=task.log)
+            result = plan.preview if dry_run else publish_stage.execute(plan, progress=task.log)
         if json_out:
             ui.emit_json(result.to_json())
             return
@@ -94,4 +84,4 @@ def publish(
                 f"report: {result.report_path}"
             )
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose)

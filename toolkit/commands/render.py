@@ -6,11 +6,12 @@ from typing import Annotated
 
 import typer
 
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
+from toolkit import help as help_text
+from toolkit import render as render_stage
+from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import config as config_mod
 from toolkit.core import ui
 from toolkit.core.errors import RenderError
-from toolkit.render import stage as render_mod
 
 CheckOpt = Annotated[
     bool,
@@ -22,12 +23,12 @@ CheckOpt = Annotated[
 ]
 
 
-def _render(project, check: bool, dry_run: bool, as_json: bool) -> None:
+def _render(project, check: bool, dry_run: bool, as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
     cfg = config_mod.load(project)
-    with ui.task("rendering templates", quiet=as_json):
-        plan = render_mod.plan(cfg)
-    drift = render_mod.check(plan)
+    with ui.task("rendering templates", verbose=verbose, quiet=as_json):
+        plan = render_stage.plan(cfg)
     if check or dry_run:
+        drift = render_stage.check(plan)
         if as_json:
             ui.emit_json(
                 {
@@ -39,6 +40,9 @@ def _render(project, check: bool, dry_run: bool, as_json: bool) -> None:
         else:
             for d in drift:
                 ui.out.print(f"{d.kind:8} {d.path}")
+            if verbose:
+                for f in plan.files:
+                    ui.out.print(f"  {f.path}  [dim]<- templates/{f.template}[/]")
         if check and drift:
             names = ", ".join(f"{d.path} ({d.kind})" for d in drift)
             raise RenderError(
@@ -48,30 +52,28 @@ def _render(project, check: bool, dry_run: bool, as_json: bool) -> None:
         if not as_json and not drift:
             ui.out.print(f"{len(plan.files)} generated files are up to date")
         return
-    changed = render_mod.write(plan)
+    report = render_stage.execute(plan)
     if as_json:
         ui.emit_json(
             {
                 "ok": True,
                 "files": [f.path for f in plan.files],
-                "changed": [{"path": d.path, "kind": d.kind} for d in changed],
+                "changed": [{"path": d.path, "kind": d.kind} for d in report.changed],
             }
         )
         return
-    for d in changed:
+    for d in report.changed:
         verb = "removed" if d.kind == "orphan" else "wrote"
         ui.out.print(f"{verb:8} {d.path}")
-    ui.out.print(f"{len(plan.files)} generated files, {len(changed)} changed")
+    ui.out.print(f"{len(plan.files)} generated files, {len(report.changed)} changed")
 
 
-@app.command(
-    "render",
-    help=(
-        "Render templates/ into build.toml, torch-ext/ and csrc/ (committed, generated code). Same inputs give "
-        "the same bytes; --check fails naming any generated file that is stale or was edited by hand."
-    ),
-)
+@app.command("render", help=help_text.RENDER)
 def render(
-    project: ProjectOpt = None, check: CheckOpt = False, dry_run: DryRunOpt = False, as_json: JsonOpt = False
+    project: ProjectOpt = None,
+    check: CheckOpt = False,
+    dry_run: DryRunOpt = False,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
-    run_guarded(_render, project, check, dry_run, as_json)
+    run_guarded(_render, project, check, dry_run, as_json, verbose, verbose=verbose)

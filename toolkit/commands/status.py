@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from toolkit.app import JsonOpt, ProjectOpt, app, run_guarded
+from toolkit import help as help_text
+from toolkit.app import JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import config, ui
 from toolkit.core.lock import read_lock, sha256_file
 from toolkit.sync.patch_workflow import patch_descriptions
@@ -15,11 +16,6 @@ from toolkit.sync.vendor_tree import (
     check_vendor,
     patch_files,
 )
-
-HELP = """Show the pinned upstream (vendor/UPSTREAM), whether vendor/ matches it, and each patch's state.
-
-Offline and read-only; exits 0 whatever the state (use `ggml-vendor sync --check` to fail on a dirty tree).
-"""
 
 
 def status_doc(cfg: config.Config) -> dict[str, object]:
@@ -69,8 +65,8 @@ def status_doc(cfg: config.Config) -> dict[str, object]:
     }
 
 
-@app.command("status", help=HELP)
-def status(as_json: JsonOpt = False, project: ProjectOpt = None) -> None:
+@app.command("status", help=help_text.STATUS)
+def status(as_json: JsonOpt = False, project: ProjectOpt = None, verbose: VerboseOpt = False) -> None:
     def body() -> None:
         cfg = config.load(project)
         doc = status_doc(cfg)
@@ -88,6 +84,8 @@ def status(as_json: JsonOpt = False, project: ProjectOpt = None) -> None:
             )
             ops = ", ".join(f"{op}/{b} {n}" for op, per in doc["closures"].items() for b, n in per.items())  # type: ignore[union-attr]
             ui.out.print(f"files   {doc['files']} ({ops})")
+            if verbose:
+                ui.out.print(f"        locked by ggml-vendor {doc['tool_version']}")
             for path, lic in doc["licenses"].items():  # type: ignore[union-attr]
                 notices = "; ".join(lic["copyright"]) or f"copyright at line(s) {lic['copyright_lines']}"
                 ui.out.print(f"license {path}: {', '.join(lic['spdx']) or '?'} — {notices}")
@@ -108,4 +106,4 @@ def status(as_json: JsonOpt = False, project: ProjectOpt = None) -> None:
         for p in doc["patches"]:  # type: ignore[union-attr]
             ui.out.print(f"patch   {p['name']}: {p['state']}" + (f" — {p['description']}" if p["description"] else ""))
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose)

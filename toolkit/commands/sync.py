@@ -7,28 +7,14 @@ from typing import Annotated
 
 import typer
 
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, app, run_guarded
+from toolkit import help as help_text
+from toolkit import sync as sync_stage
+from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import config, ui
 from toolkit.core.errors import VendorStateError
 from toolkit.core.lock import VERDICT_UPSTREAM, read_lock
-from toolkit.sync.stage import SyncReport, SyncRequest, run_sync
+from toolkit.sync.stage import SyncReport, SyncRequest
 from toolkit.sync.vendor_tree import check_vendor
-
-HELP = """Pin an upstream ggml/llama.cpp revision into vendor/ and write the lock vendor/UPSTREAM.
-
-Reads only the files the configured ops need (their entry files plus every quoted #include, followed
-recursively, plus LICENSE) straight from git objects at REV, applies vendor/patches/*.patch in name order,
-and swaps the new vendor/ in atomically. Re-syncing the same revision writes nothing. When the pin moves,
-prints what changed upstream and writes build/reports/drift-<old>-<new>.{md,json}.
-
-Without --rev, re-creates the locked pin (e.g. after a fresh clone, where only vendor/UPSTREAM is tracked).
-
-Examples:
-  ggml-vendor sync --rev v0.21.0                                  # config's upstream (a URL: fetched shallow)
-  ggml-vendor sync --rev master --mirror ~/src/ggml              # read objects from a local clone
-  ggml-vendor sync --rev master --upstream embedded              # the bundled miniature, offline
-  ggml-vendor sync --check                                       # vendor/ vs the lock, offline
-"""
 
 
 def _print_report(rep: SyncReport, verbose: bool) -> None:
@@ -102,7 +88,7 @@ def _check(project: Path | None, as_json: bool) -> None:
         )
 
 
-@app.command("sync", help=HELP)
+@app.command("sync", help=help_text.SYNC)
 def sync(
     rev: Annotated[
         str | None,
@@ -141,9 +127,7 @@ def sync(
     drop_upstreamed: Annotated[
         bool, typer.Option("--drop-upstreamed", help="Delete patches that upstream already contains.")
     ] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="List every file with the reason it is vendored.")
-    ] = False,
+    verbose: VerboseOpt = False,
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
     project: ProjectOpt = None,
@@ -156,11 +140,12 @@ def sync(
         req = SyncRequest(
             rev=rev, upstream=upstream, mirror=mirror, force=force, dry_run=dry_run, drop_upstreamed=drop_upstreamed
         )
-        with ui.task("sync", quiet=as_json):
-            report = run_sync(cfg, req, progress=lambda msg: ui.err.log(msg) if verbose and not as_json else None)
+        with ui.task("sync", verbose=verbose, quiet=as_json) as task:
+            plan = sync_stage.plan(cfg, req, progress=task.log)
+            report = plan.dry_run_report() if dry_run else sync_stage.execute(plan, progress=task.log)
         if as_json:
             ui.emit_json(report.to_json())
         else:
             _print_report(report, verbose)
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose)

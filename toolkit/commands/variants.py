@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
 from rich.markup import escape
 from rich.table import Table
 
-from toolkit.app import JsonOpt, ProjectOpt, app, run_guarded
+from toolkit import help as help_text
+from toolkit.app import JsonOpt, ProjectOpt, VariantOpt, VerboseOpt, app, run_guarded
 from toolkit.core import ui
 from toolkit.core.config import load
 
 
-def _variants(project, patterns: list[str], as_json: bool) -> None:  # type: ignore[no-untyped-def]
+def _variants(project, patterns: list[str], as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
     from toolkit.build.envs import detect_host  # deferred: keeps CLI start-up light
     from toolkit.build.matrix import load_matrix, status
 
@@ -56,30 +54,27 @@ def _variants(project, patterns: list[str], as_json: bool) -> None:  # type: ign
     table.add_column("variant", no_wrap=True)
     table.add_column("status")
     table.add_column("why not / with what")
+    if verbose:
+        table.add_column("torch / backend / toolkit / cpu / os")
     for r in rows:
         if r["buildable"]:
             how = ", ".join(x for x in (r["compiler"], r["torch_env"]) if x) or r["executor"]
-            table.add_row(r["name"], f"[green]buildable ({r['executor']})[/]", escape(how))
+            cells = [r["name"], f"[green]buildable ({r['executor']})[/]", escape(how)]
         else:
-            table.add_row(r["name"], "[yellow]skipped[/]", escape(r["reason"]))
+            cells = [r["name"], "[yellow]skipped[/]", escape(r["reason"])]
+        if verbose:
+            cells.append(" / ".join(str(r[k] or "-") for k in ("torch", "backend", "toolkit", "cpu", "os")))
+        table.add_row(*cells)
     ui.out.print(table)
     n = sum(r["buildable"] for r in rows)
     ui.out.print(f"{n} of {len(rows)} variants buildable here.")
 
 
-@app.command(
-    "variants",
-    help=(
-        "List the build matrix (variants/*.toml): every variant name, and whether this machine can build it "
-        "or exactly what it lacks (macOS + Metal toolchain, ROCm, an aarch64 host, torch X for CUDA Y from "
-        "index Z)."
-    ),
-)
+@app.command("variants", help=help_text.VARIANTS)
 def variants(
     project: ProjectOpt = None,
-    variant: Annotated[
-        list[str], typer.Option("--variant", "-v", help="Only names matching this glob (repeatable).")
-    ] = [],  # noqa: B006
+    variant: VariantOpt = [],  # noqa: B006
     json_: JsonOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
-    run_guarded(_variants, project, variant, json_)
+    run_guarded(_variants, project, variant, json_, verbose, verbose=verbose)

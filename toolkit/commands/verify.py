@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from toolkit.app import JsonOpt, ProjectOpt, app, run_guarded
+from toolkit import help as help_text
+from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import config, ui
 from toolkit.core.errors import VerifyError
 
@@ -25,7 +26,7 @@ def render_table(report) -> Table:  # type: ignore[no-untyped-def]
     return table
 
 
-@app.command("verify")
+@app.command("verify", help=help_text.VERIFY)
 def verify(
     variants: Annotated[list[str] | None, typer.Argument(help="Variant names under build/ (default: all).")] = None,
     project: ProjectOpt = None,
@@ -40,21 +41,24 @@ def verify(
             "private hub or git remote, never to huggingface.co.",
         ),
     ] = False,
+    dry_run: DryRunOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """Check every build/<variant>/: layout and names (op namespace = .so stem = metadata id), metadata.json
-    through kernels' own parser and digest, backend.archs against the cubins/PTX inside the binary, ABI
-    (manylinux_2_28, abi3 >= 3.9, macOS minos), real binaries (no Git LFS stubs), the Metal library,
-    provenance against vendor/UPSTREAM, a clean vendor/, and an import through kernels.get_local_kernel
-    when this machine can load the variant. Exits 8 when anything fails; publish requires a pass."""
-
     def body() -> None:
-        from toolkit.verify import VerifyOptions, verify_build
+        from toolkit import verify as verify_stage
 
         cfg = config.load(project)
-        with ui.task("verifying build/ variants", quiet=json_out):
-            report = verify_build(
-                cfg, variants or None, options=VerifyOptions(smoke=not no_smoke, host_toolchain_ok=host_toolchain)
-            )
+        options = verify_stage.VerifyOptions(smoke=not no_smoke, host_toolchain_ok=host_toolchain)
+        plan = verify_stage.plan(cfg, verify_stage.Request(tuple(variants or ()), options))
+        if dry_run:
+            if json_out:
+                ui.emit_json({"dry_run": True, "variants": [str(p) for p in plan.paths]})
+            else:
+                for line in plan.lines():
+                    ui.out.print(line, markup=False)
+            return
+        with ui.task("verifying build/ variants", verbose=verbose, quiet=json_out) as task:
+            report = verify_stage.execute(plan, progress=task.log)
         if json_out:
             ui.emit_json(report.to_json())
         else:
@@ -70,4 +74,4 @@ def verify(
         if not json_out:
             ui.out.print(f"[green]verified[/] {len(report.variants)} variant(s); publish may ship them")
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose)

@@ -16,7 +16,7 @@ from toolkit.core.errors import ConfigError
 
 TABLE = "ggml-vendor"
 KNOWN_BACKENDS = ("cuda", "metal", "rocm")
-# kernel-builder's KernelName rule (hub-contract.md §1.2); checked here so a bad name fails at load,
+# kernel-builder's KernelName rule (docs/hub-contract.md §1.2); checked here so a bad name fails at load,
 # long before kernels' own parser sees the rendered build.toml.
 _NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
 

@@ -1,4 +1,5 @@
-"""sha256 helpers shared by the lock, the build cache and publish's plan (hex digests, streamed files)."""
+"""Hash helpers shared by the lock, the build cache, publish's plan and the local test Hub (hex digests,
+streamed files, git blob ids)."""
 
 from __future__ import annotations
 
@@ -17,3 +18,8 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def git_blob_id(data: bytes) -> str:
+    """The id git gives `data` as a blob (sha1 of "blob <size>\\0" + data): what the Hub lists for non-LFS files."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()

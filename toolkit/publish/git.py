@@ -15,13 +15,10 @@ from typing import Any
 from toolkit import __version__
 from toolkit.core.errors import PublishError
 from toolkit.core.hashing import sha256_file
-from toolkit.publish.card import render_card
 from toolkit.publish.hub import REPORT_NAME, PublishResult, write_report
-from toolkit.publish.plan import ADD, DELETE, RemoteFile, collect_variant_files, make_plan
+from toolkit.publish.plan import ADD, DELETE, RemoteFile, plan_publish
 from toolkit.publish.preflight import preflight
-from toolkit.verify.binaries import LFS_POINTER_PREFIX, check_gitattributes, gitattributes_text
-
-_LFS_SUFFIXES = (".so", ".dylib", ".metallib", ".pyd")
+from toolkit.verify.binaries import BINARY_SUFFIXES, LFS_POINTER_PREFIX, check_gitattributes, gitattributes_text
 
 
 def git_lfs_available() -> tuple[bool, str]:
@@ -120,19 +117,7 @@ def publish_git(
         git("fetch", "-q", "origin")
         tree_b = _remote_tree(git, f"origin/{branch}")
         tree_m = _remote_tree(git, "origin/main")
-        files = collect_variant_files(ready.variant_dirs[0].parent, names_)
-        card = render_card(cfg, remote, list(ready.variant_dirs), ready.lock)
-        plan = make_plan(
-            repo_id=remote,
-            target=remote,
-            version=ready.version,
-            branch=branch,
-            variants=names_,
-            files=files,
-            card_text=card,
-            remote_branch=tree_b,
-            remote_main=tree_m,
-        )
+        plan = plan_publish(cfg, ready, repo_id=remote, target=remote, remote_branch=tree_b, remote_main=tree_m)
         if dry_run:
             return PublishResult("dry-run", plan, remote)
         commits: list[str] = []
@@ -174,7 +159,7 @@ def publish_git(
                     git("add", a.path)
             # Every binary must enter git as an LFS pointer: a plain blob would be rejected by the Hub.
             for a in bp.actions:
-                if a.action == ADD and a.path.endswith(_LFS_SUFFIXES):
+                if a.action == ADD and a.path.endswith(tuple(BINARY_SUFFIXES)):
                     if not git.cat(f":{a.path}").startswith(LFS_POINTER_PREFIX):
                         raise PublishError(
                             f"{a.path} would be committed as a plain git blob, not through LFS",

@@ -14,7 +14,6 @@ from typing import Any
 
 from toolkit import __version__
 from toolkit.core.errors import PublishError
-from toolkit.publish.card import render_card
 from toolkit.publish.plan import (
     ADD,
     DELETE,
@@ -22,13 +21,16 @@ from toolkit.publish.plan import (
     PublishPlan,
     RemoteFile,
     batches,
-    collect_variant_files,
-    make_plan,
+    plan_publish,
     same_content,
 )
-from toolkit.publish.preflight import Ready, preflight, resolve_token
+from toolkit.publish.preflight import preflight, resolve_token
+from toolkit.verify.binaries import BINARY_SUFFIXES
 
 REPO_TYPE = "kernel"
+# huggingface_hub learnt to commit to kernel-type repos in 2.3.0 (older releases refuse repo_type="kernel" in
+# create_commit with "Invalid repo type"): pyproject.toml pins the floor, this names it when an older one is found.
+MIN_HUB = (2, 3, 0)
 BATCH_SIZE = 1000  # operations per commit, as kernel-builder's upload does
 REPORT_NAME = "publish-report.json"
 
@@ -118,25 +120,6 @@ def _live_state(api: Any, repo_id: str, branch: str) -> tuple[bool, dict[str, st
     return True, heads, tree_b, tree_m
 
 
-def build_plan(
-    cfg: Any, ready: Ready, repo_id: str, target: str, remote_branch: dict | None, remote_main: dict | None
-) -> PublishPlan:
-    names = [d.name for d in ready.variant_dirs]
-    files = collect_variant_files(ready.variant_dirs[0].parent, names)
-    card = render_card(cfg, repo_id, list(ready.variant_dirs), ready.lock)
-    return make_plan(
-        repo_id=repo_id,
-        target=target,
-        version=ready.version,
-        branch=f"v{ready.version}",
-        variants=names,
-        files=files,
-        card_text=card,
-        remote_branch=remote_branch,
-        remote_main=remote_main,
-    )
-
-
 def _operations(plan: PublishPlan, chunk: tuple) -> list:
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
@@ -214,7 +197,7 @@ def _verify_after(api: Any, repo_id: str, plan: PublishPlan, revisions: dict[str
                 mismatches.append(f"{bp.branch}:{a.path} is missing after the push")
             elif r.size != local.size or not same_content(local, r):
                 mismatches.append(f"{bp.branch}:{a.path} differs after the push (size {r.size} vs {local.size})")
-            elif local.path_in_repo.endswith((".so", ".dylib", ".metallib")) and not r.sha256:
+            elif local.path_in_repo.endswith(tuple(BINARY_SUFFIXES)) and not r.sha256:
                 mismatches.append(f"{bp.branch}:{a.path} was stored as a plain git blob, not LFS")
     return {"ok": not mismatches, "files_checked": checked, "mismatches": mismatches, "revisions": revisions}
 
@@ -225,6 +208,20 @@ def write_report(path: Path, result: PublishResult) -> str:
     tmp.write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
     return str(path)
+
+
+def check_hub_version(version: str | None = None) -> None:
+    """Refuse, in one line, a huggingface_hub too old to commit to a kernel repo (before anything is pushed)."""
+    import huggingface_hub
+    from packaging.version import Version
+
+    found = version or huggingface_hub.__version__
+    if Version(found).release[:3] < MIN_HUB:
+        need = ".".join(map(str, MIN_HUB))
+        raise PublishError(
+            f"huggingface_hub {found} cannot commit to kernel repos (needs >= {need})",
+            f"pip install 'huggingface_hub>={need}'",
+        )
 
 
 def publish_hub(
@@ -242,6 +239,7 @@ def publish_hub(
     progress: Callable[[str], None] | None = None,
 ) -> PublishResult:
     """Plan against the live repo and (unless dry_run) push; see the module docstring."""
+    check_hub_version()
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError
 
@@ -258,7 +256,7 @@ def publish_hub(
         try:
             progress("reading the live repository")
             exists, heads, tree_b, tree_m = _live_state(api, repo_id, branch)
-            plan = build_plan(cfg, ready, repo_id, target, tree_b, tree_m)
+            plan = plan_publish(cfg, ready, repo_id=repo_id, target=target, remote_branch=tree_b, remote_main=tree_m)
             if dry_run:
                 return PublishResult("dry-run", plan, target)
             if create_pr and (not exists or branch not in heads):

@@ -14,14 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolkit.core.hashing import sha256_bytes
+from toolkit.core.hashing import git_blob_id, sha256_bytes
 
 ADD, DELETE, UNCHANGED = "add", "delete", "unchanged"
 CARD_PATH = "README.md"
-
-
-def git_blob_id(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -187,6 +183,33 @@ def make_plan(
     if card is not None:
         local[card.path_in_repo] = card
     return PublishPlan(repo_id, target, version, tuple(variants), tuple(branches), local, card_text or "")
+
+
+def plan_publish(
+    cfg: Any,
+    ready: Any,
+    *,
+    repo_id: str,
+    target: str,
+    remote_branch: dict[str, RemoteFile] | None,
+    remote_main: dict[str, RemoteFile] | None,
+) -> PublishPlan:
+    """The plan of either transport: the preflighted variants (a preflight.Ready) to branch v<N>, their card
+    to main, against the remote trees read by the caller."""
+    from toolkit.publish.card import render_card
+
+    names = [d.name for d in ready.variant_dirs]
+    return make_plan(
+        repo_id=repo_id,
+        target=target,
+        version=ready.version,
+        branch=f"v{ready.version}",
+        variants=names,
+        files=collect_variant_files(ready.variant_dirs[0].parent, names),
+        card_text=render_card(cfg, repo_id, list(ready.variant_dirs), ready.lock),
+        remote_branch=remote_branch,
+        remote_main=remote_main,
+    )
 
 
 def batches(actions: tuple[FileAction, ...], size: int) -> list[tuple[FileAction, ...]]:

@@ -1,12 +1,14 @@
-"""`ggml-vendor sync`: config -> pure SyncPlan (closure, patches, lock, what changes) -> execute -> SyncReport.
+"""`ggml-vendor sync`: config -> `prepare` (a Prepared: the pure SyncPlan plus the drift) -> `execute` -> SyncReport.
 
 `plan_sync` is pure over a snapshot-like object (anything with commit/layout/date/subject and `read`),
-so plans are unit-tested without git. `run_sync` does the I/O at the edges: open the upstream, read
-vendor/, swap the new tree in atomically (vendor_tree), write the drift report.
+so plans are unit-tested without git. `prepare` reads the upstream and vendor/ and writes nothing in the
+project (what --dry-run prints); `execute` finishes an interrupted replacement first, swaps the new tree in
+atomically (vendor_tree) and writes the drift report. `run_sync` is the two in a row.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -37,10 +39,11 @@ from toolkit.sync.embedded import EMBEDDED
 from toolkit.sync.patches import PatchResult, apply_patches, describe
 from toolkit.sync.upstream import open_upstream
 from toolkit.sync.vendor_tree import (
+    JOURNAL,
     LOSSY,
     PATCHES_DIR,
     SOURCES_DIR,
-    Finding,
+    TreeFinding,
     check_vendor,
     check_vendor_dir,
     current_hashes,
@@ -48,7 +51,18 @@ from toolkit.sync.vendor_tree import (
     replace_vendor,
 )
 
-__all__ = ["SyncRequest", "SyncPlan", "SyncReport", "plan_sync", "run_sync", "check_vendor", "license_inventory"]
+__all__ = [
+    "SyncRequest",
+    "SyncPlan",
+    "SyncReport",
+    "Prepared",
+    "plan_sync",
+    "prepare",
+    "execute",
+    "run_sync",
+    "check_vendor",
+    "license_inventory",
+]
 
 
 class SnapshotLike(Protocol):
@@ -83,7 +97,7 @@ class SyncPlan:
     closure: Closure
     patches: tuple[PatchResult, ...]
     changes: tuple[tuple[str, str], ...]  # (vendor/-relative path, "add" | "update" | "remove")
-    overwrites: tuple[Finding, ...]  # local changes the new tree would destroy (refused without --force)
+    overwrites: tuple[TreeFinding, ...]  # local changes the new tree would destroy (refused without --force)
     previous: Lock | None
 
     @property
@@ -166,7 +180,7 @@ def plan_sync(
     extra_patch_files: Mapping[str, bytes] | None = None,
     previous: Lock | None = None,
     current: Mapping[str, str | None] | None = None,
-    findings: list[Finding] | None = None,
+    findings: list[TreeFinding] | None = None,
     drop_upstreamed: bool = False,
     prefetch: Callable[[list[str]], None] | None = None,
     tool_version: str = __version__,
@@ -301,7 +315,7 @@ def read_patches(vendor_dir: Path) -> tuple[list[tuple[str, bytes]], dict[str, b
     return patches, others
 
 
-def _overwrite_error(overwrites: tuple[Finding, ...]) -> VendorStateError:
+def _overwrite_error(overwrites: tuple[TreeFinding, ...]) -> VendorStateError:
     shown = ", ".join(f"vendor/{f.path} ({f.kind})" for f in overwrites[:3])
     more = f" and {len(overwrites) - 3} more" if len(overwrites) > 3 else ""
     return VendorStateError(
@@ -310,9 +324,40 @@ def _overwrite_error(overwrites: tuple[Finding, ...]) -> VendorStateError:
     )
 
 
-def run_sync(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] | None = None) -> SyncReport:
-    """Sync vendor/ to `req` (see SyncRequest). Raises a VendorError subclass, with nothing changed, on
-    any refusal; returns what was done."""
+@dataclass(frozen=True)
+class Prepared:
+    """What `prepare` found and `execute` carries out: the pure plan plus the state it was made against."""
+
+    cfg: Config
+    request: SyncRequest
+    plan: SyncPlan
+    drift: Drift | None
+    current: Mapping[str, str | None]  # vendor/-relative path -> sha256 when the plan was made
+    seconds: float
+    timings: Mapping[str, float]
+
+    def dry_run_report(self) -> SyncReport:
+        """The report of `--dry-run`: the plan, nothing written."""
+        return SyncReport("dry-run", self.plan, drift=self.drift, seconds=self.seconds, timings=self.timings)
+
+
+def _previous_lock(root: Path) -> Lock | None:
+    """vendor/UPSTREAM, or the old tree's lock while an interrupted swap awaits recovery (read-only)."""
+    vendor = root / "vendor"
+    journal = root / JOURNAL
+    if not vendor.exists() and journal.is_file():
+        try:
+            old = root / json.loads(journal.read_text())["old"]
+        except (ValueError, KeyError, OSError):
+            return None
+        return read_lock(old) if old.is_dir() else None
+    return read_lock(vendor)
+
+
+def prepare(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] | None = None) -> Prepared:
+    """Resolve the upstream and compute the plan and the drift; reads the upstream and vendor/, writes
+    nothing in the project (a URL upstream is fetched into the tool's cache). Raises a VendorError
+    subclass on any refusal."""
     t0 = time.perf_counter()
     timings: dict[str, float] = {}
     step = progress or (lambda _msg: None)
@@ -323,8 +368,7 @@ def run_sync(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object]
         return now
 
     vendor = cfg.vendor_dir
-    recovered = tuple(recover(cfg.root))
-    previous = read_lock(vendor)
+    previous = _previous_lock(cfg.root)
     embedded_default = req.rev is None and (
         req.upstream == EMBEDDED or (req.upstream is None and previous is not None and previous.upstream == EMBEDDED)
     )
@@ -385,15 +429,27 @@ def run_sync(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object]
             t = lap("drift", t)
     finally:
         source.close()
-    if req.dry_run:
-        return SyncReport(
-            "dry-run", plan, drift=drift, recovered=recovered, seconds=time.perf_counter() - t0, timings=timings
-        )
+    return Prepared(cfg, req, plan, drift, current, time.perf_counter() - t0, timings)
+
+
+def execute(
+    prep: Prepared, *, progress: Callable[[str], object] | None = None, recovered: tuple[str, ...] | None = None
+) -> SyncReport:
+    """Carry out a prepared sync: finish any interrupted replacement first (planning again if that changed
+    vendor/), then swap the new tree in atomically and write the drift report."""
+    t0 = time.perf_counter()
+    step = progress or (lambda _msg: None)
+    cfg = prep.cfg
+    if recovered is None:
+        recovered = tuple(recover(cfg.root))
+        if recovered:
+            prep = prepare(cfg, prep.request, progress=progress)
+    plan, drift, timings = prep.plan, prep.drift, dict(prep.timings)
     if plan.noop:
-        return SyncReport("unchanged", plan, recovered=recovered, seconds=time.perf_counter() - t0, timings=timings)
+        return SyncReport("unchanged", plan, recovered=recovered, seconds=prep.seconds, timings=timings)
     step(f"writing vendor/ ({len(plan.changes)} changes)")
-    written = replace_vendor(cfg.root, plan.desired, known={k: v for k, v in current.items() if v})
-    t = lap("write", t)
+    written = replace_vendor(cfg.root, plan.desired, known={k: v for k, v in prep.current.items() if v})
+    timings["write"] = time.perf_counter() - t0
     drift_paths: tuple[str, ...] = ()
     if drift is not None:
         drift_paths = tuple(str(p) for p in write_report(cfg.build_dir, drift))
@@ -404,6 +460,15 @@ def run_sync(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object]
         drift=drift,
         drift_paths=drift_paths,
         recovered=recovered,
-        seconds=time.perf_counter() - t0,
+        seconds=prep.seconds + time.perf_counter() - t0,
         timings=timings,
     )
+
+
+def run_sync(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] | None = None) -> SyncReport:
+    """Sync vendor/ to `req` (see SyncRequest): prepare, then (unless req.dry_run) execute. Raises a
+    VendorError subclass, with nothing changed, on any refusal; returns what was done."""
+    if req.dry_run:
+        return prepare(cfg, req, progress=progress).dry_run_report()
+    recovered = tuple(recover(cfg.root))
+    return execute(prepare(cfg, req, progress=progress), progress=progress, recovered=recovered)

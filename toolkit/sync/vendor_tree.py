@@ -42,7 +42,7 @@ KILL_ENV = "GGML_VENDOR_KILL_AT"  # test hook: SIGKILL ourselves at the Nth chec
 # that run hundreds of syncs on a busy disk may turn it off.
 NO_FSYNC_ENV = "GGML_VENDOR_NO_FSYNC"
 
-# Finding kinds. EDITED and EXTRA would be lost by an overwrite, so sync refuses them without --force;
+# Kinds of TreeFinding. EDITED and EXTRA would be lost by an overwrite, so sync refuses them without --force;
 # MISSING loses nothing (a fresh clone has only the lock) but still makes `sync --check` fail.
 EDITED, MISSING, EXTRA, UNLOCKED = "edited", "missing", "extra", "unlocked"
 PATCH_ADDED, PATCH_REMOVED, PATCH_EDITED = "patch-added", "patch-removed", "patch-edited"
@@ -50,7 +50,7 @@ LOSSY = (EDITED, EXTRA)
 
 
 @dataclass(frozen=True)
-class Finding:
+class TreeFinding:
     """One way vendor/ disagrees with vendor/UPSTREAM; `path` is relative to vendor/."""
 
     kind: str
@@ -99,29 +99,29 @@ def _file_sha(path: Path) -> str | None:
     return sha256_file(path)
 
 
-def check_vendor_dir(vendor_dir: Path, lock: Lock | None = None) -> list[Finding]:
+def check_vendor_dir(vendor_dir: Path, lock: Lock | None = None) -> list[TreeFinding]:
     """vendor/ against its lock: edited, missing, extra files and changed patches (offline, read-only)."""
     vendor_dir = Path(vendor_dir)
     lock = lock if lock is not None else read_lock(vendor_dir)
     present = vendored_paths(vendor_dir)
     if lock is None:
-        return [Finding(UNLOCKED, LOCK_NAME, "no lock: run ggml-vendor sync --rev REV")] + [
-            Finding(EXTRA, p, "not in any lock") for p in present
+        return [TreeFinding(UNLOCKED, LOCK_NAME, "no lock: run ggml-vendor sync --rev REV")] + [
+            TreeFinding(EXTRA, p, "not in any lock") for p in present
         ]
-    findings: list[Finding] = []
+    findings: list[TreeFinding] = []
     expected = {f"{SOURCES_DIR}/{p}": sha for p, sha in lock.files.items()}
     for rel in present:
         if rel not in expected:
-            findings.append(Finding(EXTRA, rel, "not in vendor/UPSTREAM"))
+            findings.append(TreeFinding(EXTRA, rel, "not in vendor/UPSTREAM"))
     for rel, sha in sorted(expected.items()):
         path = vendor_dir / rel
         if not os.path.lexists(path):
-            findings.append(Finding(MISSING, rel))
+            findings.append(TreeFinding(MISSING, rel))
             continue
         actual = _file_sha(path)
         if actual != sha:
             findings.append(
-                Finding(
+                TreeFinding(
                     EDITED,
                     rel,
                     "not a regular file" if actual is None else f"sha256 {actual[:12]} != locked {sha[:12]}",
@@ -132,15 +132,15 @@ def check_vendor_dir(vendor_dir: Path, lock: Lock | None = None) -> list[Finding
     for name in sorted(set(locked) | set(current)):
         rel = f"{PATCHES_DIR}/{name}"
         if name not in current:
-            findings.append(Finding(PATCH_REMOVED, rel, "locked patch is gone: re-run sync"))
+            findings.append(TreeFinding(PATCH_REMOVED, rel, "locked patch is gone: re-run sync"))
         elif name not in locked:
-            findings.append(Finding(PATCH_ADDED, rel, "not applied yet: re-run sync"))
+            findings.append(TreeFinding(PATCH_ADDED, rel, "not applied yet: re-run sync"))
         elif locked[name] != current[name]:
-            findings.append(Finding(PATCH_EDITED, rel, "changed since sync: re-run sync"))
+            findings.append(TreeFinding(PATCH_EDITED, rel, "changed since sync: re-run sync"))
     return sorted(findings, key=lambda f: (f.path, f.kind))
 
 
-def check_vendor(cfg: Config) -> list[Finding]:
+def check_vendor(cfg: Config) -> list[TreeFinding]:
     """The project's vendor/ against vendor/UPSTREAM; [] means clean. Used by verify/publish to refuse a
     dirty tree. Completes an interrupted swap first (see `recover`), so it never reports a half state."""
     recover(cfg.root)

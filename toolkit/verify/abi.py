@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from toolkit.core import ggml_facts as facts
 from toolkit.verify.findings import FAIL, PASS, WARN, Finding
 
 MANYLINUX = "manylinux_2_28"
 PYTHON_ABI = "3.9"
-# kernels refuses Metal variants below macOS 26 (hub-contract.md §2.3); CPU darwin builds default to 15.0.
-MACOS_MIN = {"metal": "26.0", "cpu": "15.0"}
+MACOS_MIN = {"metal": facts.METAL_MIN_MACOS, "cpu": facts.CPU_MIN_MACOS}
 
 _SHOWN = 5  # symbols listed per finding; the rest are counted
 

@@ -22,6 +22,7 @@ from toolkit.verify.metadata import check_metadata, load_metadata
 from toolkit.verify.metal import check_metal
 from toolkit.verify.provenance import check_provenance, check_vendor_clean
 from toolkit.verify.smoke import smoke_test
+from toolkit.verify.symvers import check_symbols
 
 STAMP_NAME = ".verified.json"
 
@@ -92,6 +93,8 @@ def verify_variant(cfg: Any, path: Path, *, lock: Any | None, options: VerifyOpt
         findings += check_abi(
             variant, sos, os_name=str(os_name), backend=backend, host_toolchain_ok=options.host_toolchain_ok
         )
+        if os_name == "linux":
+            findings += check_symbols(variant, sos, host_toolchain_ok=options.host_toolchain_ok)
         findings += check_metal(variant, path, backend, sos, options.metal_required)
     findings += check_provenance(variant, raw, lock)
     if options.smoke:
@@ -154,7 +157,9 @@ def verify_build(
 
 def _hub_compliant(v: VariantReport) -> bool:
     """False when an ABI ceiling was waived (host toolchain): fine for local hubs, not for huggingface.co."""
-    return not any(f.check == "abi" and f.status == "warn" and "manylinux" in f.message for f in v.findings)
+    return not any(
+        f.check in ("abi", "symbols") and f.status == "warn" and "manylinux" in f.message for f in v.findings
+    )
 
 
 # --- the verdict stamp --------------------------------------------------------------------------------

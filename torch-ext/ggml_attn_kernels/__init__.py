@@ -28,6 +28,11 @@ flash_attn(q, k, v, mask=None, scale=None) -> out
 
 supports_gated_delta_net(head_dim) / supports_flash_attn(n_q, head_dim_k, head_dim_v) say exactly what the
 compiled kernels take; the ops raise ValueError / TypeError naming the argument for anything else.
+
+For transformers (one line in from_pretrained, see the README):
+    layers.chunk_gated_delta_rule, layers.fused_recurrent_gated_delta_rule, layers.chunk_kda,
+    layers.fused_recurrent_kda   Hub layers with the signatures of transformers' torch functions (layers.py)
+    flash_attn_forward           the attention interface for attn_implementation="<org>/<repo>" (attention.py)
 """
 
 from __future__ import annotations
@@ -37,9 +42,18 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
+from . import layers
 from ._ops import add_op_namespace_prefix, ops
+from .attention import flash_attn_forward
 
-__all__ = ["gated_delta_net", "flash_attn", "supports_gated_delta_net", "supports_flash_attn"]
+__all__ = [
+    "gated_delta_net",
+    "flash_attn",
+    "supports_gated_delta_net",
+    "supports_flash_attn",
+    "flash_attn_forward",
+    "layers",
+]
 
 _FA_MAX_QUERIES = 19
 

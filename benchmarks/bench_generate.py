@@ -1,0 +1,474 @@
+"""End-to-end `generate()` with transformers: the torch fallback, fla, and this package's Hub layers / attention,
+side by side in one process on random-initialised Qwen3.5-4B- and Qwen3-Next-shaped models.
+
+Modes (interleaved round by round, the order rotated each round so that host drift spreads evenly):
+
+    torch     transformers' torch functions for the gated delta rule (what runs without fla), SDPA attention
+    fla       fla's Triton kernels through transformers' own hook (needs fla-core importable)
+    ours-gdn  this package's layers.chunk_gated_delta_rule / fused_recurrent_gated_delta_rule, SDPA attention
+    ours-fa   torch's gated delta rule, this package's flash_attn_forward (ggml's decode kernel)
+    ours      both of ours
+
+The switch is the one transformers itself makes: the hooked module-level functions' `forward` is set to the torch
+reference, the fla path or our layer's forward (what kernelize does with `kernel_config`), and the attention
+implementation is set with `model.set_attn_implementation` to transformers' "sdpa" or to our flash_attn_forward
+registered under a name. tests/test_layers_cuda.py checks the real `from_pretrained(kernel_config=...,
+attn_implementation=...)` switch.
+
+Reported per (shape, dtype, batch): tok/s (batch x 128 new tokens / wall time of generate, medians of the rounds),
+speedup over torch and over fla, the decode step's wall time (a logits processor stamps every step; generate
+synchronises each step), and from a forward-only decode loop: host enqueue time per step, device (kernel) time per
+step from torch.profiler, kernel launches per step. Greedy tokens of each mode are compared with torch's.
+
+`--compile` adds static cache + torch.compile (transformers' auto-compile of the decode step, CUDA graphs) for
+torch, fla and ours; `--ttft MODE` times the first generate() of a fresh process (run it once per mode, each
+in a new process; fla compiles its Triton kernels there unless TRITON_CACHE_DIR is warm).
+
+    python3 benchmarks/bench_generate.py --out benchmarks/out [--kernel <repo root with build/>] [--rounds 5]
+    python3 benchmarks/bench_generate.py --ttft ours   (and --ttft fla)
+
+Prints markdown tables; writes bench_generate.json/.md into --out. Nothing here asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import json
+import statistics
+import sys
+import time
+import types
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+NEW_TOKENS = 128
+PROMPT = 32
+ATTN_NAME = "ggml_attn_kernels"  # the name our flash_attn_forward is registered under
+MODES = ("torch", "fla", "ours-gdn", "ours-fa", "ours")
+MODE_PARTS = {  # mode -> (gated delta rule path, attention)
+    "torch": ("torch", "sdpa"),
+    "fla": ("fla", "sdpa"),
+    "ours-gdn": ("ours", "sdpa"),
+    "ours-fa": ("torch", ATTN_NAME),
+    "ours": ("ours", ATTN_NAME),
+}
+
+# Random-initialised shapes. qwen3.5-4b: the issue's baseline model (Qwen3.5-4B's heads and widths, 8 layers).
+# qwen3-next: Qwen3-Next's heads (16 q over 2 kv heads of 256, partial rotary; linear 16/32 heads of 128) with
+# dense MLPs, 4 layers (3 linear + 1 full attention).
+SHAPES = {
+    "qwen3.5-4b": dict(
+        family="qwen3_5",
+        vocab_size=32000,
+        hidden_size=2560,
+        intermediate_size=9216,
+        num_hidden_layers=8,
+        num_attention_heads=16,
+        num_key_value_heads=4,
+        head_dim=256,
+        linear_num_key_heads=16,
+        linear_num_value_heads=32,
+        linear_key_head_dim=128,
+        linear_value_head_dim=128,
+    ),
+    "qwen3-next": dict(
+        family="qwen3_next",
+        vocab_size=32000,
+        hidden_size=2048,
+        intermediate_size=5632,
+        num_hidden_layers=4,
+        num_attention_heads=16,
+        num_key_value_heads=2,
+        head_dim=256,
+        linear_num_key_heads=16,
+        linear_num_value_heads=32,
+        linear_key_head_dim=128,
+        linear_value_head_dim=128,
+        mlp_only_layers=[0, 1, 2, 3],
+        partial_rotary_factor=0.25,
+    ),
+}
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def build_model(shape: str, dtype):
+    import torch
+    import transformers
+
+    spec = dict(SHAPES[shape])
+    family = spec.pop("family")
+    if family == "qwen3_5":
+        cfg, cls = transformers.Qwen3_5TextConfig(**spec), transformers.Qwen3_5ForCausalLM
+    else:
+        rope = {
+            "rope_type": "default",
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": spec.pop("partial_rotary_factor"),
+        }
+        cfg, cls = transformers.Qwen3NextConfig(**spec, rope_parameters=rope), transformers.Qwen3NextForCausalLM
+    torch.manual_seed(1234)
+    with torch.device("cuda"):
+        model = cls(cfg)
+    model = model.to(dtype).eval()
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    return model, family
+
+
+def load_kernel(root: Path):
+    import kernels
+
+    return kernels.get_local_kernel(root)
+
+
+class GdnSwitch:
+    """Sets transformers' hooked gated-delta-rule functions to the torch reference, fla or our layers."""
+
+    LAYER = {"chunk": "chunk_gated_delta_rule", "recurrent": "fused_recurrent_gated_delta_rule"}
+
+    def __init__(self, family: str, kernel) -> None:
+        mod = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+        self.insts = {"chunk": mod.torch_chunk_gated_delta_rule, "recurrent": mod.torch_recurrent_gated_delta_rule}
+        self.forward: dict = {}
+        self.fla_active = True
+        for key, inst in self.insts.items():
+            wrapped = type(inst).forward.__closure__[0].cell_contents  # transformers' fallback wrapper
+            free = dict(zip(wrapped.__code__.co_freevars, (c.cell_contents for c in wrapped.__closure__)))
+            ref = inspect.unwrap(wrapped)
+            self.fla_active &= getattr(free.get("implementation"), "__module__", "").startswith("fla.")
+            names = frozenset(inspect.signature(ref).parameters)
+
+            def torch_forward(_self, *args, _ref=ref, _names=names, **kwargs):
+                return _ref(*args, **{k: v for k, v in kwargs.items() if k in _names})
+
+            self.forward[("torch", key)] = torch_forward
+            self.forward[("fla", key)] = type(inst).forward  # the hook itself: fla when it was importable
+            self.forward[("ours", key)] = getattr(kernel.layers, self.LAYER[key]).forward
+
+    def set(self, path: str) -> None:
+        for key, inst in self.insts.items():
+            inst.forward = types.MethodType(self.forward[(path, key)], inst)
+
+
+def register_attention(kernel) -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(ATTN_NAME, kernel.flash_attn_forward)
+    AttentionMaskInterface.register(ATTN_NAME, sdpa_mask)
+
+
+def set_mode(model, switch: GdnSwitch, mode: str) -> None:
+    gdn, attn = MODE_PARTS[mode]
+    switch.set(gdn)
+    if model.config._attn_implementation != attn:
+        model.set_attn_implementation(attn)
+
+
+def prompt(model, batch: int):
+    import torch
+
+    gen = torch.Generator().manual_seed(7)
+    return torch.randint(0, model.config.vocab_size, (batch, PROMPT), generator=gen).cuda()
+
+
+def timed_generate(model, ids, new_tokens: int, **kw) -> dict:
+    import torch
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    stamps: list[float] = []
+
+    class Stamp(LogitsProcessor):
+        def __call__(self, input_ids, scores):
+            stamps.append(time.perf_counter())
+            return scores
+
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    out = model.generate(
+        ids,
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        do_sample=False,
+        logits_processor=LogitsProcessorList([Stamp()]),
+        **kw,
+    )
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    steps = [b - a for a, b in zip(stamps, stamps[1:])]
+    return {
+        "wall": wall,
+        "tok_s": ids.shape[0] * new_tokens / wall,
+        "step_ms": 1e3 * statistics.median(steps) if steps else float("nan"),
+        "ttft_ms": 1e3 * (stamps[0] - t0) if stamps else float("nan"),
+        "tokens": out[:, ids.shape[1] :].tolist(),
+    }
+
+
+def profile_decode(model, ids, steps: int = 8) -> dict:
+    """Forward-only decode steps: host enqueue time, device kernel time and launches per step."""
+    import torch
+    from torch.autograd import DeviceType
+
+    with torch.no_grad():
+        out = model(ids, use_cache=True)
+        cache, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+        for _ in range(2):
+            out = model(nxt, past_key_values=cache, use_cache=True)
+            nxt = out.logits[:, -1:].argmax(-1)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            out = model(nxt, past_key_values=cache, use_cache=True)
+            nxt = out.logits[:, -1:].argmax(-1)
+        host = (time.perf_counter() - t0) / steps
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - t0) / steps
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(steps):
+                out = model(nxt, past_key_values=cache, use_cache=True)
+                nxt = out.logits[:, -1:].argmax(-1)
+            torch.cuda.synchronize()
+    kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]
+    return {
+        "host_us": 1e6 * host,
+        "wall_us": 1e6 * wall,
+        "device_us": sum(e.time_range.end - e.time_range.start for e in kernels) / steps,
+        "launches": len(kernels) / steps,
+    }
+
+
+def first_diff(a: list, b: list):
+    for row, (x, y) in enumerate(zip(a, b)):
+        for i, (p, q) in enumerate(zip(x, y)):
+            if p != q:
+                return (row, i)
+    return None
+
+
+def run_case(model, switch, modes, batch: int, rounds: int, profile: bool, deadline: float, gen_kw=None) -> dict:
+    import torch
+
+    gen_kw = gen_kw or {}
+    ids = prompt(model, batch)
+    res: dict = {m: {"rounds": []} for m in modes}
+    for m in modes:  # warm-up: JIT (fla), kernel loading, cuBLAS handles, compiled graphs
+        set_mode(model, switch, m)
+        t = time.perf_counter()
+        timed_generate(model, ids, 4 if not gen_kw else NEW_TOKENS, **gen_kw)
+        res[m]["warmup_s"] = time.perf_counter() - t
+    for r in range(rounds):
+        if time.time() > deadline:
+            log(f"  deadline reached after {r} rounds")
+            break
+        order = list(modes[r % len(modes) :]) + list(modes[: r % len(modes)])
+        for m in order:
+            set_mode(model, switch, m)
+            res[m]["rounds"].append(timed_generate(model, ids, NEW_TOKENS, **gen_kw))
+    if profile and time.time() < deadline:
+        for m in modes:
+            set_mode(model, switch, m)
+            res[m]["profile"] = profile_decode(model, ids)
+    ref = res[modes[0]]["rounds"][-1]["tokens"] if res[modes[0]]["rounds"] else None
+    for m in modes:
+        rs = res[m]["rounds"]
+        if not rs:
+            continue
+        res[m]["tok_s"] = statistics.median(x["tok_s"] for x in rs)
+        res[m]["tok_s_all"] = [round(x["tok_s"], 1) for x in rs]
+        res[m]["step_ms"] = statistics.median(x["step_ms"] for x in rs)
+        res[m]["first_diff_vs_" + modes[0]] = first_diff(rs[-1]["tokens"], ref)
+        for x in rs:
+            x.pop("tokens")
+    torch.cuda.empty_cache()
+    return res
+
+
+def _ratio(x: float | None, base: float | None) -> str:
+    return f"{x / base:.3f}" if x and base else ""
+
+
+def table(title: str, res: dict, modes) -> str:
+    base = res.get("torch", {}).get("tok_s")
+    fla = res.get("fla", {}).get("tok_s")
+    nan = float("nan")
+    lines = [
+        f"#### {title}",
+        "",
+        "| mode | tok/s (median) | rounds | ÷ torch | ÷ fla | decode step ms | host µs/step | device µs/step | "
+        "launches/step | tokens = torch |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for m in modes:
+        r = res.get(m, {})
+        if "tok_s" not in r:
+            lines.append(f"| {m} | not run | | | | | | | | |")
+            continue
+        p = r.get("profile", {})
+        d = r.get("first_diff_vs_torch", "n/a")
+        same = "yes" if d is None else ("" if d == "n/a" else f"no, from (row, token) {tuple(d)}")
+        rounds = ", ".join(f"{x:.0f}" for x in r["tok_s_all"])
+        lines.append(
+            f"| {m} | {r['tok_s']:.1f} | {rounds} | {_ratio(r['tok_s'], base)} | {_ratio(r['tok_s'], fla)} | "
+            f"{r['step_ms']:.2f} | {p.get('host_us', nan):.0f} | {p.get('device_us', nan):.0f} | "
+            f"{p.get('launches', nan):.0f} | {same} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def ttft_child(mode: str, shape: str, kernel_root: Path) -> None:
+    """One fresh process: the first generate() (1 new token, batch 1, bf16) on a given path."""
+    t0 = time.perf_counter()
+    import torch
+    import transformers  # noqa: F401
+
+    if mode == "fla":
+        import fla  # noqa: F401
+    t_import = time.perf_counter() - t0
+    model, family = build_model(shape, torch.bfloat16)
+    t = time.perf_counter()
+    kernel = load_kernel(kernel_root) if mode != "fla" else None
+    t_kernel = time.perf_counter() - t
+    switch = GdnSwitch(family, kernel) if kernel is not None else None
+    if kernel is not None:
+        register_attention(kernel)
+        set_mode(model, switch, "ours")
+    ids = prompt(model, 1)
+    first = timed_generate(model, ids, 1)
+    second = timed_generate(model, ids, 1)
+    print(
+        "TTFT "
+        + json.dumps(
+            {
+                "mode": mode,
+                "imports_s": t_import,
+                "kernel_load_s": t_kernel,
+                "first_generate_s": first["wall"],
+                "second_generate_s": second["wall"],
+            }
+        ),
+        flush=True,
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "out")
+    ap.add_argument("--kernel", type=Path, default=REPO, help="folder holding build/<variant>/ (default: the repo)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--shapes", default="qwen3.5-4b,qwen3-next")
+    ap.add_argument("--batches", default="1,32")
+    ap.add_argument("--f32", action="store_true", help="also float32 at batch 1 (GDN modes; FA needs f16/bf16 K/V)")
+    ap.add_argument("--f32-only", action="store_true", help="only the float32 batch-1 rows")
+    ap.add_argument("--modes", default=",".join(MODES), help="modes to run (comma-separated)")
+    ap.add_argument("--profile", action="store_true", help="forward-only decode profile per mode")
+    ap.add_argument("--compile", action="store_true", help="static cache + torch.compile rows (qwen3.5-4b)")
+    ap.add_argument("--compile-backend", default="cudagraphs", help="torch.compile backend for --compile")
+    ap.add_argument("--compile-rounds", type=int, default=3)
+    ap.add_argument("--compile-modes", default="torch,fla,ours", help="modes of the --compile rows")
+    ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting new rounds after this many seconds")
+    ap.add_argument("--ttft", choices=["ours", "fla"], help="time the first generate() of this fresh process")
+    ap.add_argument("--ttft-shape", default="qwen3.5-4b")
+    args = ap.parse_args()
+
+    if args.ttft:
+        ttft_child(args.ttft, args.ttft_shape, args.kernel)
+        return 0
+
+    import torch
+    import transformers
+
+    deadline = time.time() + args.budget_s
+    args.out.mkdir(parents=True, exist_ok=True)
+    kernel = load_kernel(args.kernel)
+    register_attention(kernel)
+    env = {
+        "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "kernel": kernel.__name__,
+    }
+    try:
+        import fla
+
+        env["fla"] = getattr(fla, "__version__", "?")
+    except ImportError:
+        env["fla"] = None
+    log(json.dumps(env))
+    report = {"env": env, "cases": {}}
+    md = [f"Environment: {json.dumps(env)}\n"]
+    batches = [int(b) for b in args.batches.split(",")]
+
+    def save() -> None:
+        (args.out / "bench_generate.json").write_text(json.dumps(report, indent=1, default=str))
+        (args.out / "bench_generate.md").write_text("\n".join(md))
+
+    # in order of importance (the budget cuts from the end): Qwen3.5 eager, its compiled rows, the other
+    # shapes, float32
+    shapes = args.shapes.split(",")
+    plan = [] if args.f32_only else [(shapes[0], "bf16", "eager")]
+    if args.compile and not args.f32_only:
+        plan.append(("qwen3.5-4b", "bf16", "compile"))
+    plan += [] if args.f32_only else [(shape, "bf16", "eager") for shape in shapes[1:]]
+    if args.f32 or args.f32_only:
+        plan.append(("qwen3.5-4b", "f32", "eager"))
+    for shape, dname, kind in plan:
+        if time.time() > deadline:
+            log(f"budget spent: {shape} {dname} {kind} not run")
+            md.append(f"#### {shape} {dname} {kind}\n\nnot run: the --budget-s budget was spent\n")
+            continue
+        model, family = build_model(shape, torch.bfloat16 if dname == "bf16" else torch.float32)
+        switch = GdnSwitch(family, kernel)
+        modes = [m for m in MODES if m in args.modes.split(",") and (m != "fla" or switch.fla_active)]
+        if dname == "f32":  # ggml's attention kernel reads f16/bf16 K/V: ours-fa == torch, ours == ours-gdn
+            modes = [m for m in modes if m in ("torch", "fla", "ours-gdn")]
+        gen_kw, profile, rounds = {}, args.profile, args.rounds
+        if kind == "compile":
+            from transformers import CompileConfig
+
+            inductor = args.compile_backend == "inductor"
+            cc = CompileConfig(backend=args.compile_backend, mode="reduce-overhead" if inductor else None)
+            gen_kw = {"cache_implementation": "static", "compile_config": cc}
+            modes = [m for m in args.compile_modes.split(",") if m in modes]
+            profile, rounds = False, args.compile_rounds
+        for batch in batches if dname == "bf16" else [1]:
+            key = (
+                f"{shape} {dname} " + (f"static+compile({args.compile_backend})" if gen_kw else "eager") + f" b{batch}"
+            )
+            if time.time() > deadline:
+                log(f"budget spent: {key} not run")
+                md.append(f"#### {key}\n\nnot run: the --budget-s budget was spent\n")
+                continue
+            log(f"== {key}")
+            torch._dynamo.utils.counters.clear()
+            try:
+                res = run_case(model, switch, modes, batch, rounds, profile, deadline, gen_kw=gen_kw)
+            except Exception as exc:  # noqa: BLE001 - reported in the tables
+                log(f"  failed: {type(exc).__name__}: {exc}")
+                report["cases"][key] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+                md.append(f"#### {key}\n\nfailed: {type(exc).__name__}: {str(exc)[:500]}\n")
+                save()
+                continue
+            text = table(key, res, modes)
+            if gen_kw:
+                breaks = dict(torch._dynamo.utils.counters.get("graph_break", {}))
+                res["graph_breaks"] = {str(k): v for k, v in breaks.items()}
+                text += f"\ngraph breaks: {sum(breaks.values())} {list(breaks)[:5]}\n"
+            report["cases"][key] = res
+            md.append(text)
+            print(text, flush=True)
+            save()
+        del model, switch
+        torch.cuda.empty_cache()
+    save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

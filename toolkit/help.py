@@ -1,0 +1,97 @@
+"""Every command's help text, in one place (the option help of options shared by all commands is in app.py;
+an option's own help stays beside it). docs/commands.md is the long form of the same."""
+
+APP = (
+    "Pin ggml's gated delta net and flash-attention kernels and ship them as Hugging Face Hub kernels.\n\n"
+    "Pipeline: sync (upstream -> vendor/) -> render (templates -> build.toml, torch-ext/) -> "
+    "build (-> build/<variant>/) -> verify -> publish (-> the Hub).\n\n"
+    "Every command takes --project/-C, --json and --verbose/-v; the ones that change something take --dry-run "
+    "(print the plan, change nothing)."
+)
+
+SYNC = """Pin an upstream ggml/llama.cpp revision into vendor/ and write the lock vendor/UPSTREAM.
+
+Reads only the files the configured ops need (their entry files plus every quoted #include, followed
+recursively, plus LICENSE) straight from git objects at REV, applies vendor/patches/*.patch in name order,
+and swaps the new vendor/ in atomically. Re-syncing the same revision writes nothing. When the pin moves,
+prints what changed upstream and writes build/reports/drift-<old>-<new>.{md,json}.
+
+Without --rev, re-creates the locked pin (e.g. after a fresh clone, where only vendor/UPSTREAM is tracked).
+
+Examples:
+  ggml-vendor sync --rev v0.21.0                                  # config's upstream (a URL: fetched shallow)
+  ggml-vendor sync --rev master --mirror ~/src/ggml              # read objects from a local clone
+  ggml-vendor sync --rev master --upstream embedded              # the bundled miniature, offline
+  ggml-vendor sync --check                                       # vendor/ vs the lock, offline
+"""
+
+STATUS = """Show the pinned upstream (vendor/UPSTREAM), whether vendor/ matches it, and each patch's state.
+
+Offline and read-only; exits 0 whatever the state (use `ggml-vendor sync --check` to fail on a dirty tree).
+"""
+
+RENDER = (
+    "Render templates/ into build.toml, torch-ext/ and csrc/ (committed, generated code). Same inputs give "
+    "the same bytes; --check fails naming any generated file that is stale or was edited by hand."
+)
+
+VARIANTS = (
+    "List the build matrix (variants/*.toml): every variant name, and whether this machine can build it "
+    "or exactly what it lacks (macOS + Metal toolchain, ROCm, an aarch64 host, torch X for CUDA Y from "
+    "index Z)."
+)
+
+BUILD = (
+    "Build build/<variant>/ (metadata.json, <id>.abi3.so, __init__.py, _ops.py) from the rendered project. "
+    "Without options: the variant of this environment's torch + CUDA toolkit. --all: every variant of the "
+    "matrix this host can build (the others are reported with the reason). Kernel objects that do not "
+    "depend on torch are compiled once and shared by all torch versions; unchanged variants are cache hits. "
+    "Exit codes: 0 ok, 7 a variant failed, 10 nothing buildable here, 130 interrupted."
+)
+
+VERIFY = """Check every build/<variant>/: layout and names (op namespace = .so stem = metadata id), metadata.json
+through kernels' own parser and digest, backend.archs against the cubins/PTX inside the binary, ABI
+(manylinux_2_28, abi3 >= 3.9, macOS minos), real binaries (no Git LFS stubs), the Metal library,
+provenance against vendor/UPSTREAM, a clean vendor/, and an import through kernels.get_local_kernel
+when this machine can load the variant. Exits 8 when anything fails; publish requires a pass."""
+
+PUBLISH = """Publish build/ variants: each to branch v<N> of a kernel-type repo (created if missing) with the card
+(README.md: ops, upstream pin, variants) on main. Only files inside the re-uploaded variants are deleted;
+commits go in batches guarded by parent_commit, and the result is re-listed and compared by size and
+hash. Refused with nothing pushed when a variant is unverified (run `ggml-vendor verify`) or changed
+since, dirty, of mixed versions, an LFS pointer stub, or when no token is set. `--dry-run` prints the
+plan against the live tree. An interrupted publish re-runs to completion without duplicates."""
+
+DEMO = """Run the whole pipeline offline on the miniature upstream bundled with the tool, in a throwaway copy of
+this project: sync -> render -> build (what this machine can) -> verify -> publish to a local test Hub
+-> kernels.get_kernel(repo, version=N) in a fresh process, which on a CUDA machine also runs both ops
+against float64 references. Prints one table (or --json) and exits non-zero if any stage failed. Your
+project, vendor/ and build/ are not touched. --dry-run prints the stages it would run."""
+
+PATCH = """Keep changes to the vendored ggml as a patch series in vendor/patches/ (applied by sync, in name order).
+
+Workflow: edit files under vendor/ggml, then `ggml-vendor patch save NAME -m "what and why"`; before moving
+the pin, `ggml-vendor patch list --rev REV` says which patches still apply there.
+"""
+
+PATCH_SAVE = (
+    "Save the current edits of vendor/ggml (against the pinned upstream with the other patches applied) as "
+    "vendor/patches/NNNN-NAME.patch in git format-patch form, or refresh the patch NAME if it exists; "
+    "re-locks vendor/ in the same atomic step.\n\n"
+    "Example: ggml-vendor patch save gdn-decode -m 'cuda: gated_delta_net: 16-byte state loads at decode'"
+)
+
+PATCH_LIST = (
+    "List vendor/patches/*.patch with their descriptions and health: applies, already-upstream, or conflicts "
+    "at hunk N. --rev REV checks them against another upstream revision without changing anything."
+)
+
+PATCH_DROP = "Remove a patch from vendor/patches/ and un-apply it from vendor/ggml."
+
+CI = (
+    "Render .github/workflows/build-variants.yml from the variant matrix: one job per variant on a runner "
+    "that can build it (x86_64 and arm64 Linux, NVIDIA's CUDA image for toolkits PyPI lacks, a ROCm "
+    "container, macOS with Xcode's Metal toolchain), each uploading build/<variant>/ as an artifact named "
+    "after the variant, and a final job that runs `ggml-vendor collect`, verifies and publishes (v* tags or "
+    "a manual run). Same inputs give the same bytes; --check fails when the committed file is stale."
+)
