@@ -74,6 +74,10 @@ GDN_CASES = [
     (4, 3, 2, 4, 16, False),
     (5, 33, 3, 3, 64, False),
     (2, 1, 1, 16, 32, False),
+    # enough state columns for the vectorised decode path of vendor/patches/0001 (B*H*D >= 64 per SM)
+    (8, 2, 16, 32, 128, False),  # tiled GQA
+    (4, 3, 32, 32, 128, True),  # KDA
+    (6, 9, 22, 22, 64, False),  # head dim 64
 ]
 
 
@@ -145,6 +149,25 @@ def test_gdn_reads_strided_views_of_a_fused_projection_in_place(torch, op):
     # no hidden copies: the peak grows by the two outputs only
     assert torch.cuda.max_memory_allocated() - base <= out.numel() * 4 + final.numel() * 4 + 2 * 512
     assert rel_err(out, ref_out) < GDN_TOL and rel_err(final, ref_state) < GDN_TOL
+
+
+@pytest.mark.parametrize("B,H,D", [(2, 4, 64), (8, 32, 128)])  # the one-column kernel and the vectorised path
+def test_gdn_strided_and_misaligned_views_match_the_reference(torch, op, B, H, D):
+    """q/k/v as views of a fused projection (row strides of 3 heads); then shifted by one float, so that no
+    16-byte vector load is possible and the launcher must fall back to the one-column kernel."""
+    T = 3
+    _, _, _, g, beta, state = gdn_inputs(torch, B, T, H, H, D, seed=13)
+    unit = torch.nn.functional.normalize(torch.randn(B, T, 3, H, D, device="cuda"), dim=-1)
+    for shift in (0, 1):
+        flat = torch.empty(unit.numel() + shift, device="cuda")[shift:]
+        qkv = flat.view(B, T, 3, H, D)
+        qkv.copy_(unit)
+        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        assert (q.data_ptr() % 16 == 0) == (shift == 0)
+        ref_out, ref_state = gdn_reference(torch, q, k, v, g, beta, state)
+        out, final = op.gated_delta_net(q, k, v, g, beta, state)
+        torch.cuda.synchronize()
+        assert rel_err(out, ref_out) < GDN_TOL and rel_err(final, ref_state) < GDN_TOL, shift
 
 
 def test_gdn_zero_tokens_returns_the_state(torch, op):
