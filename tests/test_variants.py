@@ -51,7 +51,7 @@ def test_names_parse_back_and_agree_with_kernels_parser():
         )
         if v.toolkit:
             assert str(parsed.arch.backend.version) == v.toolkit
-        # -cxx11 on Linux only (hub-contract.md §2.1)
+        # -cxx11 on Linux only (docs/hub-contract.md §2.1)
         assert ("-cxx11-" in v.name) == (v.os == "linux")
 
 
@@ -121,7 +121,13 @@ def test_select_by_glob_and_unknown_glob_is_an_error():
 def test_torch_index_is_per_backend_with_compute_substituted():
     m = load_matrix(DEFAULT)
     v = parse_name("torch213-cxx11-cu126-x86_64-linux")
-    assert m.index_for(v) == "https://download.pytorch.org/whl/cu126"
+    assert m.index_for(v) == m.torch_index["cuda"].replace("{compute}", "cu126") and "cu126" in m.index_for(v)
+    # a backend without an entry installs torch from pip's default index: no URL is written for it
+    metal = parse_name("torch214-metal-aarch64-darwin")
+    assert "metal" not in m.torch_index and m.index_for(metal) is None
+    mac = HostFacts(os="darwin", cpu="aarch64", metal=True, cxx="/usr/bin/clang++")
+    st = status(metal, mac, enabled_backends=("metal",), index=None)
+    assert not st.buildable and "needs torch 2.14" in st.reason and "pip's default index" in st.reason
 
 
 # --- status rules ----------------------------------------------------------------------------------------

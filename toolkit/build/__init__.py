@@ -39,6 +39,7 @@ class Request:
     all_variants: bool = False  # every variant of the matrix (else the host's, or those matching `patterns`)
     patterns: tuple[str, ...] = ()  # globs over variant names
     create_envs: bool = False  # create missing per-torch environments while planning (never under --dry-run)
+    dry_run: bool = False  # plan only: read the caches, write nothing
 
 
 def plan(config, request: Request | None = None) -> Prepared:  # type: ignore[no-untyped-def]
@@ -46,7 +47,11 @@ def plan(config, request: Request | None = None) -> Prepared:  # type: ignore[no
 
     request = request or Request()
     return prepare(
-        config, all_variants=request.all_variants, patterns=request.patterns, create_envs=request.create_envs
+        config,
+        all_variants=request.all_variants,
+        patterns=request.patterns,
+        create_envs=request.create_envs and not request.dry_run,
+        read_only=request.dry_run,
     )
 
 

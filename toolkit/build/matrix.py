@@ -24,7 +24,7 @@ BACKENDS_WITH_TOOLKIT = ("cuda", "rocm")
 ALL_BACKENDS = ("cuda", "rocm", "metal", "cpu")
 SYSTEMS = ("x86_64-linux", "aarch64-linux", "aarch64-darwin", "x86_64-windows")
 _VERSION_RE = re.compile(r"^\d+\.\d+$")
-# hub-contract.md §2.1: torch<MAJ><MIN>[-cxx11]-<compute>-<cpu>-<os>
+# docs/hub-contract.md §2.1: torch<MAJ><MIN>[-cxx11]-<compute>-<cpu>-<os>
 NAME_RE = re.compile(
     r"^torch(?P<tmaj>\d)(?P<tmin>\d+)(?P<cxx11>-cxx11)?-(?P<compute>cu\d+|rocm\d+|metal|cpu)"
     r"-(?P<cpu>x86_64|aarch64)-(?P<os>linux|darwin|windows)$"
@@ -61,7 +61,7 @@ class Variant:
 
     @property
     def name(self) -> str:
-        # The -cxx11 tag is kept on Linux only (hub-contract.md §2.1, #599).
+        # The -cxx11 tag is kept on Linux only (docs/hub-contract.md §2.1, #599).
         cxx = "-cxx11" if self.os == "linux" else ""
         return f"torch{_compact(self.torch)}{cxx}-{self.compute}-{self.cpu}-{self.os}"
 
@@ -91,9 +91,10 @@ class Matrix:
     variants: tuple[Variant, ...]
     torch_index: dict[str, str] = field(default_factory=dict)
 
-    def index_for(self, variant: Variant) -> str:
-        template = self.torch_index.get(variant.backend, "https://pypi.org/simple")
-        return template.replace("{compute}", variant.compute)
+    def index_for(self, variant: Variant) -> str | None:
+        """The package index torch comes from for this variant; None: pip's default index."""
+        template = self.torch_index.get(variant.backend)
+        return template.replace("{compute}", variant.compute) if template else None
 
     def select(self, patterns: tuple[str, ...] | list[str] | None) -> tuple[Variant, ...]:
         """Variants whose name matches any glob; no patterns = all. A pattern matching nothing is an error
@@ -207,7 +208,10 @@ def pick_env(variant: Variant, envs: tuple[TorchEnv, ...]) -> TorchEnv | None:
     return None
 
 
-def status(variant: Variant, host: HostFacts, *, enabled_backends: tuple[str, ...], index: str) -> Status:
+DEFAULT_INDEX = "pip's default index"
+
+
+def status(variant: Variant, host: HostFacts, *, enabled_backends: tuple[str, ...], index: str | None) -> Status:
     """Judge one variant against the host. Order matters: the first unmet need is the one reported."""
     if variant.backend not in enabled_backends:
         return Status(
@@ -216,7 +220,7 @@ def status(variant: Variant, host: HostFacts, *, enabled_backends: tuple[str, ..
             f"build.toml general.backends enable: {', '.join(enabled_backends) or 'none'})",
         )
     if host.nix:
-        # kernel-builder's Nix builds every variant of the host's system (hub-contract.md §7, prior-art B1).
+        # kernel-builder's Nix builds every variant of the host's system (docs/hub-contract.md §7).
         if variant.system == host.system:
             return Status(True, "", "nix")
     if variant.os == "darwin" and host.os != "darwin":
@@ -249,7 +253,7 @@ def status(variant: Variant, host: HostFacts, *, enabled_backends: tuple[str, ..
         have = ", ".join(f"{e.version}" for e in host.envs) or "none"
         return Status(
             False,
-            f"needs torch {variant.torch} {what} from {index} "
+            f"needs torch {variant.torch} {what} from {index or DEFAULT_INDEX} "
             f"(torch environments here: {have}; `--create-envs` makes one)",
         )
     return Status(True, "", "local", toolkit, env)

@@ -65,13 +65,15 @@ def judge(
     enabled: tuple[str, ...],
     matrix: Matrix | None,
     probe_cache: Path | None,
+    *,
+    store: bool = True,
 ) -> list[tuple[Variant, Status]]:
     judged = []
     for v in variants:
-        index = matrix.index_for(v) if matrix else "https://download.pytorch.org/whl/" + v.compute
+        index = matrix.index_for(v) if matrix else None  # no matrix file: pip's default index
         st = status(v, host, enabled_backends=enabled, index=index)
         if st.buildable and st.env is not None and probe_cache is not None:
-            st = replace(st, env=with_probe(st.env, probe_cache))
+            st = replace(st, env=with_probe(st.env, probe_cache, store=store))
         judged.append((v, st))
     return judged
 
@@ -94,15 +96,17 @@ def prepare(
     patterns: tuple[str, ...] = (),
     host: HostFacts | None = None,
     create_envs: bool = False,
+    read_only: bool = False,
 ) -> Prepared:
+    """The build plan. `read_only` (--dry-run) writes nothing: the caches are read, never updated."""
     cdir = cache_dir(cfg.root)
     host = host or detect_host()
     matrix, chosen = select_variants(cfg, all_variants=all_variants, patterns=patterns, host=host)
-    project = load_project(cfg, memo=cdir / "validated-build-toml.json", tool_version=__version__)
+    project = load_project(cfg, memo=cdir / "validated-build-toml.json", tool_version=__version__, store=not read_only)
     enabled = tuple(b for b in cfg.backends if b in project.backends)
     if create_envs and matrix is not None:
         host = _create_missing_envs(chosen, host, enabled, matrix)
-    judged = judge(chosen, host, enabled, matrix, cdir / "torch-envs.json")
+    judged = judge(chosen, host, enabled, matrix, cdir / "torch-envs.json", store=not read_only)
     plan = make_plan(project, judged, cxx=host.cxx, cxx_id=host.cxx_version, gen_include=str(cdir / "gen"))
     return Prepared(cfg, matrix, host, plan, enabled, cdir)
 

@@ -20,6 +20,7 @@ import jinja2
 from toolkit.build.matrix import Matrix, Variant, load_matrix
 from toolkit.core.config import Config
 from toolkit.core.errors import ConfigError, RenderError
+from toolkit.render.stage import template_environment
 
 TEMPLATE = "ci/build-variants.yml.j2"
 OUTPUT = ".github/workflows/build-variants.yml"
@@ -132,11 +133,8 @@ def rows_for(matrix: Matrix, cfg: Config) -> tuple[tuple[Row, ...], tuple[tuple[
 
 
 def _environment(templates_dir: Path) -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
+    return template_environment(
+        templates_dir,
         block_start_string="<%",
         block_end_string="%>",
         variable_start_string="<<",

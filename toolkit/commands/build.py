@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from toolkit import help as help_text
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VariantOpt, VerboseOpt, app, run_guarded
+from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VariantOpt, VerboseOpt, app, run_guarded
 from toolkit.core import ui
 from toolkit.core.config import load
 from toolkit.core.errors import BuildError
@@ -32,19 +32,20 @@ def _print_plan(prep: Prepared) -> None:
     proj = plan.project
     ui.out.print(
         f"[bold]build plan[/] for {escape(proj.name)} (op id uid {proj.uid}, from build.toml + "
-        f"{len(proj.python_files)} python files + vendor/)"
+        f"{len(proj.python_files)} python files + vendor/)",
+        markup=True,
     )
     shown: set[str] = set()
     for v in plan.variants:
         head = f"[bold]{v.name}[/] -> {v.out_dir}/{v.so_name}"
         if not v.status.buildable:
-            ui.out.print(f"{head}\n  [yellow]skipped:[/] {escape(v.status.reason)}")
+            ui.out.print(f"{head}\n  [yellow]skipped:[/] {escape(v.status.reason)}", markup=True)
             if v.status.reason.startswith("needs torch") and prep.matrix is not None:
                 from toolkit.build.envs import plan_env
 
                 env = plan_env(v.variant.torch, v.variant.compute, prep.matrix.index_for(v.variant))
                 cmds = " && ".join(" ".join(c) for c in env.commands)
-                ui.out.print(f"  [dim]--create-envs would run: {escape(cmds)}[/]")
+                ui.out.print(f"  [dim]--create-envs would run: {escape(cmds)}[/]", markup=True)
             if not v.steps:
                 continue
             ui.out.print("  would run (toolchain not on this host):")
@@ -54,15 +55,15 @@ def _print_plan(prep: Prepared) -> None:
                 how += f", torch {v.status.env.version} ({v.status.env.python})"
             if v.status.toolkit:
                 how += f", {v.status.toolkit.backend} {v.status.toolkit.full_version} ({v.status.toolkit.compiler})"
-            ui.out.print(f"{head}\n  [green]build[/] with {escape(how)}; archs {list(v.archs)}")
+            ui.out.print(f"{head}\n  [green]build[/] with {escape(how)}; archs {list(v.archs)}", markup=True)
         for sid in v.steps:
             s = plan.steps[sid]
             if sid in shown:
-                ui.out.print(f"    = {escape(s.label)} [dim](shared, see {sid})[/]")
+                ui.out.print(f"    = {escape(s.label)} [dim](shared, see {sid})[/]", markup=True)
                 continue
             shown.add(sid)
             ui.out.print(f"    {sid}: {escape(s.label)}")
-            ui.out.print(f"      [dim]{escape(' '.join(s.argv))}[/]")
+            ui.out.print(f"      [dim]{escape(' '.join(s.argv))}[/]", markup=True)
         for note in v.notes:
             ui.out.print(f"  note: {escape(note)}")
     buildable = plan.buildable()
@@ -86,12 +87,14 @@ def _print_report(report: BuildReport) -> None:
         counts = f"{r.compiles} / {r.hits}" if r.result not in ("skipped",) else ""
         time_s = f"{r.seconds:.1f}s" if r.result not in ("skipped",) else ""
         table.add_row(r.name, f"[{style}]{r.result}[/]", time_s, counts, escape(detail))
-    ui.out.print(table)
+    ui.out.print(table, markup=True)  # cells carry styles; dynamic text in them is escaped
     s = report.stats
     ui.out.print(f"{s.compiler_invocations} compiler invocation(s), {s.cache_hits} cache hit(s), {s.seconds:.2f}s")
     for r in report.failed:
         if r.tail:
-            ui.err.print(f"[red]{r.name}[/]: {escape(r.failed_step)} failed; last lines (full log: {r.log}):")
+            ui.err.print(
+                f"[red]{r.name}[/]: {escape(r.failed_step)} failed; last lines (full log: {r.log}):", markup=True
+            )
             ui.err.print(escape(r.tail), markup=False)
 
 
@@ -109,7 +112,7 @@ def _build(
     from toolkit.build.stage import NothingToBuildError
 
     cfg = load(project)
-    request = build_stage.Request(all_variants, tuple(patterns), create_envs=create_envs and not dry_run)
+    request = build_stage.Request(all_variants, tuple(patterns), create_envs=create_envs, dry_run=dry_run)
     with ui.task("planning the build", verbose=verbose, quiet=as_json):
         prep = build_stage.plan(cfg, request)
     if dry_run:
@@ -158,5 +161,18 @@ def build(
     dry_run: DryRunOpt = False,
     json_: JsonOpt = False,
     verbose: VerboseOpt = False,
+    no_wait: NoWaitOpt = False,
 ) -> None:
-    run_guarded(_build, project, all_variants, variant, jobs, dry_run, json_, create_envs, verbose)
+    run_guarded(
+        _build,
+        project,
+        all_variants,
+        variant,
+        jobs,
+        dry_run,
+        json_,
+        create_envs,
+        verbose,
+        verbose=verbose,
+        lock=Locked(project, "build", no_wait, shared=dry_run),
+    )

@@ -41,7 +41,7 @@ def _ci(project, check: bool, dry_run: bool, as_json: bool, verbose: bool) -> No
         )
     else:
         for name, why in wf.skipped:
-            ui.err.print(f"[yellow]no job[/] for {name}: {why}")
+            ui.warn("no job", f"for {name}: {why}")
         groups: dict[str, int] = {}
         for r in wf.rows:
             groups[r.group] = groups.get(r.group, 0) + 1
@@ -51,6 +51,11 @@ def _ci(project, check: bool, dry_run: bool, as_json: bool, verbose: bool) -> No
             ui.out.print(f"{wf.path} {verdict} ({len(wf.rows)} variant jobs: {jobs})")
         else:
             ui.out.print(f"{'wrote' if changed else 'unchanged'} {wf.path} ({len(wf.rows)} variant jobs: {jobs})")
+        if verbose:
+            for r in wf.rows:
+                ui.out.print(
+                    f"  {r.variant}: job {r.group} on {r.runner}" + (f" in {r.container}" if r.container else "")
+                )
     if check and state:
         raise RenderError(
             f"{wf.path} is {state}: it no longer matches the matrix and templates/ci/",
@@ -69,4 +74,4 @@ def ci(
     json_: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    run_guarded(_ci, project, check, dry_run, json_, verbose)
+    run_guarded(_ci, project, check, dry_run, json_, verbose, verbose=verbose)

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from toolkit import help as help_text
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
+from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import ui
 from toolkit.core.config import load
 
@@ -67,5 +67,15 @@ def collect_cmd(
     dry_run: DryRunOpt = False,
     json_: JsonOpt = False,
     verbose: VerboseOpt = False,
+    no_wait: NoWaitOpt = False,
 ) -> None:
-    run_guarded(_collect, project, artifacts, dry_run, json_, verbose)
+    run_guarded(
+        _collect,
+        project,
+        artifacts,
+        dry_run,
+        json_,
+        verbose,
+        verbose=verbose,
+        lock=Locked(project, "collect", no_wait, shared=dry_run),
+    )

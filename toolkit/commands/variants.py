@@ -65,7 +65,7 @@ def _variants(project, patterns: list[str], as_json: bool, verbose: bool) -> Non
         if verbose:
             cells.append(" / ".join(str(r[k] or "-") for k in ("torch", "backend", "toolkit", "cpu", "os")))
         table.add_row(*cells)
-    ui.out.print(table)
+    ui.out.print(table, markup=True)  # cells carry styles; dynamic text in them is escaped
     n = sum(r["buildable"] for r in rows)
     ui.out.print(f"{n} of {len(rows)} variants buildable here.")
 
@@ -77,4 +77,4 @@ def variants(
     json_: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    run_guarded(_variants, project, variant, json_, verbose)
+    run_guarded(_variants, project, variant, json_, verbose, verbose=verbose)

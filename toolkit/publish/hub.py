@@ -5,6 +5,7 @@ arrived with the right size and hash. Re-running after an interruption resumes f
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -28,6 +29,9 @@ from toolkit.publish.preflight import preflight, resolve_token
 from toolkit.verify.binaries import BINARY_SUFFIXES
 
 REPO_TYPE = "kernel"
+# huggingface_hub learnt to commit to kernel-type repos in 2.3.0 (older releases refuse repo_type="kernel" in
+# create_commit with "Invalid repo type"): pyproject.toml pins the floor, this names it when an older one is found.
+MIN_HUB = (2, 3, 0)
 BATCH_SIZE = 1000  # operations per commit, as kernel-builder's upload does
 REPORT_NAME = "publish-report.json"
 
@@ -41,10 +45,12 @@ class PublishResult:
     pull_requests: tuple[str, ...] = ()
     verified: dict[str, Any] = field(default_factory=dict)
     report_path: str = ""
+    conformance: dict[str, str] = field(default_factory=dict)  # variant -> "passed: ..." / "not run (why)"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "status": self.status,
+            "conformance": dict(self.conformance),
             "target": self.target,
             "tool_version": __version__,
             "plan": self.plan.to_json(),
@@ -207,6 +213,20 @@ def write_report(path: Path, result: PublishResult) -> str:
     return str(path)
 
 
+def check_hub_version(version: str | None = None) -> None:
+    """Refuse, in one line, a huggingface_hub too old to commit to a kernel repo (before anything is pushed)."""
+    import huggingface_hub
+    from packaging.version import Version
+
+    found = version or huggingface_hub.__version__
+    if Version(found).release[:3] < MIN_HUB:
+        need = ".".join(map(str, MIN_HUB))
+        raise PublishError(
+            f"huggingface_hub {found} cannot commit to kernel repos (needs >= {need})",
+            f"pip install 'huggingface_hub>={need}'",
+        )
+
+
 def publish_hub(
     cfg: Any,
     names: list[str] | None = None,
@@ -222,6 +242,7 @@ def publish_hub(
     progress: Callable[[str], None] | None = None,
 ) -> PublishResult:
     """Plan against the live repo and (unless dry_run) push; see the module docstring."""
+    check_hub_version()
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError
 
@@ -240,7 +261,7 @@ def publish_hub(
             exists, heads, tree_b, tree_m = _live_state(api, repo_id, branch)
             plan = plan_publish(cfg, ready, repo_id=repo_id, target=target, remote_branch=tree_b, remote_main=tree_m)
             if dry_run:
-                return PublishResult("dry-run", plan, target)
+                return PublishResult("dry-run", plan, target, conformance=ready.conformance)
             if create_pr and (not exists or branch not in heads):
                 raise PublishError(
                     f"--create-pr needs an existing repo with branch {branch}",
@@ -285,10 +306,8 @@ def publish_hub(
                 f"cannot reach {endpoint or 'the Hub'}: {text}", "check the network / HF_ENDPOINT"
             ) from None
     status = "up-to-date" if not commits else "published"
-    result = PublishResult(status, plan, target, tuple(commits), tuple(prs), verified)
-    result = PublishResult(
-        status, plan, target, tuple(commits), tuple(prs), verified, write_report(report_path, result)
-    )
+    result = PublishResult(status, plan, target, tuple(commits), tuple(prs), verified, conformance=ready.conformance)
+    result = dataclasses.replace(result, report_path=write_report(report_path, result))
     if not verified["ok"]:
         raise PublishError(
             "the upload did not verify: " + "; ".join(verified["mismatches"][:3]),
