@@ -363,7 +363,10 @@ def collect(
                 record = dict((record_doc or {}).get("variants", {})[variant])
                 waived = record.get("hub_compliant") is False
                 rep = verify_variant(
-                    cfg, vd, lock=lock, options=VerifyOptions(smoke=False, check_vendor=False, host_toolchain_ok=waived)
+                    cfg,
+                    vd,
+                    lock=lock,
+                    options=VerifyOptions(smoke=False, check_vendor=False, host_toolchain_ok=waived, conformance=False),
                 )
                 failed = [f for f in rep.findings if f.status == FAIL]
                 if failed:
@@ -446,7 +449,11 @@ def _merge_records(stamp: Path, incoming: list[Incoming]) -> None:
     variants = doc.get("variants", {}) if isinstance(doc, dict) else {}
     for item in incoming:
         entry = dict(item.record)
-        runner = {k: item.record[k] for k in ("ok", "hub_compliant", "tool_version", "failures") if k in item.record}
+        runner = {
+            k: item.record[k]
+            for k in ("ok", "hub_compliant", "tool_version", "failures", "conformance")
+            if k in item.record
+        }
         entry["collected"] = {"artifact": item.artifact, "rechecked": item.rechecked, "runner": runner}
         variants[item.variant] = entry
     _write_atomic(stamp, (json.dumps({"variants": variants}, indent=2, sort_keys=True) + "\n").encode())

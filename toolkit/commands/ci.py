@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from toolkit import help as help_text
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
+from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import ui
 from toolkit.core.config import load
 from toolkit.core.errors import RenderError
@@ -73,5 +73,15 @@ def ci(
     dry_run: DryRunOpt = False,
     json_: JsonOpt = False,
     verbose: VerboseOpt = False,
+    no_wait: NoWaitOpt = False,
 ) -> None:
-    run_guarded(_ci, project, check, dry_run, json_, verbose, verbose=verbose)
+    run_guarded(
+        _ci,
+        project,
+        check,
+        dry_run,
+        json_,
+        verbose,
+        verbose=verbose,
+        lock=Locked(project, "ci", no_wait, shared=check or dry_run),
+    )

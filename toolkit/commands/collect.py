@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from toolkit import help as help_text
 from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
@@ -21,14 +21,18 @@ def _table(report) -> Table:  # type: ignore[no-untyped-def]
         table.add_column(col, overflow="fold")
     for i in report.incoming:
         verb = {"add": "added", "replace": "replaced"}[i.action] if report.committed else f"would {i.action}"
-        detail = "re-checked here: " + ", ".join(i.rechecked)
+        detail = Text("re-checked here: " + ", ".join(i.rechecked))
         if i.record.get("hub_compliant") is False:
-            detail += " [yellow](host toolchain: not for huggingface.co)[/]"
-        table.add_row(i.variant, escape(i.artifact), f"[green]{verb}[/]", detail)
+            detail.append(" (host toolchain: not for huggingface.co)", style="yellow")
+        table.add_row(Text(i.variant), Text(i.artifact), Text(verb, style="green"), detail)
     for r in report.refusals:
-        table.add_row(escape(r.variant or "-"), escape(r.artifact), f"[red]refused ({r.kind})[/]", escape(r.reason))
+        table.add_row(
+            Text(r.variant or "-"), Text(r.artifact), Text(f"refused ({r.kind})", style="red"), Text(r.reason)
+        )
     for name in report.kept:
-        table.add_row(name, "-", "[dim]kept[/]", "already in build/, no artifact replaces it")
+        table.add_row(
+            Text(name), Text("-"), Text("kept", style="dim"), Text("already in build/, no artifact replaces it")
+        )
     return table
 
 
@@ -53,7 +57,7 @@ def _collect(project, artifacts: list[Path], dry_run: bool, as_json: bool, verbo
     ui.out.print(_table(report))
     n = len(report.incoming)
     if report.committed:
-        ui.out.print(f"[green]collected[/] {n} variant(s) into {report.build_dir}; records merged into .verified.json")
+        ui.note("collected", f"{n} variant(s) into {report.build_dir}; records merged into .verified.json")
     else:
         ui.out.print(f"{n} variant(s) would be collected; nothing changed (--dry-run)")
 
