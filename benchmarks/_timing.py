@@ -1,6 +1,6 @@
 """Timing helpers shared by the benchmarks: device time with host overhead hidden, CUDA-graph time, Python loop time.
 
-Why three numbers (shared/docs/perf-anchors.md, "Timings"): small ops are host-bound, so event timing around
+Why three numbers (docs/perf-reference.md §1): small ops are host-bound, so event timing around
 a single Python call measures Python, not the GPU (triton's do_bench alone shows 42-130 µs for a 3.7 µs kernel).
 * hidden: flush L2, spin the GPU (torch.cuda._sleep) for longer than the host needs to enqueue the call, then put
   events around the call. The launches queue up behind the spin, so the events see device time only, with the
@@ -12,12 +12,14 @@ No number here is ever asserted: the scripts print ratios and targets beside the
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import os
 import platform
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -29,7 +31,7 @@ Fn = Callable[[], object]
 
 L2_FLUSH_BYTES = 256 << 20
 # Calls whose enqueue takes longer than this fill CUDA's launch queue (about a thousand launches), so the
-# spin cannot hide them (perf-anchors.md pitfall 2): their "hidden" number would be host time.
+# spin cannot hide them (docs/perf-reference.md §4.2): their "hidden" number would be host time.
 HIDE_LIMIT_US = 20_000.0
 
 
@@ -183,7 +185,7 @@ class Timer:
 
 def host_yardstick(timer: Timer) -> float | None:
     """Python µs per call of one tiny torch op (add, out=): how fast this host dispatches right now.
-    The VM's host speed drifts (perf-anchors-2.md pitfall 4), so per-call numbers are read against this."""
+    The VM's host speed drifts (docs/perf-reference.md §4.4), so per-call numbers are read against this."""
     a = torch.ones(16, device="cuda")
     b, c = a.clone(), torch.empty_like(a)
     for _ in range(100):
@@ -287,3 +289,42 @@ def load_op(kernel_path: str | None, root: Path) -> tuple[object | None, str]:
         return None, f"not built: get_local_kernel({path}) failed: {type(exc).__name__}: {first[:200]}"
     where = Path(getattr(module, "__file__", "") or path).parent
     return module, f"loaded from {where}"
+
+
+def bench_parser(doc: str, name: str, root: Path) -> argparse.ArgumentParser:
+    """The options every op benchmark takes: where to write, which build of the op, the raw-ggml harness."""
+    here = root / "benchmarks"
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--out", default=str(here / "out"), help=f"folder for {name}.md/.json (default benchmarks/out)")
+    p.add_argument(
+        "--kernel",
+        default=None,
+        help="built op: a build/<variant> folder or a folder holding build/ (default: the repo root)",
+    )
+    p.add_argument("--vendor", default=str(root / "vendor" / "ggml"), help="vendored ggml tree for the raw harness")
+    p.add_argument(
+        "--build-dir",
+        default=str(here / "out" / "raw_ggml_build"),
+        help="where the raw-ggml harness is compiled (cached by content)",
+    )
+    p.add_argument("--samples", type=int, default=30, help="host-hidden samples per measurement")
+    return p
+
+
+def report_tail(reference: str, env: dict) -> list[str]:
+    """The closing lines of a benchmark report: the reference numbers, the environment, the command."""
+    lines = ["", f"Reference: {reference}.", "", "### Environment", ""]
+    lines += [f"* {k}: {v}" for k, v in env.items()]
+    return lines + [f"* command: `python3 {' '.join(sys.argv)}`"]
+
+
+def load_raw_ggml(vendor: Path, build_dir: Path) -> tuple[object | None, str]:
+    """ggml's own kernels through the raw harness (benchmarks/raw_ggml), compiled against `vendor`; None and
+    the reason when it cannot be built here."""
+    try:
+        from raw_ggml import loader
+
+        raw = loader.RawGgml(loader.build(vendor, build_dir, quiet=False))
+        return raw, f"built {raw.path}"
+    except Exception as exc:
+        return None, f"unavailable: {exc}".splitlines()[0][:300]

@@ -365,10 +365,13 @@ def main() -> int:
     ap.add_argument("--shapes", default="qwen3.5-4b,qwen3-next")
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--f32", action="store_true", help="also float32 at batch 1 (GDN modes; FA needs f16/bf16 K/V)")
+    ap.add_argument("--f32-only", action="store_true", help="only the float32 batch-1 rows")
+    ap.add_argument("--modes", default=",".join(MODES), help="modes to run (comma-separated)")
     ap.add_argument("--profile", action="store_true", help="forward-only decode profile per mode")
     ap.add_argument("--compile", action="store_true", help="static cache + torch.compile rows (qwen3.5-4b)")
     ap.add_argument("--compile-backend", default="cudagraphs", help="torch.compile backend for --compile")
     ap.add_argument("--compile-rounds", type=int, default=3)
+    ap.add_argument("--compile-modes", default="torch,fla,ours", help="modes of the --compile rows")
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting new rounds after this many seconds")
     ap.add_argument("--ttft", choices=["ours", "fla"], help="time the first generate() of this fresh process")
     ap.add_argument("--ttft-shape", default="qwen3.5-4b")
@@ -406,64 +409,63 @@ def main() -> int:
         (args.out / "bench_generate.json").write_text(json.dumps(report, indent=1, default=str))
         (args.out / "bench_generate.md").write_text("\n".join(md))
 
-    for shape in args.shapes.split(","):
-        dtypes = [("bf16", torch.bfloat16)] + ([("f32", torch.float32)] if args.f32 and shape == "qwen3.5-4b" else [])
-        for dname, dtype in dtypes:
-            model, family = build_model(shape, dtype)
-            switch = GdnSwitch(family, kernel)
-            modes = [m for m in MODES if m != "fla" or switch.fla_active]
-            if dname == "f32":  # ggml's attention kernel reads f16/bf16 K/V: ours-fa == torch, ours == ours-gdn
-                modes = [m for m in modes if m in ("torch", "fla", "ours-gdn")]
-            for batch in batches if dname == "bf16" else [1]:
-                if time.time() > deadline:
-                    log(f"budget spent: {shape} {dname} b{batch} not run")
-                    continue
-                key = f"{shape} {dname} eager b{batch}"
-                log(f"== {key}")
-                res = run_case(model, switch, modes, batch, args.rounds, args.profile, deadline)
-                report["cases"][key] = res
-                md.append(table(key, res, modes))
-                print(md[-1], flush=True)
-                save()
-            if args.compile and shape == "qwen3.5-4b" and dname == "bf16":
-                from transformers import CompileConfig
+    # in order of importance (the budget cuts from the end): Qwen3.5 eager, its compiled rows, the other
+    # shapes, float32
+    shapes = args.shapes.split(",")
+    plan = [] if args.f32_only else [(shapes[0], "bf16", "eager")]
+    if args.compile and not args.f32_only:
+        plan.append(("qwen3.5-4b", "bf16", "compile"))
+    plan += [] if args.f32_only else [(shape, "bf16", "eager") for shape in shapes[1:]]
+    if args.f32 or args.f32_only:
+        plan.append(("qwen3.5-4b", "f32", "eager"))
+    for shape, dname, kind in plan:
+        if time.time() > deadline:
+            log(f"budget spent: {shape} {dname} {kind} not run")
+            md.append(f"#### {shape} {dname} {kind}\n\nnot run: the --budget-s budget was spent\n")
+            continue
+        model, family = build_model(shape, torch.bfloat16 if dname == "bf16" else torch.float32)
+        switch = GdnSwitch(family, kernel)
+        modes = [m for m in MODES if m in args.modes.split(",") and (m != "fla" or switch.fla_active)]
+        if dname == "f32":  # ggml's attention kernel reads f16/bf16 K/V: ours-fa == torch, ours == ours-gdn
+            modes = [m for m in modes if m in ("torch", "fla", "ours-gdn")]
+        gen_kw, profile, rounds = {}, args.profile, args.rounds
+        if kind == "compile":
+            from transformers import CompileConfig
 
-                cc = CompileConfig(
-                    backend=args.compile_backend, mode=None if args.compile_backend != "inductor" else "reduce-overhead"
-                )
-                for batch in batches:
-                    if time.time() > deadline:
-                        log(f"budget spent: compile b{batch} not run")
-                        continue
-                    key = f"{shape} {dname} static+compile({args.compile_backend}) b{batch}"
-                    log(f"== {key}")
-                    cmodes = [m for m in ("torch", "fla", "ours") if m in modes]
-                    torch._dynamo.utils.counters.clear()
-                    try:
-                        res = run_case(
-                            model,
-                            switch,
-                            cmodes,
-                            batch,
-                            args.compile_rounds,
-                            False,
-                            deadline,
-                            gen_kw={"cache_implementation": "static", "compile_config": cc},
-                        )
-                    except Exception as exc:  # noqa: BLE001 - reported in the table
-                        log(f"  compile failed: {type(exc).__name__}: {exc}")
-                        report["cases"][key] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
-                        md.append(f"#### {key}\n\nfailed: {type(exc).__name__}: {str(exc)[:500]}\n")
-                        save()
-                        continue
-                    breaks = dict(torch._dynamo.utils.counters.get("graph_break", {}))
-                    res["graph_breaks"] = {str(k): v for k, v in breaks.items()}
-                    report["cases"][key] = res
-                    md.append(table(key, res, cmodes) + f"\ngraph breaks: {sum(breaks.values())} {list(breaks)[:5]}\n")
-                    print(md[-1], flush=True)
-                    save()
-            del model, switch
-            torch.cuda.empty_cache()
+            inductor = args.compile_backend == "inductor"
+            cc = CompileConfig(backend=args.compile_backend, mode="reduce-overhead" if inductor else None)
+            gen_kw = {"cache_implementation": "static", "compile_config": cc}
+            modes = [m for m in args.compile_modes.split(",") if m in modes]
+            profile, rounds = False, args.compile_rounds
+        for batch in batches if dname == "bf16" else [1]:
+            key = (
+                f"{shape} {dname} " + (f"static+compile({args.compile_backend})" if gen_kw else "eager") + f" b{batch}"
+            )
+            if time.time() > deadline:
+                log(f"budget spent: {key} not run")
+                md.append(f"#### {key}\n\nnot run: the --budget-s budget was spent\n")
+                continue
+            log(f"== {key}")
+            torch._dynamo.utils.counters.clear()
+            try:
+                res = run_case(model, switch, modes, batch, rounds, profile, deadline, gen_kw=gen_kw)
+            except Exception as exc:  # noqa: BLE001 - reported in the tables
+                log(f"  failed: {type(exc).__name__}: {exc}")
+                report["cases"][key] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+                md.append(f"#### {key}\n\nfailed: {type(exc).__name__}: {str(exc)[:500]}\n")
+                save()
+                continue
+            text = table(key, res, modes)
+            if gen_kw:
+                breaks = dict(torch._dynamo.utils.counters.get("graph_break", {}))
+                res["graph_breaks"] = {str(k): v for k, v in breaks.items()}
+                text += f"\ngraph breaks: {sum(breaks.values())} {list(breaks)[:5]}\n"
+            report["cases"][key] = res
+            md.append(text)
+            print(text, flush=True)
+            save()
+        del model, switch
+        torch.cuda.empty_cache()
     save()
     return 0
 

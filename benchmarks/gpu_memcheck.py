@@ -44,7 +44,14 @@ def main() -> None:
         kc = torch.zeros(1, 2, cap, 128, device=dev, dtype=dtype)
         vc = torch.zeros_like(kc)
         op.flash_attn(q, kc[:, :, :n_kv], vc[:, :, :n_kv], mask)
-    for B, T, Hk, H, D, kda in [(2, 3, 2, 4, 16, False), (1, 5, 4, 8, 128, True), (3, 1, 3, 3, 64, False)]:
+    for B, T, Hk, H, D, kda in [
+        (2, 3, 2, 4, 16, False),
+        (1, 5, 4, 8, 128, True),
+        (3, 1, 3, 3, 64, False),
+        (8, 2, 16, 32, 128, False),  # the vectorised decode path (vendor/patches)
+        (3, 3, 32, 32, 128, True),
+        (6, 2, 22, 22, 64, False),
+    ]:
         q = F.normalize(torch.randn(B, T, Hk, D, device=dev), dim=-1)
         k = F.normalize(torch.randn(B, T, Hk, D, device=dev), dim=-1)
         v = torch.randn(B, T, H, D, device=dev)

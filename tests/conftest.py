@@ -188,6 +188,41 @@ def real_upstream_export(dest: Path, *paths: str) -> Path:
 
 
 @pytest.fixture
+def isolated_upstream_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh upstream cache for one test (sync tests that count fetches or break the cache), and no mirror."""
+    monkeypatch.setenv("GGML_VENDOR_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("GGML_VENDOR_MIRROR", raising=False)
+    return tmp_path / "cache"
+
+
+# Where the GPU tests load the built op from: build/ of this repository, or $GGML_VENDOR_KERNEL_ROOT.
+KERNEL_ROOT = Path(os.environ.get("GGML_VENDOR_KERNEL_ROOT", REPO_ROOT))
+
+
+@pytest.fixture(scope="module")
+def cuda_torch():  # type: ignore[no-untyped-def]
+    """torch, on a machine with a CUDA device (skips, saying why, elsewhere)."""
+    ok, why = cuda_device_available()
+    if not ok:
+        pytest.skip(why)
+    import torch
+
+    return torch
+
+
+@pytest.fixture(scope="module")
+def cuda_kernel(cuda_torch):  # type: ignore[no-untyped-def]
+    """The built CUDA variant under KERNEL_ROOT/build, loaded with kernels.get_local_kernel."""
+    try:
+        import kernels
+    except ImportError as exc:
+        pytest.skip(f"the kernels package is not importable: {exc}")
+    if not any((KERNEL_ROOT / "build").glob("torch*-cu*")):
+        pytest.skip(f"no CUDA variant under {KERNEL_ROOT / 'build'}; run `ggml-vendor build` first")
+    return kernels.get_local_kernel(KERNEL_ROOT)
+
+
+@pytest.fixture
 def repo_root() -> Path:
     return REPO_ROOT
 

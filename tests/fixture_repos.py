@@ -91,7 +91,19 @@ FA_CUDA = (GDN_CUDA - {"src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/gated_
 METAL = {"src/ggml-metal/ggml-metal.metal", "src/ggml-metal/ggml-metal-impl.h", "src/ggml-common.h"}
 ALL_V1 = GDN_CUDA | FA_CUDA | METAL | {"LICENSE"}
 
-PROJECT_TOML = """[project]
+# The two ops, as the project's own pyproject.toml configures them (both layouts' Metal entries).
+OPS_TABLES = """\
+[tool.ggml-vendor.ops.gated_delta_net]
+cuda = ["src/ggml-cuda/gated_delta_net.cu"]
+metal = [["src/ggml-metal/kernels/gated_delta_net.metal", "src/ggml-metal/ggml-metal.metal"]]
+
+[tool.ggml-vendor.ops.flash_attn]
+cuda = ["src/ggml-cuda/fattn-vec.cuh"]
+metal = [["src/ggml-metal/kernels/fa.metal", "src/ggml-metal/ggml-metal.metal"]]
+"""
+
+PROJECT_TOML = (
+    """[project]
 name = "fixture-kernels"
 version = "0.0.0"
 
@@ -103,17 +115,13 @@ hub-repo = "someone/fixture-kernels"
 upstream = "{upstream}"
 backends = ["cuda", "metal"]
 
-[tool.ggml-vendor.ops.gated_delta_net]
-cuda = ["src/ggml-cuda/gated_delta_net.cu"]
-metal = [["src/ggml-metal/kernels/gated_delta_net.metal", "src/ggml-metal/ggml-metal.metal"]]
-
-[tool.ggml-vendor.ops.flash_attn]
-cuda = ["src/ggml-cuda/fattn-vec.cuh"]
-metal = [["src/ggml-metal/kernels/fa.metal", "src/ggml-metal/ggml-metal.metal"]]
 """
+    + OPS_TABLES
+)
 
 # The render tests' project: {backends} and {archs} are comma-separated quoted lists.
-RENDER_PYPROJECT = """\
+RENDER_PYPROJECT = (
+    """\
 [tool.ggml-vendor]
 name = "ggml-attn-kernels"
 version = 1
@@ -123,14 +131,9 @@ upstream = "https://github.com/ggml-org/llama.cpp"
 backends = [{backends}]
 cuda-archs = [{archs}]
 
-[tool.ggml-vendor.ops.gated_delta_net]
-cuda = ["src/ggml-cuda/gated_delta_net.cu"]
-metal = [["src/ggml-metal/kernels/gated_delta_net.metal", "src/ggml-metal/ggml-metal.metal"]]
-
-[tool.ggml-vendor.ops.flash_attn]
-cuda = ["src/ggml-cuda/fattn-vec.cuh"]
-metal = [["src/ggml-metal/kernels/fa.metal", "src/ggml-metal/ggml-metal.metal"]]
 """
+    + OPS_TABLES
+)
 
 
 def git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:

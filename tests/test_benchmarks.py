@@ -58,7 +58,7 @@ def test_eager_baseline_is_the_gated_delta_rule(verbatim):
 
 @pytest.mark.parametrize(
     ("head_dim", "heads", "occupancy", "expected"),
-    # perf-anchors-2.md: ggml's own parallel_blocks on the H200 (132 SMs) at n_kv 512 / 4096 / 32768.
+    # docs/perf-reference.md §3: ggml's own parallel_blocks on the H200 (132 SMs) at n_kv 512 / 4096 / 32768.
     [(256, 16, 2, (2, 16, 16)), (128, 32, 3, (4, 12, 12))],
 )
 def test_parallel_blocks_matches_ggml_choice(head_dim, heads, occupancy, expected):
@@ -85,30 +85,58 @@ def _row(impl, median, **extra):
     }
 
 
+def _gdn(impl, median, B, T):
+    return dict(_row(impl, median), B=B, T=T, err_out=1e-7, err_state=1e-7)
+
+
 def test_gdn_report_says_not_built_and_prints_no_target_verdict():
-    results = [dict(_row("ggml raw", 6.0), B=1, T=1, err_out=1e-7, err_state=1e-7)]
-    md = bench_gdn.render(results, {"op": "not built: no variant"}, {"host_yardstick_us": 5.0}, [(1, 1)], None)
+    results = [_gdn("ggml unpatched", 6.0, 1, 1)]
+    md = bench_gdn.render(results, {"op": "not built: no variant"}, {}, [(1, 1)])
     assert "| 1 | 1 | op | not built: no variant |" in md
-    assert "op **not measured**" in md
+    assert "no patched row was measured (not built: no variant)" in md
     assert "MET" not in md and "MISSED" not in md
 
 
 def test_gdn_report_judges_the_targets_from_the_numbers():
+    cases = [(1, 1), (32, 1), (32, 4)]
     results = [
-        dict(_row("ggml raw", 6.0), B=1, T=1, err_out=1e-7, err_state=1e-7),
-        dict(_row("op", 7.0), B=1, T=1, err_out=1e-7, err_state=1e-7),
+        _gdn("ggml unpatched", 5.0, 1, 1),
+        _gdn("ggml patched", 6.0, 1, 1),  # 1.2x slower than unpatched
+        _gdn("ggml unpatched", 46.0, 32, 1),
+        _gdn("ggml patched", 32.0, 32, 1),  # <= 33
+        _gdn("ggml unpatched", 85.0, 32, 4),
+        _gdn("ggml patched", 55.0, 32, 4),  # > 50
+        _gdn("fla v-first", 57.0, 32, 4),
     ]
-    md = bench_gdn.render(results, {}, {"host_yardstick_us": 5.0}, [(1, 1)], None)
-    assert "op **10.0 µs** → MET" in md  # 10 µs per call <= 15
-    assert "= 1.17× → MISSED" in md  # 7.0 / 6.0 > 1.10
+    md = bench_gdn.render(results, {}, {}, cases)
+    assert "B=32 T=1 ≤ 33.0 µs: ggml patched **32.0 µs** = 0.97× the target → MET; unpatched 46.0 µs" in md
+    assert "B=32 T=4 ≤ 50.0 µs: ggml patched **55.0 µs** = 1.10× the target → MISSED" in md
+    assert "best fla 57.0 µs" in md
+    assert "B=1 T=1 ≤ 5.5 µs: ggml patched **6.0 µs**" in md and "→ MISSED" in md
+    assert "no shape slower than unpatched (ggml patched ÷ ggml unpatched ≤ 1.03, the run-to-run spread): " in md
+    assert "MISSED at B=1 T=1 (1.20×)" in md
+    # the op, when measured, is the row judged
+    results.append(_gdn("op", 30.0, 32, 1))
+    assert "B=32 T=1 ≤ 33.0 µs: op **30.0 µs**" in bench_gdn.render(results, {}, {}, cases)
+
+
+def _fa(impl, median, d, n_kv):
+    return dict(_row(impl, median), D=d, heads="x", n_kv=n_kv, err=1e-7)
 
 
 def test_fa_report_states_the_gap_to_sdpa_honestly():
-    results = [dict(_row("ggml raw", 74.0), n_kv=n, err=1e-7) for n in bench_fa.N_KV]
-    results += [dict(_row("SDPA cuDNN", 63.0), n_kv=n, err=1e-4) for n in bench_fa.N_KV]
+    results = []
+    for d in (256, 128):
+        for n in bench_fa.N_KV:
+            results += [_fa("ggml unpatched", 74.0, d, n), _fa("SDPA cuDNN", 63.0, d, n)]
+    results.append(_fa("ggml patched", 60.0, 256, 32768))  # level with / faster than cuDNN
+    results.append(_fa("ggml patched", 80.0, 256, 512))  # slower than unpatched at short context
     md = bench_fa.render(results, {"op": "not built: x"}, {})
-    assert "ggml's kernel is SLOWER" in md
-    assert "op within 10% of ggml raw: not measured" in md
+    assert "D=256 16/4 n_kv=32768: ggml patched **60.0 µs**, 0.81× unpatched (74.0)" in md
+    assert "best SDPA SDPA cuDNN 63.0 µs: 0.95× → level with the best SDPA: MET" in md
+    assert "D=256 16/4 n_kv=512: ggml patched **80.0 µs**, 1.08× unpatched (74.0); ggml patched 80.0: 1.08× → no " in md
+    assert "slower than unpatched: MISSED" in md
+    assert "D=128 32/8 n_kv=32768: ggml patched not measured" in md
 
 
 @pytest.mark.slow
@@ -132,3 +160,25 @@ def test_raw_harness_compiles_against_the_vendored_sources(tmp_path):
     # No ggml symbol may be left for the loader to find elsewhere (the shim defines them all).
     undefined = subprocess.run(["nm", "-uD", str(lib)], capture_output=True, text=True, check=True).stdout
     assert "ggml_" not in undefined
+
+
+def test_generate_report_ratios_rounds_and_token_agreement():
+    import bench_generate
+
+    def mode(tok_s, diff):
+        return {
+            "tok_s": tok_s,
+            "tok_s_all": [tok_s - 1, tok_s, tok_s + 1],
+            "step_ms": 10.0,
+            "first_diff_vs_torch": diff,
+        }
+
+    res = {"torch": mode(80.0, None), "fla": mode(100.0, (0, 53)), "ours": mode(120.0, None), "ours-fa": {"rounds": []}}
+    md = bench_generate.table("t", res, ["torch", "fla", "ours", "ours-fa"])
+    rows = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| ")}
+    assert "| 1.500 | 1.200 |" in rows["ours"]  # ÷ torch, ÷ fla from the medians
+    assert "| 1.250 | 1.000 |" in rows["fla"] and "no, from (row, token) (0, 53)" in rows["fla"]
+    assert rows["ours"].rstrip().endswith("| yes |") and "119, 120, 121" in rows["ours"]
+    assert "not run" in rows["ours-fa"]
+    assert bench_generate.first_diff([[1, 2, 3], [4, 5, 6]], [[1, 2, 3], [4, 9, 6]]) == (1, 1)
+    assert bench_generate.first_diff([[1, 2]], [[1, 2]]) is None

@@ -261,9 +261,8 @@ def test_cache_entry_is_invalidated_when_a_recorded_project_dependency_changes(p
     assert BuildCache(tmp_path / "c", project).lookup("obj", "k" * 64) is None
 
 
-def test_metadata_is_strict_kernels_metadata_with_provenance(project, tmp_path):
-    plan = _plan(project, TWO[:1])
-    ex = LocalExecutor(
+def _executor(plan, project, tmp_path) -> LocalExecutor:  # type: ignore[no-untyped-def]
+    return LocalExecutor(
         plan,
         BuildCache(tmp_path / "c", project),
         jobs=1,
@@ -271,6 +270,11 @@ def test_metadata_is_strict_kernels_metadata_with_provenance(project, tmp_path):
         log_dir=tmp_path / "l",
         gen_dir=tmp_path / "g",
     )
+
+
+def test_metadata_is_strict_kernels_metadata_with_provenance(project, tmp_path):
+    plan = _plan(project, TWO[:1])
+    ex = _executor(plan, project, tmp_path)
     meta = ex.metadata(plan.variants[0])
     kernels_rust = pytest.importorskip("kernels._rust")
     kernels_rust.Metadata.from_bytes(json.dumps(meta).encode())
@@ -285,14 +289,7 @@ def test_metadata_is_strict_kernels_metadata_with_provenance(project, tmp_path):
 
 def test_generated_ops_py_names_the_namespace(project, tmp_path):
     plan = _plan(project, TWO[:1])
-    ex = LocalExecutor(
-        plan,
-        BuildCache(tmp_path / "c", project),
-        jobs=1,
-        provenance=read_provenance(project),
-        log_dir=tmp_path / "l",
-        gen_dir=tmp_path / "g",
-    )
+    ex = _executor(plan, project, tmp_path)
     v = plan.variants[0]
     files = ex._python_files(v)
     assert files["_ops.py"] == OPS_PY.format(ops_id=v.ops_id).encode()
@@ -332,8 +329,13 @@ def test_kernel_section_torch_dependency_flag():
 def test_build_dry_run_json_lists_the_matrix_and_writes_nothing(project):
     from toolkit.cli import app
 
+    def tree() -> dict[str, int]:
+        return {p.relative_to(project).as_posix(): p.stat().st_mtime_ns for p in project.rglob("*")}
+
+    before = tree()
     res = CliRunner().invoke(app, ["build", "-C", str(project), "--all", "--dry-run", "--json"])
     assert res.exit_code == 0, res.output
+    assert tree() == before  # not even the build cache's memos
     doc = json.loads(res.stdout)
     names = [v["name"] for v in doc["variants"]]
     assert "torch213-cxx11-cu126-aarch64-linux" in names and "torch214-metal-aarch64-darwin" in names
@@ -384,6 +386,7 @@ def test_env_creation_is_atomic(tmp_path):
     p = plan_env("2.13", "cu130", "https://download.pytorch.org/whl/cu130", tmp_path)
     assert p.path == tmp_path / "torch213-cu130"
     assert p.commands[-1][-3:] == ("torch==2.13.*", "--index-url", "https://download.pytorch.org/whl/cu130")
+    assert plan_env("2.14", "cpu", None, tmp_path).commands[-1][-1] == "torch==2.14.*"  # pip's default index
     bad = EnvPlan(tmp_path / "bad", ((sys.executable, "-c", "import sys; print('no index'); sys.exit(1)"),))
     with pytest.raises(BuildError, match="creating torch environment bad failed"):
         create_env(bad)

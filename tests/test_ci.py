@@ -62,6 +62,10 @@ def test_every_job_builds_verifies_and_uploads_its_variant_on_a_matching_runner(
         runs = "\n".join(s.get("run", "") for s in steps)
         assert 'ggml-vendor build --variant "${{ matrix.variant }}"' in runs, job_id
         assert 'ggml-vendor verify "${{ matrix.variant }}"' in runs, job_id
+        verify = [s["run"] for s in steps if s.get("run", "").startswith("ggml-vendor verify")]
+        # CUDA jobs load their variant (kernels.get_local_kernel) without a GPU: the aarch64 rows get loaded
+        smoke = job_id in ("linux", "cuda-image")
+        assert verify == ['ggml-vendor verify "${{ matrix.variant }}"' + ("" if smoke else " --no-smoke")]
         [upload] = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
         assert upload["with"]["name"] == "${{ matrix.variant }}"
         assert "build/${{ matrix.variant }}/" in upload["with"]["path"].splitlines()
@@ -73,6 +77,12 @@ def test_every_job_builds_verifies_and_uploads_its_variant_on_a_matching_runner(
             assert row["runner"].startswith(want), row
             if v.backend == "metal":
                 assert "xcodebuild -downloadComponent MetalToolchain" in runs
+            assert row["torch"].startswith(f"torch=={v.torch}.")  # the job installs the variant's torch
+            if v.compute == "cu130":  # PyPI's Linux torch wheels are CUDA 13.0 builds
+                assert row["torch-index"] == "", row
+            if v.compute == "cu126" or v.backend == "rocm":  # only on the PyTorch wheel index
+                assert row["torch-index"] == (f"rocm{v.toolkit}" if v.backend == "rocm" else "cu126"), row
+                assert "vars.TORCH_INDEX" in json.dumps(steps) and "--index-url" in runs
             if v.backend == "rocm":
                 assert row["container"].startswith("rocm/") and job["container"]["image"] == "${{ matrix.container }}"
             if v.backend == "cuda" and v.toolkit not in workflow.PYPI_CUDA:

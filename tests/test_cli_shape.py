@@ -17,18 +17,17 @@ STAGES = ("sync", "render", "build", "verify", "publish")
 
 
 def _leaf_commands() -> list[tuple[str, ...]]:
-    """Every runnable command line: plain commands, and each subcommand of a group (`patch save`, ...)."""
     import typer.main
 
-    group = typer.main.get_command(app)
-    leaves: list[tuple[str, ...]] = []
-    for name in COMMAND_MODULES:
-        cmd = group.commands[name]  # type: ignore[attr-defined]
-        if hasattr(cmd, "commands"):  # a group (typer's own click types)
-            leaves += [(name, sub) for sub in cmd.commands]
-        else:
-            leaves.append((name,))
-    return leaves
+    out: list[tuple[str, ...]] = []
+    for name, cmd in typer.main.get_command(app).commands.items():  # type: ignore[attr-defined]
+        subs = getattr(cmd, "commands", {})  # a command group (patch save | list | drop)
+        out += [(name, sub) for sub in subs] if subs else [(name,)]
+    return sorted(out)
+
+
+def test_every_command_module_registers_a_command():
+    assert {c[0] for c in _leaf_commands()} == set(COMMAND_MODULES)
 
 
 @pytest.mark.parametrize("command", _leaf_commands(), ids=" ".join)
@@ -83,3 +82,12 @@ def test_verbose_task_shows_the_log_as_it_happens(capsys):
     with ui.task("loud step", verbose=True) as t:
         t.log("step one")
     assert "step one" in capsys.readouterr().err
+
+
+def test_an_error_is_one_line_and_verbose_adds_the_traceback(tmp_path):
+    res = runner.invoke(app, ["status", "-C", str(tmp_path)])
+    assert res.exit_code == ConfigError.exit_code
+    assert res.output.count("\n") == 1 and "error:" in res.output and "Traceback" not in res.output
+    res = runner.invoke(app, ["status", "-C", str(tmp_path), "-v"])
+    assert res.exit_code == ConfigError.exit_code  # the same exit code, with the story before the line
+    assert "Traceback" in res.output and res.output.rstrip().splitlines()[-1].startswith("error:")

@@ -146,6 +146,19 @@ CHECKS = textwrap.dedent(r"""
     r["fa_cpu"] = cases
     r["fa_softcap"] = err(lambda: m.flash_attn_forward(mod, rnd(1, 8, 1, 64), rnd(1, 2, 4, 64), rnd(1, 2, 4, 64),
                                                        None, softcap=30.0))
+
+    # ---- torch.compile(fullgraph=True) traces a decode step through both hooks: no graph break ----------------
+    def step(q1, k1, v1, g1, b1, state, fq, fk, fv):
+        o, s = rec(q1, k1, v1, g=g1, beta=b1, initial_state=state, output_final_state=True,
+                   use_qk_l2norm_in_kernel=True)
+        a, _ = m.flash_attn_forward(mod, fq, fk, fv, None, dropout=0.0, scaling=0.0625)
+        return o, s, a
+
+    fa_in = (mk(2, 16, 1, 256, dt=torch.bfloat16), mk(2, 4, 300, 256, dt=torch.bfloat16),
+             mk(2, 4, 300, 256, dt=torch.bfloat16))
+    got = torch.compile(step, fullgraph=True, backend="aot_eager")(one(q), one(k), one(v), one(g), one(beta),
+                                                                   mk(B, H, D, D).transpose(-1, -2), *fa_in)
+    r["compiled"] = [[list(t.shape), str(t.dtype)] for t in got]
     print("RESULT " + json.dumps(r))
 """)
 
@@ -205,6 +218,14 @@ def test_layers_refuse_what_ggml_cannot_do_with_a_clear_error(checks) -> None:
     assert e["dk_ne_dv"].startswith("ValueError: chunk_gated_delta_rule: key head dim 64 != value head dim 128")
     assert e["heads"].startswith("ValueError: chunk_gated_delta_rule: value has 4 heads, which is not a multiple")
     assert e["head_dim"].startswith("ValueError: gated_delta_net") and "head_dim 96" in e["head_dim"]
+
+
+def test_a_decode_step_through_both_hooks_compiles_with_fullgraph(checks) -> None:
+    assert checks["compiled"] == [
+        [[2, 1, 4, 128], "torch.bfloat16"],
+        [[2, 4, 128, 128], "torch.float32"],
+        [[2, 1, 16, 256], "torch.bfloat16"],
+    ]
 
 
 def test_flash_attn_forward_sdpa_path_equals_transformers_sdpa(checks) -> None:

@@ -20,33 +20,21 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import cuda_device_available
+from conftest import KERNEL_ROOT
 
 pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[1]
-KERNEL_ROOT = Path(os.environ.get("GGML_VENDOR_KERNEL_ROOT", REPO))
 
 
 @pytest.fixture(scope="module")
-def torch():
-    ok, why = cuda_device_available()
-    if not ok:
-        pytest.skip(why)
-    import torch as _torch
-
-    return _torch
+def torch(cuda_torch):  # type: ignore[no-untyped-def]
+    return cuda_torch
 
 
 @pytest.fixture(scope="module")
-def kernel(torch):
-    try:
-        import kernels
-    except ImportError as exc:
-        pytest.skip(f"the kernels package is not importable: {exc}")
-    if not any((KERNEL_ROOT / "build").glob("torch*-cu*")):
-        pytest.skip(f"no CUDA variant under {KERNEL_ROOT / 'build'}; run `ggml-vendor build` first")
-    return kernels.get_local_kernel(KERNEL_ROOT)
+def kernel(cuda_kernel):  # type: ignore[no-untyped-def]
+    return cuda_kernel
 
 
 def _reference(obj):
@@ -256,10 +244,12 @@ GENERATE = textwrap.dedent(r"""
         kw["kernel_config"] = KernelConfig({
             "chunk_gated_delta_rule": (f"{repo}:chunk_gated_delta_rule", meta),
             "fused_recurrent_gated_delta_rule": (f"{repo}:fused_recurrent_gated_delta_rule", meta),
-        })
+        }, inherit_mapping=False)  # only ours: transformers' default mapping names Hub repos this test Hub lacks
     if mode == "ours+fa":
         kw.update(attn_implementation=repo, allow_all_kernels=True)
         dtype = torch.bfloat16
+    if mode != "torch":
+        kw["use_kernels"] = True
     model = Qwen3_5ForCausalLM.from_pretrained(model_dir, dtype=dtype, device_map="cuda", **kw)
     from transformers.models.qwen3_5 import modeling_qwen3_5 as qm
     used = {n: getattr(qm, n).forward.__func__.__qualname__
@@ -341,7 +331,7 @@ def test_tiny_qwen35_from_the_local_hub_generates_the_torch_tokens(torch, kernel
     assert results["ours"]["used"] == {**switched, "attention": ["sdpa", "sdpa_attention_forward"]}
     assert results["torch"]["used"]["torch_chunk_gated_delta_rule"] != switched["torch_chunk_gated_delta_rule"]
     # bf16 with the attention switched too: it runs on ggml's decode kernel (tokens may differ from torch's in
-    # bf16, where random weights give near-tied logits; perf-anchors-2.md)
+    # bf16, where random weights give near-tied logits; docs/perf-reference.md §4.5)
     assert results["ours+fa"]["used"] == {**switched, "attention": ["test-org/ggml-attn-kernels", "flash_attn_forward"]}
     assert len(results["ours+fa"]["tokens"][0]) == 128
     ours, ref = results["ours"]["tokens"], results["torch"]["tokens"]

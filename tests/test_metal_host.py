@@ -36,7 +36,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not 
 def render_dispatch_header(dest: Path) -> Path:
     """Render our header the way `ggml-vendor render` does (same template, facts module as `facts`)."""
     text = (
-        render._environment(REPO / "templates")
+        render.template_environment(REPO / "templates")
         .get_template("csrc/metal/ggml_metal_dispatch.h.j2")
         .render(notice="generated for tests by tests/test_metal_host.py", facts=ggml_facts)
     )
@@ -472,7 +472,7 @@ def test_gated_delta_net_matches_ggml_host_code(harness: Path) -> None:
     for name, doc in got.items():
         assert len(doc["ggml"]) == 1, f"{name}: ggml encoded {len(doc['ggml'])} dispatches"
         _assert_same(name, doc["ggml"], doc["ours"])
-    # spot-check the facts the docs state (ggml-upstream.md §2.1): (S_v/nsg, H, B) x (32, nsg, 1), FC 1600+
+    # spot-check the facts the docs state (docs/upstream.md §2.1): (S_v/nsg, H, B) x (32, nsg, 1), FC 1600+
     d = got["gdn-decode-128"]["ours"][0]
     assert d["base"] == "kernel_gated_delta_net_f32_4"
     assert d["grid"] == [32, 32, 1] and d["threads"] == [32, 4, 1]

@@ -11,47 +11,31 @@ from memory poisoned with NaN first, so an element the kernel never writes shows
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import cuda_device_available
+from conftest import KERNEL_ROOT
+
+from toolkit.verify.reference import fa_reference, gdn_reference, rel_err  # the one copy (verify uses it too)
 
 pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[1]
-KERNEL_ROOT = Path(os.environ.get("GGML_VENDOR_KERNEL_ROOT", REPO))
 GDN_TOL = 2e-5  # f32 recurrence vs float64; measured ~1e-7 (docs/gpu-results.md)
 FA_TOL = 2e-3  # f16 K/V products accumulated as ggml does; measured ~1e-4 or better
 
 
 @pytest.fixture(scope="module")
-def torch():
-    ok, why = cuda_device_available()
-    if not ok:
-        pytest.skip(why)
-    import torch as _torch
-
-    return _torch
+def torch(cuda_torch):  # type: ignore[no-untyped-def]
+    return cuda_torch
 
 
 @pytest.fixture(scope="module")
-def op(torch):
-    try:
-        import kernels
-    except ImportError as exc:
-        pytest.skip(f"the kernels package is not importable: {exc}")
-    if not any((KERNEL_ROOT / "build").glob("torch*-cu*")):
-        pytest.skip(f"no CUDA variant under {KERNEL_ROOT / 'build'}; run `ggml-vendor build` first")
-    return kernels.get_local_kernel(KERNEL_ROOT)
-
-
-def rel_err(x, ref) -> float:
-    x = x.double()
-    return ((x - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+def op(cuda_kernel):  # type: ignore[no-untyped-def]
+    return cuda_kernel
 
 
 def poison(torch, *shapes, dtype=None) -> None:
@@ -80,25 +64,6 @@ def gdn_inputs(torch, B, T, Hk, H, D, kda=False, seed=0):
     return q, k, v, g, beta, state
 
 
-def gdn_reference(torch, q, k, v, g, beta, state_vk):
-    """The gated delta rule in float64, torch order; value head h reads q/k head h % H_k (ggml's tiled order);
-    state in and out indexed [value][key]; the output carries 1/sqrt(head_dim)."""
-    q, k, v, g, beta = (x.double() for x in (q, k, v, g, beta))
-    B, T, H, D = v.shape
-    idx = torch.arange(H, device=v.device) % q.shape[2]
-    q, k = q[:, :, idx], k[:, :, idx]
-    S = state_vk.double().transpose(-1, -2).clone()  # [B, H, key, value]
-    out = torch.empty(B, T, H, D, dtype=torch.float64, device=v.device)
-    for t in range(T):
-        decay = g[:, t].exp()[..., :, None] if g.dim() == 4 else g[:, t].exp()[..., None, None]
-        S = S * decay
-        kv = (S * k[:, t, :, :, None]).sum(-2)
-        delta = (v[:, t] - kv) * beta[:, t, :, None]
-        S = S + k[:, t, :, :, None] * delta[:, :, None, :]
-        out[:, t] = (S * q[:, t, :, :, None]).sum(-2) / math.sqrt(D)
-    return out, S.transpose(-1, -2)
-
-
 GDN_CASES = [
     # B, T, H_k, H, D, kda
     (1, 1, 32, 32, 128, False),  # decode, Qwen3-Next-like
@@ -109,6 +74,10 @@ GDN_CASES = [
     (4, 3, 2, 4, 16, False),
     (5, 33, 3, 3, 64, False),
     (2, 1, 1, 16, 32, False),
+    # enough state columns for the vectorised decode path of vendor/patches/0001 (B*H*D >= 64 per SM)
+    (8, 2, 16, 32, 128, False),  # tiled GQA
+    (4, 3, 32, 32, 128, True),  # KDA
+    (6, 9, 22, 22, 64, False),  # head dim 64
 ]
 
 
@@ -182,6 +151,25 @@ def test_gdn_reads_strided_views_of_a_fused_projection_in_place(torch, op):
     assert rel_err(out, ref_out) < GDN_TOL and rel_err(final, ref_state) < GDN_TOL
 
 
+@pytest.mark.parametrize("B,H,D", [(2, 4, 64), (8, 32, 128)])  # the one-column kernel and the vectorised path
+def test_gdn_strided_and_misaligned_views_match_the_reference(torch, op, B, H, D):
+    """q/k/v as views of a fused projection (row strides of 3 heads); then shifted by one float, so that no
+    16-byte vector load is possible and the launcher must fall back to the one-column kernel."""
+    T = 3
+    _, _, _, g, beta, state = gdn_inputs(torch, B, T, H, H, D, seed=13)
+    unit = torch.nn.functional.normalize(torch.randn(B, T, 3, H, D, device="cuda"), dim=-1)
+    for shift in (0, 1):
+        flat = torch.empty(unit.numel() + shift, device="cuda")[shift:]
+        qkv = flat.view(B, T, 3, H, D)
+        qkv.copy_(unit)
+        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        assert (q.data_ptr() % 16 == 0) == (shift == 0)
+        ref_out, ref_state = gdn_reference(torch, q, k, v, g, beta, state)
+        out, final = op.gated_delta_net(q, k, v, g, beta, state)
+        torch.cuda.synchronize()
+        assert rel_err(out, ref_out) < GDN_TOL and rel_err(final, ref_state) < GDN_TOL, shift
+
+
 def test_gdn_zero_tokens_returns_the_state(torch, op):
     q, k, v, g, beta, state = gdn_inputs(torch, 2, 0, 4, 4, 32, seed=1)
     out, final = op.gated_delta_net(q, k, v, g, beta, state)
@@ -233,16 +221,6 @@ def test_gdn_bad_arguments_name_the_argument(torch, op):
 
 
 # ---- flash attention ------------------------------------------------------------------------------------
-
-
-def fa_reference(torch, q, k, v, mask, scale):
-    q, k, v = q.double(), k.double(), v.double()
-    rep = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)  # grouped GQA
-    s = (q @ k.transpose(-1, -2)) * scale
-    if mask is not None:
-        s = s + mask.double()
-    return (torch.softmax(s, -1) @ v).transpose(1, 2)  # (B, n_q, H, D)
 
 
 def fa_inputs(torch, B, H, Hkv, n_q, n_kv, D, dtype=None, seed=0):

@@ -26,9 +26,8 @@ def up(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("GGML_VENDOR_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("GGML_VENDOR_MIRROR", raising=False)
+def _cache(isolated_upstream_cache):  # type: ignore[no-untyped-def]
+    return isolated_upstream_cache
 
 
 @pytest.fixture
@@ -102,6 +101,20 @@ def test_save_refreshes_an_existing_patch_and_numbers_new_ones(proj):
     assert "unsupported" in second and "2.0f" not in second  # only the new edit: 0001 is its baseline
     assert [p.name for p in read_lock(proj.vendor_dir).patches] == ["0001-scale.patch", "0002-abort-note.patch"]
     assert check_vendor_dir(proj.vendor_dir) == []
+
+
+def test_save_with_a_new_description_only_rewrites_the_message(proj):
+    edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = 2.0f * q[0] * k[0];")
+    assert cli(proj, "patch", "save", "scale", "-m", "old words").exit_code == 0
+    before = (proj.vendor_dir / "patches" / "0001-scale.patch").read_text()
+    res = cli(proj, "patch", "save", "scale", "-m", "new words\n\nbefore 9 us, after 3 us")
+    assert res.exit_code == 0, res.output
+    after = (proj.vendor_dir / "patches" / "0001-scale.patch").read_text()
+    assert "Subject: [PATCH] new words" in after and "before 9 us" in after
+    assert before.split("diff --git", 1)[1] == after.split("diff --git", 1)[1]  # the same change
+    assert check_vendor_dir(proj.vendor_dir) == []
+    # without -m there is nothing to refresh
+    assert_one_line_refusal(proj, ["patch", "save", "scale"], 5, "no edits to save")
 
 
 def test_save_dry_run_writes_nothing(proj):

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from conftest import requires_torch
 from hubserver import HubServer, HubState
-from hubserver.variants import host_variant_name, make_variant, provenance, write_metadata, write_project
+from hubserver.variants import host_variant_name, make_variant, provenance, write_lock, write_metadata, write_project
 
 from toolkit.core import config
 from toolkit.core.errors import PublishError
+from toolkit.publish.localhub import client_env
 from toolkit.publish.plan import (
     ADD,
     DELETE,
@@ -125,17 +126,7 @@ def _writes(hub) -> list:  # type: ignore[no-untyped-def]
 
 
 def _load_in_fresh_process(hub, cache: Path, code: str) -> subprocess.CompletedProcess:  # type: ignore[no-untyped-def]
-    env = {
-        **os.environ,
-        "HF_ENDPOINT": hub.url,
-        "HF_HUB_DISABLE_XET": "1",
-        "HF_HUB_CACHE": str(cache),
-        "KERNELS_CACHE": str(cache),
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "HF_HUB_OFFLINE": "0",
-    }
-    # kernels 0.17.2 + huggingface_hub 2.4 build an invalid User-Agent (trailing "; ") under this setting.
-    env.pop("HF_HUB_DISABLE_TELEMETRY", None)
+    env = client_env(hub.url, cache)
     env.pop("HF_TOKEN", None)
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
 
@@ -263,24 +254,9 @@ def test_rejected_token_is_reported_and_never_printed(project, hub) -> None:  # 
 
 
 def test_cli_publish_token_not_in_output_or_report(tmp_path: Path, hub) -> None:  # type: ignore[no-untyped-def]
-    from toolkit.core.lock import Lock, render_lock
 
     root = write_project(tmp_path / "p", hub_repo=REPO)
-    (root / "vendor").mkdir()
-    (root / "vendor" / "UPSTREAM").write_text(
-        render_lock(
-            Lock(
-                upstream="https://github.com/ggml-org/ggml",
-                layout="ggml",
-                commit=provenance()["ggml-vendor"]["upstream"]["commit"],
-                rev="master",
-                date="2026-01-01",
-                subject="pin",
-                tool_version="0.1.0",
-                files={},
-            )
-        )
-    )
+    write_lock(root, date="2026-01-01", subject="pin")
     cfg = config.load(root)
     make_variant(root / "build")
     assert verify_build(cfg, options=VerifyOptions(smoke=False)).ok

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from hubserver import HubServer, HubState
-from hubserver.variants import make_variant, write_project
+from hubserver.variants import make_variant, write_lock, write_project
 from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
@@ -76,7 +76,6 @@ def test_lfs_bytes_must_match_their_oid_and_commits_need_uploaded_objects(hub) -
 
 
 def test_cli_dry_run_prints_the_plan_and_pushes_nothing(tmp_path: Path, hub) -> None:  # type: ignore[no-untyped-def]
-    from toolkit.core.lock import Lock, render_lock
 
     root = write_project(tmp_path / "p", hub_repo="o/kern")
     v = make_variant(root / "build")
@@ -86,21 +85,7 @@ def test_cli_dry_run_prints_the_plan_and_pushes_nothing(tmp_path: Path, hub) -> 
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert proc.returncode == 9 and "vendor/UPSTREAM is missing" in proc.stderr
     assert hub.state.requests == []
-    (root / "vendor").mkdir()
-    (root / "vendor" / "UPSTREAM").write_text(
-        render_lock(
-            Lock(
-                upstream="https://github.com/ggml-org/ggml",
-                layout="ggml",
-                commit="d99724f2" + "0" * 32,
-                rev="master",
-                date="",
-                subject="",
-                tool_version="0.1.0",
-                files={},
-            )
-        )
-    )
+    write_lock(root)
     assert verify_build(config.load(root), options=VerifyOptions(smoke=False)).ok
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr

@@ -92,7 +92,7 @@ def test_orphaned_generated_files_are_reported_and_removed_but_hand_written_ones
     mine = root / "csrc" / "cuda" / "notes.txt"
     mine.write_text("written by a person\n")
     drift = render.check(rendered(root))
-    assert drift == [render.Drift("csrc/cuda/old_kernels.cu", "orphan")]
+    assert drift == [render.FileChange("csrc/cuda/old_kernels.cu", "orphan")]
     render.write(rendered(root))
     assert not orphan.exists() and mine.exists()
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import tomlkit
+from fixture_repos import RENDER_PYPROJECT
 
 from toolkit.build import rocm
 from toolkit.core import config as config_mod
@@ -21,21 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "rocm" / "build.toml.rocm-sections"
 UPDATE = os.environ.get("GGML_VENDOR_UPDATE_GOLDEN") == "1"
 
-PYPROJECT = """\
-[tool.ggml-vendor]
-name = "ggml-attn-kernels"
-version = 1
-license = "MIT"
-hub-repo = "example/ggml-attn-kernels"
-upstream = "https://github.com/ggml-org/llama.cpp"
-backends = [{backends}]
-{extra}
-[tool.ggml-vendor.ops.gated_delta_net]
-cuda = ["src/ggml-cuda/gated_delta_net.cu"]
-
-[tool.ggml-vendor.ops.flash_attn]
-cuda = ["src/ggml-cuda/fattn-vec.cuh"]
-"""
+PYPROJECT = RENDER_PYPROJECT.replace("cuda-archs = [{archs}]\n", "{extra}\n")
 
 
 def build_toml(tmp_path: Path, backends: str = '"cuda", "rocm"', extra: str = "") -> str:

@@ -1,7 +1,7 @@
 """Integration: sync against a real ggml (or llama.cpp) clone named by GGML_VENDOR_REAL_UPSTREAM, in both
 layouts (a llama.cpp-shaped repository is built from a ggml clone on the fly, sharing its objects).
 
-At the snapshot ggml-upstream.md documents (ggml d99724f2) the closures must be exactly §8's."""
+At the snapshot docs/upstream.md documents (ggml d99724f2) the closures must be exactly §8's."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ REAL = os.environ.get("GGML_VENDOR_REAL_UPSTREAM")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOC_SNAPSHOT = "d99724f2b141fed9e1a9f402213506c081433465"
 
-# ggml-upstream.md §8.1-§8.4 at DOC_SNAPSHOT (standalone layout).
+# docs/upstream.md §8.1-§8.4 at DOC_SNAPSHOT (standalone layout).
 GDN_CUDA_8_1 = {
     "src/ggml-cuda/gated_delta_net.cu",
     "src/ggml-cuda/gated_delta_net.cuh",

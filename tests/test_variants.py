@@ -54,7 +54,7 @@ def test_names_parse_back_and_agree_with_kernels_parser():
         )
         if v.toolkit:
             assert str(parsed.arch.backend.version) == v.toolkit
-        # -cxx11 on Linux only (hub-contract.md §2.1)
+        # -cxx11 on Linux only (docs/hub-contract.md §2.1)
         assert ("-cxx11-" in v.name) == (v.os == "linux")
 
 
@@ -160,6 +160,17 @@ def test_bad_sources_are_one_clear_error(tmp_path, body, fragment):
     )
     with pytest.raises(ConfigError, match=re.escape(fragment)):
         load_matrix(f)
+
+
+def test_metal_torch_comes_from_pypi_without_a_url():
+    m = load_matrix(DEFAULT)
+    metal = parse_name("torch214-metal-aarch64-darwin")
+    assert "metal" not in m.torch_index and m.index_for(metal) == "PyPI"
+    mac = HostFacts(os="darwin", cpu="aarch64", metal=True, cxx="/usr/bin/clang++")
+    st = status(metal, mac, enabled_backends=("metal",), index=None)
+    assert not st.buildable and "needs torch 2.14" in st.reason and "pip's default index" in st.reason
+    st = status(metal, mac, enabled_backends=("metal",), index="PyPI", torch_source=m.torch_source(metal))
+    assert st.provision and "torch 2.14.1 (metal) from PyPI" in st.reason
 
 
 # --- status rules ----------------------------------------------------------------------------------------

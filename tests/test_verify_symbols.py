@@ -235,3 +235,86 @@ def test_verify_fails_a_variant_carrying_its_own_unwinder(tmp_path: Path) -> Non
     report = verify_build(cfg, options=VerifyOptions(check_vendor=False, smoke=False, host_toolchain_ok=True))
     [f] = [f for f in report.failures()]
     assert f.check == "symbols" and "_Unwind_Resume" in f.message and f.variant == host_variant_name()
+
+
+# --- with the real zig toolchain (lld): the cases that motivated the check -----------------------------
+
+
+def _zig() -> str:
+    try:
+        from toolkit.build.zig import find_zig  # the pinned toolchain, when the build has provisioned it
+
+        found = find_zig()
+    except ImportError:
+        found = None
+    if not found:
+        import importlib.util
+
+        spec = importlib.util.find_spec("ziglang")  # the pip wheel: the binary sits in the package
+        if spec is not None and spec.origin and (Path(spec.origin).parent / "zig").is_file():
+            found = str(Path(spec.origin).parent / "zig")
+    found = found or shutil.which("zig")
+    if not found:
+        pytest.skip("zig is not installed (ggml-vendor build --provision installs the pinned ziglang)")
+    return found
+
+
+@pytest.mark.slow
+def test_lld_linked_imports_that_kernel_abi_check_misses_are_caught(tmp_path: Path) -> None:
+    """zig (clang + lld) against glibc 2.39, as on Ubuntu 24.04: C23 strtol, dlsym and pthread_rwlock_* at
+    2.38/2.34. kernel-abi-check 0.14.1 reports nothing for an lld-linked object; this check names all three."""
+    src = tmp_path / "a.c"
+    src.write_text(
+        "#define _GNU_SOURCE\n#include <stdlib.h>\n#include <dlfcn.h>\n#include <pthread.h>\n"
+        "long f(const char *s) { return strtol(s, 0, 10); }\n"
+        'void *g(void *h) { return dlsym(h, "x"); }\n'
+        "int r(pthread_rwlock_t *l) { return pthread_rwlock_rdlock(l); }\n"
+    )
+    so = tmp_path / "lld239.so"
+    _run(_zig(), "cc", "-target", "x86_64-linux-gnu.2.39", "-std=c2x", "-shared", "-fPIC", "-o", so, src)
+    assert "Name: GLIBC_2.38" in _readelf("-V", so)
+    assert set(_bad(so)) == {
+        "__isoc23_strtol@GLIBC_2.38 (from libc.so.6)",
+        "dlsym@GLIBC_2.34 (from libc.so.6)",
+        "pthread_rwlock_rdlock@GLIBC_2.34 (from libc.so.6)",
+    }
+
+
+@pytest.mark.slow
+def test_zig_with_lgcc_s_links_a_private_unwinder_that_kills_every_exception(objs, tmp_path: Path) -> None:
+    """`-lgcc_s` makes zig link its own static libunwind: the .so then aborts on the first exception thrown
+    through it. Linking libgcc_s by path does not. verify tells them apart, stripped or not."""
+    zig = _zig()
+    major = subprocess.run(["g++", "-dumpversion"], capture_output=True, text=True).stdout.strip().split(".")[0]
+    std = [f"-I/usr/include/c++/{major}", f"-I/usr/include/x86_64-linux-gnu/c++/{major}"]
+    if not Path(std[1][2:]).is_dir():
+        pytest.skip(f"libstdc++ {major} headers for x86_64 are not where Debian/Ubuntu put them")
+    libstdcxx = subprocess.run(["g++", "-print-file-name=libstdc++.so"], capture_output=True, text=True).stdout.strip()
+    libgcc_s = subprocess.run(["g++", "-print-file-name=libgcc_s.so.1"], capture_output=True, text=True).stdout.strip()
+    src = objs["cxx_clean"].with_suffix(".cpp")
+    base = [zig, "c++", "-target", "x86_64-linux-gnu.2.28", "-nostdinc++", *std, "-shared", "-fPIC"]
+    good, bad = tmp_path / "good.so", tmp_path / "bad.so"
+    _run(*base, "-o", good, src, "-nostdlib++", libstdcxx, libgcc_s)
+    _run(*base, "-o", bad, src, "-nostdlib++", libstdcxx, "-lgcc_s")
+    driver = tmp_path / "driver.cpp"
+    driver.write_text(
+        "#include <cstdio>\n#include <dlfcn.h>\n#include <stdexcept>\n"
+        "int main(int, char **argv) {\n"
+        "  void *h = dlopen(argv[1], RTLD_NOW); if (!h) return 2;\n"
+        '  auto f = (long (*)(long)) dlsym(h, "checked");\n'
+        '  try { f(0); } catch (const std::exception &e) { std::printf("CAUGHT %s\\n", e.what()); return 0; }\n'
+        "  return 1;\n}\n"
+    )
+    _run("g++", "-o", tmp_path / "driver", driver, "-ldl")
+    ok = subprocess.run([tmp_path / "driver", good], capture_output=True, text=True)
+    assert ok.returncode == 0 and "CAUGHT n must be positive, got 0" in ok.stdout
+    crash = subprocess.run([tmp_path / "driver", bad], capture_output=True, text=True)
+    assert crash.returncode != 0 and "CAUGHT" not in crash.stdout  # terminate: the exception never arrives
+    assert check_symbols("v", [good])[0].status == PASS
+    assert [f.status for f in check_symbols("v", [bad])] == [FAIL]
+    if shutil.which("strip"):
+        stripped = tmp_path / "bad_stripped.so"
+        shutil.copy(bad, stripped)
+        _run("strip", "--strip-all", stripped)
+        [f] = check_symbols("v", [stripped])
+        assert f.status == FAIL and "_Unwind_Resume (stripped" in f.message

@@ -4,6 +4,7 @@ into exit codes. Command help texts are in toolkit/help.py."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -32,9 +33,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print a JSON document on 
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Print the plan and change nothing.")]
 VerboseOpt = Annotated[
     bool,
-    typer.Option(
-        "--verbose", "-v", help="Show progress and details as they happen (GGML_VENDOR_VERBOSE=1 adds tracebacks)."
-    ),
+    typer.Option("--verbose", "-v", help="Show progress and details as they happen, and the traceback of an error."),
 ]
 # `--variant` has no short form: `-v` is --verbose in every command.
 VariantOpt = Annotated[
@@ -42,18 +41,56 @@ VariantOpt = Annotated[
 ]
 
 
-def run_guarded(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-    """Run a command body; a VendorError becomes one red line and its exit code (a traceback with
-    GGML_VENDOR_VERBOSE=1)."""
+NoWaitOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-wait",
+        help="If another ggml-vendor command is using this project, refuse (exit 4) instead of waiting for it.",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Locked:
+    """The project lock a command holds from its plan to its report (see toolkit.core.projectlock).
+    `shared` for commands that only read the project (checks, dry runs)."""
+
+    project: Path | None
+    command: str
+    no_wait: bool = False
+    shared: bool = False
+
+
+def run_guarded(fn, *args, verbose: bool = False, lock: Locked | None = None, **kwargs):  # type: ignore[no-untyped-def]
+    """Run a command body (under the project lock when `lock` is given); a VendorError becomes one red
+    line and its exit code, preceded by the traceback with --verbose (or GGML_VENDOR_VERBOSE=1)."""
     try:
-        return fn(*args, **kwargs)
+        if lock is None:
+            return fn(*args, **kwargs)
+        from toolkit.core.config import find_root
+        from toolkit.core.projectlock import project_lock
+
+        root = find_root(lock.project)
+        with project_lock(
+            root,
+            command=lock.command,
+            shared=lock.shared,
+            wait=not lock.no_wait,
+            on_wait=lambda msg: ui.warn("waiting:", msg),
+        ):
+            return fn(*args, **kwargs)
+    except Interrupted as exc:
+        ui.warn("interrupted:", exc.one_line())
+        raise typer.Exit(exc.exit_code) from None
     except VendorError as exc:
-        if os.environ.get("GGML_VENDOR_VERBOSE"):
-            raise
-        ui.err.print(f"[red]error:[/] {exc.one_line()}", markup=True)
+        if verbose or os.environ.get("GGML_VENDOR_VERBOSE"):
+            import traceback
+
+            traceback.print_exc()
+        ui.error(exc.one_line())
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
-        ui.err.print(f"[yellow]interrupted:[/] {Interrupted('').one_line() or 'previous state kept'}")
+        ui.warn("interrupted:", "previous state kept")
         raise typer.Exit(Interrupted.exit_code) from None
 
 

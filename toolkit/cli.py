@@ -11,7 +11,19 @@ import importlib
 import sys
 from typing import Any
 
-COMMAND_MODULES = ("sync", "status", "patch", "render", "variants", "build", "verify", "publish", "demo", "ci")
+COMMAND_MODULES = (
+    "sync",
+    "status",
+    "patch",
+    "render",
+    "variants",
+    "build",
+    "verify",
+    "publish",
+    "demo",
+    "ci",
+    "collect",
+)
 
 
 def _register(argv: list[str]) -> None:

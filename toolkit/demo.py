@@ -5,7 +5,6 @@ workspace — sync, render, build what this machine can, verify, publish to a lo
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -174,18 +173,9 @@ print("DEMO" + json.dumps(out))
 
 def load_with_get_kernel(endpoint: str, repo: str, version: int, cache: Path) -> dict[str, Any]:
     """kernels.get_kernel(repo, version=N, trust_remote_code=True) in a fresh process against `endpoint`."""
-    env = {
-        **os.environ,
-        "HF_ENDPOINT": endpoint,
-        "HF_HUB_DISABLE_XET": "1",
-        "HF_HUB_CACHE": str(cache),
-        "KERNELS_CACHE": str(cache),
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "HF_HUB_OFFLINE": "0",
-    }
-    # kernels 0.17.2 with huggingface_hub 2.x sends an invalid User-Agent when telemetry is disabled.
-    env.pop("HF_HUB_DISABLE_TELEMETRY", None)
-    env.pop("LOCAL_KERNELS", None)
+    from toolkit.publish.localhub import client_env
+
+    env = client_env(endpoint, cache)
     proc = subprocess.run(
         [sys.executable, "-c", _LOAD_CHILD, repo, str(version)], env=env, capture_output=True, text=True, timeout=600
     )

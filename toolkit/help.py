@@ -14,7 +14,11 @@ SYNC = """Pin an upstream ggml/llama.cpp revision into vendor/ and write the loc
 Reads only the files the configured ops need (their entry files plus every quoted #include, followed
 recursively, plus LICENSE) straight from git objects at REV, applies vendor/patches/*.patch in name order,
 and swaps the new vendor/ in atomically. Re-syncing the same revision writes nothing. When the pin moves,
-prints what changed upstream and writes build/reports/drift-<old>-<new>.{md,json}.
+prints what changed upstream and writes build/reports/drift-<old>-<new>.{md,json}: per op, "signature
+changed (breaking)" apart from "body changed: review semantics" (kernels and ggml-cpu's reference), with the
+diff and the upstream commits that touched each function.
+
+Holds the project lock from plan to report: a second ggml-vendor command waits (or, with --no-wait, refuses).
 
 Without --rev, re-creates the locked pin (e.g. after a fresh clone, where only vendor/UPSTREAM is tracked).
 
@@ -56,8 +60,10 @@ BUILD = (
 VERIFY = """Check every build/<variant>/: layout and names (op namespace = .so stem = metadata id), metadata.json
 through kernels' own parser and digest, backend.archs against the cubins/PTX inside the binary, ABI
 (manylinux_2_28, abi3 >= 3.9, macOS minos), real binaries (no Git LFS stubs), the Metal library,
-provenance against vendor/UPSTREAM, a clean vendor/, and an import through kernels.get_local_kernel
-when this machine can load the variant. Exits 8 when anything fails; publish requires a pass."""
+provenance against vendor/UPSTREAM, a clean vendor/, an import through kernels.get_local_kernel when
+this machine can load the variant, and (where it loads and a GPU is present) conformance: every op against
+the package's float64 reference of the documented contract on a fixed set of shapes. Exits 8 when anything
+fails; publish requires a pass, and conformance wherever the publishing host could run it."""
 
 PUBLISH = """Publish build/ variants: each to branch v<N> of a kernel-type repo (created if missing) with the card
 (README.md: ops, upstream pin, variants) on main. Only files inside the re-uploaded variants are deleted;
@@ -71,3 +77,37 @@ this project: sync -> render -> build (what this machine can) -> verify -> publi
 -> kernels.get_kernel(repo, version=N) in a fresh process, which on a CUDA machine also runs both ops
 against float64 references. Prints one table (or --json) and exits non-zero if any stage failed. Your
 project, vendor/ and build/ are not touched. --dry-run prints the stages it would run."""
+
+PATCH = """Keep changes to the vendored ggml as a patch series in vendor/patches/ (applied by sync, in name order).
+
+Workflow: edit files under vendor/ggml, then `ggml-vendor patch save NAME -m "what and why"`; before moving
+the pin, `ggml-vendor patch list --rev REV` says which patches still apply there.
+"""
+
+PATCH_SAVE = (
+    "Save the current edits of vendor/ggml (against the pinned upstream with the other patches applied) as "
+    "vendor/patches/NNNN-NAME.patch in git format-patch form, or refresh the patch NAME if it exists; "
+    "re-locks vendor/ in the same atomic step.\n\n"
+    "Example: ggml-vendor patch save gdn-decode -m 'cuda: gated_delta_net: 16-byte state loads at decode'"
+)
+
+PATCH_LIST = (
+    "List vendor/patches/*.patch with their descriptions and health: applies, already-upstream, or conflicts "
+    "at hunk N. --rev REV checks them against another upstream revision without changing anything."
+)
+
+PATCH_DROP = "Remove a patch from vendor/patches/ and un-apply it from vendor/ggml."
+
+CI = """Render .github/workflows/build-variants.yml from the variant matrix: one job per variant on a runner that
+can build it (x86_64 and arm64 Linux, NVIDIA's CUDA image for toolkits PyPI lacks, a ROCm container, macOS
+with Xcode's Metal toolchain), each building and verifying its variant and uploading build/<variant>/ with
+its verification record as an artifact named after the variant; a final job runs `ggml-vendor collect`,
+verifies and publishes (v* tags, or a manual run that asks for it). Same inputs give the same bytes;
+--check exits 6 when the committed workflow is missing or stale."""
+
+COLLECT = """Merge per-variant build artifacts into build/: what the `ggml-vendor ci` jobs upload (<variant>/ plus
+its .verified.json record), as directories or .zip files, or a directory holding them (download-artifact's
+layout). Refuses, naming it, an artifact that is incomplete (files missing or not matching its digest),
+from another source tree (lock, build inputs or commit differ from this checkout), unverified, or that
+fails verify's checks again on this host; build/ is then unchanged. Otherwise swaps the variants in
+atomically (others in build/ are kept) and keeps each one's verification record. Exit 11 on a refusal."""

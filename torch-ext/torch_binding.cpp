@@ -76,7 +76,7 @@ std::string cat(const Args &... args) {
 namespace {
 
 // ggml only runs the vector kernel on K/V whose length is a multiple of this (FATTN_KQ_STRIDE); the kernel
-// reads whole chunks with no bounds check (ggml-upstream.md §3.1).
+// reads whole chunks with no bounds check (docs/upstream.md §3.1).
 constexpr int64_t kFattnKqStride = 256;
 constexpr int64_t kFaMaxQueries = 19;
 constexpr int64_t kMaxGridYZ = 65535;
@@ -111,7 +111,7 @@ void check_launch(const char * err, const char * op) {
 // ---- gated_delta_net -----------------------------------------------------------------------------------
 
 // Validates everything ggml_cuda_op_gated_delta_net_impl asserts (and what it silently assumes), and fills
-// the launcher arguments except the state pointers. Shapes in torch order (ggml-upstream.md §1.3).
+// the launcher arguments except the state pointers. Shapes in torch order (docs/upstream.md §1.3).
 ggml_vendor_gdn_args gdn_args(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v, const at::Tensor & g,
                               const at::Tensor & beta, const at::Tensor & state, const char * op) {
   GV_CHECK(ValueError, q.defined(), op, ": q is an undefined tensor");
@@ -275,7 +275,7 @@ at::Tensor gated_delta_net_inplace_cuda(const at::Tensor & q, const at::Tensor &
     return out;
   }
   // ggml reads each state row into registers before it writes that row, so the output state may alias
-  // the input (ggml-upstream.md §1.3, verified on the H200).
+  // the input (docs/upstream.md §1.3, verified on the H200).
   a.state_in = state.data_ptr<float>();
   a.out = out.data_ptr<float>();
   a.state_out = state.data_ptr<float>();

@@ -17,11 +17,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SOURCES = ("raw_shim.cu", "raw_gdn.cu", "raw_fa.cu")
-# Upstream entry files the harness TUs #include (their closures: ggml-upstream.md §1.5 and §3.1).
+# Upstream entry files the harness TUs #include (their closures: docs/upstream.md §1.5 and §3.1).
 VENDOR_ENTRIES = ("src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/fattn-vec.cuh", "src/ggml-cuda/common.cuh")
 # Folders whose headers can be in those closures: all of them go into the build cache key.
 VENDOR_HASHED = ("include", "src", "src/ggml-cuda", "src/ggml-cuda/vendors")
-# ggml's own CUDA flags (ggml-upstream.md §1.7); no torch flags are involved since no torch header is used.
+# ggml's own CUDA flags (docs/upstream.md §1.7); no torch flags are involved since no torch header is used.
 NVCC_FLAGS = (
     "-std=c++17",
     "-O3",
@@ -141,6 +141,46 @@ def build(vendor: Path, out_dir: Path, *, quiet: bool = True) -> Path:
     return lib
 
 
+def pristine_tree(vendor: Path, patches_dir: Path, out_dir: Path) -> tuple[Path, list[str]]:
+    """Upstream's unpatched sources: a copy of `vendor` (vendor/ggml) with every vendor/patches/*.patch
+    reverse-applied (last first). Returns (the tree, the patch names undone); with no patches it is `vendor`
+    itself. Cached by content under out_dir."""
+    vendor = Path(vendor).resolve()
+    patches_dir = Path(patches_dir).resolve()
+    patches = sorted(patches_dir.glob("*.patch")) if patches_dir.is_dir() else []
+    if not patches:
+        return vendor, []
+    digest = hashlib.sha256()
+    for f in sorted(vendor.rglob("*")):
+        if f.is_file():
+            digest.update(f.relative_to(vendor).as_posix().encode() + b"\0" + f.read_bytes())
+    for p in patches:
+        digest.update(p.name.encode() + b"\0" + p.read_bytes())
+    tree = Path(out_dir).resolve() / f"pristine-{digest.hexdigest()[:16]}" / "ggml"
+    if tree.is_dir():
+        return tree, [p.name for p in patches]
+    tmp = tree.parent / "ggml.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(vendor, tmp)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["GIT_CEILING_DIRECTORIES"] = str(tmp.parent)
+    for p in reversed(patches):
+        res = subprocess.run(
+            ["git", "apply", "-R", "-p1", "--whitespace=nowarn", str(p)],
+            cwd=tmp,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if res.returncode != 0:
+            raise RawUnavailable(
+                f"cannot undo {p.name} on vendor/ggml ({res.stderr.strip().splitlines()[0] if res.stderr.strip() else 'git apply -R failed'}): "
+                "run `ggml-vendor sync` so vendor/ggml is the pin with its patches"
+            )
+    tmp.rename(tree)
+    return tree, [p.name for p in patches]
+
+
 class RawGgml:
     """ctypes view of libraw_ggml.so; every call raises RuntimeError with ggml's message on failure."""
 
@@ -152,6 +192,8 @@ class RawGgml:
         L.raw_last_error.restype = ctypes.c_char_p
         L.raw_gdn_launch.argtypes = [p] * 8 + [i64] * 4 + [i64] * 9 + [i64, i64, i32, p]
         L.raw_gdn_launch.restype = i32
+        L.raw_gdn_launch_cols.argtypes = [p] * 8 + [i64] * 4 + [i64] * 9 + [i64, i64, i32, p]
+        L.raw_gdn_launch_cols.restype = i32
         L.raw_fa_occupancy.argtypes = [i32, ctypes.POINTER(i32)]
         L.raw_fa_occupancy.restype = i32
         L.raw_fa_launch.argtypes = [

@@ -30,3 +30,45 @@ RAW_API int raw_gdn_launch(const float * q, const float * k, const float * v, co
         CUDA_CHECK(cudaGetLastError());
     })
 }
+
+// For benchmarks/patch_sweep.py: the patched vector path (vendor/patches) with a forced number of columns per
+// warp, instead of the launcher's choice. Sources without that path (upstream's) report it unavailable.
+#ifdef GGML_CUDA_GDN_VEC_AVAILABLE
+template <int C>
+static void raw_gdn_cols(const float * q, const float * k, const float * v, const float * g, const float * beta,
+                         const float * state_in, float * out, float * state_out, int64_t S_v, int64_t H,
+                         int64_t n_tokens, int64_t n_seqs, int64_t sq1, int64_t sq2, int64_t sq3, int64_t sv1,
+                         int64_t sv2, int64_t sv3, int64_t sb1, int64_t sb2, int64_t sb3, int64_t neqk1, int64_t rq3,
+                         cudaStream_t stream) {
+    launch_gated_delta_net_vec<false, false, C>(q, k, v, g, beta, state_in, out, state_out, S_v, H, n_tokens, n_seqs,
+                                                sq1, sq2, sq3, sv1, sv2, sv3, sb1, sb2, sb3,
+                                                init_fastdiv_values(neqk1), init_fastdiv_values(rq3),
+                                                1.0f / sqrtf((float) S_v), S_v * S_v * H * n_seqs, 1, stream);
+}
+#endif // GGML_CUDA_GDN_VEC_AVAILABLE
+
+RAW_API int raw_gdn_launch_cols(const float * q, const float * k, const float * v, const float * g, const float * beta,
+                                const float * state_in, float * out, float * state_out,
+                                int64_t S_v, int64_t H, int64_t n_tokens, int64_t n_seqs,
+                                int64_t sq1, int64_t sq2, int64_t sq3,
+                                int64_t sv1, int64_t sv2, int64_t sv3,
+                                int64_t sb1, int64_t sb2, int64_t sb3,
+                                int64_t neqk1, int64_t rq3, int cols, void * stream) {
+#ifdef GGML_CUDA_GDN_VEC_AVAILABLE
+    RAW_GUARD({
+        auto * const fn = cols == 4 ? raw_gdn_cols<4> : cols == 8 ? raw_gdn_cols<8> : cols == 16 ? raw_gdn_cols<16> : nullptr;
+        if (fn == nullptr) {
+            throw std::runtime_error("raw_gdn_launch_cols: cols must be 4, 8 or 16");
+        }
+        fn(q, k, v, g, beta, state_in, out, state_out, S_v, H, n_tokens, n_seqs, sq1, sq2, sq3, sv1, sv2, sv3,
+           sb1, sb2, sb3, neqk1, rq3, (cudaStream_t) stream);
+        CUDA_CHECK(cudaGetLastError());
+    })
+#else
+    (void) q; (void) k; (void) v; (void) g; (void) beta; (void) state_in; (void) out; (void) state_out;
+    (void) S_v; (void) H; (void) n_tokens; (void) n_seqs; (void) sq1; (void) sq2; (void) sq3; (void) sv1;
+    (void) sv2; (void) sv3; (void) sb1; (void) sb2; (void) sb3; (void) neqk1; (void) rq3; (void) cols; (void) stream;
+    raw_error_slot() = "these sources have no vector GDN path (unpatched upstream)";
+    return 1;
+#endif // GGML_CUDA_GDN_VEC_AVAILABLE
+}

@@ -1,6 +1,6 @@
 // The handful of ggml runtime symbols that upstream's CUDA sources reference but that live outside the
 // files we include (normally in ggml-cuda.cu and ggml.c). Written by us for the benchmark harness only;
-// ggml-upstream.md §1.6 lists what each has to do. Errors become C++ exceptions, which the extern "C"
+// docs/upstream.md §1.6 lists what each has to do. Errors become C++ exceptions, which the extern "C"
 // entry points in raw_gdn.cu / raw_fa.cu turn into an error code plus a message for Python.
 #include "ggml-cuda/common.cuh"
 
@@ -21,7 +21,7 @@ RAW_API const char * raw_last_error() {
 }
 
 const ggml_cuda_device_info & ggml_cuda_info() {
-    // Filled once, field by field: the struct changes upstream from time to time (ggml-upstream.md §1.6).
+    // Filled once, field by field: the struct changes upstream from time to time (docs/upstream.md §1.6).
     static const ggml_cuda_device_info info = [] {
         ggml_cuda_device_info out{};
         int n = 0;
@@ -32,7 +32,7 @@ const ggml_cuda_device_info & ggml_cuda_info() {
             n = GGML_CUDA_MAX_DEVICES;
         }
         // Only the fields upstream's launch paths read (cc, nsm, smem limits, warp size): the struct gains and
-        // loses others between pins (ggml-upstream.md §1.6), which stay value-initialised.
+        // loses others between pins (docs/upstream.md §1.6), which stay value-initialised.
         out.device_count = n;
         for (int d = 0; d < n; ++d) {
             cudaDeviceProp p{};

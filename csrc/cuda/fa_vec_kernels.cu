@@ -4,9 +4,9 @@
 // modification and included in this translation unit only. We instantiate
 // flash_attn_ext_vec<D, ncols, T, T, /*softcap*/false> and flash_attn_combine_results<D> and re-implement
 // the non-stream-k branch of ggml's launch_fattn (fattn-common.cuh): the occupancy-based choice of
-// parallel_blocks, the grid, the scalar arguments and the combine launch (ggml-upstream.md §3.1, §8.2).
+// parallel_blocks, the grid, the scalar arguments and the combine launch (docs/upstream.md §3.1, §8.2).
 // No torch headers: this object is torch-independent.
-// Vendored ggml commit: d99724f2b141fed9e1a9f402213506c081433465
+// Vendored ggml commit: d99724f2b141fed9e1a9f402213506c081433465 (synced from llama.cpp commit d3cf1f14a2e16fbd7ebad34b12cb71b8af345c43)
 
 #include "ggml-cuda/fattn-vec.cuh"
 
@@ -72,7 +72,7 @@ void fa_combine(int64_t D, const ggml_cuda_kernel_launch_params & params, const 
 }
 
 // cudaOccupancyMaxActiveBlocksPerMultiprocessor per (device, kernel): queried once, so a call inside CUDA
-// graph capture (after a warm-up call) touches no CUDA API (perf-anchors-2.md, pitfall 2).
+// graph capture (after a warm-up call) touches no CUDA API (docs/perf-reference.md §4.3).
 int fa_occupancy(int device, fattn_kernel_t kernel, int block_threads) {
     static std::mutex mutex;
     static std::map<std::pair<int, const void *>, int> cache;

@@ -2,11 +2,11 @@
 //
 // ggml's gated delta net, compiled from the vendored upstream file without modification. The file is
 // #included here and nowhere else: its ggml_cuda_op_gated_delta_net* wrappers are non-static, so a second
-// inclusion in the same extension would be an ODR violation (ggml-upstream.md §1.6). We call ggml's own
+// inclusion in the same extension would be an ODR violation (docs/upstream.md §1.6). We call ggml's own
 // static host launcher, launch_gated_delta_net<KDA, keep_rs>, which computes the fastdiv constants,
 // reads the warp size from ggml_cuda_info() and launches through ggml_cuda_kernel_launch (PDL on sm_90+).
 // No torch headers: this object is torch-independent.
-// Vendored ggml commit: d99724f2b141fed9e1a9f402213506c081433465
+// Vendored ggml commit: d99724f2b141fed9e1a9f402213506c081433465 (synced from llama.cpp commit d3cf1f14a2e16fbd7ebad34b12cb71b8af345c43)
 
 #include "ggml-cuda/gated_delta_net.cu"
 

@@ -24,7 +24,7 @@ extern "C" {
 
 // ---- gated_delta_net (ggml-cuda/gated_delta_net.cu) ----------------------------------------------
 
-// Arguments of ggml's launch_gated_delta_net<KDA, false>, in ggml's own terms (ggml-upstream.md §1.1-1.3):
+// Arguments of ggml's launch_gated_delta_net<KDA, false>, in ggml's own terms (docs/upstream.md §1.1-1.3):
 // strides are in floats, indices are (head, token, seq) = ggml dims 1, 2, 3.
 typedef struct ggml_vendor_gdn_args {
     const float * q;          // [n_seqs, n_tokens, n_heads_qk, head_dim], rows contiguous
@@ -59,7 +59,7 @@ enum {
     GGML_VENDOR_KV_TYPE_COUNT = 2
 };
 
-// Arguments of flash_attn_ext_vec<D, ncols, T, T, false> (+ flash_attn_combine_results<D>), ggml-upstream.md
+// Arguments of flash_attn_ext_vec<D, ncols, T, T, false> (+ flash_attn_combine_results<D>), docs/upstream.md
 // §3.1. Byte strides, like ggml's nb. The kernel reads K/V rows [0, n_kv) in chunks with NO bounds check:
 // the caller guarantees n_kv is a multiple of FATTN_KQ_STRIDE (256) and that every row
 // below n_kv is readable memory (rows past the caller's real length masked with -inf).

@@ -5,7 +5,7 @@
 // 32, then kernel_flash_attn_ext_vec_<t>_dk<D>_dv<DV> over 32 workgroups, then
 // kernel_flash_attn_ext_vec_reduce (ggml_metal_dispatch.h has the pipeline names, constants and kargs).
 //
-// Layout (torch order -> ggml order, ggml-upstream.md §3.2): q (B, H, n_q, D) is ggml [D, n_q, H, B] and k, v
+// Layout (torch order -> ggml order, docs/upstream.md §3.2): q (B, H, n_q, D) is ggml [D, n_q, H, B] and k, v
 // (B, H_kv, n_kv, D) are [D, n_kv, H_kv, B], all read in place with their byte strides (a preallocated
 // cache sliced to n_kv needs no copy; unlike CUDA, Metal handles any n_kv through the pad kernel).
 // The mask (B or 1, 1 or H, n_q, n_kv) is ggml [n_kv, n_q, heads, seqs] in f16; other dtypes are converted.

@@ -4,7 +4,7 @@
 // (ggml_metal_dispatch.h: kernel_gated_delta_net_f32_<S_v/32>, FCs 1600+{0,1,2} as short, kargs, (S_v/nsg, H, B)
 // threadgroups of (32, nsg, 1)) and encodes the one dispatch on torch's stream.
 //
-// Layout (torch order -> ggml order, ggml-upstream.md §1.3, §2.1): q, k, v (B, T, H, D) are ggml [D, H, T, B]
+// Layout (torch order -> ggml order, docs/upstream.md §1.3, §2.1): q, k, v (B, T, H, D) are ggml [D, H, T, B]
 // with their own byte strides (any strides with a contiguous last dim, e.g. views of a fused projection);
 // g (B, T, H) or (B, T, H, D) and beta (B, T, H) are dense; state (B, H, D, D) is dense and indexed
 // [value][key]. The kernel writes one buffer: the scores, then the final state (ggml's dst with K = 1).

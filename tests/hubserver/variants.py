@@ -175,6 +175,29 @@ def digest_files(path: Path) -> dict[str, str]:
     return files
 
 
+def write_lock(root: Path, *, date: str = "", subject: str = "") -> Path:
+    """A vendor/UPSTREAM that matches provenance(): the pin the fixture variants claim to be built from."""
+    from toolkit.core.lock import Lock, render_lock
+
+    lock = root / "vendor" / "UPSTREAM"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text(
+        render_lock(
+            Lock(
+                upstream="https://github.com/ggml-org/ggml",
+                layout="ggml",
+                commit=FAKE_UPSTREAM_COMMIT,
+                rev="master",
+                date=date,
+                subject=subject,
+                tool_version=__version__,
+                files={},
+            )
+        )
+    )
+    return lock
+
+
 def provenance(
     *,
     commit: str = FAKE_UPSTREAM_COMMIT,

@@ -42,7 +42,7 @@ class Request:
     engine: str = "auto"  # auto | local | nix (nix only when asked for and usable)
     toolchain: str = "auto"  # auto | zig | system (host C++ compiler/linker and nvcc -ccbin)
     provision: bool = False  # install missing torch builds / toolkits / zig from the matrix's [sources]
-    dry_run: bool = False  # plan only: never install anything
+    dry_run: bool = False  # plan only: read the caches, write and install nothing
 
 
 def plan(config, request: Request | None = None, say=None) -> Prepared:  # type: ignore[no-untyped-def]

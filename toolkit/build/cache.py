@@ -55,7 +55,7 @@ def parse_depfile(text: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Entry:
+class CacheEntry:
     key: str
     path: Path  # directory holding the artefact and manifest.json
 
@@ -95,7 +95,7 @@ class BuildCache:
     def entry_dir(self, kind: str, key: str) -> Path:
         return self.root / kind / key[:2] / key
 
-    def lookup(self, kind: str, key: str) -> Entry | None:
+    def lookup(self, kind: str, key: str) -> CacheEntry | None:
         """A valid entry for `key`: present, complete, and every recorded project dependency unchanged."""
         d = self.entry_dir(kind, key)
         try:
@@ -107,9 +107,9 @@ class BuildCache:
                 return None
         if not all((d / name).is_file() for name in manifest.get("artefacts", [])):
             return None
-        return Entry(key, d)
+        return CacheEntry(key, d)
 
-    def store(self, kind: str, key: str, artefacts: dict[str, Path], deps: list[str], info: dict) -> Entry:
+    def store(self, kind: str, key: str, artefacts: dict[str, Path], deps: list[str], info: dict) -> CacheEntry:
         """Move artefacts into a new entry atomically (staged in the cache dir, renamed into place)."""
         final = self.entry_dir(kind, key)
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -131,7 +131,7 @@ class BuildCache:
             os.replace(stage, final)
         finally:
             shutil.rmtree(stage, ignore_errors=True)
-        return Entry(key, final)
+        return CacheEntry(key, final)
 
     # -- variant stamps: what the assembled build/<variant>/ was made from --
     def stamp_path(self, variant: str) -> Path:

@@ -84,7 +84,7 @@ class TorchEnv:
 
     @property
     def cxx_standard(self) -> str:
-        # kernel-builder: C++17 for torch < 2.12, C++20 from 2.12 on (hub-contract.md §4.6).
+        # kernel-builder: C++17 for torch < 2.12, C++20 from 2.12 on (docs/hub-contract.md §4.6).
         major, minor = (int(x) for x in self.torch_minor.split("."))
         return "c++20" if (major, minor) >= (2, 12) else "c++17"
 
@@ -174,9 +174,9 @@ print(json.dumps(facts))
 """
 
 
-def probe_env(python: str, torch_dir: Path, cache_file: Path) -> dict:
+def probe_env(python: str, torch_dir: Path, cache_file: Path, *, store: bool = True) -> dict:
     """Compile/link facts of one torch environment: from the cache when torch/version.py is unchanged, else
-    from one subprocess that imports torch."""
+    from one subprocess that imports torch (remembered in the cache unless `store` is False)."""
     stat = (torch_dir / "version.py").stat()
     key = hashlib.sha256(
         f"{os.path.realpath(python)}\0{torch_dir}\0{stat.st_mtime_ns}\0{stat.st_size}".encode()
@@ -195,6 +195,8 @@ def probe_env(python: str, torch_dir: Path, cache_file: Path) -> dict:
             "repair or delete that environment",
         )
     facts = json.loads(proc.stdout.strip().splitlines()[-1])
+    if not store:
+        return facts
     cached[key] = facts
     cache_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache_file.with_suffix(f".tmp{os.getpid()}")
@@ -244,7 +246,7 @@ def discover_envs(envs_dir: Path | None = None) -> tuple[TorchEnv, ...]:
     return tuple(found)
 
 
-def with_probe(env: TorchEnv, cache_file: Path) -> TorchEnv:
+def with_probe(env: TorchEnv, cache_file: Path, *, store: bool = True) -> TorchEnv:
     if not env.python:  # a cross-build tree: nothing to run; the facts follow from the installed tree
         import sysconfig
 
@@ -256,7 +258,7 @@ def with_probe(env: TorchEnv, cache_file: Path) -> TorchEnv:
             python_include=sysconfig.get_paths()["include"],  # abi3: the limited API is the same on every CPU
             cxx11_abi=True,
         )
-    facts = probe_env(env.python, Path(env.torch_dir), cache_file)
+    facts = probe_env(env.python, Path(env.torch_dir), cache_file, store=store)
     return replace(
         env,
         include_dirs=tuple(facts["include_dirs"]),
@@ -274,14 +276,23 @@ class EnvPlan:
     commands: tuple[tuple[str, ...], ...]
 
 
-def plan_env(torch_minor: str, compute: str, index: str, envs_dir: Path | None = None) -> EnvPlan:
+def plan_env(torch_minor: str, compute: str, index: str | None, envs_dir: Path | None = None) -> EnvPlan:
+    """`index` None: pip's default index (as configured on this machine)."""
     path = (envs_dir or default_envs_dir()) / env_dir_name(torch_minor, compute)
     python = str(path / "bin" / "python")
     return EnvPlan(
         path,
         (
             (sys.executable, "-m", "venv", str(path)),
-            (python, "-m", "pip", "install", "--quiet", f"torch=={torch_minor}.*", "--index-url", index),
+            (
+                python,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                f"torch=={torch_minor}.*",
+                *(("--index-url", index) if index else ()),
+            ),
         ),
     )
 

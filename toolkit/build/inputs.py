@@ -32,9 +32,9 @@ def _tuple(table: dict[str, Any], key: str) -> tuple[str, ...]:
     return tuple(str(v) for v in value)
 
 
-def validate_build_toml(root: Path, memo: Path | None) -> None:
+def validate_build_toml(root: Path, memo: Path | None, *, store: bool = True) -> None:
     """kernels._rust.Build.open on the rendered build.toml; remembered per content hash because importing
-    `kernels` costs half a second (a no-op build must stay fast)."""
+    `kernels` costs half a second (a no-op build must stay fast). `store=False` reads the memo, never writes it."""
     text = (root / "build.toml").read_bytes()
     digest = hashlib.sha256(text).hexdigest()
     if memo is not None:
@@ -51,7 +51,7 @@ def validate_build_toml(root: Path, memo: Path | None) -> None:
         raise BuildError(
             f"build.toml is rejected by kernels' parser: {exc}", "re-run `ggml-vendor render` (or fix build.toml)"
         ) from None
-    if memo is not None:
+    if memo is not None and store:
         try:
             seen = json.loads(memo.read_text())
         except (OSError, ValueError):
@@ -129,12 +129,14 @@ def source_identity(root: Path, files: list[str]) -> str:
     return h.hexdigest()
 
 
-def load_project(cfg: Config, *, memo: Path | None = None, tool_version: str = __version__) -> ProjectInputs:
+def load_project(
+    cfg: Config, *, memo: Path | None = None, tool_version: str = __version__, store: bool = True
+) -> ProjectInputs:
     root = cfg.root
     path = root / "build.toml"
     if not path.is_file():
         raise BuildError(f"{path} does not exist", "run `ggml-vendor render` first")
-    validate_build_toml(root, memo)
+    validate_build_toml(root, memo, store=store)
     doc = tomlkit.parse(path.read_text()).unwrap()
     general = doc.get("general", {})
     torch = doc.get("torch")

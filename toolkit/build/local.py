@@ -31,7 +31,7 @@ from toolkit.core.errors import BuildError, Interrupted
 STAGE_PREFIX = "."  # staging dirs are hidden siblings of the variant dirs: build/.<variant>.tmp-XXXX
 LOG_TAIL_LINES = 25
 
-# kernel-builder's registration.h (hub-contract.md §4.3), supplied when the project does not ship its own.
+# kernel-builder's registration.h (docs/hub-contract.md §4.3), supplied when the project does not ship its own.
 REGISTRATION_H = """\
 // registration.h supplied by ggml-vendor build (same macros as kernel-builder's, from vLLM).
 #pragma once
@@ -64,7 +64,7 @@ GLIBC_COMPAT = """\
 __attribute__((visibility("hidden"))) char __libc_single_threaded = 0;
 """
 
-# kernel-builder's _ops.py (hub-contract.md §4.2), written when torch-ext/<module>/ has no _ops.py.
+# kernel-builder's _ops.py (docs/hub-contract.md §4.2), written when torch-ext/<module>/ has no _ops.py.
 OPS_PY = '''\
 import torch
 from . import {ops_id}
@@ -451,23 +451,14 @@ class LocalExecutor:
         first = next((failed[s] for s in v.steps if s in failed), None)
         compiles, hits = self._counts(v)
         if first is None or first.error == "interrupted":
-            return VariantResult(
-                v.name,
-                "interrupted" if first else "failed",
-                "stopped before completion",
-                v.out_dir,
-                v.ops_id,
-                v.archs,
-                time.monotonic() - t0,
-                compiles,
-                hits,
-                str(self.log_dir / f"{v.name}.log"),
-            )
-        tail = "\n".join(first.output.strip().splitlines()[-LOG_TAIL_LINES:])
+            result, reason, step, tail = "interrupted" if first else "failed", "stopped before completion", "", ""
+        else:
+            result, reason, step = "failed", f"{first.step.label}: {first.error}", first.step.label
+            tail = "\n".join(first.output.strip().splitlines()[-LOG_TAIL_LINES:])
         return VariantResult(
             v.name,
-            "failed",
-            f"{first.step.label}: {first.error}",
+            result,
+            reason,
             v.out_dir,
             v.ops_id,
             v.archs,
@@ -475,7 +466,7 @@ class LocalExecutor:
             compiles,
             hits,
             str(self.log_dir / f"{v.name}.log"),
-            first.step.label,
+            step,
             tail,
         )
 
@@ -510,7 +501,7 @@ class LocalExecutor:
         return files
 
     def metadata(self, v: VariantPlan) -> dict:
-        """metadata.json without its digest (hub-contract.md §2.6). Our own provenance rides in
+        """metadata.json without its digest (docs/hub-contract.md §2.6). Our own provenance rides in
         provenance["ggml-vendor"] (kernels 0.17.2 accepts the extra key; the upstream revision has no
         standard field)."""
         proj, prov, st = self.plan.project, self.prov, v.status

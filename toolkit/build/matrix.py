@@ -25,7 +25,7 @@ BACKENDS_WITH_TOOLKIT = ("cuda", "rocm")
 ALL_BACKENDS = ("cuda", "rocm", "metal", "cpu")
 SYSTEMS = ("x86_64-linux", "aarch64-linux", "aarch64-darwin", "x86_64-windows")
 _VERSION_RE = re.compile(r"^\d+\.\d+$")
-# hub-contract.md §2.1: torch<MAJ><MIN>[-cxx11]-<compute>-<cpu>-<os>
+# docs/hub-contract.md §2.1: torch<MAJ><MIN>[-cxx11]-<compute>-<cpu>-<os>
 NAME_RE = re.compile(
     r"^torch(?P<tmaj>\d)(?P<tmin>\d+)(?P<cxx11>-cxx11)?-(?P<compute>cu\d+|rocm\d+|metal|cpu)"
     r"-(?P<cpu>x86_64|aarch64)-(?P<os>linux|darwin|windows)$"
@@ -62,7 +62,7 @@ class Variant:
 
     @property
     def name(self) -> str:
-        # The -cxx11 tag is kept on Linux only (hub-contract.md §2.1, #599).
+        # The -cxx11 tag is kept on Linux only (docs/hub-contract.md §2.1, #599).
         cxx = "-cxx11" if self.os == "linux" else ""
         return f"torch{_compact(self.torch)}{cxx}-{self.compute}-{self.cpu}-{self.os}"
 
@@ -118,12 +118,16 @@ class Matrix:
     toolkit_sources: dict[str, Source] = field(default_factory=dict)  # "cuda-13.0" -> cuda-toolkit 13.0.3
 
     def index_for(self, variant: Variant) -> str:
+        """Where torch comes from for this variant, in words: [sources.torch]'s index, else [torch-index]'s
+        URL, else pip's default index (metal) or a note that the PyTorch wheel index is needed."""
         src = self.torch_source(variant)
         if src is not None:
             return src.where
         template = self.torch_index.get(variant.backend)
         if template is None:
-            return "the PyTorch wheel index (add its URL to [torch-index] to build it here)"
+            if variant.backend in ("cuda", "rocm"):
+                return "the PyTorch wheel index (add its URL to [torch-index] to build it here)"
+            return DEFAULT_INDEX
         return template.replace("{compute}", variant.compute)
 
     def has_index(self, variant: Variant) -> bool:
@@ -290,6 +294,7 @@ def pick_env(variant: Variant, envs: tuple[TorchEnv, ...], host_cpu: str | None 
     return None
 
 
+DEFAULT_INDEX = "pip's default index"
 ENGINES = ("auto", "local", "nix")
 
 
@@ -298,7 +303,7 @@ def status(
     host: HostFacts,
     *,
     enabled_backends: tuple[str, ...],
-    index: str,
+    index: str | None,
     engine: str = "auto",
     torch_source: Source | None = None,
     toolkit_source: Source | None = None,
@@ -311,6 +316,7 @@ def status(
     (the caller has checked that nix is usable: toolkit.build.envs.probe_nix). `torch_source` /
     `toolkit_source` say where a missing torch build / toolkit would come from (the matrix's [sources]);
     `blocked(source)` says why this machine's pip may not install it (e.g. a configured constraint)."""
+    index = index or DEFAULT_INDEX
     provision: list[tuple[str, Source]] = []
 
     def can_provision(src: Source | None) -> tuple[bool, str]:
@@ -326,7 +332,7 @@ def status(
             f"build.toml general.backends enable: {', '.join(enabled_backends) or 'none'})",
         )
     if engine == "nix":
-        # kernel-builder's Nix builds every variant of the host's system (hub-contract.md §7, prior-art B1).
+        # kernel-builder's Nix builds every variant of the host's system (docs/hub-contract.md §7).
         if host.nix and variant.system == host.system:
             return Status(True, "", "nix")
         if not host.nix:

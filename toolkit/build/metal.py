@@ -1,11 +1,11 @@
 """The Metal build plan: vendored ggml .metal -> .air -> one metallib -> a C++ header holding its bytes.
 
-This is the offline compile kernel-builder performs for a `backend = "metal"` section (hub-contract.md
+This is the offline compile kernel-builder performs for a `backend = "metal"` section (docs/hub-contract.md
 §4.7: `metal -std=metal4.0 -O2 [-I...] -c` per .metal, `metallib` to link, `metallib_to_header.py` to
 embed), laid out as data so an executor (toolkit/build) can run it where Xcode's Metal toolchain exists
 and `--dry-run`/`variants` can say exactly why it cannot run anywhere else.
 
-Both upstream layouts are supported (ggml-upstream.md §4.2, §8.3): the single `src/ggml-metal/ggml-metal.metal`
+Both upstream layouts are supported (docs/upstream.md §4.2, §8.3): the single `src/ggml-metal/ggml-metal.metal`
 of the snapshot and the per-op `src/ggml-metal/kernels/*.metal` files after llama.cpp #26561. Either way the
 one translation unit is our rendered `csrc/metal/ggml_metal_kernels.metal`, which #defines
 GGML_METAL_HAS_BF16 and #includes the vendored entries (kernel-builder cannot pass -D to the Metal

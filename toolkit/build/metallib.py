@@ -45,7 +45,7 @@ Bitcode section
     per function: AIR bitcode (LLVM bitcode wrapper, magic 0x0B17C0DE); Metal checks HASH against it.
 
 What a Metal language version needs at runtime: MSL 4.0 libraries fail on macOS < 26 with "This library
-is using language version 4.0 which is not supported on this OS" (hub-contract.md §4.7); the table
+is using language version 4.0 which is not supported on this OS" (docs/hub-contract.md §4.7); the table
 LANGUAGE_MIN_MACOS maps each MSL version to the first macOS that runs it (Apple's MTLLanguageVersion
 availability).
 """

@@ -1,5 +1,5 @@
-"""The nix executor: where `nix` exists, hand the whole matrix to kernel-builder (hub-contract.md §7,
-prior-art.md B1) instead of compiling ourselves.
+"""The nix executor: where `nix` exists, hand the whole matrix to kernel-builder (docs/hub-contract.md §7)
+instead of compiling ourselves.
 
 It renders what kernel-builder needs next to our rendered tree — a flake.nix whose outputs come from
 `kernel-builder.lib.genKernelFlakeOutputs` — in a staging copy of the project, runs

@@ -25,7 +25,7 @@ from toolkit.build.matrix import Status, Variant
 from toolkit.core import ggml_facts as facts
 from toolkit.core.errors import BuildError
 
-PY_LIMITED_API = "0x03090000"  # abi3 for CPython >= 3.9 (hub-contract.md §5)
+PY_LIMITED_API = "0x03090000"  # abi3 for CPython >= 3.9 (docs/hub-contract.md §5)
 GLIBC_COMPAT_C = "glibc_compat.c"  # written into the generated include dir by the executor
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".c", ".mm", ".m", ".metal")
 HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inc")
@@ -76,7 +76,7 @@ class ProjectInputs:
         return self.source_id[:7]
 
     def ops_id(self, backend: str) -> str:
-        """`_<module>_<backend>_<uid>` (hub-contract.md §2.5): op namespace = .so stem = metadata id."""
+        """`_<module>_<backend>_<uid>` (docs/hub-contract.md §2.5): op namespace = .so stem = metadata id."""
         return f"_{self.module}_{backend}_{self.uid}"
 
     def sections(self, backend: str) -> tuple[KernelSection, ...]:
@@ -309,6 +309,15 @@ def _binding_defines(backend: str, ops_id: str, abi: bool) -> tuple[str, ...]:
     return (f"-DTORCH_EXTENSION_NAME={ops_id}", f"-DPy_LIMITED_API={PY_LIMITED_API}", *per_backend, *abi_flag)
 
 
+def _object_flags(*pic: str) -> tuple[str, ...]:
+    """What every object compile passes: the output, its depfile (the cache records what it read), `pic`."""
+    return ("-o", "{out}", "-MD", "-MF", "{dep}", *(pic or ("-fPIC",)), "-O3")
+
+
+def _macos_target(backend: str) -> tuple[str, ...]:
+    return (f"-mmacosx-version-min={facts.METAL_MIN_MACOS}", "-arch", "arm64") if backend == "metal" else ()
+
+
 def plan_variant(
     project: ProjectInputs,
     variant: Variant,
@@ -395,13 +404,7 @@ def plan_variant(
                     *host_cc,
                     "-c",
                     src,
-                    "-o",
-                    "{out}",
-                    "-MD",
-                    "-MF",
-                    "{dep}",
-                    *fpic,
-                    "-O3",
+                    *_object_flags(*fpic),
                     "-DCUDA_KERNEL",
                     "-DUSE_CUDA=1",
                     *incs,
@@ -419,13 +422,7 @@ def plan_variant(
                     "-x",
                     "hip",
                     src,
-                    "-o",
-                    "{out}",
-                    "-MD",
-                    "-MF",
-                    "{dep}",
-                    "-fPIC",
-                    "-O3",
+                    *_object_flags(),
                     *facts.HIP_DEFINES,
                     "-DROCM_KERNEL",
                     "-DUSE_ROCM=1",
@@ -438,23 +435,13 @@ def plan_variant(
                 label = f"hipcc {src} [{', '.join(caps)}]"
             else:
                 lang = ("-x", "objective-c++", "-fobjc-arc") if src.endswith((".mm", ".m")) else ()
-                osx = (
-                    (f"-mmacosx-version-min={facts.METAL_MIN_MACOS}", "-arch", "arm64")
-                    if variant.backend == "metal"
-                    else ()
-                )
+                osx = _macos_target(variant.backend)
                 argv = (
                     tools.cxx,
                     "-c",
                     *lang,
                     src,
-                    "-o",
-                    "{out}",
-                    "-MD",
-                    "-MF",
-                    "{dep}",
-                    "-fPIC",
-                    "-O3",
+                    *_object_flags(),
                     f"-std={tools.cxx_standard}",
                     *osx,
                     *incs,
@@ -465,7 +452,7 @@ def plan_variant(
                 label = f"c++ {src}"
             if variant.backend == "metal" and src.endswith((".mm", ".m")):
                 # The Metal host code embeds this build's shader library (named after the op id), so it is
-                # compiled per id; hub-contract.md §4.7.
+                # compiled per id; docs/hub-contract.md §4.7.
                 argv += (
                     f"-I{gen_include}/{ops_id}",
                     f'-DEMBEDDED_METALLIB_HEADER="{ops_id}_metallib.h"',
@@ -560,18 +547,12 @@ def plan_variant(
             continue
         gen = () if project.has_registration_h else (f"-I{gen_include}",)
         toolkit_inc = (f"-I{tools.toolkit_root}/include",) if variant.backend in ("cuda", "rocm") else ()
-        osx = (f"-mmacosx-version-min={facts.METAL_MIN_MACOS}", "-arch", "arm64") if variant.backend == "metal" else ()
+        osx = _macos_target(variant.backend)
         argv = (
             tools.cxx,
             "-c",
             src,
-            "-o",
-            "{out}",
-            "-MD",
-            "-MF",
-            "{dep}",
-            "-fPIC",
-            "-O3",
+            *_object_flags(),
             f"-std={tools.cxx_standard}",
             "-fvisibility=hidden",
             *osx,
@@ -622,7 +603,7 @@ def plan_variant(
         objects.append(compat)
 
     # The link: only the libraries kernel-builder links (not all of TORCH_LIBRARIES), no RPATH, so the
-    # extension reuses the copies torch already loaded (hub-contract.md §4.6).
+    # extension reuses the copies torch already loaded (docs/hub-contract.md §4.6).
     libs = {
         "cuda": (
             "-ltorch",

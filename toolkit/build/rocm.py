@@ -1,6 +1,6 @@
 """The ROCm/HIP side of the build plan: HIP flags and the warp size each AMD arch compiles to.
 
-ggml builds its CUDA sources as HIP (ggml-upstream.md §5): GGML_USE_HIP switches vendors/hip.h on, and the
+ggml builds its CUDA sources as HIP (docs/upstream.md §5): GGML_USE_HIP switches vendors/hip.h on, and the
 code asks `ggml_cuda_get_physical_warp_size()` at compile time — 64 under __GFX9__/__GFX8__ (GCN, CDNA),
 32 otherwise (RDNA compiles wave32 by default). The host side sizes blocks from the shim's
 `ggml_cuda_info().devices[d].warp_size`, filled from hipDeviceProp.warpSize; the two agree only while no

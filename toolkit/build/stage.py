@@ -142,7 +142,7 @@ def judge_one(v: Variant, host: HostFacts, enabled: tuple[str, ...], matrix: Mat
         v,
         host,
         enabled_backends=enabled,
-        index=matrix.index_for(v) if matrix else "an index that has it",
+        index=matrix.index_for(v) if matrix else "pip's default index",
         engine=engine,
         torch_source=matrix.torch_source(v) if matrix else None,
         toolkit_source=matrix.toolkit_source(v) if matrix else None,
@@ -157,12 +157,14 @@ def judge(
     matrix: Matrix | None,
     probe_cache: Path | None,
     engine: str = "auto",
+    *,
+    store: bool = True,
 ) -> list[tuple[Variant, Status]]:
     judged = []
     for v in variants:
         st = judge_one(v, host, enabled, matrix, engine)
         if st.buildable and st.env is not None and probe_cache is not None:
-            st = replace(st, env=with_probe(st.env, probe_cache))
+            st = replace(st, env=with_probe(st.env, probe_cache, store=store))
         judged.append((v, st))
     return judged
 
@@ -190,7 +192,11 @@ def prepare(
     provision: bool = False,
     say=None,  # type: ignore[no-untyped-def]
     dry_run: bool = False,
+    read_only: bool = False,
 ) -> Prepared:
+    """The build plan. `read_only` / `dry_run` (--dry-run) write and install nothing: the caches are read,
+    never updated, and nothing is provisioned."""
+    read_only = dry_run = read_only or dry_run
     cdir = cache_dir(cfg.root)
     host = host or detect_host()
     if engine not in ENGINES:
@@ -198,7 +204,7 @@ def prepare(
     if engine == "nix":
         check_nix(host)
     matrix, chosen = select_variants(cfg, all_variants=all_variants, patterns=patterns, host=host)
-    project = load_project(cfg, memo=cdir / "validated-build-toml.json", tool_version=__version__)
+    project = load_project(cfg, memo=cdir / "validated-build-toml.json", tool_version=__version__, store=not read_only)
     enabled = tuple(b for b in cfg.backends if b in project.backends)
     if provision and not dry_run and matrix is not None and engine != "nix":
         host = provision_missing(chosen, host, enabled, matrix, say=say)
@@ -206,7 +212,7 @@ def prepare(
         host = _create_missing_envs(chosen, host, enabled, matrix)
     if toolchain == "system" or host.os != "linux":
         host = replace(host, cross_cpus=())  # cross builds need the zig toolchain
-    judged = judge(chosen, host, enabled, matrix, cdir / "torch-envs.json", engine)
+    judged = judge(chosen, host, enabled, matrix, cdir / "torch-envs.json", engine, store=not read_only)
     needs_cxx = any(st.buildable and st.executor == "local" for _, st in judged)
     tc = resolve_toolchain(toolchain, host, provision_ok=provision and needs_cxx, say=say, dry_run=dry_run)
     plan = make_plan(

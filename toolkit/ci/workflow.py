@@ -12,7 +12,7 @@ config and the template, so `--check` is byte-exact on any machine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import jinja2
@@ -20,6 +20,7 @@ import jinja2
 from toolkit.build.matrix import Matrix, Variant, load_matrix
 from toolkit.core.config import Config
 from toolkit.core.errors import ConfigError, RenderError
+from toolkit.render.stage import template_environment
 
 TEMPLATE = "ci/build-variants.yml.j2"
 OUTPUT = ".github/workflows/build-variants.yml"
@@ -38,9 +39,10 @@ CUDA_IMAGES = {
 }
 ROCM_IMAGE = "rocm/dev-ubuntu-24.04:{version}"
 
+SMOKE_GROUPS = ("linux", "cuda-image")
 # Job definitions, in workflow order: id -> (display name, what the runner provides).
 GROUPS = {
-    "linux": "Linux, CUDA toolkit and torch provisioned by ggml-vendor build",
+    "linux": "Linux, CUDA toolkit (PyPI) provisioned by ggml-vendor build",
     "cuda-image": "Linux, CUDA toolkit from NVIDIA's devel image (no nvcc on PyPI for it)",
     "rocm": "Linux, ROCm container (hipcc)",
     "macos": "macOS on Apple silicon, Xcode with the Metal toolchain",
@@ -49,15 +51,46 @@ GROUPS = {
 
 @dataclass(frozen=True)
 class Row:
-    """One entry of a job's matrix: a variant and the machine that builds it."""
+    """One entry of a job's matrix: a variant, the machine that builds it, the torch requirement the job
+    installs (`torch==2.14.1` from PyPI's pin in the matrix's [sources], else `torch==2.14.*`) and, when PyPI
+    has no such torch, the directory of the PyTorch wheel index it comes from (`cu126`, `rocm7.2`)."""
 
     variant: str
     group: str
     runner: str
     container: str | None = None
+    torch: str = ""
+    torch_index: str | None = None
 
 
-def row_for(v: Variant) -> Row:
+def _pypi_torch(v: Variant, matrix: Matrix | None) -> bool:
+    """Whether `ggml-vendor build --provision` gets this variant's torch from PyPI (the matrix's [sources])."""
+    if matrix is not None and hasattr(matrix, "torch_source"):
+        return matrix.torch_source(v) is not None
+    # Before [sources] existed: PyPI's Linux torch wheels are CUDA 13.0 builds (2.13, 2.14), macOS ones MPS.
+    return v.compute in ("cu130", "metal")
+
+
+def _pypi_toolkit(v: Variant, matrix: Matrix | None) -> bool:
+    if matrix is not None and hasattr(matrix, "toolkit_source"):
+        return matrix.toolkit_source(v) is not None
+    return v.toolkit in PYPI_CUDA
+
+
+def _index_dir(v: Variant) -> str:
+    """The PyTorch wheel index's directory for a compute tag (its ROCm directories keep the dot)."""
+    return f"rocm{v.toolkit}" if v.backend == "rocm" else v.compute
+
+
+def row_for(v: Variant, matrix: Matrix | None = None) -> Row:
+    """Where `v` builds: the job group, runner and container, and where its torch comes from."""
+    index = _index_dir(v) if v.backend in ("cuda", "rocm") and not _pypi_torch(v, matrix) else None
+    pin = matrix.torch_source(v) if index is None and matrix is not None and hasattr(matrix, "torch_source") else None
+    requirement = f"torch=={pin.version}" if pin is not None else f"torch=={v.torch}.*"
+    return replace(_machine_for(v, matrix), torch=requirement, torch_index=index)
+
+
+def _machine_for(v: Variant, matrix: Matrix | None) -> Row:
     runner = RUNNERS.get(v.system)
     if runner is None:
         raise ConfigError(
@@ -67,7 +100,7 @@ def row_for(v: Variant) -> Row:
     if v.os == "darwin":
         return Row(v.name, "macos", runner)
     if v.backend == "cuda":
-        if v.toolkit in PYPI_CUDA:
+        if _pypi_toolkit(v, matrix):
             return Row(v.name, "linux", runner)
         image = CUDA_IMAGES.get(v.toolkit or "")
         if image is None:
@@ -95,16 +128,13 @@ def rows_for(matrix: Matrix, cfg: Config) -> tuple[tuple[Row, ...], tuple[tuple[
         if v.backend not in cfg.backends and v.backend != "cpu":
             skipped.append((v.name, f"backend {v.backend} is not enabled in [tool.ggml-vendor].backends"))
             continue
-        rows.append(row_for(v))
+        rows.append(row_for(v, matrix))
     return tuple(rows), tuple(skipped)
 
 
 def _environment(templates_dir: Path) -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        autoescape=False,
+    return template_environment(
+        templates_dir,
         block_start_string="<%",
         block_end_string="%>",
         variable_start_string="<<",
@@ -122,7 +152,9 @@ def render(cfg: Config) -> Workflow:
     if not rows:
         raise ConfigError(f"{matrix.path.name} has no variant to build", "add [[build]] rows to the matrix")
     groups = [
-        {"id": gid, "title": title, "rows": [r for r in rows if r.group == gid]}
+        # The import test needs only the variant's torch: a CUDA build loads on a runner without a GPU (that is
+        # how the aarch64 rows get loaded before publishing). MPS and ROCm runtimes are not assumed there.
+        {"id": gid, "title": title, "rows": [r for r in rows if r.group == gid], "smoke": gid in SMOKE_GROUPS}
         for gid, title in GROUPS.items()
         if any(r.group == gid for r in rows)
     ]

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from toolkit import help as help_text
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VariantOpt, VerboseOpt, app, run_guarded
+from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VariantOpt, VerboseOpt, app, run_guarded
 from toolkit.core import ui
 from toolkit.core.config import load
 from toolkit.core.errors import BuildError
@@ -32,17 +32,18 @@ def _print_plan(prep: Prepared) -> None:
     proj = plan.project
     ui.out.print(
         f"[bold]build plan[/] for {escape(proj.name)} (op id uid {proj.uid}, from build.toml + "
-        f"{len(proj.python_files)} python files + vendor/)"
+        f"{len(proj.python_files)} python files + vendor/)",
+        markup=True,
     )
     tc = prep.toolchain
     if tc is not None:
-        ui.out.print(f"host toolchain: {tc.kind} ({escape(tc.cxx_id)})")
+        ui.out.print(f"host toolchain: {tc.kind} ({tc.cxx_id})")
     shown: set[str] = set()
     for v in plan.variants:
         head = f"[bold]{v.name}[/] -> {v.out_dir}/{v.so_name}"
         if not v.status.buildable:
             tag = "[cyan]provisionable:[/]" if v.status.provision else "[yellow]skipped:[/]"
-            ui.out.print(f"{head}\n  {tag} {escape(v.status.reason)}")
+            ui.out.print(f"{head}\n  {tag} {escape(v.status.reason)}", markup=True)
             if (
                 v.status.reason.startswith("needs torch")
                 and prep.matrix is not None
@@ -52,7 +53,7 @@ def _print_plan(prep: Prepared) -> None:
 
                 env = plan_env(v.variant.torch, v.variant.compute, prep.matrix.index_for(v.variant))
                 cmds = " && ".join(" ".join(c) for c in env.commands)
-                ui.out.print(f"  [dim]--create-envs would run: {escape(cmds)}[/]")
+                ui.out.print(f"  [dim]--create-envs would run: {escape(cmds)}[/]", markup=True)
             if not v.steps:
                 continue
             ui.out.print("  would run (toolchain not on this host):")
@@ -62,15 +63,15 @@ def _print_plan(prep: Prepared) -> None:
                 how += f", torch {v.status.env.version} ({v.status.env.python or v.status.env.torch_dir})"
             if v.status.toolkit:
                 how += f", {v.status.toolkit.backend} {v.status.toolkit.full_version} ({v.status.toolkit.compiler})"
-            ui.out.print(f"{head}\n  [green]build[/] with {escape(how)}; archs {list(v.archs)}")
+            ui.out.print(f"{head}\n  [green]build[/] with {escape(how)}; archs {list(v.archs)}", markup=True)
         for sid in v.steps:
             s = plan.steps[sid]
             if sid in shown:
-                ui.out.print(f"    = {escape(s.label)} [dim](shared, see {sid})[/]")
+                ui.out.print(f"    = {escape(s.label)} [dim](shared, see {sid})[/]", markup=True)
                 continue
             shown.add(sid)
             ui.out.print(f"    {sid}: {escape(s.label)}")
-            ui.out.print(f"      [dim]{escape(' '.join(s.argv))}[/]")
+            ui.out.print(f"      [dim]{escape(' '.join(s.argv))}[/]", markup=True)
         for note in v.notes:
             ui.out.print(f"  note: {escape(note)}")
     buildable = plan.buildable()
@@ -94,16 +95,18 @@ def _print_report(report: BuildReport) -> None:
         counts = f"{r.compiles} / {r.hits}" if r.result not in ("skipped",) else ""
         time_s = f"{r.seconds:.1f}s" if r.result not in ("skipped",) else ""
         table.add_row(r.name, f"[{style}]{r.result}[/]", time_s, counts, escape(detail))
-    ui.out.print(table)
+    ui.out.print(table, markup=True)  # cells carry styles; dynamic text in them is escaped
     s = report.stats
     ui.out.print(f"{s.compiler_invocations} compiler invocation(s), {s.cache_hits} cache hit(s), {s.seconds:.2f}s")
     for r in report.failed:
         step = r.failed_step or r.reason or "build"
         if r.tail:
-            ui.err.print(f"[red]{r.name}[/]: {escape(step)} failed; last lines (full log: {escape(r.log)}):")
+            ui.err.print(
+                f"[red]{r.name}[/]: {escape(step)} failed; last lines (full log: {escape(r.log)}):", markup=True
+            )
             ui.err.print(r.tail, markup=False)
         else:
-            ui.err.print(f"[red]{r.name}[/]: {escape(step)} failed (full log: {escape(r.log or 'none')})")
+            ui.err.print(f"[red]{r.name}[/]: {escape(step)} failed (full log: {escape(r.log or 'none')})", markup=True)
 
 
 def _build(
@@ -128,17 +131,17 @@ def _build(
     request = build_stage.Request(
         all_variants,
         tuple(patterns),
-        create_envs=create_envs and not dry_run,
+        create_envs=create_envs,
         engine=engine,
         toolchain=toolchain,
         provision=provision,
         dry_run=dry_run,
     )
-    say = (lambda m: None) if as_json else (lambda m: ui.err.print(f"[dim]…[/] {escape(m)}"))
+    say = (lambda m: None) if as_json else (lambda m: ui.err.print(f"[dim]…[/] {escape(m)}", markup=True))
     with ui.task("planning the build", verbose=verbose, quiet=as_json):
         prep = build_stage.plan(cfg, request, say=say)
     for note in prep.notes:
-        ui.err.print(f"[yellow]note:[/] {escape(note)}")
+        ui.err.print(f"[yellow]note:[/] {escape(note)}", markup=True)
     if dry_run:
         if as_json:
             ui.emit_json({"dry_run": True, **prep.plan.to_json()})
@@ -220,6 +223,7 @@ def build(
     dry_run: DryRunOpt = False,
     json_: JsonOpt = False,
     verbose: VerboseOpt = False,
+    no_wait: NoWaitOpt = False,
 ) -> None:
     run_guarded(
         _build,
@@ -234,4 +238,6 @@ def build(
         engine,
         toolchain,
         provision,
+        verbose=verbose,
+        lock=Locked(project, "build", no_wait, shared=dry_run),
     )

@@ -6,17 +6,21 @@ from typing import Annotated
 
 import typer
 
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
+from toolkit import help as help_text
+from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import ui
 from toolkit.core.config import load
 from toolkit.core.errors import RenderError
 
 
-def _ci(project, check: bool, dry_run: bool, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+def _ci(project, check: bool, dry_run: bool, as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
     from toolkit.ci import workflow  # deferred: keeps CLI start-up light
 
     cfg = load(project)
-    wf = workflow.render(cfg)
+    with ui.task("rendering the CI workflow", verbose=verbose, quiet=as_json) as t:
+        wf = workflow.render(cfg)
+        for r in wf.rows:
+            t.log(f"{r.variant}: {r.group} on {r.runner}" + (f" in {r.container}" if r.container else ""))
     state = workflow.drift(cfg, wf)
     changed = False
     if not (check or dry_run):
@@ -37,7 +41,7 @@ def _ci(project, check: bool, dry_run: bool, as_json: bool) -> None:  # type: ig
         )
     else:
         for name, why in wf.skipped:
-            ui.err.print(f"[yellow]no job[/] for {name}: {why}")
+            ui.warn("no job", f"for {name}: {why}")
         groups: dict[str, int] = {}
         for r in wf.rows:
             groups[r.group] = groups.get(r.group, 0) + 1
@@ -47,6 +51,11 @@ def _ci(project, check: bool, dry_run: bool, as_json: bool) -> None:  # type: ig
             ui.out.print(f"{wf.path} {verdict} ({len(wf.rows)} variant jobs: {jobs})")
         else:
             ui.out.print(f"{'wrote' if changed else 'unchanged'} {wf.path} ({len(wf.rows)} variant jobs: {jobs})")
+        if verbose:
+            for r in wf.rows:
+                ui.out.print(
+                    f"  {r.variant}: job {r.group} on {r.runner}" + (f" in {r.container}" if r.container else "")
+                )
     if check and state:
         raise RenderError(
             f"{wf.path} is {state}: it no longer matches the matrix and templates/ci/",
@@ -54,16 +63,7 @@ def _ci(project, check: bool, dry_run: bool, as_json: bool) -> None:  # type: ig
         )
 
 
-@app.command(
-    "ci",
-    help=(
-        "Render .github/workflows/build-variants.yml from the variant matrix: one job per variant on a runner "
-        "that can build it (x86_64 and arm64 Linux, NVIDIA's CUDA image for toolkits PyPI lacks, a ROCm "
-        "container, macOS with Xcode's Metal toolchain), each uploading build/<variant>/ as an artifact named "
-        "after the variant, and a final job that runs `ggml-vendor collect`, verifies and publishes (v* tags or "
-        "a manual run). Same inputs give the same bytes; --check fails when the committed file is stale."
-    ),
-)
+@app.command("ci", help=help_text.CI)
 def ci(
     project: ProjectOpt = None,
     check: Annotated[
@@ -72,6 +72,16 @@ def ci(
     ] = False,
     dry_run: DryRunOpt = False,
     json_: JsonOpt = False,
-    verbose: VerboseOpt = False,  # accepted by every command; the ci report is already complete
+    verbose: VerboseOpt = False,
+    no_wait: NoWaitOpt = False,
 ) -> None:
-    run_guarded(_ci, project, check, dry_run, json_)
+    run_guarded(
+        _ci,
+        project,
+        check,
+        dry_run,
+        json_,
+        verbose,
+        verbose=verbose,
+        lock=Locked(project, "ci", no_wait, shared=check or dry_run),
+    )

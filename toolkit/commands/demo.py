@@ -74,7 +74,7 @@ def demo(
                 table.add_column(col, overflow="fold")
             for s in report.stages:
                 table.add_row(s.name, f"[{_STYLE[s.status]}]{s.status}[/]", f"{s.seconds:.1f}s", escape(s.detail))
-            ui.out.print(table)
+            ui.out.print(table, markup=True)  # cells carry styles; dynamic text in them is escaped
         kept = workspace is not None or keep or not report.ok
         if not kept:
             shutil.rmtree(report.workspace, ignore_errors=True)
@@ -86,4 +86,4 @@ def demo(
                 f"demo stage '{failed.name}' failed: {failed.detail}", f"inspect the workspace {report.workspace}"
             )
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose)

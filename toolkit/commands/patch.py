@@ -7,16 +7,11 @@ from typing import Annotated
 
 import typer
 
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
+from toolkit import help as help_text
+from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import config, ui
 
-HELP = """Keep changes to the vendored ggml as a patch series in vendor/patches/ (applied by sync, in name order).
-
-Workflow: edit files under vendor/ggml, then `ggml-vendor patch save NAME -m "what and why"`; before moving
-the pin, `ggml-vendor patch list --rev REV` says which patches still apply there.
-"""
-
-patch_app = typer.Typer(name="patch", help=HELP, no_args_is_help=True, add_completion=False)
+patch_app = typer.Typer(name="patch", help=help_text.PATCH, no_args_is_help=True, add_completion=False)
 app.add_typer(patch_app, name="patch")
 
 MirrorOpt = Annotated[
@@ -29,15 +24,7 @@ MirrorOpt = Annotated[
 ]
 
 
-@patch_app.command(
-    "save",
-    help=(
-        "Save the current edits of vendor/ggml (against the pinned upstream with the other patches applied) as "
-        "vendor/patches/NNNN-NAME.patch in git format-patch form, or refresh the patch NAME if it exists; "
-        "re-locks vendor/ in the same atomic step.\n\n"
-        "Example: ggml-vendor patch save gdn-decode -m 'cuda: gated_delta_net: 16-byte state loads at decode'"
-    ),
-)
+@patch_app.command("save", help=help_text.PATCH_SAVE)
 def save(
     name: Annotated[str, typer.Argument(help="Patch name (e.g. gdn-decode); an existing one is refreshed.")],
     message: Annotated[
@@ -50,8 +37,9 @@ def save(
     mirror: MirrorOpt = None,
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
+    no_wait: NoWaitOpt = False,
     project: ProjectOpt = None,
-    verbose: VerboseOpt = False,  # accepted by every command; patch reports are already complete
+    verbose: VerboseOpt = False,
 ) -> None:
     def body() -> None:
         from toolkit.core.errors import PatchError
@@ -80,24 +68,19 @@ def save(
         for f in res.files:
             ui.out.print(f"  {f}")
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose, lock=Locked(project, "patch", no_wait, shared=dry_run))
 
 
-@patch_app.command(
-    "list",
-    help=(
-        "List vendor/patches/*.patch with their descriptions and health: applies, already-upstream, or conflicts "
-        "at hunk N. --rev REV checks them against another upstream revision without changing anything."
-    ),
-)
+@patch_app.command("list", help=help_text.PATCH_LIST)
 def list_(
     rev: Annotated[
         str | None, typer.Option("--rev", "-r", help="Check against this revision instead of the pin.")
     ] = None,
     mirror: MirrorOpt = None,
     as_json: JsonOpt = False,
+    no_wait: NoWaitOpt = False,
     project: ProjectOpt = None,
-    verbose: VerboseOpt = False,  # accepted by every command; patch reports are already complete
+    verbose: VerboseOpt = False,
 ) -> None:
     def body() -> None:
         from toolkit.sync.patch_workflow import HEALTH_CONFLICT, list_patches
@@ -112,21 +95,24 @@ def list_(
             ui.out.print(f"no patches in vendor/patches (checked at {where})")
             return
         bad = sum(h.health == HEALTH_CONFLICT for h in health)
-        ui.out.print(f"{len(health)} patch(es) at {where}" + (f": [red]{bad} conflict(s)[/]" if bad else ""))
+        ui.out.print(f"{len(health)} patch(es) at {where}" + (f": {bad} conflict(s)" if bad else ""))
         for h in health:
             ui.out.print(f"  {h.line()}")
+            if verbose:
+                ui.out.print(f"    {h.to_json()}", markup=False)
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose, lock=Locked(project, "patch", no_wait, shared=True))
 
 
-@patch_app.command("drop", help="Remove a patch from vendor/patches/ and un-apply it from vendor/ggml.")
+@patch_app.command("drop", help=help_text.PATCH_DROP)
 def drop(
     name: Annotated[str, typer.Argument(help="Patch file name, or its name without NNNN- and .patch.")],
     mirror: MirrorOpt = None,
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
+    no_wait: NoWaitOpt = False,
     project: ProjectOpt = None,
-    verbose: VerboseOpt = False,  # accepted by every command; patch reports are already complete
+    verbose: VerboseOpt = False,
 ) -> None:
     def body() -> None:
         from toolkit.sync.patch_workflow import drop_patch
@@ -138,4 +124,4 @@ def drop(
         else:
             ui.out.print(f"{'would drop' if dry_run else 'dropped'} vendor/patches/{dropped}")
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose, lock=Locked(project, "patch", no_wait, shared=dry_run))

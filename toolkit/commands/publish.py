@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from toolkit import help as help_text
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
+from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import config, ui
 
 
@@ -46,6 +46,7 @@ def publish(
     ] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Operations per commit.")] = 1000,
     verbose: VerboseOpt = False,
+    no_wait: NoWaitOpt = False,
 ) -> None:
     def body() -> None:
         cfg = config.load(project)
@@ -69,19 +70,23 @@ def publish(
             return
         for line in result.plan.lines():
             ui.out.print(line, markup=False)
+        for name, status in sorted(result.conformance.items()):
+            ui.out.print(f"  {name}: conformance: {status}")
         if result.status == "dry-run":
-            ui.out.print("[yellow]dry run:[/] nothing was pushed")
+            ui.note("dry run:", "nothing was pushed", style="yellow")
         elif result.status == "up-to-date":
-            ui.out.print(
-                f"[green]up to date[/] — {result.target} already holds these files "
-                f"({result.verified.get('files_checked', 0)} re-checked); report: {result.report_path}"
+            ui.note(
+                "up to date",
+                f"— {result.target} already holds these files "
+                f"({result.verified.get('files_checked', 0)} re-checked); report: {result.report_path}",
             )
         else:
             prs = f"; pull requests: {', '.join(result.pull_requests)}" if result.pull_requests else ""
-            ui.out.print(
-                f"[green]published[/] to {result.target} in {len(result.commits)} commit(s), "
+            ui.note(
+                "published",
+                f"to {result.target} in {len(result.commits)} commit(s), "
                 f"{result.verified.get('files_checked', 0)} files re-listed and matched{prs}; "
-                f"report: {result.report_path}"
+                f"report: {result.report_path}",
             )
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose, lock=Locked(project, "publish", no_wait, shared=dry_run))

@@ -8,7 +8,7 @@ import typer
 
 from toolkit import help as help_text
 from toolkit import render as render_stage
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
+from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import config as config_mod
 from toolkit.core import ui
 from toolkit.core.errors import RenderError
@@ -42,7 +42,7 @@ def _render(project, check: bool, dry_run: bool, as_json: bool, verbose: bool) -
                 ui.out.print(f"{d.kind:8} {d.path}")
             if verbose:
                 for f in plan.files:
-                    ui.out.print(f"  {f.path}  [dim]<- templates/{f.template}[/]")
+                    ui.out.print(f"  {f.path}  [dim]<- templates/{f.template}[/]", markup=True)
         if check and drift:
             names = ", ".join(f"{d.path} ({d.kind})" for d in drift)
             raise RenderError(
@@ -75,5 +75,15 @@ def render(
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = False,
+    no_wait: NoWaitOpt = False,
 ) -> None:
-    run_guarded(_render, project, check, dry_run, as_json, verbose)
+    run_guarded(
+        _render,
+        project,
+        check,
+        dry_run,
+        as_json,
+        verbose,
+        verbose=verbose,
+        lock=Locked(project, "render", no_wait, shared=check or dry_run),
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from toolkit import help as help_text
-from toolkit.app import JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
+from toolkit.app import JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import config, ui
 from toolkit.core.lock import read_lock, sha256_file
 from toolkit.sync.patch_workflow import patch_descriptions
@@ -66,7 +66,9 @@ def status_doc(cfg: config.Config) -> dict[str, object]:
 
 
 @app.command("status", help=help_text.STATUS)
-def status(as_json: JsonOpt = False, project: ProjectOpt = None, verbose: VerboseOpt = False) -> None:
+def status(
+    as_json: JsonOpt = False, project: ProjectOpt = None, verbose: VerboseOpt = False, no_wait: NoWaitOpt = False
+) -> None:
     def body() -> None:
         cfg = config.load(project)
         doc = status_doc(cfg)
@@ -91,19 +93,21 @@ def status(as_json: JsonOpt = False, project: ProjectOpt = None, verbose: Verbos
                 ui.out.print(f"license {path}: {', '.join(lic['spdx']) or '?'} — {notices}")
         findings = doc["findings"]
         if doc["clean"]:
-            ui.out.print("vendor/ [green]clean[/]")
+            ui.out.print("vendor/ [green]clean[/]", markup=True)
         else:
             kinds = {f["kind"] for f in findings}  # type: ignore[index, union-attr]
             lossy = any(k in LOSSY for k in kinds)
-            ui.out.print(
-                f"vendor/ [yellow]dirty[/]: {len(findings)} finding(s)"  # type: ignore[arg-type]
+            ui.note(
+                "vendor/ dirty:",
+                f"{len(findings)} finding(s)"  # type: ignore[arg-type]
                 + (" — local edits (sync refuses without --force)" if lossy else "")
                 + (" — files missing (ggml-vendor sync restores them)" if MISSING in kinds else "")
-                + (" — patches changed (re-run sync)" if kinds & {PATCH_ADDED, PATCH_EDITED, PATCH_REMOVED} else "")
+                + (" — patches changed (re-run sync)" if kinds & {PATCH_ADDED, PATCH_EDITED, PATCH_REMOVED} else ""),
+                style="yellow",
             )
             for f in findings:  # type: ignore[union-attr]
                 ui.out.print(f"  {f['kind']:14} {f['path']}" + (f"  ({f['detail']})" if f["detail"] else ""))
         for p in doc["patches"]:  # type: ignore[union-attr]
             ui.out.print(f"patch   {p['name']}: {p['state']}" + (f" — {p['description']}" if p["description"] else ""))
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose, lock=Locked(project, "status", no_wait, shared=True))

@@ -9,7 +9,7 @@ import typer
 
 from toolkit import help as help_text
 from toolkit import sync as sync_stage
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
+from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import config, ui
 from toolkit.core.errors import VendorStateError
 from toolkit.core.lock import VERDICT_UPSTREAM, read_lock
@@ -23,12 +23,14 @@ def _print_report(rep: SyncReport, verbose: bool) -> None:
     if rep.status == "unchanged":
         ui.out.print(f"vendor/ is already at {short} ({lock.rev}) from {lock.upstream}: nothing written")
     elif rep.status == "dry-run":
-        ui.out.print(
-            f"[bold]dry run[/]: would sync vendor/ to {short} ({lock.rev}, {lock.layout} layout) "
-            f"from {lock.upstream}; {len(plan.changes)} changes"
+        ui.note(
+            "dry run:",
+            f"would sync vendor/ to {short} ({lock.rev}, {lock.layout} layout) "
+            f"from {lock.upstream}; {len(plan.changes)} changes",
+            style="bold",
         )
     else:
-        ui.out.print(f"[green]synced[/] vendor/ to {short} ({lock.rev}, {lock.layout} layout) from {lock.upstream}")
+        ui.note("synced", f"vendor/ to {short} ({lock.rev}, {lock.layout} layout) from {lock.upstream}")
     ui.out.print(f"  {lock.date}  {lock.subject}")
     per_op = ", ".join(f"{oc.key} {len(oc.files)}" for oc in plan.closure.ops)
     ui.out.print(
@@ -45,11 +47,9 @@ def _print_report(rep: SyncReport, verbose: bool) -> None:
             line += " (drop it: ggml-vendor sync --drop-upstreamed, or git rm vendor/patches/" + p.name + ")"
         ui.out.print(line)
     for f in plan.overwrites:
-        ui.err.print(
-            f"[yellow]overwrote[/] {f.line()}" if rep.status == "synced" else f"[yellow]would overwrite[/] {f.line()}"
-        )
+        ui.warn("overwrote" if rep.status == "synced" else "would overwrite", f.line())
     for action in rep.recovered:
-        ui.err.print(f"[yellow]recovered:[/] {action}")
+        ui.warn("recovered:", action)
     if rep.drift is not None:
         for line in rep.drift.summary_lines():
             ui.out.print(f"  {line}")
@@ -130,6 +130,7 @@ def sync(
     verbose: VerboseOpt = False,
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
+    no_wait: NoWaitOpt = False,
     project: ProjectOpt = None,
 ) -> None:
     def body() -> None:
@@ -138,7 +139,13 @@ def sync(
             return
         cfg = config.load(project)
         req = SyncRequest(
-            rev=rev, upstream=upstream, mirror=mirror, force=force, dry_run=dry_run, drop_upstreamed=drop_upstreamed
+            rev=rev,
+            upstream=upstream,
+            mirror=mirror,
+            force=force,
+            dry_run=dry_run,
+            drop_upstreamed=drop_upstreamed,
+            wait=not no_wait,
         )
         with ui.task("sync", verbose=verbose, quiet=as_json) as task:
             plan = sync_stage.plan(cfg, req, progress=task.log)
@@ -148,4 +155,5 @@ def sync(
         else:
             _print_report(report, verbose)
 
-    run_guarded(body)
+    # Held from reading the current pin to printing the report: "already at A" is judged under the lock.
+    run_guarded(body, verbose=verbose, lock=Locked(project, "sync", no_wait=no_wait, shared=check or dry_run))

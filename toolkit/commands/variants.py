@@ -100,7 +100,7 @@ def _variants(project, patterns: list[str], as_json: bool, verbose: bool) -> Non
         if verbose:
             cells.append(" / ".join(str(r[k] or "-") for k in ("torch", "backend", "toolkit", "cpu", "os")))
         table.add_row(*cells)
-    ui.out.print(table)
+    ui.out.print(table, markup=True)  # cells carry styles; dynamic text in them is escaped
     n = sum(r["buildable"] for r in rows)
     p = sum(bool(r["provision"]) for r in rows)
     ui.out.print(
@@ -117,4 +117,4 @@ def variants(
     json_: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    run_guarded(_variants, project, variant, json_, verbose)
+    run_guarded(_variants, project, variant, json_, verbose, verbose=verbose)

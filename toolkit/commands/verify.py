@@ -6,9 +6,10 @@ from typing import Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from toolkit import help as help_text
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
+from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import config, ui
 from toolkit.core.errors import VerifyError
 
@@ -22,7 +23,7 @@ def render_table(report) -> Table:  # type: ignore[no-untyped-def]
     for col in ("variant", "check", "status", "finding"):
         table.add_column(col, overflow="fold")
     for variant, check, status, message in summary_rows(report):
-        table.add_row(variant, check, f"[{_STYLE.get(status, '')}]{status}[/]", message)
+        table.add_row(variant, check, Text(status, style=_STYLE.get(status, "")), Text(message))
     return table
 
 
@@ -41,14 +42,25 @@ def verify(
             "private hub or git remote, never to huggingface.co.",
         ),
     ] = False,
+    no_conformance: Annotated[
+        bool,
+        typer.Option(
+            "--no-conformance",
+            help="Skip running the ops against the float64 contract on this host's GPU (publish then refuses "
+            "variants this host could have checked).",
+        ),
+    ] = False,
     dry_run: DryRunOpt = False,
     verbose: VerboseOpt = False,
+    no_wait: NoWaitOpt = False,
 ) -> None:
     def body() -> None:
         from toolkit import verify as verify_stage
 
         cfg = config.load(project)
-        options = verify_stage.VerifyOptions(smoke=not no_smoke, host_toolchain_ok=host_toolchain)
+        options = verify_stage.VerifyOptions(
+            smoke=not no_smoke, host_toolchain_ok=host_toolchain, conformance=not no_conformance
+        )
         plan = verify_stage.plan(cfg, verify_stage.Request(tuple(variants or ()), options))
         if dry_run:
             if json_out:
@@ -72,6 +84,6 @@ def verify(
                 first.remedy if first and first.remedy else "fix the findings above and re-run ggml-vendor verify",
             )
         if not json_out:
-            ui.out.print(f"[green]verified[/] {len(report.variants)} variant(s); publish may ship them")
+            ui.note("verified", f"{len(report.variants)} variant(s); publish may ship them")
 
-    run_guarded(body)
+    run_guarded(body, verbose=verbose, lock=Locked(project, "verify", no_wait, shared=dry_run))

@@ -16,7 +16,7 @@ from toolkit.core.errors import ConfigError
 
 TABLE = "ggml-vendor"
 KNOWN_BACKENDS = ("cuda", "metal", "rocm")
-# kernel-builder's KernelName rule (hub-contract.md §1.2); checked here so a bad name fails at load,
+# kernel-builder's KernelName rule (docs/hub-contract.md §1.2); checked here so a bad name fails at load,
 # long before kernels' own parser sees the rendered build.toml.
 _NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
 
@@ -80,12 +80,28 @@ class Config:
         ]
 
 
+def parse_toml(path: Path) -> tomlkit.TOMLDocument:
+    """`path` parsed with tomlkit; a syntax error (or an unreadable file) is one ConfigError line naming
+    the file, line and column, never a parser traceback."""
+    try:
+        return tomlkit.parse(path.read_text(encoding="utf-8"))
+    except tomlkit.exceptions.ParseError as exc:
+        line, col = getattr(exc, "line", None), getattr(exc, "col", None)
+        at = f" at line {line}, column {col}" if line else ""
+        what = str(exc).split(" at line ")[0]
+        raise ConfigError(
+            f"{path}: TOML syntax error{at}: {what}", "fix the file (tables are [name], keys key = value)"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}", "check the file exists and is UTF-8 text") from None
+
+
 def find_root(start: Path | None = None) -> Path:
     """The nearest directory at or above `start` whose pyproject.toml has [tool.ggml-vendor]."""
     here = (start or Path.cwd()).resolve()
     for candidate in (here, *here.parents):
         pyproject = candidate / "pyproject.toml"
-        if pyproject.is_file() and TABLE in tomlkit.parse(pyproject.read_text()).get("tool", {}):
+        if pyproject.is_file() and TABLE in parse_toml(pyproject).get("tool", {}):
             return candidate
     raise ConfigError(
         f"no pyproject.toml with [tool.{TABLE}] at or above {here}",
@@ -123,7 +139,7 @@ def load(root: Path | None = None) -> Config:
     """Load and validate [tool.ggml-vendor] from `root`/pyproject.toml (root found upwards if None)."""
     root = find_root(root)
     where = f"{root / 'pyproject.toml'} [tool.{TABLE}]"
-    doc = tomlkit.parse((root / "pyproject.toml").read_text()).unwrap()
+    doc = parse_toml(root / "pyproject.toml").unwrap()
     table = doc["tool"][TABLE]
     name = _require(table, "name", str, where)
     if not _NAME_RE.match(name):
@@ -157,7 +173,7 @@ def load(root: Path | None = None) -> Config:
 def set_value(root: Path, key: str, value: Any) -> None:
     """Set [tool.ggml-vendor].<key> in place, keeping every comment and the file's layout."""
     path = root / "pyproject.toml"
-    doc = tomlkit.parse(path.read_text())
+    doc = parse_toml(path)
     doc["tool"][TABLE][key] = value  # type: ignore[index]
     tmp = path.with_suffix(".toml.tmp")
     tmp.write_text(tomlkit.dumps(doc))

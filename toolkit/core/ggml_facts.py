@@ -1,4 +1,4 @@
-"""Every fact about ggml's source tree that our code depends on, written once (ggml-upstream.md §1-§8).
+"""Every fact about ggml's source tree that our code depends on, written once (docs/upstream.md §1-§8).
 
 Templates and stages read these; nothing else hard-codes upstream paths, names, indices or flags. Facts
 that can drift between pins are also listed in FINGERPRINTS so that `sync` notices when they move.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# --- Layouts (ggml-upstream.md §0.1) ----------------------------------------------------------------
+# --- Layouts (docs/upstream.md §0.1) ----------------------------------------------------------------
 # llama.cpp carries ggml under ggml/; the standalone ggml repository has it at the root. Paths in config,
 # in vendor/ and in the lock are always in the standalone layout (relative to the ggml root).
 LAYOUT_LLAMA_CPP = "llama.cpp"
@@ -23,7 +23,7 @@ LAYOUT_MARKERS = (
 # Where vendored files land: vendor/<VENDOR_SUBDIR>/<standalone-layout path>.
 VENDOR_SUBDIR = "ggml"
 
-# --- Include closure (ggml-upstream.md §0.2, §1.5, §2.2) -------------------------------------------
+# --- Include closure (docs/upstream.md §0.2, §1.5, §2.2) -------------------------------------------
 # ggml's CMake include path; quoted includes are resolved relative to the including file first.
 INCLUDE_ROOTS = ("include", "src", "src/ggml-cuda", "src/ggml-metal")
 FOLLOWED_SUFFIXES = (".c", ".cpp", ".h", ".hpp", ".cu", ".cuh", ".m", ".mm", ".metal")
@@ -34,8 +34,10 @@ FOLLOWED_SUFFIXES = (".c", ".cpp", ".h", ".hpp", ".cu", ".cuh", ".m", ".mm", ".m
 ALWAYS_SHIP = ("LICENSE",)
 OPTIONAL_SHIP = ("AUTHORS",)
 LLAMA_CPP_SYNC_FILE = "scripts/sync-llama.last"
+# Its twin in llama.cpp (at the repository root): the last ggml commit synced into llama.cpp.
+GGML_SYNC_FILE = "scripts/sync-ggml.last"
 # In the llama.cpp layout these live at the repository root, not under ggml/ (looked up there second).
-ROOT_FALLBACK = ("LICENSE", "AUTHORS")
+ROOT_FALLBACK = ("LICENSE", "AUTHORS", GGML_SYNC_FILE)
 # Quoted includes that may legitimately be absent from the tree (behind an #if that our builds never
 # take); sync skips them instead of failing. None are needed at d99724f2: every quoted include of the
 # four closures resolves (the vendors/{hip,musa}.h branches exist and travel, as §8.1 lists them).
@@ -46,7 +48,7 @@ LICENSE_TEXT_MARKERS = (
     ("MIT", "MIT licensed"),
 )
 
-# --- CUDA build (ggml-upstream.md §1.7, §8.1-8.2) --------------------------------------------------
+# --- CUDA build (docs/upstream.md §1.7, §8.1-8.2) --------------------------------------------------
 # torch.utils.cpp_extension adds -D__CUDA_NO_HALF*; ggml's common.cuh needs those operators back.
 CUDA_FLAGS = (
     "-std=c++17",
@@ -64,7 +66,7 @@ GDN_METAL_HEAD_DIMS = (32, 64, 128)
 FA_VEC_CUDA_HEAD_DIMS = (64, 128, 256)
 FATTN_KQ_STRIDE = 256  # ggml only runs the vector kernel on KV padded to this (§3.1)
 
-# --- CUDA bindings (render; ggml-upstream.md §1.1-1.6, §3.1, §8.1-8.2) ------------------------------
+# --- CUDA bindings (render; docs/upstream.md §1.1-1.6, §3.1, §8.1-8.2) ------------------------------
 # Our translation units: each #includes one upstream entry exactly once (its ggml_cuda_op_* wrappers are
 # non-static, so a second inclusion would be an ODR violation) and exposes extern "C" launchers.
 CUDA_TU_FOR_OP = {"gated_delta_net": "gdn_kernels", "flash_attn": "fa_vec_kernels"}
@@ -95,7 +97,7 @@ CUDA_DEVICE_INFO_FIELDS = (
 SHIM_SYMBOLS_CXX = ("ggml_cuda_info", "ggml_cuda_get_device", "ggml_cuda_set_device", "ggml_cuda_error")
 SHIM_SYMBOLS_C = ("ggml_abort", "ggml_is_contiguous", "ggml_is_contiguous_rows", "ggml_are_same_stride")
 
-# --- Metal (ggml-upstream.md §2, §3.2, §8.3-8.4) ---------------------------------------------------
+# --- Metal (docs/upstream.md §2, §3.2, §8.3-8.4) ---------------------------------------------------
 FC_GATED_DELTA_NET = 1600
 FC_FLASH_ATTN_EXT_VEC = 400
 FC_FLASH_ATTN_EXT_VEC_REDUCE = 500
@@ -105,7 +107,7 @@ FA_VEC_METAL_KERNEL = "kernel_flash_attn_ext_vec_{t}_dk{dk}_dv{dv}"
 FA_VEC_REDUCE_METAL_KERNEL = "kernel_flash_attn_ext_vec_reduce"
 FA_PAD_METAL_KERNEL = "kernel_flash_attn_ext_pad"
 
-# --- Metal host port and metallib build (ggml-upstream.md §2.1-2.2, §3.2, §4.2, §4.4, §8.3-8.4) ------
+# --- Metal host port and metallib build (docs/upstream.md §2.1-2.2, §3.2, §4.2, §4.4, §8.3-8.4) ------
 # Read from ggml-metal-device.cpp / -ops.cpp / -device.m at d99724f2. The rendered csrc/metal code uses
 # the vendored ggml-metal-impl.h macros (FC_*, OP_FLASH_ATTN_EXT_VEC_*) and structs directly; these
 # copies exist so that tests and `sync` can check that the vendored header still says the same thing.
@@ -230,7 +232,7 @@ METAL_DEFINES = ("GGML_METAL_HAS_BF16",)
 METAL_MONOLITH = "src/ggml-metal/ggml-metal.metal"
 METAL_SPLIT_DIR = "src/ggml-metal/kernels/"
 METAL_IMPL_HEADER = "src/ggml-metal/ggml-metal-impl.h"
-# Offline compile (hub-contract.md §4.7, kernel-builder's compile-metal.cmake): one .air per entry .metal,
+# Offline compile (docs/hub-contract.md §4.7, kernel-builder's compile-metal.cmake): one .air per entry .metal,
 # linked into one metallib embedded in the extension as bytes. Include roots are relative to vendor/ggml.
 METAL_STD = "metal4.0"
 METAL_OPT = "-O2"
@@ -241,7 +243,7 @@ METAL_INCLUDE_ROOTS = ("src", "src/ggml-metal")
 # marker; HAS_TENSOR pulls in <metal_tensor> and MetalPerformancePrimitives.
 METAL_UNDEFINED_MACROS = ("GGML_METAL_EMBED_LIBRARY", "GGML_METAL_HAS_TENSOR")
 
-# --- ROCm / HIP (ggml-upstream.md §5, hub-contract.md §4.8) -----------------------------------------
+# --- ROCm / HIP (docs/upstream.md §5, docs/hub-contract.md §4.8) -----------------------------------------
 # The CUDA sources build as HIP with GGML_USE_HIP (vendors/hip.h maps the cuda* names). torch's HIP
 # extension flags add -D__HIP_NO_HALF_OPERATORS__/-CONVERSIONS__, which ggml's half arithmetic needs
 # undone (the HIP twin of the -U__CUDA_NO_HALF* above). No fast-math: upstream HIP builds IEEE-conformant
@@ -256,7 +258,7 @@ HIP_FLAGS = (
 # Flags that would change the compiled wavefront size away from the arch default; never passed, because
 # the shim's warp_size has to equal ggml_cuda_get_physical_warp_size() of the compiled code.
 HIP_FORBIDDEN_FLAGS = ("-mwavefrontsize64", "-mno-wavefrontsize64", "-ffast-math", "-funsafe-math-optimizations")
-# kernel-builder's HIP arch list (hub-contract.md §4.6); build.toml rocm-archs is intersected with it.
+# kernel-builder's HIP arch list (docs/hub-contract.md §4.6); build.toml rocm-archs is intersected with it.
 ROCM_ARCHS = ("gfx906", "gfx908", "gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1101", "gfx1200", "gfx1201")
 # ggml_cuda_get_physical_warp_size() (common.cuh): 64 under __GFX9__/__GFX8__ (GCN, CDNA), else 32 (RDNA
 # compiles wave32 by default). Keyed by arch-name prefix, checked in order.
@@ -264,7 +266,7 @@ HIP_WARP_SIZE_BY_PREFIX = (("gfx8", 64), ("gfx9", 64), ("gfx10", 32), ("gfx11", 
 HIP_MIN_VERSION = "6.1"  # src/ggml-hip/CMakeLists.txt
 
 
-# --- Fingerprinted regions (ggml-upstream.md §8) ---------------------------------------------------
+# --- Fingerprinted regions (docs/upstream.md §8) ---------------------------------------------------
 @dataclass(frozen=True)
 class Fingerprint:
     """A region our bindings depend on, in `path` (standalone layout): it ends at the first line matching
@@ -373,5 +375,54 @@ FINGERPRINTS: tuple[Fingerprint, ...] = (
         "src/ggml-metal/ggml-metal-impl.h",
         r"#define OP_FLASH_ATTN_EXT_VEC_NQPSG",
         r"#define OP_FLASH_ATTN_EXT_VEC_NCPSG",
+    ),
+)
+
+
+# --- Behaviour fingerprints (docs/upstream.md §4.1, §8.5; issue 11) ---------------------------------
+# The functions an op's semantics live in: the kernels we compile and ggml-cpu's reference implementation
+# (ggml's own statement of the op, read from git objects at the pin and never vendored). sync hashes each
+# one's declaration and body separately (toolkit.sync.behaviour); a body that moves with an unchanged
+# declaration is the silent kind of change (state transpose 2026-03-13, snapshot order 2026-06-10).
+CPU_OPS_SOURCE = "src/ggml-cpu/ops.cpp"
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    op: str
+    backend: str  # "cuda", "metal" or "cpu" (the reference, always read)
+    role: str  # what the function is, for reports
+    paths: tuple[str, ...]  # standalone-layout files to look in, first hit wins (pre-/post-split Metal)
+    function: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.op}: {self.role} {self.function}"
+
+
+BEHAVIOUR: tuple[Behaviour, ...] = (
+    Behaviour("gated_delta_net", "cuda", "cuda kernel", ("src/ggml-cuda/gated_delta_net.cu",), GDN_CUDA_KERNEL),
+    Behaviour("gated_delta_net", "cuda", "cuda launcher", ("src/ggml-cuda/gated_delta_net.cu",), GDN_CUDA_LAUNCHER),
+    Behaviour(
+        "gated_delta_net",
+        "metal",
+        "metal kernel",
+        (METAL_SPLIT_DIR + "gated_delta_net.metal", METAL_MONOLITH),
+        "kernel_gated_delta_net_impl",
+    ),
+    Behaviour(
+        "gated_delta_net", "cpu", "cpu reference", (CPU_OPS_SOURCE,), "ggml_compute_forward_gated_delta_net_one_chunk"
+    ),
+    Behaviour("flash_attn", "cuda", "cuda kernel", ("src/ggml-cuda/fattn-vec.cuh",), FA_VEC_CUDA_KERNEL),
+    Behaviour("flash_attn", "cuda", "cuda combine kernel", ("src/ggml-cuda/fattn-common.cuh",), FA_VEC_CUDA_COMBINE),
+    Behaviour(
+        "flash_attn",
+        "metal",
+        "metal kernel",
+        (METAL_SPLIT_DIR + "fa.metal", METAL_MONOLITH),
+        "kernel_flash_attn_ext_vec",
+    ),
+    Behaviour(
+        "flash_attn", "cpu", "cpu reference", (CPU_OPS_SOURCE,), "ggml_compute_forward_flash_attn_ext_f16_one_chunk"
     ),
 )

@@ -8,6 +8,7 @@ holds no timestamps of its own: only facts of the pinned upstream commit.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,6 +29,8 @@ except ImportError:  # Python 3.10
     _TomlError = ()
 
 LOCK_NAME = "UPSTREAM"
+_COMMIT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
 SCHEMA = 1
 
 VERDICT_APPLIED = "applied"
@@ -71,6 +74,18 @@ class LicenseInfo:
 
 
 @dataclass(frozen=True)
+class BehaviourPrint:
+    """sha256 of one upstream function an op's semantics live in (toolkit.sync.behaviour), normalised:
+    its declaration and its body separately."""
+
+    ABSENT = "absent"
+
+    path: str  # standalone-layout file it was found in; "" when absent
+    signature: str  # sha256 of the normalised declaration, or ABSENT
+    body: str  # sha256 of the normalised body, or ABSENT
+
+
+@dataclass(frozen=True)
 class Lock:
     upstream: str  # URL (or path, or "embedded") the commit came from
     layout: str  # ggml_facts.LAYOUT_GGML or LAYOUT_LLAMA_CPP
@@ -86,7 +101,17 @@ class Lock:
     entries: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)  # op -> backend -> entries
     closures: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)  # op -> backend -> files
     fingerprints: Mapping[str, str] = field(default_factory=dict)  # name -> sha256 of region, or "absent"
-    llama_cpp_commit: str = ""
+    llama_cpp_commit: str = ""  # ggml layout: the llama.cpp commit it was synced from (scripts/sync-llama.last)
+    ggml_commit: str = ""  # llama.cpp layout: the last ggml commit synced into it (scripts/sync-ggml.last)
+    behaviour: Mapping[str, BehaviourPrint] = field(default_factory=dict)  # ggml_facts.Behaviour.key -> hashes
+
+    def provenance_line(self) -> str:
+        """What the pinned commit is, in words: the repository it belongs to and the twin commit when known."""
+        if self.layout == ggml_facts.LAYOUT_LLAMA_CPP:
+            twin = f"ggml commit {self.ggml_commit}" if self.ggml_commit else "ggml commit not recorded upstream"
+            return f"Vendored llama.cpp commit: {self.commit} (its ggml/ tree; {twin})"
+        line = f"Vendored ggml commit: {self.commit}"
+        return line + (f" (synced from llama.cpp commit {self.llama_cpp_commit})" if self.llama_cpp_commit else "")
 
     def info(self, path: str) -> LockedFile | None:
         return next((f for f in self.file_info if f.path == path), None)
@@ -105,6 +130,7 @@ class Lock:
             "subject": self.subject,
             "tool_version": self.tool_version,
             "llama_cpp_commit": self.llama_cpp_commit,
+            "ggml_commit": self.ggml_commit,
             "files": {
                 f.path: {
                     "sha256": f.sha256,
@@ -127,6 +153,9 @@ class Lock:
             "entries": {op: {b: list(v) for b, v in per.items()} for op, per in self.entries.items()},
             "closures": {op: {b: list(v) for b, v in per.items()} for op, per in self.closures.items()},
             "fingerprints": dict(self.fingerprints),
+            "behaviour": {
+                k: {"path": v.path, "signature": v.signature, "body": v.body} for k, v in self.behaviour.items()
+            },
         }
 
 
@@ -158,6 +187,8 @@ def render_lock(lock: Lock) -> str:
     ]
     if lock.llama_cpp_commit:
         lines.append(f"llama-cpp-commit = {_q(lock.llama_cpp_commit)}  # from scripts/sync-llama.last")
+    if lock.ggml_commit:
+        lines.append(f"ggml-commit = {_q(lock.ggml_commit)}  # from scripts/sync-ggml.last")
     lines += ["", "[tool]", f"name = {_q('ggml-vendor')}", f"version = {_q(lock.tool_version)}"]
     for op in lock.entries:  # config order: ops as the project lists them
         lines += ["", f"[entries.{_q(op)}]"]
@@ -196,6 +227,22 @@ def render_lock(lock: Lock) -> str:
             "[fingerprints]",
         ]
         lines += [f"{_q(k)} = {_q(v)}" for k, v in sorted(lock.fingerprints.items())]
+    if lock.behaviour:
+        lines += [
+            "",
+            "# sha256 of the functions each op's semantics live in (ggml_facts.BEHAVIOUR): the kernels and",
+            "# ggml-cpu's reference, declaration and body apart, comments and whitespace out. The CPU reference",
+            "# is read from upstream's git objects at the pin and is not vendored.",
+        ]
+    for k in sorted(lock.behaviour):
+        b = lock.behaviour[k]
+        lines += [
+            "",
+            f"[behaviour.{_q(k)}]",
+            f"path = {_q(b.path)}",
+            f"signature = {_q(b.signature)}",
+            f"body = {_q(b.body)}",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -204,6 +251,15 @@ def parse_lock(text: str, where: str = LOCK_NAME) -> Lock:
     try:
         doc = _toml.loads(text) if _toml is not None else tomlkit.parse(text).unwrap()
         up = doc["upstream"]
+        commit = str(up["commit"])
+        if not _COMMIT_RE.fullmatch(commit):
+            raise ValueError(f"upstream.commit {commit!r} is not a full commit id (40 or 64 hex digits)")
+        for extra in ("llama-cpp-commit", "ggml-commit"):
+            if extra in up and not _COMMIT_RE.fullmatch(str(up[extra])):
+                raise ValueError(f"upstream.{extra} {up[extra]!r} is not a full commit id")
+        for p, v in doc.get("files", {}).items():
+            if not _SHA256_RE.fullmatch(str(v.get("sha256", ""))):
+                raise ValueError(f"files.{p}.sha256 {v.get('sha256')!r} is not a sha256 (64 hex digits)")
         files_t = doc.get("files", {})
         file_info = tuple(
             LockedFile(
@@ -219,7 +275,7 @@ def parse_lock(text: str, where: str = LOCK_NAME) -> Lock:
         return Lock(
             upstream=str(up["url"]),
             layout=str(up["layout"]),
-            commit=str(up["commit"]),
+            commit=commit,
             rev=str(up.get("rev", "")),
             date=str(up.get("date", "")),
             subject=str(up.get("subject", "")),
@@ -242,8 +298,13 @@ def parse_lock(text: str, where: str = LOCK_NAME) -> Lock:
             closures={op: {b: tuple(v) for b, v in per.items()} for op, per in doc.get("closures", {}).items()},
             fingerprints={str(k): str(v) for k, v in doc.get("fingerprints", {}).items()},
             llama_cpp_commit=str(up.get("llama-cpp-commit", "")),
+            ggml_commit=str(up.get("ggml-commit", "")),
+            behaviour={
+                str(k): BehaviourPrint(str(v.get("path", "")), str(v["signature"]), str(v["body"]))
+                for k, v in doc.get("behaviour", {}).items()
+            },
         )
-    except (KeyError, TypeError, ValueError, tomlkit.exceptions.ParseError, *_TomlError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, tomlkit.exceptions.ParseError, *_TomlError) as exc:
         raise VendorStateError(
             f"{where} is not a valid lock ({type(exc).__name__}: {exc})",
             "restore it from git (git checkout vendor/UPSTREAM) or re-run ggml-vendor sync --rev REV --force",

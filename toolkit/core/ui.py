@@ -1,4 +1,10 @@
-"""Terminal output: one rich console, one task helper for long steps, JSON for machines."""
+"""Terminal output: one rich console, one task wrapper for long steps (quiet on success, its log replayed on failure), JSON for machines.
+
+Messages are literal text: `print` and `log` on these consoles do not parse rich markup unless the caller
+passes `markup=True` (and escapes what it interpolates). Messages name TOML tables such as
+[tool.ggml-vendor] or [[variant]], paths and reprs; parsing them as markup would silently drop the
+bracketed text. `error`/`warn`/`note` style a label and keep the message verbatim.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +15,40 @@ from collections.abc import Iterator
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
+
+
+class _Console(Console):
+    """A Console whose print/log treat strings as plain text unless `markup=True` is asked for."""
+
+    def print(self, *objects: Any, markup: bool | None = None, **kwargs: Any) -> None:  # type: ignore[override]
+        super().print(*objects, markup=bool(markup), **kwargs)
+
+    def log(self, *objects: Any, markup: bool | None = None, **kwargs: Any) -> None:  # type: ignore[override]
+        super().log(*objects, markup=bool(markup), _stack_offset=2, **kwargs)
+
 
 # stdout carries results (and --json documents); progress and diagnostics go to stderr so that
 # `ggml-vendor ... --json | jq` always sees clean JSON.
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = _Console(highlight=False, soft_wrap=True)
+err = _Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def labelled(label: str, style: str, message: str) -> Text:
+    """`label` in `style`, a space, then `message` exactly as given (never parsed as markup)."""
+    return Text.assemble((label, style), " ", message)
+
+
+def error(message: str) -> None:
+    err.print(labelled("error:", "red", message))
+
+
+def warn(label: str, message: str) -> None:
+    err.print(labelled(label, "yellow", message))
+
+
+def note(label: str, message: str, *, style: str = "green", console: Console | None = None) -> None:
+    (console or out).print(labelled(label, style, message))
 
 
 class Task:
@@ -30,7 +64,7 @@ class Task:
         text = str(message)
         self.lines.append(text)
         if self.verbose:
-            err.print(f"[dim]…[/] {escape(text)}")
+            err.print(labelled("…", "dim", text))
 
 
 @contextlib.contextmanager
@@ -42,7 +76,7 @@ def task(label: str, *, verbose: bool = False, quiet: bool = False) -> Iterator[
     spinner = not quiet and not t.verbose and err.is_terminal
     try:
         if spinner:
-            with err.status(label):
+            with err.status(Text(label)):
                 yield t
         else:
             yield t
@@ -52,12 +86,12 @@ def task(label: str, *, verbose: bool = False, quiet: bool = False) -> Iterator[
         from toolkit.core.errors import VendorError
 
         if t.lines and not t.verbose and not isinstance(exc, VendorError):
-            err.print(f"[red]✗[/] {escape(label)} failed; its log:")
+            err.print(labelled("✗", "red", f"{label} failed; its log:"))
             for line in t.lines:
-                err.print(f"  {escape(line)}")
+                err.print(f"  {line}")
         raise
     if spinner:
-        err.print(f"[green]✓[/] {escape(label)}")
+        err.print(labelled("✓", "green", label))
 
 
 def emit_json(doc: Any) -> None:

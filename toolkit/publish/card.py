@@ -39,12 +39,21 @@ def _template_dir(cfg: Any) -> Path:
     return Path(__file__).resolve().parents[2] / "templates"
 
 
-def render_card(cfg: Any, repo_id: str, variant_dirs: list[Path], lock: Any | None) -> str:
+def render_card(
+    cfg: Any, repo_id: str, variant_dirs: list[Path], lock: Any | None, conformance: dict[str, str] | None = None
+) -> str:
     variants = []
     for d in variant_dirs:
         meta = json.loads((d / "metadata.json").read_text())
         backend = meta.get("backend") or {}
-        variants.append({"name": d.name, "backend": backend.get("type", "?"), "archs": backend.get("archs") or []})
+        variants.append(
+            {
+                "name": d.name,
+                "backend": backend.get("type", "?"),
+                "archs": backend.get("archs") or [],
+                "conformance": (conformance or {}).get(d.name, "not run (not verified by this publish)"),
+            }
+        )
     functions = next((f for f in (public_functions(d) for d in variant_dirs) if f), [])
     upstream = {"url": cfg.upstream, "commit": "(not synced)", "date": "", "subject": ""}
     patches: list[dict[str, str]] = []

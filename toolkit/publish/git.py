@@ -4,6 +4,7 @@ proves every file arrives with the right bytes."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -119,7 +120,7 @@ def publish_git(
         tree_m = _remote_tree(git, "origin/main")
         plan = plan_publish(cfg, ready, repo_id=remote, target=remote, remote_branch=tree_b, remote_main=tree_m)
         if dry_run:
-            return PublishResult("dry-run", plan, remote)
+            return PublishResult("dry-run", plan, remote, conformance=ready.conformance)
         commits: list[str] = []
         for bp in plan.branches:
             start = (
@@ -180,8 +181,8 @@ def publish_git(
         progress("cloning the remote afresh to verify")
         verified = _verify_clone(remote, plan, Path(tmp) / "verify")
     status = "published" if commits else "up-to-date"
-    result = PublishResult(status, plan, remote, tuple(commits), (), verified)
-    result = PublishResult(status, plan, remote, tuple(commits), (), verified, write_report(report_path, result))
+    result = PublishResult(status, plan, remote, tuple(commits), (), verified, conformance=ready.conformance)
+    result = dataclasses.replace(result, report_path=write_report(report_path, result))
     if not verified["ok"]:
         raise PublishError(
             "the push did not verify: " + "; ".join(verified["mismatches"][:3]),

@@ -5,6 +5,7 @@ arrived with the right size and hash. Re-running after an interruption resumes f
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -44,10 +45,12 @@ class PublishResult:
     pull_requests: tuple[str, ...] = ()
     verified: dict[str, Any] = field(default_factory=dict)
     report_path: str = ""
+    conformance: dict[str, str] = field(default_factory=dict)  # variant -> "passed: ..." / "not run (why)"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "status": self.status,
+            "conformance": dict(self.conformance),
             "target": self.target,
             "tool_version": __version__,
             "plan": self.plan.to_json(),
@@ -258,7 +261,7 @@ def publish_hub(
             exists, heads, tree_b, tree_m = _live_state(api, repo_id, branch)
             plan = plan_publish(cfg, ready, repo_id=repo_id, target=target, remote_branch=tree_b, remote_main=tree_m)
             if dry_run:
-                return PublishResult("dry-run", plan, target)
+                return PublishResult("dry-run", plan, target, conformance=ready.conformance)
             if create_pr and (not exists or branch not in heads):
                 raise PublishError(
                     f"--create-pr needs an existing repo with branch {branch}",
@@ -303,10 +306,8 @@ def publish_hub(
                 f"cannot reach {endpoint or 'the Hub'}: {text}", "check the network / HF_ENDPOINT"
             ) from None
     status = "up-to-date" if not commits else "published"
-    result = PublishResult(status, plan, target, tuple(commits), tuple(prs), verified)
-    result = PublishResult(
-        status, plan, target, tuple(commits), tuple(prs), verified, write_report(report_path, result)
-    )
+    result = PublishResult(status, plan, target, tuple(commits), tuple(prs), verified, conformance=ready.conformance)
+    result = dataclasses.replace(result, report_path=write_report(report_path, result))
     if not verified["ok"]:
         raise PublishError(
             "the upload did not verify: " + "; ".join(verified["mismatches"][:3]),

@@ -18,13 +18,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -647,6 +649,24 @@ class HubServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def client_env(endpoint: str, cache: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a process that loads kernels from the hub at `endpoint` (kernels.get_kernel) with
+    its own download cache: no Xet, online, no local-kernel overrides."""
+    env = {
+        **(os.environ if base is None else base),
+        "HF_ENDPOINT": endpoint,
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_CACHE": str(cache),
+        "KERNELS_CACHE": str(cache),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "HF_HUB_OFFLINE": "0",
+    }
+    # kernels 0.17.2 with huggingface_hub 2.x sends an invalid User-Agent (trailing "; ") when telemetry is off.
+    env.pop("HF_HUB_DISABLE_TELEMETRY", None)
+    env.pop("LOCAL_KERNELS", None)
+    return env
 
 
 def main() -> None:  # pragma: no cover - manual use: python -m toolkit.publish.localhub

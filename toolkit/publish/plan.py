@@ -206,7 +206,7 @@ def plan_publish(
         branch=f"v{ready.version}",
         variants=names,
         files=collect_variant_files(ready.variant_dirs[0].parent, names),
-        card_text=render_card(cfg, repo_id, list(ready.variant_dirs), ready.lock),
+        card_text=render_card(cfg, repo_id, list(ready.variant_dirs), ready.lock, ready.conformance),
         remote_branch=remote_branch,
         remote_main=remote_main,
     )

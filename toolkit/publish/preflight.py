@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toolkit.core.errors import PublishError
+from toolkit.verify import conformance
 from toolkit.verify.binaries import check_file
 from toolkit.verify.runner import discover, stamp_verdict
 
@@ -21,6 +22,7 @@ class Ready:
     variant_dirs: tuple[Path, ...]
     version: int
     lock: Any | None
+    conformance: dict[str, str] = field(default_factory=dict)  # variant -> "passed: ..." / "not run (why)"
 
 
 def resolve_token(token: str | None) -> str:
@@ -57,10 +59,19 @@ def preflight(
         raise PublishError(f"nothing to publish: no variants under {build_dir}", "run ggml-vendor build first")
     problems: list[str] = []
     versions: dict[Any, list[str]] = {}
+    statuses: dict[str, str] = {}
     for d in dirs:
         ok, why = stamp_verdict(build_dir, d, official_hub=official_hub)
         if not ok:
             problems.append(f"{d.name} is unverified ({why})")
+        statuses[d.name] = conformance.recorded_status(build_dir, d.name)
+        if ok and not statuses[d.name].startswith("passed"):
+            runnable, _ = conformance.runnable_here(d.name)
+            if runnable:  # the gate is required wherever it can run
+                problems.append(
+                    f"{d.name}: conformance {statuses[d.name]}, but this host can run it "
+                    "(run ggml-vendor verify without --no-conformance)"
+                )
         try:
             meta = json.loads((d / "metadata.json").read_text())
         except (OSError, ValueError):
@@ -95,4 +106,4 @@ def preflight(
             f"refusing to publish, nothing was pushed: {shown}",
             "fix the build, run ggml-vendor verify, then publish again",
         )
-    return Ready(tuple(dirs), int(version), lock)  # type: ignore[arg-type]
+    return Ready(tuple(dirs), int(version), lock, statuses)  # type: ignore[arg-type]

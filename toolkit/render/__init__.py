@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from toolkit.render.stage import Drift, RenderPlan, check, write
+from toolkit.render.stage import FileChange, RenderPlan, check, write
 from toolkit.render.stage import plan as _plan
 
 Plan = RenderPlan
@@ -26,7 +26,7 @@ class Request:
 @dataclass(frozen=True)
 class Report:
     plan: RenderPlan
-    changed: tuple[Drift, ...]  # what execute wrote ("stale", "missing") or removed ("orphan")
+    changed: tuple[FileChange, ...]  # what execute wrote ("stale", "missing") or removed ("orphan")
 
 
 def plan(config, request: Request | None = None) -> RenderPlan:  # type: ignore[no-untyped-def]

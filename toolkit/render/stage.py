@@ -26,6 +26,8 @@ Template context (``build_context``), the keys every template sees:
 ``facts``                the :mod:`toolkit.core.ggml_facts` module (every upstream fact)
 ``lock``                 the parsed vendor/UPSTREAM (:class:`toolkit.core.lock.Lock`) or ``None`` before sync
 ``upstream_commit``      ``lock.commit`` or ``""``
+``upstream_line``        ``lock.provenance_line()``: which repository the commit is in (ggml or llama.cpp) and
+                         the twin commit when upstream records it; ``""`` before sync
 ``ops``                  op name -> backend -> tuple of entry paths (standalone-ggml layout), resolved
                          against the lock when there is one (first existing alternative), else the first
                          alternative of each config entry
@@ -82,7 +84,7 @@ class RenderedFile:
 
 
 @dataclass(frozen=True)
-class Drift:
+class FileChange:
     """A difference between the plan and the tree: `kind` is "stale" (content differs), "missing" or
     "orphan" (a generated file no template produces any more)."""
 
@@ -164,7 +166,7 @@ def _cuda_units(
         "include": "ggml-cuda/common.cuh",
         "src": [shim],
         "include_dirs": vendor_includes,
-        "comment": "the ggml runtime symbols the vendored sources reference (ggml-upstream.md §1.6)",
+        "comment": "the ggml runtime symbols the vendored sources reference (docs/upstream.md §1.6)",
     }
     return units
 
@@ -190,6 +192,7 @@ def build_context(config: Config, lock: Lock | None) -> dict[str, Any]:
         "facts": ggml_facts,
         "lock": lock,
         "upstream_commit": lock.commit if lock is not None else "",
+        "upstream_line": lock.provenance_line() if lock is not None else "",
         "ops": ops,
         "vendor_dir": vendor_dir,
         "vendor_includes": vendor_includes,
@@ -219,12 +222,15 @@ def output_path(template: str, module: str) -> str:
     return str(PurePosixPath(*parts))
 
 
-def _environment(templates_dir: Path) -> jinja2.Environment:
+def template_environment(templates_dir: Path, **syntax: object) -> jinja2.Environment:
+    """The jinja2 environment of every generated file: undefined names are errors, bytes are kept as written.
+    `syntax` changes delimiters and whitespace handling (the CI workflow's `<< >>`, whose own ${{ }} stays)."""
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
+        **syntax,  # type: ignore[arg-type]
     )
 
 
@@ -265,7 +271,7 @@ def plan(config: Config, lock: Lock | None = None, *, read_vendor_lock: bool = T
         except VendorStateError as exc:
             raise RenderError(exc.message, exc.remedy) from None
     context = build_context(config, lock)
-    env = _environment(templates_dir)
+    env = template_environment(templates_dir)
     files: list[RenderedFile] = []
     for path in sorted(templates_dir.rglob(f"*{TEMPLATE_SUFFIX}")):
         rel = PurePosixPath(path.relative_to(templates_dir).as_posix())
@@ -316,16 +322,16 @@ def _validate_build_toml(files: list[RenderedFile]) -> None:
 # ---- check / write ----------------------------------------------------------------------------------------
 
 
-def check(render_plan: RenderPlan) -> list[Drift]:
+def check(render_plan: RenderPlan) -> list[FileChange]:
     """What differs between the plan and the tree (empty when everything is up to date)."""
-    drift: list[Drift] = []
+    drift: list[FileChange] = []
     for f in render_plan.files:
         target = render_plan.root / f.path
         if not target.is_file():
-            drift.append(Drift(f.path, "missing"))
+            drift.append(FileChange(f.path, "missing"))
         elif target.read_bytes() != f.content.encode("utf-8"):
-            drift.append(Drift(f.path, "stale"))
-    drift.extend(Drift(p, "orphan") for p in render_plan.orphans)
+            drift.append(FileChange(f.path, "stale"))
+    drift.extend(FileChange(p, "orphan") for p in render_plan.orphans)
     return drift
 
 
@@ -341,7 +347,7 @@ def _write_atomic(target: Path, data: bytes) -> None:
         raise
 
 
-def write(render_plan: RenderPlan) -> list[Drift]:
+def write(render_plan: RenderPlan) -> list[FileChange]:
     """Bring the tree in line with the plan: write stale/missing files (each atomically), delete orphans.
     Returns what was changed."""
     changes = check(render_plan)

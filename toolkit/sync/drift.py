@@ -19,6 +19,7 @@ from pathlib import Path
 from toolkit.core import ggml_facts
 from toolkit.core.ggml_facts import Fingerprint
 from toolkit.core.lock import Lock, sha256_bytes
+from toolkit.sync import behaviour
 
 ABSENT = "absent"
 
@@ -58,6 +59,54 @@ class RegionDrift:
     diff: str  # unified diff of the region text, "" when the old text is not available
 
 
+SIGNATURE_CHANGED = "signature changed"  # breaking: the binding's call no longer matches
+BODY_CHANGED = "body changed"  # same declaration, different code: review the semantics
+APPEARED, GONE = "appeared", "gone"
+
+
+@dataclass(frozen=True)
+class BehaviourDrift:
+    """One function an op's semantics live in (ggml_facts.BEHAVIOUR) that moved between the pins."""
+
+    key: str
+    op: str
+    role: str
+    function: str
+    path: str
+    change: str  # SIGNATURE_CHANGED, BODY_CHANGED, APPEARED or GONE
+    body_changed: bool
+    diff: str  # unified diff of the function as upstream wrote it; "" when a side is not readable
+    commits: tuple[tuple[str, str], ...] | None  # upstream commits that touched it; None = not available
+
+    @property
+    def breaking(self) -> bool:
+        return self.change in (SIGNATURE_CHANGED, GONE)
+
+    def headline(self) -> str:
+        what = {
+            SIGNATURE_CHANGED: "signature changed (breaking)"
+            + ("; body changed too: review semantics" if self.body_changed else ""),
+            BODY_CHANGED: "body changed: review semantics",
+            APPEARED: "appeared",
+            GONE: "gone (breaking)",
+        }[self.change]
+        return f"{self.op}: {self.role} {self.function}: {what}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "key": self.key,
+            "op": self.op,
+            "role": self.role,
+            "function": self.function,
+            "path": self.path,
+            "change": self.change,
+            "breaking": self.breaking,
+            "body_changed": self.body_changed,
+            "diff": self.diff,
+            "commits": None if self.commits is None else [{"commit": c, "subject": t} for c, t in self.commits],
+        }
+
+
 @dataclass(frozen=True)
 class Drift:
     upstream: str
@@ -71,11 +120,22 @@ class Drift:
     history_note: str
     regions: tuple[RegionDrift, ...]
     backwards: bool = False  # the new pin is older: `commits` are the ones the move drops
+    behaviour: tuple[BehaviourDrift, ...] = ()
     patches: tuple[tuple[str, str, str], ...] = ()  # (name, verdict at the new pin, one-line description)
 
     @property
     def empty(self) -> bool:
-        return not (self.added or self.removed or self.renamed or self.changed or self.regions)
+        return not (self.added or self.removed or self.renamed or self.changed or self.regions or self.behaviour)
+
+    @property
+    def semantics_to_review(self) -> tuple[str, ...]:
+        """Ops whose kernel or reference body changed (with or without a signature change)."""
+        return tuple(dict.fromkeys(b.op for b in self.behaviour if b.body_changed or b.change == APPEARED))
+
+    @property
+    def breaking(self) -> tuple[str, ...]:
+        """Ops with a changed or vanished declaration."""
+        return tuple(dict.fromkeys(b.op for b in self.behaviour if b.breaking))
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -94,6 +154,9 @@ class Drift:
             "fingerprints": [
                 {"name": r.name, "path": r.path, "old": r.old, "new": r.new, "diff": r.diff} for r in self.regions
             ],
+            "behaviour": [b.to_json() for b in self.behaviour],
+            "breaking": list(self.breaking),
+            "review_semantics": list(self.semantics_to_review),
             "patches": [{"name": n, "verdict": v, "description": d} for n, v, d in self.patches],
         }
 
@@ -124,6 +187,17 @@ class Drift:
             out.append("None.")
         else:
             out += [f"- `{c[:12]}` {s}" for c, s in self.commits]
+        out += ["", "## Behaviour: kernels and ggml-cpu reference per op", ""]
+        if not self.behaviour:
+            out.append("No kernel or reference function changed (comments and whitespace ignored).")
+        for b in self.behaviour:
+            out.append(f"- **{b.headline()}** (`{b.path}`)")
+            if b.commits:
+                out += [f"  - `{c[:12]}` {t}" for c, t in b.commits]
+            elif b.commits is None:
+                out.append("  - commits: not available from this object source")
+            if b.diff:
+                out += ["", "```diff", b.diff.rstrip("\n"), "```", ""]
         out += ["", "## Fingerprinted regions (what our bindings depend on)", ""]
         if not self.regions:
             out.append("No fingerprinted region changed.")
@@ -148,6 +222,12 @@ class Drift:
             )
             + f"; {len(self.regions)} fingerprinted regions moved"
         ]
+        for b in self.behaviour:
+            via = ""
+            if b.commits:
+                via = " — " + ", ".join(f"{c[:12]} {t}" for c, t in b.commits[:3])
+                via += f" and {len(b.commits) - 3} more" if len(b.commits) > 3 else ""
+            lines.append(f"  {b.headline()}{via}")
         lines += [f"  patch {n}: {v}" + (f" — {d}" if d else "") for n, v, d in self.patches]
         lines += [
             f"  region {r.name}: {'appeared' if r.old == ABSENT else 'gone' if r.new == ABSENT else 'changed'}"
@@ -164,6 +244,7 @@ def compute_drift(
     old_text: Callable[[str], bytes | None] | None = None,
     new_text: Callable[[str], bytes | None] | None = None,
     fingerprints: tuple[Fingerprint, ...] = ggml_facts.FINGERPRINTS,
+    log_function: Callable[[str, str, str, str], list[tuple[str, str]] | None] | None = None,
 ) -> Drift:
     """Compare two locks. `log(old, new, repo_paths)` lists commits (None when history is unavailable);
     `old_text`/`new_text` read pristine upstream files at each pin, for region diffs."""
@@ -182,11 +263,13 @@ def compute_drift(
     commits: list[tuple[str, str]] | None = None
     backwards = False
     note = ""
-    if old.upstream != new.upstream or old.layout != new.layout:
+    if old.layout != new.layout:
         note = f"the upstream changed ({old.upstream} [{old.layout}] -> {new.upstream} [{new.layout}])"
     elif log is None:
         note = "no history source"
     else:
+        # The object source decides, not the label: a local clone of the same repository as the old URL
+        # (or a mirror) holds both commits and their history; a different repository simply lacks the old one.
         prefix = ggml_facts.LAYOUT_PREFIX.get(new.layout, "")
         paths = sorted({prefix + p for p in set(old_blobs) | set(new_blobs)})
         commits = log(old.commit, new.commit, paths)
@@ -196,7 +279,9 @@ def compute_drift(
                 commits, backwards = dropped, True
         if commits is None:
             note = (
-                "the old pin's history is not in the object source (a shallow URL cache); "
+                f"the upstream changed ({old.upstream} -> {new.upstream}) and the old pin is not in it"
+                if old.upstream != new.upstream
+                else "the old pin's history is not in the object source (a shallow URL cache); "
                 "pass --mirror PATH to a full clone for the commit list"
             )
     regions = []
@@ -218,6 +303,7 @@ def compute_drift(
                 )
             )
         regions.append(RegionDrift(fp.name, fp.path, o, n, diff))
+    behaviour_drift = _behaviour_drift(old, new, old_text, new_text, log_function)
     return Drift(
         new.upstream,
         old.commit,
@@ -230,7 +316,80 @@ def compute_drift(
         note,
         tuple(regions),
         backwards,
+        behaviour_drift,
     )
+
+
+def _behaviour_drift(
+    old: Lock,
+    new: Lock,
+    old_text: Callable[[str], bytes | None] | None,
+    new_text: Callable[[str], bytes | None] | None,
+    log_function: Callable[[str, str, str, str], list[tuple[str, str]] | None] | None,
+) -> tuple[BehaviourDrift, ...]:
+    if not old.behaviour:
+        return ()  # a lock written before behaviour fingerprints: nothing to compare against
+    specs = {s.key: s for s in ggml_facts.BEHAVIOUR}
+    prefix = ggml_facts.LAYOUT_PREFIX.get(new.layout, "")
+    out = []
+    for key in [k for k in specs if k in new.behaviour] + sorted(set(new.behaviour) - set(specs)):
+        n = new.behaviour[key]
+        o = old.behaviour.get(key)
+        if o is None or o == n:
+            continue
+        if o.body == ABSENT and n.body == ABSENT:
+            continue
+        if o.body == ABSENT:
+            change = APPEARED
+        elif n.body == ABSENT:
+            change = GONE
+        elif o.signature != n.signature:
+            change = SIGNATURE_CHANGED
+        elif o.body != n.body:
+            change = BODY_CHANGED
+        else:
+            continue  # only the file it was found in moved
+        spec = specs.get(key)
+        function = spec.function if spec else key.rsplit(" ", 1)[-1]
+        path = n.path or o.path
+        diff = ""
+        if old_text is not None and new_text is not None:
+            before = behaviour.function_source(_text(old_text, o.path), function)
+            after = behaviour.function_source(_text(new_text, n.path), function)
+            diff = "".join(
+                difflib.unified_diff(
+                    before.splitlines(True),
+                    after.splitlines(True),
+                    f"{old.commit[:12]}:{o.path or path}",
+                    f"{new.commit[:12]}:{n.path or path}",
+                )
+            )
+        commits = None
+        if log_function is not None and n.path:
+            commits = log_function(old.commit, new.commit, prefix + n.path, function)
+            if commits is not None:
+                commits = tuple(commits)
+        out.append(
+            BehaviourDrift(
+                key,
+                spec.op if spec else key.split(":", 1)[0],
+                spec.role if spec else "function",
+                function,
+                path,
+                change,
+                o.body != n.body,
+                diff,
+                commits,
+            )
+        )
+    return tuple(out)
+
+
+def _text(read: Callable[[str], bytes | None], path: str) -> str | None:
+    if not path:
+        return None
+    data = read(path)
+    return data.decode("utf-8", "replace") if data is not None else None
 
 
 def _atomic_write(path: Path, text: str) -> None:

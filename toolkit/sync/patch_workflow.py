@@ -87,7 +87,7 @@ class SaveResult:
         }
 
 
-# --- helpers -----------------------------------------------------------------------------------------
+# --- internals -----------------------------------------------------------------------------------------
 
 
 def _series(cfg: Config) -> tuple[list[tuple[str, bytes]], dict[str, bytes]]:
@@ -244,7 +244,7 @@ def save_patch(
     target = _match([n for n, _ in patches], name)
     refreshed = target is not None
     old_bytes = dict(patches).get(target or "", b"")
-    if not edited:
+    if not edited and not (refreshed and message is not None):  # a refresh may change only the description
         raise PatchError(
             "no edits to save: vendor/ggml matches its pin and patches",
             "edit files under vendor/ggml first" + (f" (to refresh {target})" if target else ""),
@@ -293,12 +293,9 @@ def save_patch(
             "(a later patch overlaps them)",
             "save the edits under a name that sorts after the patches they build on; nothing was written",
         )
-    added = sum(
-        1 for ln in data.decode("utf-8", "replace").splitlines() if ln.startswith("+") and not ln.startswith("+++")
-    )
-    removed = sum(
-        1 for ln in data.decode("utf-8", "replace").splitlines() if ln.startswith("-") and not ln.startswith("---")
-    )
+    diff_lines = data.decode("utf-8", "replace").partition("\ndiff --git ")[2].splitlines()
+    added = sum(1 for ln in diff_lines if ln.startswith("+") and not ln.startswith("+++"))
+    removed = sum(1 for ln in diff_lines if ln.startswith("-") and not ln.startswith("---"))
     if not dry_run:
         replace_vendor(cfg.root, plan.desired, known={k: v for k, v in current_hashes(cfg.vendor_dir).items() if v})
     return SaveResult(target, describe(data), refreshed, tuple(changed), added, removed, not dry_run)

@@ -1,14 +1,16 @@
-"""`ggml-vendor sync`: config -> pure SyncPlan (closure, patches, lock, what changes) -> execute -> SyncReport.
+"""`ggml-vendor sync`: config -> `prepare` (a Prepared: the pure SyncPlan plus the drift) -> `execute` -> SyncReport.
 
 `plan_sync` is pure over a snapshot-like object (anything with commit/layout/date/subject and `read`),
-so plans are unit-tested without git. `run_sync` does the I/O at the edges: open the upstream, read
-vendor/, swap the new tree in atomically (vendor_tree), write the drift report.
+so plans are unit-tested without git. `prepare` reads the upstream and vendor/ and writes nothing in the
+project (what --dry-run prints); `execute` finishes an interrupted replacement first, swaps the new tree in
+atomically (vendor_tree) and writes the drift report. `run_sync` is the two in a row.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import signal
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -18,7 +20,7 @@ from typing import Protocol
 from toolkit import __version__
 from toolkit.core import ggml_facts
 from toolkit.core.config import Config, Entry
-from toolkit.core.errors import UpstreamError, VendorStateError
+from toolkit.core.errors import Interrupted, UpstreamError, VendorStateError
 from toolkit.core.lock import (
     LOCK_NAME,
     VERDICT_UPSTREAM,
@@ -31,7 +33,8 @@ from toolkit.core.lock import (
     render_lock,
     sha256_bytes,
 )
-from toolkit.sync import embedded
+from toolkit.core.projectlock import project_lock
+from toolkit.sync import behaviour, embedded
 from toolkit.sync.closure import Closure, compute_closure
 from toolkit.sync.drift import Drift, compute_drift, fingerprints_of, write_report
 from toolkit.sync.embedded import EMBEDDED
@@ -39,10 +42,11 @@ from toolkit.sync.patches import PatchResult, apply_patches, describe
 from toolkit.sync.upstream import open_upstream
 from toolkit.sync.vendor_tree import (
     JOURNAL,
+    LOCK_CORRUPT,
     LOSSY,
     PATCHES_DIR,
     SOURCES_DIR,
-    Finding,
+    TreeFinding,
     check_vendor,
     check_vendor_dir,
     current_hashes,
@@ -84,6 +88,7 @@ class SyncRequest:
     dry_run: bool = False
     drop_upstreamed: bool = False
     backends: tuple[str, ...] | None = None  # None: every enabled backend
+    wait: bool = True  # another command holds the project lock: wait for it (False: refuse, ProjectBusy)
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,7 @@ class SyncPlan:
     closure: Closure
     patches: tuple[PatchResult, ...]
     changes: tuple[tuple[str, str], ...]  # (vendor/-relative path, "add" | "update" | "remove")
-    overwrites: tuple[Finding, ...]  # local changes the new tree would destroy (refused without --force)
+    overwrites: tuple[TreeFinding, ...]  # local changes the new tree would destroy (refused without --force)
     previous: Lock | None
 
     @property
@@ -126,6 +131,7 @@ class SyncReport:
             "date": lock.date,
             "subject": lock.subject,
             "llama_cpp_commit": lock.llama_cpp_commit,
+            "ggml_commit": lock.ggml_commit,
             "previous_commit": self.plan.previous.commit if self.plan.previous else None,
             "files": {
                 f.path: {"sha256": f.sha256, "reason": f.reason, "needed_by": list(f.needed_by)} for f in lock.file_info
@@ -179,7 +185,7 @@ def plan_sync(
     extra_patch_files: Mapping[str, bytes] | None = None,
     previous: Lock | None = None,
     current: Mapping[str, str | None] | None = None,
-    findings: list[Finding] | None = None,
+    findings: list[TreeFinding] | None = None,
     drop_upstreamed: bool = False,
     prefetch: Callable[[list[str]], None] | None = None,
     tool_version: str = __version__,
@@ -188,10 +194,12 @@ def plan_sync(
     `extra_patch_files` are other files under vendor/patches/ (kept as they are); `current` maps
     vendor/-relative paths to the sha256 of what is there now; `findings` is check_vendor_dir's result."""
     where = f"{snapshot.commit[:12]}"
+    behaviour_specs = behaviour.wanted({op for op, _, _ in entries}, {b for _, b, _ in entries})
     if prefetch is not None:  # one round trip for the entries and the always-shipped files (URL upstreams)
         prefetch(
             [alt for _, _, e in entries for alt in e.alternatives]
             + [*ggml_facts.ALWAYS_SHIP, *ggml_facts.OPTIONAL_SHIP, ggml_facts.LLAMA_CPP_SYNC_FILE]
+            + sorted({p for spec in behaviour_specs for p in spec.paths})
         )
     closure = compute_closure(entries, snapshot.read, where=where, prefetch=prefetch)
     pristine: dict[str, bytes] = {}
@@ -218,6 +226,12 @@ def plan_sync(
     llama_commit = sync_last.decode("ascii", "replace").strip() if sync_last else ""
     if not re.fullmatch(r"[0-9a-f]{40}", llama_commit):
         llama_commit = ""
+    ggml_commit = ""
+    if snapshot.layout == ggml_facts.LAYOUT_LLAMA_CPP:
+        sync_ggml = snapshot.read(ggml_facts.GGML_SYNC_FILE, root_fallback=True)
+        ggml_commit = sync_ggml.decode("ascii", "replace").strip() if sync_ggml else ""
+        if not re.fullmatch(r"[0-9a-f]{40}", ggml_commit):
+            ggml_commit = ""
 
     patched, results = apply_patches(pristine, patches)
     patched_by: dict[str, list[str]] = {}
@@ -261,6 +275,8 @@ def plan_sync(
         closures=closures,
         fingerprints=fingerprints_of(pristine),
         llama_cpp_commit=llama_commit,
+        ggml_commit=ggml_commit,
+        behaviour=behaviour.behaviour_of(snapshot.read, behaviour_specs),
     )
     lock_text = render_lock(lock)
 
@@ -280,10 +296,13 @@ def plan_sync(
         elif current[path] != sha256_bytes(desired[path]):
             changes.append((path, "update"))
     # A local change is only lost if the new tree does not hold those same bytes.
+    # A lock that contradicts itself (LOCK_CORRUPT) is refused whatever the new bytes: the tree can no
+    # longer be told apart from a local edit, exactly as `sync --check` reports it.
     overwrites = tuple(
         f
         for f in (findings or [])
-        if f.kind in LOSSY and (f.path not in desired or current.get(f.path) != sha256_bytes(desired[f.path]))
+        if f.kind == LOCK_CORRUPT
+        or (f.kind in LOSSY and (f.path not in desired or current.get(f.path) != sha256_bytes(desired[f.path])))
     )
     return SyncPlan(
         lock=lock,
@@ -314,7 +333,14 @@ def read_patches(vendor_dir: Path) -> tuple[list[tuple[str, bytes]], dict[str, b
     return patches, others
 
 
-def _overwrite_error(overwrites: tuple[Finding, ...]) -> VendorStateError:
+def _overwrite_error(overwrites: tuple[TreeFinding, ...]) -> VendorStateError:
+    corrupt = [f for f in overwrites if f.kind == LOCK_CORRUPT]
+    if corrupt:
+        shown = ", ".join(f"vendor/{f.path}" for f in corrupt[:3])
+        return VendorStateError(
+            f"vendor/UPSTREAM does not match vendor/ for {shown}: the lock's sha256 was changed by hand or corrupted",
+            "restore it (git checkout vendor/UPSTREAM), or pass --force to overwrite vendor/ and rewrite the lock",
+        )
     shown = ", ".join(f"vendor/{f.path} ({f.kind})" for f in overwrites[:3])
     more = f" and {len(overwrites) - 3} more" if len(overwrites) > 3 else ""
     return VendorStateError(
@@ -388,7 +414,7 @@ def prepare(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] 
         label = cfg.upstream
     step(f"resolving {resolve_rev} in {label}")
     t = time.perf_counter()
-    source, commit = open_upstream(label, resolve_rev, mirror=req.mirror)
+    source, commit = open_upstream(label, resolve_rev, mirror=req.mirror, configured=cfg.upstream)
     try:
         snapshot = source.snapshot(commit)
         t = lap("resolve", t)
@@ -422,7 +448,14 @@ def prepare(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] 
                 except UpstreamError:
                     return None
 
-            drift = compute_drift(previous, plan.lock, log=source.log, old_text=old_text, new_text=snapshot.read)
+            drift = compute_drift(
+                previous,
+                plan.lock,
+                log=source.log,
+                old_text=old_text,
+                new_text=snapshot.read,
+                log_function=source.log_function,
+            )
             described = {n: describe(b) for n, b in patches}
             drift = replace(drift, patches=tuple((r.name, r.verdict, described[r.name]) for r in plan.patches))
             t = lap("drift", t)
@@ -435,7 +468,19 @@ def execute(
     prep: Prepared, *, progress: Callable[[str], object] | None = None, recovered: tuple[str, ...] | None = None
 ) -> SyncReport:
     """Carry out a prepared sync: finish any interrupted replacement first (planning again if that changed
-    vendor/), then swap the new tree in atomically and write the drift report."""
+    vendor/), then swap the new tree in atomically and write the drift report.
+
+    Runs under the project lock (the CLI already holds it from the plan on; a library caller gets it here):
+    if vendor/ is no longer what the plan was made against (another command wrote it meanwhile), the plan
+    is made again first, so the report always describes the tree on disk."""
+    cfg = prep.cfg
+    with project_lock(cfg.root, command="sync", wait=prep.request.wait):
+        return _execute_locked(prep, progress, recovered)
+
+
+def _execute_locked(
+    prep: Prepared, progress: Callable[[str], object] | None, recovered: tuple[str, ...] | None
+) -> SyncReport:
     t0 = time.perf_counter()
     step = progress or (lambda _msg: None)
     cfg = prep.cfg
@@ -443,15 +488,21 @@ def execute(
         recovered = tuple(recover(cfg.root))
         if recovered:
             prep = prepare(cfg, prep.request, progress=progress)
+    if current_hashes(cfg.vendor_dir) != dict(prep.current):
+        step("vendor/ changed since the plan was made: planning again")
+        prep = prepare(cfg, prep.request, progress=progress)
     plan, drift, timings = prep.plan, prep.drift, dict(prep.timings)
     if plan.noop:
         return SyncReport("unchanged", plan, recovered=recovered, seconds=prep.seconds, timings=timings)
     step(f"writing vendor/ ({len(plan.changes)} changes)")
-    written = replace_vendor(cfg.root, plan.desired, known={k: v for k, v in prep.current.items() if v})
-    timings["write"] = time.perf_counter() - t0
-    drift_paths: tuple[str, ...] = ()
-    if drift is not None:
-        drift_paths = tuple(str(p) for p in write_report(cfg.build_dir, drift))
+    try:
+        written = replace_vendor(cfg.root, plan.desired, known={k: v for k, v in prep.current.items() if v})
+        timings["write"] = time.perf_counter() - t0
+        drift_paths: tuple[str, ...] = ()
+        if drift is not None:
+            drift_paths = tuple(str(p) for p in write_report(cfg.build_dir, drift))
+    except KeyboardInterrupt:
+        raise _interrupted(cfg, plan) from None
     return SyncReport(
         "synced",
         plan,
@@ -464,10 +515,48 @@ def execute(
     )
 
 
-def run_sync(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] | None = None) -> SyncReport:
+def _interrupted(cfg: Config, plan: SyncPlan) -> Interrupted:
+    """Ctrl-C during or after the swap: say which tree vendor/ holds now, read back from disk."""
+    try:  # the state report itself is not interruptible
+        old_handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals go elsewhere anyway
+        old_handler = None
+    try:
+        recover(cfg.root)  # a journaled swap cut between its renames is rolled back first
+        try:
+            on_disk = (cfg.vendor_dir / LOCK_NAME).read_text(encoding="utf-8")
+        except OSError:
+            on_disk = None
+        findings = check_vendor_dir(cfg.vendor_dir) if on_disk is not None else []
+    finally:
+        if old_handler is not None:
+            signal.signal(signal.SIGINT, old_handler)
+    lock = plan.lock
+    if on_disk == plan.lock_text and not findings:
+        return Interrupted(
+            f"vendor/ is at the new pin {lock.commit[:12]} ({lock.rev}): the sync had completed",
+            "nothing to undo; the drift report was not written (ggml-vendor status shows the pin)",
+        )
+    prev = plan.previous
+    if prev is None:
+        return Interrupted("vendor/ was left without a pin: nothing was synced", "run ggml-vendor sync --rev REV again")
+    return Interrupted(f"vendor/ kept its previous pin {prev.commit[:12]} ({prev.rev})", "run the sync again")
+
+
+def run_sync(
+    cfg: Config,
+    req: SyncRequest,
+    *,
+    progress: Callable[[str], object] | None = None,
+    on_wait: Callable[[str], object] | None = None,
+) -> SyncReport:
     """Sync vendor/ to `req` (see SyncRequest): prepare, then (unless req.dry_run) execute. Raises a
-    VendorError subclass, with nothing changed, on any refusal; returns what was done."""
-    if req.dry_run:
-        return prepare(cfg, req, progress=progress).dry_run_report()
-    recovered = tuple(recover(cfg.root))
-    return execute(prepare(cfg, req, progress=progress), progress=progress, recovered=recovered)
+    VendorError subclass, with nothing changed, on any refusal; returns what was done.
+
+    The whole run, from reading the current pin to writing the report, holds the project lock (shared for
+    a dry run): what it reports ("already at", "synced to") is the state on disk when it returns."""
+    with project_lock(cfg.root, command="sync", shared=req.dry_run, wait=req.wait, on_wait=on_wait):
+        if req.dry_run:
+            return prepare(cfg, req, progress=progress).dry_run_report()
+        recovered = tuple(recover(cfg.root))
+        return execute(prepare(cfg, req, progress=progress), progress=progress, recovered=recovered)

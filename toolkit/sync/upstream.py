@@ -301,6 +301,24 @@ class Source:
             return None
         return [tuple(ln.split("\t", 1)) for ln in proc.stdout.splitlines() if "\t" in ln]  # type: ignore[misc]
 
+    def log_function(self, old: str, new: str, repo_path: str, function: str) -> list[tuple[str, str]] | None:
+        """Commits in old..new that changed the definition of `function` in `repo_path` (git log -L), newest
+        first; None when history is not here or git cannot find the function at `new`."""
+        if self.is_shallow() or not (self.has_commit(old) and self.has_commit(new)):
+            return None
+        proc = _run_git(
+            self.git_dir,
+            "log",
+            "--no-patch",
+            "--format=%x00%H%x09%s",
+            f"-L:{re.escape(function)}:{repo_path}",
+            f"{old}..{new}",
+            check=False,
+        )
+        if proc.returncode != 0:
+            return None
+        return [tuple(ln.strip().split("\t", 1)) for ln in proc.stdout.split("\0") if "\t" in ln]  # type: ignore[misc]
+
 
 def _cache_dir_for(url: str) -> Path:
     slug = re.sub(r"[^A-Za-z0-9]+", "-", url).strip("-")[-48:]
@@ -369,11 +387,27 @@ def _open_url(url: str, rev: str) -> tuple[Source, str]:
     return src, commit
 
 
-def open_upstream(upstream: str, rev: str, *, mirror: Path | None = None) -> tuple[Source, str]:
+def canonical_name(git_dir: Path, configured: str | None) -> str:
+    """What the lock calls a local clone: its origin URL, else the configured URL, else the path itself
+    (a machine-specific name, used only when nothing better is known)."""
+    proc = _run_git(git_dir, "config", "--get", "remote.origin.url", check=False)
+    origin = proc.stdout.strip()
+    if origin and is_url(origin):
+        return origin
+    if configured and is_url(configured):
+        return configured
+    return str(git_dir.parent if git_dir.name == ".git" else git_dir)
+
+
+def open_upstream(
+    upstream: str, rev: str, *, mirror: Path | None = None, configured: str | None = None
+) -> tuple[Source, str]:
     """The source holding `rev` and its full commit id.
 
-    `upstream` is what the lock records: a URL, a local path, or "embedded". `mirror`, when given, is a
-    local clone used as the object source instead of the network (the lock still says `upstream`)."""
+    `upstream` is a URL, a local path, or "embedded". `mirror`, when given, is a local clone used as the
+    object source instead of the network (the lock still says `upstream`). A local path is read like a
+    mirror too: the lock records its canonical name (`canonical_name`: its origin URL or the `configured`
+    URL), so the committed lock never names a directory of one machine."""
     validate_rev(rev)
     if mirror is not None:
         src = Source(Path(mirror), upstream)
@@ -392,4 +426,5 @@ def open_upstream(upstream: str, rev: str, *, mirror: Path | None = None) -> tup
             "pass --upstream https://github.com/ggml-org/ggml, a local clone path, or 'embedded'",
         )
     src = Source(path.resolve(), str(path.resolve()))
+    src.recorded = canonical_name(src.git_dir, configured)
     return src, src.resolve(rev)

@@ -14,20 +14,21 @@ import contextlib
 import ctypes
 import ctypes.util
 import errno
-import fcntl
 import json
 import os
 import secrets
 import shutil
 import signal
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolkit.core import ggml_facts
 from toolkit.core.errors import VendorStateError
+from toolkit.core.hashing import git_blob_id
 from toolkit.core.lock import LOCK_NAME, Lock, read_lock, sha256_bytes, sha256_file
+from toolkit.core.projectlock import SHARED, held_mode, project_lock
 
 if TYPE_CHECKING:
     from toolkit.core.config import Config
@@ -38,19 +39,23 @@ STAGE_PREFIX = ".vendor.stage-"
 OLD_PREFIX = ".vendor.old-"
 JOURNAL = ".vendor.journal"
 KILL_ENV = "GGML_VENDOR_KILL_AT"  # test hook: SIGKILL ourselves at the Nth checkpoint of a replacement
+INT_ENV = "GGML_VENDOR_INTERRUPT_AT"  # test hook: SIGINT ourselves at the checkpoint with this label
 # fsync protects against power loss only (a killed process loses nothing the kernel already has); tests
 # that run hundreds of syncs on a busy disk may turn it off.
 NO_FSYNC_ENV = "GGML_VENDOR_NO_FSYNC"
 
-# Finding kinds. EDITED and EXTRA would be lost by an overwrite, so sync refuses them without --force;
+# Kinds of TreeFinding. EDITED and EXTRA would be lost by an overwrite, so sync refuses them without --force;
 # MISSING loses nothing (a fresh clone has only the lock) but still makes `sync --check` fail.
 EDITED, MISSING, EXTRA, UNLOCKED = "edited", "missing", "extra", "unlocked"
 PATCH_ADDED, PATCH_REMOVED, PATCH_EDITED = "patch-added", "patch-removed", "patch-edited"
-LOSSY = (EDITED, EXTRA)
+# The file is the upstream blob the lock names, but the lock's sha256 for it is not that blob's: the lock
+# was edited or corrupted. Sync refuses it without --force even when the new tree has the same bytes.
+LOCK_CORRUPT = "lock-corrupt"
+LOSSY = (EDITED, EXTRA, LOCK_CORRUPT)
 
 
 @dataclass(frozen=True)
-class Finding:
+class TreeFinding:
     """One way vendor/ disagrees with vendor/UPSTREAM; `path` is relative to vendor/."""
 
     kind: str
@@ -99,29 +104,45 @@ def _file_sha(path: Path) -> str | None:
     return sha256_file(path)
 
 
-def check_vendor_dir(vendor_dir: Path, lock: Lock | None = None) -> list[Finding]:
+def check_vendor_dir(vendor_dir: Path, lock: Lock | None = None) -> list[TreeFinding]:
     """vendor/ against its lock: edited, missing, extra files and changed patches (offline, read-only)."""
     vendor_dir = Path(vendor_dir)
     lock = lock if lock is not None else read_lock(vendor_dir)
     present = vendored_paths(vendor_dir)
     if lock is None:
-        return [Finding(UNLOCKED, LOCK_NAME, "no lock: run ggml-vendor sync --rev REV")] + [
-            Finding(EXTRA, p, "not in any lock") for p in present
+        return [TreeFinding(UNLOCKED, LOCK_NAME, "no lock: run ggml-vendor sync --rev REV")] + [
+            TreeFinding(EXTRA, p, "not in any lock") for p in present
         ]
-    findings: list[Finding] = []
+    findings: list[TreeFinding] = []
     expected = {f"{SOURCES_DIR}/{p}": sha for p, sha in lock.files.items()}
     for rel in present:
         if rel not in expected:
-            findings.append(Finding(EXTRA, rel, "not in vendor/UPSTREAM"))
+            findings.append(TreeFinding(EXTRA, rel, "not in vendor/UPSTREAM"))
     for rel, sha in sorted(expected.items()):
         path = vendor_dir / rel
         if not os.path.lexists(path):
-            findings.append(Finding(MISSING, rel))
+            findings.append(TreeFinding(MISSING, rel))
             continue
         actual = _file_sha(path)
         if actual != sha:
+            info = lock.info(rel[len(SOURCES_DIR) + 1 :])
+            if (
+                actual is not None
+                and info is not None
+                and info.blob
+                and not info.patched_by
+                and git_blob_id(path.read_bytes()) == info.blob
+            ):
+                findings.append(
+                    TreeFinding(
+                        LOCK_CORRUPT,
+                        rel,
+                        f"the file is the locked upstream blob {info.blob[:12]}, but the lock says sha256 {sha[:12]}",
+                    )
+                )
+                continue
             findings.append(
-                Finding(
+                TreeFinding(
                     EDITED,
                     rel,
                     "not a regular file" if actual is None else f"sha256 {actual[:12]} != locked {sha[:12]}",
@@ -132,15 +153,15 @@ def check_vendor_dir(vendor_dir: Path, lock: Lock | None = None) -> list[Finding
     for name in sorted(set(locked) | set(current)):
         rel = f"{PATCHES_DIR}/{name}"
         if name not in current:
-            findings.append(Finding(PATCH_REMOVED, rel, "locked patch is gone: re-run sync"))
+            findings.append(TreeFinding(PATCH_REMOVED, rel, "locked patch is gone: re-run sync"))
         elif name not in locked:
-            findings.append(Finding(PATCH_ADDED, rel, "not applied yet: re-run sync"))
+            findings.append(TreeFinding(PATCH_ADDED, rel, "not applied yet: re-run sync"))
         elif locked[name] != current[name]:
-            findings.append(Finding(PATCH_EDITED, rel, "changed since sync: re-run sync"))
+            findings.append(TreeFinding(PATCH_EDITED, rel, "changed since sync: re-run sync"))
     return sorted(findings, key=lambda f: (f.path, f.kind))
 
 
-def check_vendor(cfg: Config) -> list[Finding]:
+def check_vendor(cfg: Config) -> list[TreeFinding]:
     """The project's vendor/ against vendor/UPSTREAM; [] means clean. Used by verify/publish to refuse a
     dirty tree. Completes an interrupted swap first (see `recover`), so it never reports a half state."""
     recover(cfg.root)
@@ -170,6 +191,8 @@ def checkpoint(label: str) -> None:
     want = os.environ.get(KILL_ENV)
     if want and want.isdigit() and int(want) == _checkpoints:
         os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get(INT_ENV) == label:
+        os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C landing right here (KeyboardInterrupt just after)
 
 
 def _load_renameat2():  # type: ignore[no-untyped-def]
@@ -211,31 +234,16 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
-@contextlib.contextmanager
-def project_lock(root: Path) -> Iterator[None]:
-    """Serialise vendor/ writers of one project (an flock on the project directory itself, released by
-    the kernel even on SIGKILL, so it never goes stale)."""
-    fd = os.open(root, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise VendorStateError(
-                f"another ggml-vendor sync is writing {root / 'vendor'}", "wait for it to finish, then retry"
-            ) from None
-        yield
-    finally:
-        os.close(fd)
-
-
 def recover(root: Path) -> list[str]:
     """Finish what an interrupted replacement left behind: roll back a half-done journaled swap, then
     delete stage and old trees. Returns what it did (for the report). Safe to call any time; skipped
     while another process holds the project lock."""
     root = Path(root)
     actions: list[str] = []
+    if held_mode(root) == SHARED:
+        return actions  # a reader: no writer is active, and a reader never writes
     try:
-        ctx = project_lock(root)
+        ctx = project_lock(root, command="sync", wait=False)
         ctx.__enter__()
     except (VendorStateError, OSError):
         return actions
@@ -287,7 +295,7 @@ def replace_vendor(root: Path, desired: Mapping[str, bytes], *, known: Mapping[s
         )
     known = known or {}
     written: list[str] = []
-    with project_lock(root):
+    with project_lock(root, command="sync", wait=False):
         stage = root / f"{STAGE_PREFIX}{secrets.token_hex(4)}"
         try:
             stage.mkdir()
@@ -316,9 +324,13 @@ def replace_vendor(root: Path, desired: Mapping[str, bytes], *, known: Mapping[s
             staged = {p: _file_sha(stage / p) for p in _all_files(stage)}
             want = {p: sha256_bytes(b) for p, b in desired.items()}
             if staged != want:
-                bad = sorted(set(staged.items()) ^ set(want.items()))[:3]
+                bad = sorted({p for p, _ in set(staged.items()) ^ set(want.items())})
+                shown = ", ".join(f"vendor/{p}" for p in bad[:3]) + (
+                    f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+                )
                 raise VendorStateError(
-                    f"staged vendor tree failed verification ({bad})", "retry; report a bug if it persists"
+                    f"the staged vendor/ tree does not hold the planned bytes ({shown}); vendor/ was not changed",
+                    "something else wrote vendor/ meanwhile: re-run ggml-vendor sync",
                 )
             _fsync_dir(stage)
             checkpoint("staged and verified")

@@ -29,7 +29,7 @@ ENTRY_HEADER = struct.Struct("<HHIQIIHHIIIQ")
 CLANG_BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
 CLANG_COMPRESSED_MAGIC = b"CCOB"
 
-# kernel-builder capability syntax: 8.0, 9.0a, 10.0f, 12.0+PTX (hub-contract.md §1.2, §2.6).
+# kernel-builder capability syntax: 8.0, 9.0a, 10.0f, 12.0+PTX (docs/hub-contract.md §1.2, §2.6).
 _CAP_RE = re.compile(r"^(\d+)\.(\d)([af]?)(\+PTX)?$")
 
 

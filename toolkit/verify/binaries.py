@@ -9,13 +9,13 @@ from toolkit.verify.findings import FAIL, PASS, Finding
 from toolkit.verify.objfile import binary_format
 
 # A clone made without git-lfs (or with GIT_LFS_SKIP_SMUDGE=1) holds these ~130-byte stubs in place of the
-# real files (hub-contract.md §3.8). Uploading one publishes a kernel that dies with "invalid ELF header".
+# real files (docs/hub-contract.md §3.8). Uploading one publishes a kernel that dies with "invalid ELF header".
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"
 METALLIB_MAGIC = b"MTLB"
 
 # Suffix -> what its first bytes must be. Everything a loader maps or Metal parses.
 BINARY_SUFFIXES = {".so": ("elf", "macho"), ".dylib": ("macho",), ".pyd": ("pe",), ".metallib": ("metallib",)}
-# What the git transport must send through LFS (hub-contract.md §3.8: the Hub rejects plain binary pushes).
+# What the git transport must send through LFS (docs/hub-contract.md §3.8: the Hub rejects plain binary pushes).
 GIT_LFS_PATTERNS = tuple(f"*{suffix}" for suffix in BINARY_SUFFIXES)
 
 

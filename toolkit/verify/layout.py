@@ -1,4 +1,4 @@
-"""Layout and names of a variant (hub-contract.md §2.1, §2.4-2.5): the variant name parses, the required files
+"""Layout and names of a variant (docs/hub-contract.md §2.1, §2.4-2.5): the variant name parses, the required files
 exist, and op namespace = `.so` stem = metadata id = `_<module>_<backend>_<uid>` = `PyInit_<id>`."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def check_layout(variant: str, path: Path, meta: dict | None, *, module: str) ->
     if backend is None:
         fail(
             f"variant name does not parse: {os_or_err}",
-            "name it torch<MM>-cxx11-<compute>-<cpu>-<os> (hub-contract.md §2.1)",
+            "name it torch<MM>-cxx11-<compute>-<cpu>-<os> (docs/hub-contract.md §2.1)",
         )
     for name in REQUIRED:
         if not (path / name).is_file():
@@ -91,7 +91,7 @@ def check_layout(variant: str, path: Path, meta: dict | None, *, module: str) ->
     if not mid.isidentifier() or not want.match(mid):
         fail(
             f"metadata id {mid!r} is not _{module}_{mbackend}_<uid>",
-            "the op namespace must be _<module>_<backend>_<unique build id> (hub-contract.md §2.5)",
+            "the op namespace must be _<module>_<backend>_<unique build id> (docs/hub-contract.md §2.5)",
         )
 
     sos = so_files(path)

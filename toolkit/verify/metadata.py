@@ -9,7 +9,7 @@ from typing import Any
 
 from toolkit.verify.findings import FAIL, PASS, Finding
 
-# Keys every client >= 0.14 needs (hub-contract.md §2.6); the Rust parser accepts some of them absent.
+# Keys every client >= 0.14 needs (docs/hub-contract.md §2.6); the Rust parser accepts some of them absent.
 REQUIRED_KEYS = ("name", "id", "version", "license", "python-depends", "backend")
 
 
@@ -65,7 +65,7 @@ def check_metadata(
                 "metadata",
                 FAIL,
                 f"kernels' parser rejects metadata.json: {exc}",
-                "write the keys hub-contract.md §2.6 requires",
+                "write the keys docs/hub-contract.md §2.6 requires",
             )
         ]
     missing = [k for k in REQUIRED_KEYS if k not in raw]

@@ -13,6 +13,7 @@ from typing import Any
 
 from toolkit import __version__
 from toolkit.core.errors import VerifyError
+from toolkit.verify import conformance
 from toolkit.verify.abi import check_abi
 from toolkit.verify.archs import check_archs
 from toolkit.verify.binaries import check_variant_binaries
@@ -35,6 +36,7 @@ class VerifyOptions:
     # Accept binaries above the manylinux_2_28 ceilings (host-toolchain builds: the demo, local use). The
     # stamp records it and publish refuses such variants for huggingface.co.
     host_toolchain_ok: bool = False
+    conformance: bool = True  # run the ops against the float64 contract where the variant loads on a GPU
 
 
 def is_variant_dir(p: Path) -> bool:
@@ -105,6 +107,7 @@ def verify_variant(cfg: Any, path: Path, *, lock: Any | None, options: VerifyOpt
             findings += smoke_test(variant, path, str(raw.get("id", "")))
     else:
         findings.append(Finding(variant, "smoke", SKIP, "disabled (--no-smoke)", ""))
+    findings += conformance.check_after(variant, path, findings, enabled=options.conformance)
     return VariantReport(variant, str(path), tuple(findings), tree_sha256(path))
 
 
@@ -177,13 +180,18 @@ def write_stamp(build_dir: Path, report: VerifyReport) -> None:
     variants = doc.get("variants", {}) if isinstance(doc, dict) else {}
     global_ok = not any(f.failed for f in report.global_findings)
     for v in report.variants:
+        prev = variants.get(v.variant) if isinstance(variants.get(v.variant), dict) else {}
         variants[v.variant] = {
             "tree_sha256": v.tree_sha256,
             "ok": v.ok and global_ok,
             "tool_version": __version__,
             "hub_compliant": _hub_compliant(v),
             "failures": [f.line() for f in v.findings if f.failed],
+            "conformance": conformance.status_of(v.findings),
         }
+        # Where `ggml-vendor collect` brought the variant from stays on record while the bytes are the same.
+        if prev.get("collected") and prev.get("tree_sha256") == v.tree_sha256:
+            variants[v.variant]["collected"] = prev["collected"]
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps({"variants": variants}, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)

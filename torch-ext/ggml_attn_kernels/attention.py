@@ -37,6 +37,13 @@ _UNSUPPORTED_KWARGS = ("softcap", "position_bias", "s_aux", "sinks")
 _DIMS: dict = {}  # (head_dim_k, head_dim_v) -> the compiled kernel takes them
 
 
+def _assume_constant(fn):
+    # torch.compile evaluates it while tracing and folds the answer in (no op call in the graph, no break).
+    marker = getattr(getattr(torch, "compiler", None), "assume_constant_result", None)
+    return marker(fn) if marker is not None else fn
+
+
+@_assume_constant
 def _dims_ok(dk: int, dv: int) -> bool:
     ok = _DIMS.get((dk, dv))
     if ok is None:

@@ -1,0 +1,203 @@
+"""The conformance gate (issue 11): its cases against stand-in ops on the CPU (a faithful one passes, each
+plausible wrong contract fails), the verdict it leaves in the verification record, publish report and Hub
+card, publish's refusal where the gate could have run, and (GPU) the real build failing the gate once the
+vendored kernel's state indexing is flipped without touching any declaration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import cuda_device_available, nvcc_available
+from hubserver import HubServer, HubState
+from hubserver.variants import make_variant, write_project
+
+from toolkit.core import config
+from toolkit.core.errors import PublishError
+from toolkit.verify import VerifyOptions, verify_build
+from toolkit.verify import conformance as conf
+from toolkit.verify.findings import FAIL, PASS, SKIP
+from toolkit.verify.runner import STAMP_NAME
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch", reason="torch is not installed: the references need it")
+
+
+class FaithfulOps:
+    """The documented contract in float32 on the CPU, with optional deliberate mistakes."""
+
+    def __init__(self, torch, *, state="vk", gqa="tiled", gate="log", fa_gqa="grouped", honour_scale=True):
+        self.torch, self.state, self.gqa, self.gate = torch, state, gqa, gate
+        self.fa_gqa, self.honour_scale = fa_gqa, honour_scale
+
+    def supports_gated_delta_net(self, d):
+        return d in (16, 32, 64, 128)
+
+    def supports_flash_attn(self, n_q, dk, dv):
+        return 1 <= n_q <= 19 and dk == dv and dk in (64, 128, 256)
+
+    def gated_delta_net(self, q, k, v, g, beta, state):
+        from toolkit.verify.reference import gdn_reference
+
+        s = state.transpose(-1, -2) if self.state == "kv" else state
+        out, final = gdn_reference(self.torch, q, k, v, g, beta, s, gqa=self.gqa, gate=self.gate)
+        if self.state == "kv":
+            final = final.transpose(-1, -2)
+        return out.float(), final.float().contiguous()
+
+    def flash_attn(self, q, k, v, mask=None, scale=None):
+        import math
+
+        from toolkit.verify.reference import fa_reference
+
+        if scale is None or not self.honour_scale:
+            scale = 1 / math.sqrt(q.shape[-1])
+        return fa_reference(self.torch, q, k.float(), v.float(), mask, scale, gqa=self.fa_gqa).float()
+
+
+def run_cases(torch, ops) -> dict:
+    return {"device": "cpu", "cases": [conf.run_case(torch, ops, c, "cpu") for c in (*conf.GDN_CASES, *conf.FA_CASES)]}
+
+
+def failed(doc) -> set[str]:
+    return {c["case"] for c in doc["cases"] if not c["ok"]}
+
+
+def test_the_cases_cover_the_documented_contract():
+    covered = " ".join(c.covers for c in (*conf.GDN_CASES, *conf.FA_CASES))
+    for part in ("[value][key]", "tiled", "KDA", "log-domain", "1/sqrt", "mask", "multiple of 256", "scale"):
+        assert part in covered, part
+    contrasts = {w for c in (*conf.GDN_CASES, *conf.FA_CASES) for w in c.contrast}
+    assert {"state-kv", "grouped", "linear-gate", "unscaled", "tiled", "default-scale"} <= contrasts
+
+
+def test_faithful_ops_pass_every_case(torch):
+    doc = run_cases(torch, FaithfulOps(torch))
+    assert failed(doc) == set(), [c for c in doc["cases"] if not c["ok"]]
+    assert conf.summarise("v", doc).status == PASS
+
+
+@pytest.mark.parametrize(
+    "mistake,expected",
+    [
+        ({"state": "kv"}, {"gdn-decode", "gdn-tokens", "gdn-kda"}),
+        ({"gqa": "grouped"}, {"gdn-tiled-gqa"}),
+        ({"gate": "linear"}, {"gdn-log-gates"}),
+        ({"fa_gqa": "tiled"}, {"fa-grouped-gqa"}),
+        ({"honour_scale": False}, {"fa-scale-bf16"}),
+    ],
+)
+def test_each_wrong_contract_fails_its_cases(torch, mistake, expected):
+    doc = run_cases(torch, FaithfulOps(torch, **mistake))
+    assert expected <= failed(doc)
+    finding = conf.summarise("v", doc)
+    assert finding.status == FAIL and "off the contract" in finding.message
+    assert "drift report" in finding.remedy
+
+
+def test_a_raising_op_fails_its_case_and_the_rest_still_run(torch):
+    class Broken(FaithfulOps):
+        def flash_attn(self, *a, **kw):
+            raise RuntimeError("kernel launch failed")
+
+    doc = run_cases(torch, Broken(torch))
+    assert failed(doc) == {c.name for c in conf.FA_CASES}
+    assert "kernel launch failed" in conf.summarise("v", doc).message
+
+
+def test_not_run_says_why_in_record_report_and_card(tmp_path):
+    root = write_project(tmp_path / "proj", hub_repo="someone/kern")
+    cfg = config.load(root)
+    make_variant(root / "build")
+    report = verify_build(cfg, options=VerifyOptions(check_vendor=False))
+    assert report.ok
+    finding = next(f for v in report.variants for f in v.findings if f.check == "conformance")
+    assert finding.status == SKIP and finding.message.startswith("not run: ")
+    stamp = json.loads((root / "build" / STAMP_NAME).read_text())
+    status = next(iter(stamp["variants"].values()))["conformance"]
+    assert status.startswith("not run (") and status.endswith(")")
+
+    from toolkit.publish.hub import publish_hub
+
+    with HubServer(HubState(tokens=("tok",))) as hub:
+        if conf.runnable_here(next(iter(stamp["variants"])))[0]:
+            pytest.skip("this host can run the gate, so publish would (rightly) refuse a not-run variant")
+        result = publish_hub(cfg, endpoint=hub.url, token="tok", check_vendor=False)
+    doc = json.loads(Path(result.report_path).read_text())
+    assert doc["conformance"] == {next(iter(stamp["variants"])): status}
+    assert f"conformance: {status}" in result.plan.card_text
+
+
+def test_publish_refuses_where_the_gate_could_have_run(tmp_path, monkeypatch):
+    root = write_project(tmp_path / "proj", hub_repo="someone/kern")
+    cfg = config.load(root)
+    make_variant(root / "build")
+    assert verify_build(cfg, options=VerifyOptions(check_vendor=False, conformance=False)).ok
+    monkeypatch.setattr(conf, "runnable_here", lambda variant: (True, ""))
+    from toolkit.publish.preflight import preflight
+
+    with pytest.raises(PublishError, match="conformance not run .* this host can run it"):
+        preflight(cfg, None, check_vendor=False)
+
+
+# --- GPU: the gate on the real build, and on a silently flipped kernel ----------------------------------
+
+
+def _gpu_ready() -> None:
+    for ok, why in (cuda_device_available(), nvcc_available()):
+        if not ok:
+            pytest.skip(why)
+    if not (REPO / "vendor" / "ggml" / "src" / "ggml-cuda" / "gated_delta_net.cu").is_file():
+        pytest.skip("vendor/ is not populated: run ggml-vendor sync first")
+
+
+def _cli(root: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
+    # the build cache of this checkout: objects the flip does not touch (flash attention, the shim) are hits
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    env = {"GGML_VENDOR_BUILD_CACHE": str(REPO / ".cache" / "build"), **os.environ, "PYTHONPATH": path}
+    return subprocess.run(
+        [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+def _conformance_rows(root: Path) -> list[dict]:
+    proc = _cli(root, "verify", "--json", "--host-toolchain")  # a local build: manylinux ceilings waived
+    doc = json.loads(proc.stdout)
+    return [f for v in doc["variants"] for f in v["findings"] if f["check"] == "conformance"]
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_gate_fails_when_the_state_indexing_is_flipped(tmp_path):
+    """A copy of this project whose vendored gated_delta_net.cu reads and writes the state [key][value]
+    (no declaration touched: sync's signature fingerprints would not notice) builds, and verify fails."""
+    _gpu_ready()
+    from gdn_flip import flip_state_indexing
+
+    copy = tmp_path / "proj"
+    ignore = shutil.ignore_patterns(
+        "build", ".git", ".gpu", ".whl", ".cache", "__pycache__", ".pytest_cache", "benchmarks"
+    )
+    shutil.copytree(REPO, copy, ignore=ignore, symlinks=True)
+    kernel = copy / "vendor" / "ggml" / "src" / "ggml-cuda" / "gated_delta_net.cu"
+    kernel.write_text(flip_state_indexing(kernel.read_text()))
+    build = _cli(copy, "build", "-j", str(os.cpu_count() or 2))
+    assert build.returncode == 0, build.stderr[-3000:]
+    rows = _conformance_rows(copy)
+    print("\n".join(f"{r['variant']}: {r['status']}: {r['message']}" for r in rows))
+    assert rows and all(r["status"] == "fail" for r in rows), rows
+    assert "gdn-decode" in rows[0]["message"] and "state-kv" in rows[0]["message"]
