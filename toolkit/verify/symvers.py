@@ -95,11 +95,17 @@ def private_unwinder(elf: Elf) -> list[str]:
     object with C++ exception tables, `_Unwind_Resume` neither imported nor defined visibly (so a hidden
     static copy was linked in)."""
     dyn = elf.symbols(".dynsym")
-    static = elf.symbols(".symtab")
+    symtab = elf.section(".symtab")
+    static: list[Symbol] = []
+    if symtab is not None and symtab.link < len(elf.sections):
+        names = elf.sections[symtab.link]
+        # Parse the (possibly huge) static table only when its string table names an _Unwind_ symbol at all.
+        if elf.data.find(b"_Unwind_", names.offset, names.offset + names.size) >= 0:
+            static = elf.symbols(".symtab")
     defined = sorted({s.name for s in (*dyn, *static) if s.defined and s.name.startswith("_Unwind_")})
     if defined:
         return defined
-    if not static and elf.section(".gcc_except_table") is not None:
+    if symtab is None and elf.section(".gcc_except_table") is not None:
         if not any(s.name == "_Unwind_Resume" and not s.defined for s in dyn):
             return ["_Unwind_Resume (stripped: C++ exception tables but no _Unwind_Resume import from libgcc_s)"]
     return []
