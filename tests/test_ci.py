@@ -77,12 +77,11 @@ def test_every_job_builds_verifies_and_uploads_its_variant_on_a_matching_runner(
             assert row["runner"].startswith(want), row
             if v.backend == "metal":
                 assert "xcodebuild -downloadComponent MetalToolchain" in runs
-            assert row["torch"].startswith(f"torch=={v.torch}.")  # the job installs the variant's torch
-            if v.compute == "cu130":  # PyPI's Linux torch wheels are CUDA 13.0 builds
-                assert row["torch-index"] == "", row
-            if v.compute == "cu126" or v.backend == "rocm":  # only on the PyTorch wheel index
-                assert row["torch-index"] == (f"rocm{v.toolkit}" if v.backend == "rocm" else "cu126"), row
-                assert "vars.TORCH_INDEX" in json.dumps(steps) and "--index-url" in runs
+            if v.compute == "cu130":  # PyPI's Linux torch wheels are CUDA 13.0 builds: installed in the job
+                assert row["torch"].startswith(f"torch=={v.torch}.") and row["create-envs"] == "", row
+            if v.compute == "cu126" or v.backend == "rocm":  # only on the PyTorch wheel index: [torch-index]
+                assert row["torch"] == "" and row["create-envs"] == "--create-envs", row
+            assert "--provision ${{ matrix.create-envs }}" in runs
             if v.backend == "rocm":
                 assert row["container"].startswith("rocm/") and job["container"]["image"] == "${{ matrix.container }}"
             if v.backend == "cuda" and v.toolkit not in workflow.PYPI_CUDA:

@@ -51,24 +51,26 @@ GROUPS = {
 
 @dataclass(frozen=True)
 class Row:
-    """One entry of a job's matrix: a variant, the machine that builds it, the torch requirement the job
-    installs (`torch==2.14.1` from PyPI's pin in the matrix's [sources], else `torch==2.14.*`) and, when PyPI
-    has no such torch, the directory of the PyTorch wheel index it comes from (`cu126`, `rocm7.2`)."""
+    """One entry of a job's matrix: a variant, the machine that builds it, and where its torch comes from:
+    `torch` is the pip requirement the job installs from PyPI (the matrix's [sources] pin, e.g.
+    `torch==2.14.1`), or "" when PyPI has none and `ggml-vendor build --create-envs` makes a torch
+    environment from the matrix's [torch-index] instead (`create_envs`)."""
 
     variant: str
     group: str
     runner: str
     container: str | None = None
     torch: str = ""
-    torch_index: str | None = None
+    create_envs: bool = False
 
 
-def _pypi_torch(v: Variant, matrix: Matrix | None) -> bool:
-    """Whether `ggml-vendor build --provision` gets this variant's torch from PyPI (the matrix's [sources])."""
+def _pypi_torch(v: Variant, matrix: Matrix | None) -> str | None:
+    """The PyPI torch requirement for this variant (the matrix's [sources]), or None when PyPI has none."""
     if matrix is not None and hasattr(matrix, "torch_source"):
-        return matrix.torch_source(v) is not None
-    # Before [sources] existed: PyPI's Linux torch wheels are CUDA 13.0 builds (2.13, 2.14), macOS ones MPS.
-    return v.compute in ("cu130", "metal")
+        pin = matrix.torch_source(v)
+        return f"torch=={pin.version}" if pin is not None else None
+    # Without [sources]: PyPI's Linux torch wheels are CUDA 13.0 builds (2.13, 2.14), its macOS ones MPS.
+    return f"torch=={v.torch}.*" if v.compute in ("cu130", "metal") else None
 
 
 def _pypi_toolkit(v: Variant, matrix: Matrix | None) -> bool:
@@ -77,17 +79,10 @@ def _pypi_toolkit(v: Variant, matrix: Matrix | None) -> bool:
     return v.toolkit in PYPI_CUDA
 
 
-def _index_dir(v: Variant) -> str:
-    """The PyTorch wheel index's directory for a compute tag (its ROCm directories keep the dot)."""
-    return f"rocm{v.toolkit}" if v.backend == "rocm" else v.compute
-
-
 def row_for(v: Variant, matrix: Matrix | None = None) -> Row:
     """Where `v` builds: the job group, runner and container, and where its torch comes from."""
-    index = _index_dir(v) if v.backend in ("cuda", "rocm") and not _pypi_torch(v, matrix) else None
-    pin = matrix.torch_source(v) if index is None and matrix is not None and hasattr(matrix, "torch_source") else None
-    requirement = f"torch=={pin.version}" if pin is not None else f"torch=={v.torch}.*"
-    return replace(_machine_for(v, matrix), torch=requirement, torch_index=index)
+    requirement = _pypi_torch(v, matrix)
+    return replace(_machine_for(v, matrix), torch=requirement or "", create_envs=requirement is None)
 
 
 def _machine_for(v: Variant, matrix: Matrix | None) -> Row:
