@@ -215,7 +215,7 @@ def run(args) -> int:
                 ctx = sdpa_kernel([impl.backend]) if impl.backend is not None else _null()
                 try:
                     # Backend chosen once, outside the timed calls: the context manager itself costs 20-30 µs of
-                    # host time per entry (docs/perf-reference.md §4.7).
+                    # host time per entry (docs/perf-reference.md §4.6).
                     with ctx, torch.no_grad():
                         if hasattr(impl, "parallel_blocks"):
                             row["parallel_blocks"] = impl.parallel_blocks(sets[0])
