@@ -290,3 +290,13 @@ def test_variant_name_property_examples():
     assert Variant("2.14", "cuda", "13.0", "x86_64", "linux").name == "torch214-cxx11-cu130-x86_64-linux"
     assert Variant("2.14", "metal", None, "aarch64", "darwin").name == "torch214-metal-aarch64-darwin"
     assert Variant("2.13", "rocm", "7.1", "x86_64", "linux").name == "torch213-cxx11-rocm71-x86_64-linux"
+
+
+def test_rocm_index_template_spells_the_toolkit_version_with_its_dot(tmp_path):
+    """The PyTorch wheel index names ROCm directories rocm7.2 (not rocm72, the variant's compute tag)."""
+    f = tmp_path / "m.toml"
+    f.write_text(
+        '[torch-index]\nrocm = "https://idx.example/rocm{toolkit}"\n[[build]]\nbackend = "rocm"\n'
+        'torch = ["2.14"]\ntoolkits = ["7.2"]\nsystems = ["x86_64-linux"]\n'
+    )
+    assert load_matrix(f).index_for(parse_name("torch214-cxx11-rocm72-x86_64-linux")) == "https://idx.example/rocm7.2"

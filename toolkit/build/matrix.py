@@ -128,7 +128,7 @@ class Matrix:
             if variant.backend in ("cuda", "rocm"):
                 return "the PyTorch wheel index (add its URL to [torch-index] to build it here)"
             return DEFAULT_INDEX
-        return template.replace("{compute}", variant.compute)
+        return template.replace("{compute}", variant.compute).replace("{toolkit}", variant.toolkit or "")
 
     def has_index(self, variant: Variant) -> bool:
         """An explicit [torch-index] URL template exists for this variant's backend (`--create-envs`)."""
