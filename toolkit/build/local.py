@@ -104,6 +104,7 @@ class VariantResult:
     log: str = ""
     failed_step: str = ""
     tail: str = ""
+    engine: str = ""  # skipped here: who builds it instead (the generated workflow's runner)
 
     def to_json(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}

@@ -15,7 +15,7 @@ from toolkit.build.cache import BuildCache
 from toolkit.build.envs import HostFacts, create_env, detect_host, discover_envs, plan_env, probe_nix, with_probe
 from toolkit.build.inputs import load_project, read_provenance
 from toolkit.build.local import LocalExecutor, RunStats, VariantResult
-from toolkit.build.matrix import ENGINES, Matrix, Status, Variant, load_matrix, status
+from toolkit.build.matrix import ENGINES, Matrix, Status, Variant, load_matrix, parse_name, status
 from toolkit.build.plan import BuildPlan, make_plan
 from toolkit.core.config import Config
 from toolkit.core.errors import BuildError, ConfigError
@@ -330,7 +330,18 @@ def execute(prep: Prepared, *, jobs: int | None = None, progress: bool = True) -
 
         for r in NixExecutor(plan, prep.host, jobs=jobs or 2, log_dir=prep.cache / "logs").run(nix_variants):
             results[r.name] = r
-    for v in plan.variants:
-        if v.name not in results:
-            results[v.name] = VariantResult(v.name, "skipped", v.status.reason, v.out_dir, v.ops_id, v.archs)
+    skipped = [v for v in plan.variants if v.name not in results]
+    if skipped:
+        from toolkit.ci.workflow import engine_label  # deferred: only a report with skipped rows needs it
+
+        for v in skipped:
+            results[v.name] = VariantResult(
+                v.name,
+                "skipped",
+                v.status.reason,
+                v.out_dir,
+                v.ops_id,
+                v.archs,
+                engine=engine_label(parse_name(v.name), prep.matrix),
+            )
     return BuildReport([results[v.name] for v in plan.variants], stats, plan)

@@ -36,6 +36,10 @@ CUDA_IMAGES = {
     "12.6": "nvidia/cuda:12.6.3-devel-ubuntu24.04",
     "12.8": "nvidia/cuda:12.8.1-devel-ubuntu24.04",
     "12.9": "nvidia/cuda:12.9.1-devel-ubuntu24.04",
+    # 13.x rows build on the bare runner when the matrix pins their PyPI toolkit ([sources.toolkit]); a matrix
+    # without that pin gets NVIDIA's image instead.
+    "13.0": "nvidia/cuda:13.0.1-devel-ubuntu24.04",
+    "13.2": "nvidia/cuda:13.2.1-devel-ubuntu24.04",
 }
 ROCM_IMAGE = "rocm/dev-ubuntu-24.04:{version}"
 
@@ -83,6 +87,15 @@ def row_for(v: Variant, matrix: Matrix | None = None) -> Row:
     """Where `v` builds: the job group, runner and container, and where its torch comes from."""
     requirement = _pypi_torch(v, matrix)
     return replace(_machine_for(v, matrix), torch=requirement or "", create_envs=requirement is None)
+
+
+def engine_label(v: Variant, matrix: Matrix | None = None) -> str:
+    """Who builds `v` where this host cannot: the generated workflow's runner (and container), in words."""
+    try:
+        row = row_for(v, matrix)
+    except ConfigError as exc:  # a row the workflow cannot place: say so instead of failing a listing
+        return f"none ({exc.one_line()})"
+    return f"github-actions {row.runner}" + (f" ({row.container})" if row.container else "")
 
 
 def _machine_for(v: Variant, matrix: Matrix | None) -> Row:

@@ -92,6 +92,8 @@ def _print_report(report: BuildReport) -> None:
     for r in report.results:
         style = _STYLE.get(r.result, "white")
         detail = r.reason if r.result != "built" and r.result != "up-to-date" else f"{r.out_dir} ({r.id})"
+        if r.engine:
+            detail += f" -> built by {r.engine}"
         counts = f"{r.compiles} / {r.hits}" if r.result not in ("skipped",) else ""
         time_s = f"{r.seconds:.1f}s" if r.result not in ("skipped",) else ""
         table.add_row(r.name, f"[{style}]{r.result}[/]", time_s, counts, escape(detail))

@@ -10,24 +10,10 @@ from toolkit.app import JsonOpt, ProjectOpt, VariantOpt, VerboseOpt, app, run_gu
 from toolkit.core import ui
 from toolkit.core.config import load
 
-# Fallback runner kinds when the CI workflow generator is not available (it owns the authoritative mapping).
-_RUNNERS = {"x86_64-linux": "ubuntu-24.04", "aarch64-linux": "ubuntu-24.04-arm", "aarch64-darwin": "macos-26"}
 
+def engine_for(v, st, nix_ok: bool, host_system: str, matrix=None) -> str:  # type: ignore[no-untyped-def]
+    from toolkit.ci.workflow import engine_label
 
-def ci_engine(v) -> str:  # type: ignore[no-untyped-def]
-    """The GitHub Actions runner kind (and container) that `ggml-vendor ci`'s workflow builds `v` on."""
-    try:
-        from toolkit.ci.workflow import row_for
-
-        row = row_for(v)
-        return f"github-actions {row.runner}" + (f" ({row.container})" if row.container else "")
-    except ImportError:
-        return f"github-actions {_RUNNERS.get(v.system, v.system)}"
-    except Exception as exc:  # a row the workflow cannot place: say so instead of failing the listing
-        return f"none ({exc})"
-
-
-def engine_for(v, st, nix_ok: bool, host_system: str) -> str:  # type: ignore[no-untyped-def]
     cross = v.system != host_system
     if st.buildable and st.executor == "local":
         return "local (cross-built; loading needs an arm64 runner)" if cross else "local"
@@ -35,7 +21,7 @@ def engine_for(v, st, nix_ok: bool, host_system: str) -> str:  # type: ignore[no
         return "local, after provisioning" + (" (cross-built)" if cross else "")
     if nix_ok and v.system == host_system:
         return "nix (build --engine nix)"
-    return ci_engine(v)
+    return engine_label(v, matrix)
 
 
 def _variants(project, patterns: list[str], as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
@@ -60,7 +46,7 @@ def _variants(project, patterns: list[str], as_json: bool, verbose: bool) -> Non
         st = judge_one(v, host, enabled, matrix, "auto")
         rows.append(
             {
-                "engine": engine_for(v, st, nix_ok, host.system),
+                "engine": engine_for(v, st, nix_ok, host.system, matrix),
                 "name": v.name,
                 "torch": v.torch,
                 "backend": v.backend,
