@@ -132,7 +132,8 @@ def test_torch_index_is_per_backend_with_compute_substituted(tmp_path):
 
 def test_default_sources_are_pypi_pairs_with_no_url():
     m = load_matrix(DEFAULT)
-    assert "pypi.org" not in DEFAULT.read_text()  # PyPI is pip's default index: no URL is written for it
+    # PyPI is pip's default index: no URL is written for it (only the PyTorch index, for the rows PyPI lacks)
+    assert all("pypi" not in url for url in re.findall(r"https?://[^\"\s]+", DEFAULT.read_text()))
     src = m.torch_source(parse_name("torch213-cxx11-cu130-x86_64-linux"))
     assert (src.package, src.version, src.index) == ("torch", "2.13.0", "pypi")
     assert m.torch_source(parse_name("torch215-cxx11-cu132-aarch64-linux")).version == "2.15.0"
