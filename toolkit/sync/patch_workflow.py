@@ -25,7 +25,7 @@ from toolkit.core.config import Config
 from toolkit.core.errors import PatchError, VendorStateError
 from toolkit.core.lock import VERDICT_APPLIED, VERDICT_UPSTREAM, Lock, read_lock, sha256_bytes
 from toolkit.sync import embedded
-from toolkit.sync.patches import apply_patches, describe, message_of
+from toolkit.sync.patches import apply_patches, describe, lay_files, message_of
 from toolkit.sync.vendor_tree import (
     EDITED,
     EXTRA,
@@ -177,13 +177,7 @@ def format_patch(
             return r.stdout
 
         def lay(files: Mapping[str, bytes]) -> None:
-            for path in {*before, *after}:
-                target = work / path
-                if path in files:
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(files[path])
-                elif target.exists():
-                    target.unlink()
+            lay_files(work, {*before, *after}, files)
 
         git("init", "-q")
         lay(before)

@@ -14,7 +14,7 @@ import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,6 +78,17 @@ def _hunks_of(text: str, level: int, path: str) -> list[str]:
         elif current == path and _HUNK_RE.match(line):
             hunks.append(line.split(" @@")[0] + " @@")
     return hunks
+
+
+def lay_files(work: Path, paths: Iterable[str], files: Mapping[str, bytes]) -> None:
+    """Make `work/<path>` hold files[path] for each of `paths`, or not exist where `files` lacks it."""
+    for path in paths:
+        target = work / path
+        if path in files:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(files[path])
+        elif target.exists():
+            target.unlink()
 
 
 def _git_apply(workdir: Path, level: int, patch: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -151,13 +162,7 @@ def apply_patches(
                         f"refresh or remove vendor/patches/{name}, then re-run sync",
                     )
             # Lay down the current bytes of every file the patch touches (and only those).
-            for path in touched:
-                target = work / path
-                if path in result:
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(result[path])
-                elif target.exists():
-                    target.unlink()
+            lay_files(work, touched, result)
             patch_file = Path(tmp) / name
             patch_file.write_bytes(data)
             forward = _git_apply(work, level, patch_file, "--check")
