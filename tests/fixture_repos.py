@@ -325,3 +325,24 @@ def make_patch(old_path: str, old: str, new: str, *, prefix: str = "") -> str:
             old.splitlines(True), new.splitlines(True), f"a/{prefix}{old_path}", f"b/{prefix}{old_path}"
         )
     )
+
+
+def tiny_project_inputs(torch_src: str = "b.cpp", kernel_src: str = "a.cu"):  # type: ignore[no-untyped-def]
+    """A one-binding, one-CUDA-kernel ProjectInputs for build-plan tests that construct the host by hand."""
+    from toolkit.build.plan import KernelSection, ProjectInputs
+
+    return ProjectInputs(
+        root=Path("/p"),
+        name="k",
+        module="k",
+        version=1,
+        license="MIT",
+        upstream=None,
+        backends=("cuda",),
+        torch_src=(torch_src,),
+        torch_include=(),
+        torch_cxx_flags=(),
+        kernels=(KernelSection("c", "cuda", (), (kernel_src,), cuda_capabilities=("8.0",)),),
+        python_files=("__init__.py",),
+        source_id="0" * 64,
+    )

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fixture_repos import tiny_project_inputs
 
 from toolkit.build import zig as z
 from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
@@ -92,26 +93,12 @@ def test_plan_uses_the_cross_toolchain_and_the_target_cudart(tmp_path):
     from dataclasses import replace
 
     from toolkit.build.matrix import Status
-    from toolkit.build.plan import KernelSection, ProjectInputs, make_plan
+    from toolkit.build.plan import make_plan
 
     lib = tmp_path / "lib"
     lib.mkdir()
     (lib / "libcudart.so.13").write_text("")
-    proj = ProjectInputs(
-        root=Path("/p"),
-        name="k",
-        module="k",
-        version=1,
-        license="MIT",
-        upstream=None,
-        backends=("cuda",),
-        torch_src=("b.cpp",),
-        torch_include=(),
-        torch_cxx_flags=(),
-        kernels=(KernelSection("c", "cuda", (), ("a.cu",), cuda_capabilities=("8.0",)),),
-        python_files=("__init__.py",),
-        source_id="0" * 64,
-    )
+    proj = tiny_project_inputs()
     env = replace(ARM_TORCH, include_dirs=("/t/include",), lib_dir="/t/lib")
     tk = replace(NVCC, cudart_dir=str(lib))
     judged = [(parse_name(ROW), Status(True, "", "local", tk, env))]

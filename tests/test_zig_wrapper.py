@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fixture_repos import tiny_project_inputs
 
 from toolkit.build import zig as z
 
@@ -76,23 +77,9 @@ def test_identity_follows_zig_and_wrapper_content(tmp_path, toolchain):
 def test_planned_steps_carry_the_toolchain_identity_and_nvcc_ccbin(toolchain):
     from toolkit.build.envs import Toolkit, TorchEnv
     from toolkit.build.matrix import Status, parse_name
-    from toolkit.build.plan import KernelSection, ProjectInputs, make_plan
+    from toolkit.build.plan import make_plan
 
-    proj = ProjectInputs(
-        root=Path("/p"),
-        name="k",
-        module="k",
-        version=1,
-        license="MIT",
-        upstream=None,
-        backends=("cuda",),
-        torch_src=("torch-ext/b.cpp",),
-        torch_include=(),
-        torch_cxx_flags=(),
-        kernels=(KernelSection("c", "cuda", (), ("csrc/a.cu",), cuda_capabilities=("8.0",)),),
-        python_files=("__init__.py",),
-        source_id="0" * 64,
-    )
+    proj = tiny_project_inputs("torch-ext/b.cpp", "csrc/a.cu")
     env = TorchEnv("/py", "2.14.1+cu130", "/t", cuda="13.0", include_dirs=("/t/include",), lib_dir="/t/lib")
     tk = Toolkit("cuda", "13.0", "/cuda", "/cuda/bin/nvcc", "13.0.88")
     judged = [(parse_name("torch214-cxx11-cu130-x86_64-linux"), Status(True, "", "local", tk, env))]
