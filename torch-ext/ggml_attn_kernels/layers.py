@@ -147,6 +147,11 @@ def _delta_rule(op, query, key, value, g, beta, initial_state, output_final_stat
     return out, final
 
 
+# Each layer spells out the full signature of the transformers function it replaces: kernels' layer validation
+# compares parameter names, kinds and defaults, so the four forwards cannot share one *args signature. The work
+# itself is all in _delta_rule above.
+
+
 class chunk_gated_delta_rule(nn.Module):
     """transformers' `torch_chunk_gated_delta_rule` (Qwen3-Next, Qwen3.5): prefill and multi-token calls."""
 
