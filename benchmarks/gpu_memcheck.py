@@ -5,7 +5,8 @@
 
 With the caching allocator off, every tensor is its own cudaMalloc, so a read past a tensor's storage is a read
 past an allocation and memcheck reports it. Covered: flash_attn with n_kv not a multiple of 256 from exactly
-sized K/V (padded copy), from a slice of a larger cache (in place, tail masked), n_kv = 1, odd n_q (two query
+sized K/V (read in place: the kernel stops at n_kv, vendor/patches/0002), from a slice of a larger cache, n_kv = 1,
+odd n_q (two query
 columns per block), bf16, a broadcast mask; gated_delta_net with GQA, KDA, in-place state and head dim 16.
 """
 
