@@ -75,8 +75,8 @@ std::string cat(const Args &... args) {
 
 namespace {
 
-// ggml only runs the vector kernel on K/V whose length is a multiple of this (FATTN_KQ_STRIDE); the kernel
-// reads whole chunks with no bounds check (docs/upstream.md §3.1).
+// ggml only runs the vector kernel on K/V whose length is a multiple of this (FATTN_KQ_STRIDE); unpatched, the
+// kernel reads whole chunks with no bounds check (docs/upstream.md §3.1; vendor/patches/0002 adds one).
 constexpr int64_t kFattnKqStride = 256;
 constexpr int64_t kFaMaxQueries = 19;
 constexpr int64_t kMaxGridYZ = 65535;
@@ -342,10 +342,14 @@ at::Tensor flash_attn_cuda(const at::Tensor & q, const at::Tensor & k, const at:
                       "loads rows with 16-byte copies), got strides ", q.strides(), "; call .contiguous()");
   }
 
-  // K/V: the kernel walks positions in chunks with no bounds check, so it needs n_kv rounded up to
-  // FATTN_KQ_STRIDE. When the caller's storage already holds those rows (a preallocated cache sliced to
-  // n_kv), read in place and mask the tail; otherwise pad a copy (costs one read + write of K and V).
-  const int64_t n_pad = (n_kv + kFattnKqStride - 1) / kFattnKqStride * kFattnKqStride;
+  // K/V: the kernel walks positions in chunks of FATTN_KQ_STRIDE. Patched (vendor/patches/0002) it stops at
+  // n_kv, so K/V are read in place at any length: a DynamicCache's tight K/V need no copy per call. Unpatched
+  // it reads whole chunks with no bounds check and needs n_kv rounded up: when the caller's storage already
+  // holds those rows (a preallocated cache sliced to n_kv), read in place and mask the tail; otherwise pad a
+  // copy (costs one read + write of K and V and four launches).
+  const int64_t n_pad = ggml_vendor_fa_vec_bounded_kv()
+                            ? n_kv
+                            : (n_kv + kFattnKqStride - 1) / kFattnKqStride * kFattnKqStride;
   const bool tail = n_pad != n_kv;
   at::Tensor k_use = k;
   at::Tensor v_use = v;
@@ -354,7 +358,8 @@ at::Tensor flash_attn_cuda(const at::Tensor & q, const at::Tensor & k, const at:
     v_use = at::constant_pad_nd(v, {0, 0, 0, n_pad - n_kv}, 0.0);
   }
 
-  // Mask: f16, (mask_seqs, n_q, >= n_pad), -inf on the padded tail. Used in place when it already is one.
+  // Mask: f16, (mask_seqs, n_q, n_pad) with rows n_pad apart (the kernel steps rows by its n_kv), -inf on the
+  // padded tail. Used in place when it already is one.
   at::Tensor mask_use;
   if (mask.has_value() && mask->defined()) {
     const at::Tensor & m = *mask;

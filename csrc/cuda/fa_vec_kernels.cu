@@ -91,6 +91,14 @@ int fa_occupancy(int device, fattn_kernel_t kernel, int block_threads) {
 
 }  // namespace
 
+extern "C" int ggml_vendor_fa_vec_bounded_kv(void) {
+#ifdef GGML_VENDOR_FA_VEC_BOUNDED_KV
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 extern "C" int ggml_vendor_fa_vec_supports(int64_t head_dim_k, int64_t head_dim_v, int kv_type) {
     return head_dim_k == head_dim_v && fa_kernel(head_dim_k, 1, kv_type) != nullptr &&
            fa_kernel(head_dim_k, 2, kv_type) != nullptr;

@@ -60,9 +60,10 @@ enum {
 };
 
 // Arguments of flash_attn_ext_vec<D, ncols, T, T, false> (+ flash_attn_combine_results<D>), docs/upstream.md
-// §3.1. Byte strides, like ggml's nb. The kernel reads K/V rows [0, n_kv) in chunks with NO bounds check:
-// the caller guarantees n_kv is a multiple of FATTN_KQ_STRIDE (256) and that every row
-// below n_kv is readable memory (rows past the caller's real length masked with -inf).
+// §3.1. Byte strides, like ggml's nb. Unpatched, the kernel reads K/V rows in chunks with NO bounds check: the
+// caller guarantees n_kv is a multiple of FATTN_KQ_STRIDE (256) and that every row below n_kv
+// is readable memory (rows past the caller's real length masked with -inf). With ggml_vendor_fa_vec_bounded_kv()
+// any n_kv >= 1 is read exactly.
 typedef struct ggml_vendor_fa_args {
     const float * q;           // f32 [n_seqs][n_heads][n_q][head_dim] at the strides below
     const void *  k;           // [n_seqs][n_heads_kv][n_kv][head_dim], kv_type
@@ -84,6 +85,9 @@ typedef struct ggml_vendor_fa_args {
     int64_t mask_nb1, mask_nb3;       // bytes: query row, seq; with n_q > 1 the row stride must be n_kv * 2
 } ggml_vendor_fa_args;
 
+// 1 when the vendored flash_attn_ext_vec stops at n_kv (vendor/patches/0002 defines
+// GGML_VENDOR_FA_VEC_BOUNDED_KV); 0 when it reads whole FATTN_KQ_STRIDE chunks and n_kv must be padded.
+GGML_VENDOR_HIDDEN int ggml_vendor_fa_vec_bounded_kv(void);
 // 1 when flash_attn_ext_vec has an instance for these head dims and this K/V type.
 GGML_VENDOR_HIDDEN int ggml_vendor_fa_vec_supports(int64_t head_dim_k, int64_t head_dim_v, int kv_type);
 // parallel_blocks as ggml's launch_fattn picks it (occupancy, then wave efficiency). Cached per device and

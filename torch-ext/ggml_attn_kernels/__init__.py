@@ -21,10 +21,8 @@ flash_attn(q, k, v, mask=None, scale=None) -> out
     k, v   (n_seqs, n_heads_kv, n_kv, head_dim) float16 or bfloat16; n_heads % n_heads_kv == 0 (grouped GQA)
     mask   (n_seqs or 1, 1, n_q, n_kv) additive (float16/float32/bfloat16), bool (True = attend), or None
     out    (n_seqs, n_q, n_heads, head_dim) float32; scale defaults to 1/sqrt(head_dim)
-    Any n_kv works. The kernel reads K/V in chunks of 256 positions: when k and v are views into
-    storage that already holds the positions up to the next multiple of 256 (a preallocated cache),
-    they are read in place and the extra positions are masked (their contents must be finite, e.g. a
-    zero-initialised cache); otherwise K and V are copied once into a padded buffer.
+    Any n_kv works, and k/v are read in place: ggml's kernel walks K/V in chunks of 256 positions and
+    this package's build (vendor/patches/0002) stops it at n_kv, so an exactly sized cache needs no padded copy.
 
 supports_gated_delta_net(head_dim) / supports_flash_attn(n_q, head_dim_k, head_dim_v) say exactly what the
 compiled kernels take; the ops raise ValueError / TypeError naming the argument for anything else.

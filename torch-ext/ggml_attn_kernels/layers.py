@@ -14,9 +14,10 @@ What each layer adapts (transformers' conventions -> ggml's op):
 
 * q, k [B, T, Hk, Dk], v [B, T, Hv, Dv]; Hk may divide Hv (grouped GQA: value head h reads key head h // (Hv/Hk),
   fla's and repeat_interleave's order). ggml tiles (h % Hk), so q/k are expanded in that grouped order, fused
-  into the float32 cast and the l2 norm (no extra copy when they already have Hv heads).
-* use_qk_l2norm_in_kernel=True: q and k are divided by sqrt(sum(x^2) + 1e-6) in float32 (the same value as
-  transformers' `x * rsqrt(sum(x^2) + 1e-6)`); the q scale Dk**-0.5 is the kernel's own.
+  after the float32 cast and the l2 norm (no extra copy when they already have Hv heads).
+* use_qk_l2norm_in_kernel=True: q and k are divided by sqrt(sum(x^2) + 1e-6) in float32, one fused launch for
+  both (rms_norm with eps 1e-6/D and weight D**-0.5: transformers' `x * rsqrt(sum(x^2) + 1e-6)` to within an
+  ulp); the q scale Dk**-0.5 is the kernel's own.
 * Compute is float32; the output comes back in query's dtype.
 * State: transformers holds [B, Hv, Dk, Dv] ([key][value]); ggml holds [value][key]. The final state is returned
   as a transposed *view* of ggml's tensor, so it has transformers' shape and the next call's
@@ -50,7 +51,8 @@ __all__ = [
 
 _F32 = torch.float32
 _EPS = 1e-6
-_SQRT_EPS: dict = {}  # device -> 0-d float32 tensor sqrt(1e-6), the hypot partner of the l2 norm
+_NORM_W: dict = {}  # (device, head_dim) -> float32 [head_dim] of head_dim**-0.5: rms_norm's weight for an l2 norm
+_rms_norm = torch.nn.functional.rms_norm
 _gdn = ops.gated_delta_net.default  # the overloads themselves: no overload-packet dispatch per call
 _gdn_ = ops.gated_delta_net_.default
 _is_compiling = torch.compiler.is_compiling
@@ -76,27 +78,19 @@ def _qk(op: str, query: torch.Tensor, key: torch.Tensor, n_heads: int, l2norm: b
     compiling = _is_compiling()
     if compiling:
         qk = torch.stack((query, key)).to(_F32)
-    else:  # one launch for both, with the float32 cast: [2, B, T, Hk, D]
+    else:  # the float32 cast written by the stack itself: [2, B, T, Hk, D], one copy launch per input
         qk = torch.stack((query, key), out=torch.empty((2, B, T, Hk, D), dtype=_F32, device=query.device))
     if l2norm:
-        if compiling:
-            inv = torch.rsqrt((qk * qk).sum(-1, keepdim=True) + _EPS)
-            qk = qk * inv if rep == 1 else (qk * inv).unsqueeze(4).expand(2, B, T, Hk, rep, D)
-        else:
+        if compiling:  # transformers' own formula; inductor fuses it
+            qk = qk * torch.rsqrt((qk * qk).sum(-1, keepdim=True) + _EPS)
+        else:  # one fused launch for q and k: rms_norm(x, eps=1e-6/D) * D**-0.5 == x / sqrt(sum(x^2) + 1e-6)
             dev = qk.device
-            eps = _SQRT_EPS.get(dev)
-            if eps is None:
-                eps = _SQRT_EPS[dev] = torch.full((), _EPS**0.5, dtype=_F32, device=dev)
-            norm = torch.linalg.vector_norm(qk, dim=-1, keepdim=True)
-            torch.hypot(norm, eps, out=norm)  # sqrt(sum(x^2) + 1e-6)
-            if rep == 1:
-                qk.div_(norm)
-            else:  # the division writes the grouped expansion: value head h reads key head h // rep
-                qk = torch.div(qk.unsqueeze(4).expand(2, B, T, Hk, rep, D), norm.unsqueeze(4))
-    elif rep > 1:
-        qk = qk.unsqueeze(4).expand(2, B, T, Hk, rep, D)
-    if rep > 1:
-        qk = qk.reshape(2, B, T, n_heads, D)
+            w = _NORM_W.get((dev, D))
+            if w is None:
+                w = _NORM_W[(dev, D)] = torch.full((D,), D**-0.5, dtype=_F32, device=dev)
+            qk = _rms_norm(qk, (D,), w, _EPS / D)
+    if rep > 1:  # value head h reads key head h // rep (grouped order): one expanding copy
+        qk = qk.unsqueeze(4).expand(2, B, T, Hk, rep, D).reshape(2, B, T, n_heads, D)
     return qk[0], qk[1]
 
 
