@@ -41,7 +41,7 @@ CHECKS = textwrap.dedent(r"""
     m = kernels.get_local_kernel(Path(sys.argv[1]))
     ns = getattr(torch.ops, m.__name__)
     r = {"name": m.__name__, "all": sorted(m.__all__)}
-    r["registered"] = sorted(n for n in ("gated_delta_net", "gated_delta_net_", "flash_attn",
+    r["registered"] = sorted(n for n in ("gated_delta_net", "gated_delta_net_", "flash_attn", "gated_delta_rule_",
                                          "supports_gated_delta_net", "supports_flash_attn") if hasattr(ns, n))
     r["gdn_dims"] = [d for d in range(0, 300) if m.supports_gated_delta_net(d)]
     r["fa"] = {f"{n},{dk},{dv}": m.supports_flash_attn(n, dk, dv)
@@ -140,6 +140,7 @@ def test_ops_are_registered_under_the_variant_namespace(checks) -> None:
         "flash_attn",
         "gated_delta_net",
         "gated_delta_net_",
+        "gated_delta_rule_",
         "supports_flash_attn",
         "supports_gated_delta_net",
     ]

@@ -338,3 +338,23 @@ def test_tiny_qwen35_from_the_local_hub_generates_the_torch_tokens(torch, kernel
     assert len(ours[0]) == 128
     first_diff = [next((i for i, (a, b) in enumerate(zip(x, y)) if a != b), None) for x, y in zip(ours, ref)]
     assert ours == ref, f"greedy tokens differ from the torch fallback at positions {first_diff}"
+
+
+@pytest.mark.parametrize("Hk,kda", [(2, False), (4, False), (4, True)])
+def test_gdn_one_call_path_equals_the_traced_path(torch, kernel, monkeypatch, Hk, kda) -> None:
+    """Eager CUDA calls take the one-call op (gated_delta_rule_); torch.compile traces the Python adaptation.
+    Both must give the same answer: grouped GQA, l2 norm, bf16 inputs, the state updated in place."""
+    layers = kernel.layers
+    q, k, v, g, beta, s0 = inputs(torch, 3, 2, Hk, 4, 128, torch.bfloat16, kda=kda, seed=11)
+    s0 = s0.transpose(-1, -2).contiguous().transpose(-1, -2)  # ggml's layout, as the layers return it
+    layer = layers.fused_recurrent_kda() if kda else layers.chunk_gated_delta_rule()
+    runs = []
+    for compiling in (False, True):
+        monkeypatch.setattr(layers, "_is_compiling", lambda c=compiling: c)
+        state = s0.clone()
+        o, s = layer(q, k, v, g, beta, initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=True)
+        assert s is state  # updated in place on both paths
+        runs.append((o, s))
+    (o1, s1), (o2, s2) = runs
+    assert o1.dtype == o2.dtype == torch.bfloat16
+    assert rel_err(o1.float(), o2.float()) < 1e-2 and rel_err(s1, s2) < 1e-5

@@ -61,6 +61,8 @@ std::string cat(const Args &... args) {
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/rms_norm.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
@@ -70,6 +72,9 @@ std::string cat(const Args &... args) {
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "../csrc/cuda/ggml_launchers.h"
 
@@ -281,6 +286,85 @@ at::Tensor gated_delta_net_inplace_cuda(const at::Tensor & q, const at::Tensor &
   a.state_out = state.data_ptr<float>();
   gdn_run(a, q, "gated_delta_net_");
   return out;
+}
+
+// ---- gated_delta_rule_ (transformers' conventions, for layers.py) --------------------------------------
+//
+// What layers.py would otherwise do in Python, one ATen call at a time, before and after gated_delta_net_:
+// eager decode is host-bound (every torch call from Python costs ~10 µs of host time on a 15 µs GPU step), so
+// the whole adaptation is one dispatcher call. Same launches, same arithmetic as the Python path:
+//   q, k  [B, T, Hk, D] any float dtype -> float32 [2, B, T, Hk, D] (one copy each); l2norm: rms_norm with
+//         eps 1e-6/D and weight D**-0.5, i.e. x / sqrt(sum(x^2) + 1e-6) (transformers' l2norm to an ulp);
+//         Hk < H: the grouped expansion (value head h reads key head h / (H / Hk), repeat_interleave's order)
+//   v     float32, last dim contiguous (cast only when needed); g, beta float32 with g laid out like beta
+//   out   gated_delta_net_ into `state` ([value][key], float32, contiguous), cast to out_dtype
+namespace {
+
+bool gate_like_beta(const at::Tensor & g, const at::Tensor & beta, int64_t D) {
+  if (g.dim() == 3) {
+    return g.strides() == beta.strides();
+  }
+  return g.dim() == 4 && beta.dim() == 3 && g.stride(3) == 1 && g.stride(0) == beta.stride(0) * D &&
+         g.stride(1) == beta.stride(1) * D && g.stride(2) == beta.stride(2) * D;
+}
+
+// rms_norm's weight that turns it into an l2 norm: D values of D**-0.5, one per (device, D). Never freed:
+// it must outlive nothing but the process (freeing it at exit would race CUDA's own teardown).
+const at::Tensor & l2_norm_weight(const at::Device & device, int64_t D) {
+  static std::mutex mutex;
+  static auto * cache = new std::map<std::pair<int, int64_t>, at::Tensor>();
+  const std::lock_guard<std::mutex> lock(mutex);
+  const std::pair<int, int64_t> key(device.index(), D);
+  auto it = cache->find(key);
+  if (it == cache->end()) {
+    it = cache->emplace(key, at::full({D}, 1.0 / std::sqrt(static_cast<double>(D)),
+                                      at::TensorOptions().dtype(at::kFloat).device(device))).first;
+  }
+  return it->second;
+}
+
+}  // namespace
+
+at::Tensor gated_delta_rule_inplace_cuda(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v,
+                                         const at::Tensor & g, const at::Tensor & beta, at::Tensor & state,
+                                         bool l2norm, at::ScalarType out_dtype) {
+  const char * op = "gated_delta_rule_";
+  GV_CHECK(ValueError, q.defined() && k.defined() && v.defined(), op, ": q, k and v must be tensors");
+  check_dim(q, 4, op, "q", "(batch, seq_len, heads_qk, head_dim)");
+  check_dim(v, 4, op, "v", "(batch, seq_len, heads, head_dim)");
+  GV_CHECK(ValueError, k.sizes() == q.sizes(), op, ": k has shape ", k.sizes(), " but q has ", q.sizes());
+  const int64_t B = q.size(0), T = q.size(1), Hk = q.size(2), D = q.size(3), H = v.size(2);
+  GV_CHECK(ValueError, Hk >= 1 && H % Hk == 0, op, ": v has ", H, " heads, which is not a multiple of q/k's ", Hk);
+  const int64_t rep = H / Hk;
+  const c10::cuda::CUDAGuard guard(q.device());
+  const auto f32 = q.options().dtype(at::kFloat);
+
+  at::Tensor q32 = q, k32 = k;
+  const bool as_is = !l2norm && rep == 1 && q.scalar_type() == at::kFloat && k.scalar_type() == at::kFloat &&
+                     q.strides() == k.strides() && q.stride(3) == 1;
+  if (!as_is) {
+    at::Tensor qk = at::empty({2, B, T, Hk, D}, f32);
+    qk.select(0, 0).copy_(q);
+    qk.select(0, 1).copy_(k);
+    if (l2norm) {
+      qk = at::rms_norm(qk, {D}, l2_norm_weight(q.device(), D), 1e-6 / static_cast<double>(D));
+    }
+    if (rep > 1) {
+      qk = qk.unsqueeze(4).expand({2, B, T, Hk, rep, D}).reshape({2, B, T, H, D});
+    }
+    q32 = qk.select(0, 0);
+    k32 = qk.select(0, 1);
+  }
+  const at::Tensor v32 = v.scalar_type() == at::kFloat && v.stride(3) == 1
+                             ? v
+                             : v.to(f32, /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous);
+  at::Tensor g32 = g, beta32 = beta;
+  if (g.scalar_type() != at::kFloat || beta.scalar_type() != at::kFloat || !gate_like_beta(g, beta, D)) {
+    g32 = g.to(f32, /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous);
+    beta32 = beta.to(f32, /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous);
+  }
+  at::Tensor out = gated_delta_net_inplace_cuda(q32, k32, v32, g32, beta32, state);
+  return out.scalar_type() == out_dtype ? out : out.to(out_dtype);
 }
 
 at::Tensor flash_attn_cuda(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v,
@@ -523,22 +607,32 @@ at::Tensor flash_attn_cpu(const at::Tensor &, const at::Tensor &, const at::Tens
   reject_cpu("flash_attn");
 }
 
+at::Tensor gated_delta_rule_inplace_cpu(const at::Tensor &, const at::Tensor &, const at::Tensor &, const at::Tensor &,
+                                        const at::Tensor &, at::Tensor &, bool, at::ScalarType) {
+  reject_cpu("gated_delta_rule_");
+}
+
 }  // namespace
 
 TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("gated_delta_net(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor state) -> (Tensor, Tensor)");
   ops.def("gated_delta_net_(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor(a!) state) -> Tensor");
   ops.def("flash_attn(Tensor q, Tensor k, Tensor v, Tensor? mask, float scale) -> Tensor");
+  // For layers.py (transformers' gated-delta-rule conventions in one call); not part of the op contract.
+  ops.def("gated_delta_rule_(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor(a!) state, bool l2norm, "
+          "ScalarType out_dtype) -> Tensor");
   // No tensor arguments: registered as catch-all kernels, answered by the backend compiled into this build.
   ops.def("supports_gated_delta_net(int head_dim) -> bool", &supports_gated_delta_net);
   ops.def("supports_flash_attn(int n_q, int head_dim_k, int head_dim_v) -> bool", &supports_flash_attn);
   ops.impl("gated_delta_net", c10::kCPU, &gated_delta_net_cpu);
   ops.impl("gated_delta_net_", c10::kCPU, &gated_delta_net_inplace_cpu);
   ops.impl("flash_attn", c10::kCPU, &flash_attn_cpu);
+  ops.impl("gated_delta_rule_", c10::kCPU, &gated_delta_rule_inplace_cpu);
 #if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
   ops.impl("gated_delta_net", c10::kCUDA, &gated_delta_net_cuda);
   ops.impl("gated_delta_net_", c10::kCUDA, &gated_delta_net_inplace_cuda);
   ops.impl("flash_attn", c10::kCUDA, &flash_attn_cuda);
+  ops.impl("gated_delta_rule_", c10::kCUDA, &gated_delta_rule_inplace_cuda);
 #endif
 #if defined(METAL_KERNEL)
   ops.impl("gated_delta_net", c10::kMPS, &gated_delta_net_metal);

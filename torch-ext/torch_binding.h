@@ -19,6 +19,11 @@ std::tuple<at::Tensor, at::Tensor> gated_delta_net_cuda(const at::Tensor & q, co
 // gated_delta_net_(q, k, v, g, beta, state!) -> out; the final state overwrites `state` in place.
 at::Tensor gated_delta_net_inplace_cuda(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v,
                                         const at::Tensor & g, const at::Tensor & beta, at::Tensor & state);
+// gated_delta_rule_(q, k, v, g, beta, state!, l2norm, out_dtype) -> out: transformers' conventions (any float
+// q/k/v, l2 norm, grouped GQA) adapted and run through gated_delta_net_ in one call (layers.py's eager path).
+at::Tensor gated_delta_rule_inplace_cuda(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v,
+                                         const at::Tensor & g, const at::Tensor & beta, at::Tensor & state,
+                                         bool l2norm, at::ScalarType out_dtype);
 // flash_attn(q, k, v, mask?, scale) -> out (n_seqs, n_q, n_heads, head_dim), float32.
 at::Tensor flash_attn_cuda(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v,
                            const std::optional<at::Tensor> & mask, double scale);

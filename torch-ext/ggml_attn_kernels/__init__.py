@@ -171,6 +171,12 @@ def _gated_delta_net_inplace_fake(q, k, v, g, beta, state):
     return v.new_empty((n_seqs, n_tokens, n_heads, head_dim))
 
 
+@torch.library.register_fake(add_op_namespace_prefix("gated_delta_rule_"))
+def _gated_delta_rule_inplace_fake(q, k, v, g, beta, state, l2norm, out_dtype):
+    # layers.py's one-call adaptation (transformers' conventions); its checks are the layers' and gated_delta_net_'s.
+    return v.new_empty(v.shape, dtype=out_dtype)
+
+
 @torch.library.register_fake(add_op_namespace_prefix("flash_attn"))
 def _flash_attn_fake(q, k, v, mask, scale):
     op = "flash_attn"

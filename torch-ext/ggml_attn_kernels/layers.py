@@ -53,8 +53,11 @@ _F32 = torch.float32
 _EPS = 1e-6
 _NORM_W: dict = {}  # (device, head_dim) -> float32 [head_dim] of head_dim**-0.5: rms_norm's weight for an l2 norm
 _rms_norm = torch.nn.functional.rms_norm
-_gdn = ops.gated_delta_net.default  # the overloads themselves: no overload-packet dispatch per call
-_gdn_ = ops.gated_delta_net_.default
+_gdn_ = ops.gated_delta_net_.default  # the overloads themselves: no overload-packet dispatch per call
+# The whole adaptation below in one dispatcher call (torch_binding.cpp): the eager CUDA path, where every torch call
+# from Python costs host time the GPU waits for. The Python path stays for torch.compile (inductor fuses it) and
+# other devices; both give the same numbers.
+_gdr_ = ops.gated_delta_rule_.default
 _is_compiling = torch.compiler.is_compiling
 
 
@@ -62,16 +65,23 @@ def _fail(op: str, message: str) -> None:
     raise ValueError(f"{op}: {message}")
 
 
-def _qk(op: str, query: torch.Tensor, key: torch.Tensor, n_heads: int, l2norm: bool):
-    """q and k as ggml reads them: float32, one head per value head (grouped order), identical strides."""
+def _check_qk(op: str, query: torch.Tensor, key: torch.Tensor, n_heads: int) -> int:
+    """How many value heads read each key head; a ValueError naming the call for shapes ggml cannot take."""
     if query.shape != key.shape:
         _fail(op, f"query {tuple(query.shape)} and key {tuple(key.shape)} must have the same shape")
     if query.dim() != 4:
         _fail(op, f"query/key must be [batch, seq_len, heads, head_dim], got {tuple(query.shape)}")
-    B, T, Hk, D = query.shape
+    Hk = query.shape[2]
     rep = n_heads // Hk if Hk else 0
     if rep * Hk != n_heads:
         _fail(op, f"value has {n_heads} heads, which is not a multiple of query/key's {Hk} heads")
+    return rep
+
+
+def _qk(query: torch.Tensor, key: torch.Tensor, rep: int, l2norm: bool):
+    """q and k as ggml reads them: float32, one head per value head (grouped order), identical strides."""
+    B, T, Hk, D = query.shape
+    n_heads = Hk * rep
     if not l2norm and rep == 1:
         if query.dtype is _F32 and key.dtype is _F32 and query.stride() == key.stride() and query.stride(3) == 1:
             return query, key
@@ -114,28 +124,30 @@ def _delta_rule(op, query, key, value, g, beta, initial_state, output_final_stat
     B, _, H, D = value.shape
     if key.shape[-1] != D:
         _fail(op, f"key head dim {key.shape[-1]} != value head dim {D}: ggml's state is square (head_dim x head_dim)")
-    q, k = _qk(op, query, key, H, l2norm)
-    v = value if value.dtype is _F32 and value.stride(3) == 1 else value.to(_F32).contiguous()
-    if g.dtype is not _F32 or beta.dtype is not _F32 or not _gate_like_beta(g, beta, D):
-        g = g.to(_F32).contiguous()
-        beta = beta.to(_F32).contiguous()
+    rep = _check_qk(op, query, key, H)
+    # The state ggml updates in place ([value][key], float32, contiguous) and what the call returns.
     if initial_state is None:
-        state = torch.zeros((B, H, D, D), dtype=_F32, device=v.device)  # [value][key]; symmetric, so either
-        out = _gdn_(q, k, v, g, beta, state)
+        state = torch.zeros((B, H, D, D), dtype=_F32, device=value.device)  # [value][key]; symmetric, so either
         final = state.transpose(-1, -2) if output_final_state else None
     else:
         state = initial_state.transpose(-1, -2)  # [value][key]
         if state.dtype is _F32 and state.is_contiguous():
             if output_final_state:  # ggml's layout already: update it in place and hand the same tensor back
-                out = _gdn_(q, k, v, g, beta, state)
                 final = initial_state
-            else:
-                out = _gdn(q, k, v, g, beta, state)[0]
+            else:  # the caller keeps its state untouched
+                state = state.clone()
                 final = None
         else:  # a [key][value] buffer (or another dtype): one conversion into a state of our own
             state = state.to(_F32).contiguous()
-            out = _gdn_(q, k, v, g, beta, state)
             final = state.transpose(-1, -2) if output_final_state else None
+    if query.is_cuda and not _is_compiling():
+        return _gdr_(query, key, value, g, beta, state, l2norm, query.dtype), final
+    q, k = _qk(query, key, rep, l2norm)
+    v = value if value.dtype is _F32 and value.stride(3) == 1 else value.to(_F32).contiguous()
+    if g.dtype is not _F32 or beta.dtype is not _F32 or not _gate_like_beta(g, beta, D):
+        g = g.to(_F32).contiguous()
+        beta = beta.to(_F32).contiguous()
+    out = _gdn_(q, k, v, g, beta, state)
     if out.dtype is not query.dtype:
         out = out.to(query.dtype)
     return out, final
