@@ -355,13 +355,13 @@ at::Tensor gated_delta_rule_inplace_cuda(const at::Tensor & q, const at::Tensor 
     q32 = qk.select(0, 0);
     k32 = qk.select(0, 1);
   }
-  const at::Tensor v32 = v.scalar_type() == at::kFloat && v.stride(3) == 1
-                             ? v
-                             : v.to(f32, /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous);
+  // .to(kFloat).contiguous(), never .to(..., MemoryFormat::Contiguous): for a float32 tensor the latter returns
+  // the same strided tensor (to() aliases when its suggested format already "matches").
+  const at::Tensor v32 = v.scalar_type() == at::kFloat && v.stride(3) == 1 ? v : v.to(at::kFloat).contiguous();
   at::Tensor g32 = g, beta32 = beta;
   if (g.scalar_type() != at::kFloat || beta.scalar_type() != at::kFloat || !gate_like_beta(g, beta, D)) {
-    g32 = g.to(f32, /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous);
-    beta32 = beta.to(f32, /*non_blocking=*/false, /*copy=*/false, at::MemoryFormat::Contiguous);
+    g32 = g.to(at::kFloat).contiguous();
+    beta32 = beta.to(at::kFloat).contiguous();
   }
   at::Tensor out = gated_delta_net_inplace_cuda(q32, k32, v32, g32, beta32, state);
   return out.scalar_type() == out_dtype ? out : out.to(out_dtype);
