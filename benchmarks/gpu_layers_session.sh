@@ -10,6 +10,8 @@
 #     httpx2==2.16.2 httpcore2==2.16.2 truststore==0.10.5 regex tomlkit gitpython gitdb smmap platformdirs
 #
 #   WHEELS=wheels RESULTS_DIR=/tmp/gpu-layers BUDGET_S=300 bash benchmarks/gpu_layers_session.sh
+# The op tests and compute-sanitizer (for vendor/patches) run too; per-call launches and host time come from
+# benchmarks/bench_layer_calls.py.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${RESULTS_DIR:-/tmp/gpu-layers}
@@ -44,17 +46,30 @@ log "time to first token, fla (fresh process, cold Triton cache; runs beside the
 timeout 150 python3 benchmarks/bench_generate.py --ttft fla >"$RESULTS/ttft.log" 2>&1 &
 TTFT_FLA=$!
 
-log "GPU tests (tests/test_layers_cuda.py)"
-timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_layers_cuda.py -rs --durations=5 \
-  >"$RESULTS/gpu-tests.log" 2>&1
+log "GPU tests (tests/test_ops_cuda.py tests/test_layers_cuda.py)"
+timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py tests/test_layers_cuda.py -rs \
+  --durations=5 >"$RESULTS/gpu-tests.log" 2>&1
 tail -25 "$RESULTS/gpu-tests.log"
 wait $TTFT_FLA
+
+log "compute-sanitizer memcheck (benchmarks/gpu_memcheck.py)"
+if command -v compute-sanitizer >/dev/null 2>&1; then
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 180 compute-sanitizer --tool memcheck --error-exitcode 3 \
+    python3 benchmarks/gpu_memcheck.py >"$RESULTS/memcheck.log" 2>&1
+  echo "memcheck exit $?" | tee -a "$RESULTS/session.log"
+  tail -2 "$RESULTS/memcheck.log"
+else
+  echo "compute-sanitizer not on PATH: memcheck skipped" | tee -a "$RESULTS/session.log"
+fi
+
+log "one call of each hook: launches and host time (benchmarks/bench_layer_calls.py)"
+timeout 120 python3 benchmarks/bench_layer_calls.py 2>&1 | tee "$RESULTS/layer_calls.md"
 
 log "time to first token, ours (fresh process)"
 timeout 120 python3 benchmarks/bench_generate.py --ttft ours >>"$RESULTS/ttft.log" 2>&1
 grep TTFT "$RESULTS/ttft.log" | tee -a "$RESULTS/session.log"
 
 log "bench_generate (budget ${BUDGET_S}s)"
-timeout $((BUDGET_S + 45)) python3 benchmarks/bench_generate.py --out "$RESULTS" --rounds 5 --f32 --profile --compile \
+timeout $((BUDGET_S + 45)) python3 benchmarks/bench_generate.py --out "$RESULTS" --rounds 9 --f32 --profile --compile \
   --compile-modes fla,ours --budget-s "$BUDGET_S" 2>"$RESULTS/bench.log" | tail -80
 log "done"
