@@ -165,18 +165,24 @@ def test_raw_harness_compiles_against_the_vendored_sources(tmp_path):
 def test_generate_report_ratios_rounds_and_token_agreement():
     import bench_generate
 
-    def mode(tok_s, diff):
+    def mode(tok_s, diff, step_ms):
         return {
             "tok_s": tok_s,
             "tok_s_all": [tok_s - 1, tok_s, tok_s + 1],
-            "step_ms": 10.0,
+            "step_ms": step_ms,
             "first_diff_vs_torch": diff,
         }
 
-    res = {"torch": mode(80.0, None), "fla": mode(100.0, (0, 53)), "ours": mode(120.0, None), "ours-fa": {"rounds": []}}
+    res = {
+        "torch": mode(80.0, None, 12.0),
+        "fla": mode(100.0, (0, 53), 10.0),
+        "ours": mode(120.0, None, 8.0),
+        "ours-fa": {"rounds": []},
+    }
     md = bench_generate.table("t", res, ["torch", "fla", "ours", "ours-fa"])
     rows = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| ")}
     assert "| 1.500 | 1.200 |" in rows["ours"]  # ÷ torch, ÷ fla from the medians
+    assert "| 8.00 | 1.500 | 1.250 |" in rows["ours"]  # step ms, then speedups by the median decode step
     assert "| 1.250 | 1.000 |" in rows["fla"] and "no, from (row, token) (0, 53)" in rows["fla"]
     assert rows["ours"].rstrip().endswith("| yes |") and "119, 120, 121" in rows["ours"]
     assert "not run" in rows["ours-fa"]
