@@ -241,6 +241,21 @@ def binding_build_unavailable() -> str | None:
     return None
 
 
+def local_cuda_build_unavailable() -> str | None:
+    """Why `ggml-vendor build` cannot build a CUDA variant with this interpreter's torch (nvcc and a CUDA build of
+    torch, found as the build stage finds them), or None."""
+    from toolkit.build.envs import detect_cuda_toolkits, discover_envs
+
+    if not detect_cuda_toolkits():
+        return "nvcc (a CUDA toolkit) is not installed"
+    env = next((e for e in discover_envs() if not e.managed), None)
+    if env is None:
+        return "torch is not installed"
+    if not env.cuda:
+        return f"torch {env.version} is not a CUDA build"
+    return None
+
+
 def _cli(root: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)], capture_output=True, text=True, timeout=timeout

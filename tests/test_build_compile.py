@@ -15,25 +15,14 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import local_cuda_build_unavailable
 
-from toolkit.build.envs import detect_cuda_toolkits, discover_envs
+from toolkit.build.envs import discover_envs
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "build_kernel"
 pytestmark = pytest.mark.slow
 
-
-def _why_not() -> str | None:
-    if not detect_cuda_toolkits():
-        return "nvcc (a CUDA toolkit) is not installed"
-    env = next((e for e in discover_envs() if not e.managed), None)
-    if env is None:
-        return "torch is not installed"
-    if not env.cuda:
-        return f"torch {env.version} is not a CUDA build"
-    return None
-
-
-_SKIP = _why_not()
+_SKIP = local_cuda_build_unavailable()
 if _SKIP:
     pytestmark = [pytest.mark.slow, pytest.mark.skip(reason=_SKIP)]
 

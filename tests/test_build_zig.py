@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import local_cuda_build_unavailable
 
-from toolkit.build.envs import detect_cuda_toolkits, discover_envs
 from toolkit.build.zig import ZIG_VERSION, find_zig
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "build_kernel"
@@ -23,11 +23,9 @@ pytestmark = pytest.mark.slow
 
 
 def _why_not() -> str | None:
-    if not detect_cuda_toolkits():
-        return "nvcc (a CUDA toolkit) is not installed"
-    env = next((e for e in discover_envs() if not e.managed), None)
-    if env is None or not env.cuda:
-        return "no CUDA build of torch in this interpreter"
+    why = local_cuda_build_unavailable()
+    if why:
+        return why
     if find_zig() is None:
         return f"zig {ZIG_VERSION} is not installed (pip install ziglang=={ZIG_VERSION}, or build --provision)"
     if not shutil.which("objdump") or not shutil.which("g++"):

@@ -109,6 +109,21 @@ bool same_strides(const at::Tensor & a, const at::Tensor & b) {
   return true;
 }
 
+// ggml addresses g with beta's element offsets (times head_dim for per-channel gates), so beta may have any
+// strides (a time slice of a longer run, say) as long as g has the matching layout.
+bool g_laid_out_like_beta(const at::Tensor & g, const at::Tensor & beta, int64_t head_dim) {
+  const bool kda = g.dim() == 4;
+  if (kda && g.stride(3) != 1) {
+    return false;
+  }
+  for (int64_t d = 0; d < 3; ++d) {
+    if (beta.size(d) > 1 && g.stride(d) != beta.stride(d) * (kda ? head_dim : 1)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 void check_launch(const char * err, const char * op) {
   GV_CHECK(Error, err == nullptr, op, ": ggml launch failed: ", err ? err : "");
 }
@@ -167,15 +182,8 @@ ggml_vendor_gdn_args gdn_args(const at::Tensor & q, const at::Tensor & k, const 
   GV_CHECK(ValueError, beta.dim() == 3 && beta.size(0) == B && beta.size(1) == T && beta.size(2) == H, op,
                     ": beta must have shape (n_seqs, n_tokens, n_heads) = (", B, ", ", T, ", ", H, "), got ",
                     beta.sizes());
-  // ggml addresses g with beta's element offsets (times head_dim for per-channel gates), so beta may have any
-  // strides (a time slice of a longer run, say) as long as g has the matching layout.
-  bool g_matches_beta = !kda || g.stride(3) == 1;
-  for (int64_t d = 0; d < 3; ++d) {
-    if (beta.size(d) > 1 && g.stride(d) != beta.stride(d) * (kda ? D : 1)) {
-      g_matches_beta = false;
-    }
-  }
-  GV_CHECK(ValueError, g_matches_beta, op, ": g must have beta's layout (ggml indexes g with beta's strides",
+  GV_CHECK(ValueError, g_laid_out_like_beta(g, beta, D), op,
+                    ": g must have beta's layout (ggml indexes g with beta's strides",
                     kda ? ", times head_dim for per-channel gates" : "", "), got g strides ", g.strides(),
                     " and beta strides ", beta.strides(), "; make both .contiguous()");
   GV_CHECK(ValueError, state.dim() == 4 && state.size(0) == B && state.size(1) == H && state.size(2) == D &&
@@ -300,14 +308,6 @@ at::Tensor gated_delta_net_inplace_cuda(const at::Tensor & q, const at::Tensor &
 //   out   gated_delta_net_ into `state` ([value][key], float32, contiguous), cast to out_dtype
 namespace {
 
-bool gate_like_beta(const at::Tensor & g, const at::Tensor & beta, int64_t D) {
-  if (g.dim() == 3) {
-    return g.strides() == beta.strides();
-  }
-  return g.dim() == 4 && beta.dim() == 3 && g.stride(3) == 1 && g.stride(0) == beta.stride(0) * D &&
-         g.stride(1) == beta.stride(1) * D && g.stride(2) == beta.stride(2) * D;
-}
-
 // rms_norm's weight that turns it into an l2 norm: D values of D**-0.5, one per (device, D). Never freed:
 // it must outlive nothing but the process (freeing it at exit would race CUDA's own teardown).
 const at::Tensor & l2_norm_weight(const at::Device & device, int64_t D) {
@@ -341,7 +341,7 @@ at::Tensor gated_delta_rule_inplace_cuda(const at::Tensor & q, const at::Tensor 
 
   at::Tensor q32 = q, k32 = k;
   const bool as_is = !l2norm && rep == 1 && q.scalar_type() == at::kFloat && k.scalar_type() == at::kFloat &&
-                     q.strides() == k.strides() && q.stride(3) == 1;
+                     same_strides(q, k) && q.stride(3) == 1;
   if (!as_is) {
     at::Tensor qk = at::empty({2, B, T, Hk, D}, f32);
     qk.select(0, 0).copy_(q);
@@ -359,7 +359,8 @@ at::Tensor gated_delta_rule_inplace_cuda(const at::Tensor & q, const at::Tensor 
   // the same strided tensor (to() aliases when its suggested format already "matches").
   const at::Tensor v32 = v.scalar_type() == at::kFloat && v.stride(3) == 1 ? v : v.to(at::kFloat).contiguous();
   at::Tensor g32 = g, beta32 = beta;
-  if (g.scalar_type() != at::kFloat || beta.scalar_type() != at::kFloat || !gate_like_beta(g, beta, D)) {
+  if (g.scalar_type() != at::kFloat || beta.scalar_type() != at::kFloat || g.dim() < 3 || beta.dim() != 3 ||
+      !g_laid_out_like_beta(g, beta, D)) {
     g32 = g.to(at::kFloat).contiguous();
     beta32 = beta.to(at::kFloat).contiguous();
   }

@@ -36,12 +36,13 @@ For transformers (one line in from_pretrained, see the README):
 from __future__ import annotations
 
 import math
-from typing import Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 import torch
 
 from . import layers
 from ._ops import add_op_namespace_prefix, ops
+from ._support import supports_flash_attn, supports_gated_delta_net
 from .attention import flash_attn_forward
 
 __all__ = [
@@ -84,34 +85,6 @@ def flash_attn(
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     return ops.flash_attn(q, k, v, mask, float(scale))
-
-
-def _assume_constant(fn):
-    # torch.compile runs these at trace time and folds the answer into the graph.
-    marker = getattr(getattr(torch, "compiler", None), "assume_constant_result", None)
-    return marker(fn) if marker is not None else fn
-
-
-_GDN_SUPPORT: Dict[int, bool] = {}
-_FA_SUPPORT: Dict[Tuple[int, int, int], bool] = {}
-
-
-@_assume_constant
-def supports_gated_delta_net(head_dim: int) -> bool:
-    """True when a kernel for this head dim is compiled into this build."""
-    key = int(head_dim)
-    if key not in _GDN_SUPPORT:
-        _GDN_SUPPORT[key] = bool(ops.supports_gated_delta_net(key))
-    return _GDN_SUPPORT[key]
-
-
-@_assume_constant
-def supports_flash_attn(n_q: int, head_dim_k: int, head_dim_v: int) -> bool:
-    """True when the vector kernel takes n_q queries at these head dims (decode: small n_q only)."""
-    key = (int(n_q), int(head_dim_k), int(head_dim_v))
-    if key not in _FA_SUPPORT:
-        _FA_SUPPORT[key] = bool(ops.supports_flash_attn(*key))
-    return _FA_SUPPORT[key]
 
 
 # ---- fake (meta) implementations: shapes for torch.compile / FakeTensor tracing ----------------------------

@@ -27,6 +27,7 @@ import torch
 from torch.nn import functional as F
 
 from ._ops import ops
+from ._support import supports_flash_attn
 
 __all__ = ["flash_attn_forward"]
 
@@ -34,23 +35,6 @@ _fa = ops.flash_attn.default
 _MAX_Q = 19
 _KV_TYPES = (torch.float16, torch.bfloat16)
 _UNSUPPORTED_KWARGS = ("softcap", "position_bias", "s_aux", "sinks")
-_DIMS: dict = {}  # (head_dim_k, head_dim_v) -> the compiled kernel takes them
-
-
-def _assume_constant(fn):
-    # torch.compile evaluates it while tracing and folds the answer in (no op call in the graph, no break).
-    marker = getattr(getattr(torch, "compiler", None), "assume_constant_result", None)
-    return marker(fn) if marker is not None else fn
-
-
-@_assume_constant
-def _dims_ok(dk: int, dv: int) -> bool:
-    ok = _DIMS.get((dk, dv))
-    if ok is None:
-        ok = _DIMS[(dk, dv)] = bool(ops.supports_flash_attn(1, dk, dv))
-    return ok
-
-
 def _causal_mask(n_q: int, n_kv: int, device: torch.device) -> torch.Tensor:
     """(1, 1, n_q, n_kv) bool: query i sees keys 0 .. n_kv - n_q + i."""
     rows = torch.arange(n_kv - n_q, n_kv, device=device).unsqueeze(1)
@@ -105,7 +89,7 @@ def flash_attn_forward(
         and value.dtype is key.dtype
         and not dropout
         and not query.is_cpu
-        and _dims_ok(query.shape[3], value.shape[3])
+        and supports_flash_attn(1, query.shape[3], value.shape[3])
         and (attention_mask is None or (attention_mask.dim() == 4 and attention_mask.shape[1] == 1))
         and not (kwargs and any(kwargs.get(name) is not None for name in _UNSUPPORTED_KWARGS))
     ):
