@@ -126,6 +126,12 @@ def load_kernel(root: Path):
     return kernels.get_local_kernel(root)
 
 
+def hooked_reference(inst):
+    """(kernels' fallback wrapper, transformers' torch function) behind a hooked module-level function."""
+    wrapped = type(inst).forward.__closure__[0].cell_contents
+    return wrapped, inspect.unwrap(wrapped)
+
+
 class GdnSwitch:
     """Sets transformers' hooked gated-delta-rule functions to the torch reference, fla or our layers."""
 
@@ -137,9 +143,8 @@ class GdnSwitch:
         self.forward: dict = {}
         self.fla_active = True
         for key, inst in self.insts.items():
-            wrapped = type(inst).forward.__closure__[0].cell_contents  # transformers' fallback wrapper
+            wrapped, ref = hooked_reference(inst)
             free = dict(zip(wrapped.__code__.co_freevars, (c.cell_contents for c in wrapped.__closure__)))
-            ref = inspect.unwrap(wrapped)
             self.fla_active &= getattr(free.get("implementation"), "__module__", "").startswith("fla.")
             names = frozenset(inspect.signature(ref).parameters)
 

@@ -15,10 +15,11 @@ no sync (the GPU work of these calls is far shorter than their host time). A yar
 from __future__ import annotations
 
 import argparse
-import inspect
 import statistics
 import time
 from pathlib import Path
+
+from bench_generate import hooked_reference  # the same unwrapping of transformers' hook (this folder is on sys.path)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -72,8 +73,7 @@ def main() -> int:
     beta = torch.rand(B, 1, H, device=dev, generator=gen).to(bf)
     state_kv = 0.1 * rnd(B, H, D, D)  # transformers' [key][value]
     state_ours = state_kv.transpose(-1, -2).contiguous().transpose(-1, -2)  # what our layer returns and gets back
-    hooked = type(qwen.torch_recurrent_gated_delta_rule).forward.__closure__[0].cell_contents
-    torch_ref = inspect.unwrap(hooked)
+    _, torch_ref = hooked_reference(qwen.torch_recurrent_gated_delta_rule)
     layer = kern.layers.fused_recurrent_gated_delta_rule()
     kw = {"output_final_state": True, "use_qk_l2norm_in_kernel": True}
     rows = {
