@@ -358,3 +358,62 @@ def test_gdn_one_call_path_equals_the_traced_path(torch, kernel, monkeypatch, Hk
     (o1, s1), (o2, s2) = runs
     assert o1.dtype == o2.dtype == torch.bfloat16
     assert rel_err(o1.float(), o2.float()) < 1e-2 and rel_err(s1, s2) < 1e-5
+
+
+@pytest.mark.parametrize("l2norm", [False, True])
+@pytest.mark.parametrize("dtype", ["float16", "float32"])
+def test_gdn_one_call_prepares_strided_mixed_dtype_inputs(torch, kernel, monkeypatch, l2norm, dtype) -> None:
+    """The one-call op's preparation kernel (csrc/cuda/gdn_prep.cu) reads q, k and v at any strides and dtype:
+    here views of one fused projection (as transformers' split of mixed_qkv gives them), g in bfloat16 and a
+    strided beta. Its answer must be the traced (ATen) path's; float32 without the norm takes no preparation."""
+    layers = kernel.layers
+    B, T, Hk, H, D = 2, 3, 2, 4, 64
+    dt = getattr(torch, dtype)
+    gen = torch.Generator(device="cuda").manual_seed(21)
+    mixed = torch.randn(B, T, (2 * Hk + H) * D, device="cuda", generator=gen).to(dt)
+    q, k, v = torch.split(mixed, [Hk * D, Hk * D, H * D], dim=-1)
+    q, k, v = q.reshape(B, T, Hk, D), k.reshape(B, T, Hk, D), v.reshape(B, T, H, D)
+    assert not v.is_contiguous()
+    g = torch.nn.functional.logsigmoid(torch.randn(B, H, T, device="cuda", generator=gen) + 3).bfloat16()
+    g = g.transpose(1, 2)  # [B, T, H], strided
+    beta = torch.sigmoid(torch.randn(B, T, 2 * H, device="cuda", generator=gen))[..., ::2]  # strided float32
+    if not l2norm:
+        q, k = (
+            torch.nn.functional.normalize(q.float(), dim=-1).to(dt),
+            torch.nn.functional.normalize(k.float(), dim=-1).to(dt),
+        )
+    s0 = (0.5 * torch.randn(B, H, D, D, device="cuda", generator=gen)).transpose(-1, -2).contiguous().transpose(-1, -2)
+    layer = layers.fused_recurrent_gated_delta_rule()
+    runs = []
+    for compiling in (False, True):
+        monkeypatch.setattr(layers, "_is_compiling", lambda c=compiling: c)
+        state = s0.clone()
+        o, s = layer(q, k, v, g, beta, initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=l2norm)
+        assert s is state and o.dtype == dt and o.shape == (B, T, H, D)
+        runs.append((o, s))
+    (o1, s1), (o2, s2) = runs
+    assert rel_err(o1.float(), o2.float()) < (1e-5 if dtype == "float32" else 2e-3)
+    assert rel_err(s1, s2) < 1e-5
+
+
+def test_gdn_one_call_refuses_bad_input_before_any_launch(torch, kernel) -> None:
+    """What the preparation kernel would read out of bounds or misread is refused first, with a message."""
+    op = kernel.ops.gated_delta_rule_
+    B, T, H, D = 1, 1, 4, 128
+    q = torch.randn(B, T, H, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(B, T, H, D, device="cuda", dtype=torch.bfloat16)
+    g = torch.zeros(B, T, H, device="cuda")
+    beta = torch.zeros(B, T, H, device="cuda")
+    state = torch.zeros(B, H, D, D, device="cuda")
+    before = state.clone()
+    with pytest.raises(ValueError, match="g must have shape"):
+        op(q, q, v, g[:, :, :2], beta, state, True, torch.bfloat16)
+    with pytest.raises(ValueError, match="beta must have shape"):
+        op(q, q, v, g, beta[..., None], state, True, torch.bfloat16)
+    with pytest.raises(ValueError, match="v has shape"):
+        op(q, q, v[..., :64], g, beta, state, True, torch.bfloat16)
+    with pytest.raises(TypeError, match="v must be float32, float16 or bfloat16"):
+        op(q, q, v.double(), g, beta, state, True, torch.bfloat16)
+    with pytest.raises(ValueError, match="head_dim 96 has no compiled kernel"):
+        op(q[..., :96], q[..., :96], v[..., :96], g, beta, state[..., :96, :96], True, torch.bfloat16)
+    assert torch.equal(state, before)

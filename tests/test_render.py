@@ -110,7 +110,7 @@ def test_build_toml_is_edition_5_valid_and_follows_config(tmp_path: Path) -> Non
         and doc["general"]["hub"]["repo-id"] == "example/ggml-attn-kernels"
     )
     kernels = doc["kernel"]
-    assert set(kernels) == {"gated_delta_net_cuda", "flash_attn_cuda", "ggml_shim_cuda"}
+    assert set(kernels) == {"gated_delta_net_cuda", "flash_attn_cuda", "ggml_shim_cuda", "gdn_prep_cuda"}
     for name, k in kernels.items():
         assert k["backend"] == "cuda" and k["depends"] == [], name  # torch-independent objects
         assert k["cuda-capabilities"] == ["7.5", "9.0a"]
@@ -125,7 +125,7 @@ def test_each_upstream_entry_is_included_exactly_once_and_no_torch_in_cuda_units
     root = make_project(tmp_path)
     render.write(rendered(root))
     units = sorted((root / "csrc" / "cuda").glob("*.cu"))
-    assert [u.name for u in units] == ["fa_vec_kernels.cu", "gdn_kernels.cu", "ggml_shim.cu"]
+    assert [u.name for u in units] == ["fa_vec_kernels.cu", "gdn_kernels.cu", "gdn_prep.cu", "ggml_shim.cu"]
     includes = [inc for u in units for inc in re.findall(r'^#include "([^"]+)"', u.read_text(), re.M)]
     assert includes.count("ggml-cuda/gated_delta_net.cu") == 1
     assert includes.count("ggml-cuda/fattn-vec.cuh") == 1

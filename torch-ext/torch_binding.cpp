@@ -61,8 +61,6 @@ std::string cat(const Args &... args) {
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/full.h>
-#include <ATen/ops/rms_norm.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
@@ -72,9 +70,8 @@ std::string cat(const Args &... args) {
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <map>
-#include <mutex>
 #include <utility>
+#include <vector>
 
 #include "../csrc/cuda/ggml_launchers.h"
 
@@ -299,28 +296,50 @@ at::Tensor gated_delta_net_inplace_cuda(const at::Tensor & q, const at::Tensor &
 // ---- gated_delta_rule_ (transformers' conventions, for layers.py) --------------------------------------
 //
 // What layers.py would otherwise do in Python, one ATen call at a time, before and after gated_delta_net_:
-// eager decode is host-bound (every torch call from Python costs ~10 µs of host time on a 15 µs GPU step), so
-// the whole adaptation is one dispatcher call. Same launches, same arithmetic as the Python path:
-//   q, k  [B, T, Hk, D] any float dtype -> float32 [2, B, T, Hk, D] (one copy each); l2norm: rms_norm with
-//         eps 1e-6/D and weight D**-0.5, i.e. x / sqrt(sum(x^2) + 1e-6) (transformers' l2norm to an ulp);
-//         Hk < H: the grouped expansion (value head h reads key head h / (H / Hk), repeat_interleave's order)
-//   v     float32, last dim contiguous (cast only when needed); g, beta float32 with g laid out like beta
+// eager decode is host-bound (a launch through ATen costs ~10 µs of host time, whether issued from Python or
+// C++, against a 15 µs GPU step), so the whole adaptation is one dispatcher call and one preparation launch
+// (csrc/cuda/gdn_prep.cu) instead of five ATen launches:
+//   q, k  [B, T, Hk, D] float32/float16/bfloat16 at any strides -> float32 [B, T, H, D]; l2norm:
+//         x / sqrt(sum(x^2) + 1e-6) in float32 (transformers' l2norm); Hk < H: the grouped expansion (value
+//         head h reads key head h / (H / Hk), repeat_interleave's order)
+//   v, g, beta  -> float32, dense (g laid out like beta, as ggml indexes it)
 //   out   gated_delta_net_ into `state` ([value][key], float32, contiguous), cast to out_dtype
+// Inputs already in ggml's form (float32, no norm, one q/k head per value head, ggml's layouts) skip the
+// preparation. Everything the kernel reads is validated first, so a bad argument never reaches it.
 namespace {
 
-// rms_norm's weight that turns it into an l2 norm: D values of D**-0.5, one per (device, D). Never freed:
-// it must outlive nothing but the process (freeing it at exit would race CUDA's own teardown).
-const at::Tensor & l2_norm_weight(const at::Device & device, int64_t D) {
-  static std::mutex mutex;
-  static auto * cache = new std::map<std::pair<int, int64_t>, at::Tensor>();
-  const std::lock_guard<std::mutex> lock(mutex);
-  const std::pair<int, int64_t> key(device.index(), D);
-  auto it = cache->find(key);
-  if (it == cache->end()) {
-    it = cache->emplace(key, at::full({D}, 1.0 / std::sqrt(static_cast<double>(D)),
-                                      at::TensorOptions().dtype(at::kFloat).device(device))).first;
+int prep_type_of(at::ScalarType t) {
+  switch (t) {
+    case at::ScalarType::Float:
+      return GGML_VENDOR_F32;
+    case at::ScalarType::Half:
+      return GGML_VENDOR_F16;
+    case at::ScalarType::BFloat16:
+      return GGML_VENDOR_BF16;
+    default:
+      return -1;
   }
-  return it->second;
+}
+
+int checked_prep_type(const at::Tensor & t, const char * op, const char * name) {
+  const int type = prep_type_of(t.scalar_type());
+  GV_CHECK(TypeError, type >= 0, op, ": ", name, " must be float32, float16 or bfloat16, got ", t.scalar_type());
+  return type;
+}
+
+void put_strides(int64_t * dst, const at::Tensor & t) {
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    dst[d] = t.stride(d);
+  }
+}
+
+// A dense float32 [sizes] view of `buf` at element `offset`: the preparation kernel's outputs.
+at::Tensor dense_view(const at::Tensor & buf, c10::IntArrayRef sizes, int64_t offset) {
+  std::vector<int64_t> strides(sizes.size(), 1);
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 2; d >= 0; --d) {
+    strides[d] = strides[d + 1] * sizes[d + 1];
+  }
+  return buf.as_strided(sizes, strides, offset);
 }
 
 }  // namespace
@@ -329,42 +348,83 @@ at::Tensor gated_delta_rule_inplace_cuda(const at::Tensor & q, const at::Tensor 
                                          const at::Tensor & g, const at::Tensor & beta, at::Tensor & state,
                                          bool l2norm, at::ScalarType out_dtype) {
   const char * op = "gated_delta_rule_";
-  GV_CHECK(ValueError, q.defined() && k.defined() && v.defined(), op, ": q, k and v must be tensors");
+  GV_CHECK(ValueError, q.defined(), op, ": q is an undefined tensor");
+  const at::Device device = q.device();
+  check_device(k, op, "k", device);
+  check_device(v, op, "v", device);
+  check_device(g, op, "g", device);
+  check_device(beta, op, "beta", device);
+  check_device(state, op, "state", device);
   check_dim(q, 4, op, "q", "(batch, seq_len, heads_qk, head_dim)");
   check_dim(v, 4, op, "v", "(batch, seq_len, heads, head_dim)");
   GV_CHECK(ValueError, k.sizes() == q.sizes(), op, ": k has shape ", k.sizes(), " but q has ", q.sizes());
   const int64_t B = q.size(0), T = q.size(1), Hk = q.size(2), D = q.size(3), H = v.size(2);
+  GV_CHECK(ValueError, v.size(0) == B && v.size(1) == T && v.size(3) == D, op, ": v has shape ", v.sizes(),
+                    " but q has ", q.sizes(), "; v must be (batch, seq_len, heads, head_dim) with q's batch, seq_len",
+                    " and head_dim");
   GV_CHECK(ValueError, Hk >= 1 && H % Hk == 0, op, ": v has ", H, " heads, which is not a multiple of q/k's ", Hk);
-  const int64_t rep = H / Hk;
-  const c10::cuda::CUDAGuard guard(q.device());
-  const auto f32 = q.options().dtype(at::kFloat);
+  const bool kda = g.dim() == 4;
+  GV_CHECK(ValueError, (g.dim() == 3 || (kda && g.size(3) == D)) && g.size(0) == B && g.size(1) == T &&
+                        g.size(2) == H,
+                    op, ": g must have shape (batch, seq_len, heads) = (", B, ", ", T, ", ", H,
+                    ") or, for per-channel (KDA) gates, (batch, seq_len, heads, head_dim); got ", g.sizes());
+  GV_CHECK(ValueError, beta.dim() == 3 && beta.size(0) == B && beta.size(1) == T && beta.size(2) == H, op,
+                    ": beta must have shape (batch, seq_len, heads) = (", B, ", ", T, ", ", H, "), got ",
+                    beta.sizes());
+  ggml_vendor_gdn_prep_args a = {};
+  a.q_type = checked_prep_type(q, op, "q");
+  a.k_type = checked_prep_type(k, op, "k");
+  a.v_type = checked_prep_type(v, op, "v");
+  a.g_type = checked_prep_type(g, op, "g");
+  a.beta_type = checked_prep_type(beta, op, "beta");
+  const c10::cuda::CUDAGuard guard(device);
 
-  at::Tensor q32 = q, k32 = k;
-  const bool as_is = !l2norm && rep == 1 && q.scalar_type() == at::kFloat && k.scalar_type() == at::kFloat &&
-                     same_strides(q, k) && q.stride(3) == 1;
-  if (!as_is) {
-    at::Tensor qk = at::empty({2, B, T, Hk, D}, f32);
-    qk.select(0, 0).copy_(q);
-    qk.select(0, 1).copy_(k);
-    if (l2norm) {
-      qk = at::rms_norm(qk, {D}, l2_norm_weight(q.device(), D), 1e-6 / static_cast<double>(D));
-    }
-    if (rep > 1) {
-      qk = qk.unsqueeze(4).expand({2, B, T, Hk, rep, D}).reshape({2, B, T, H, D});
-    }
-    q32 = qk.select(0, 0);
-    k32 = qk.select(0, 1);
+  const bool all_f32 = a.q_type == GGML_VENDOR_F32 && a.k_type == GGML_VENDOR_F32 && a.v_type == GGML_VENDOR_F32 &&
+                       a.g_type == GGML_VENDOR_F32 && a.beta_type == GGML_VENDOR_F32;
+  at::Tensor out;
+  if (!l2norm && Hk == H && all_f32 && same_strides(q, k) && q.stride(3) == 1 && v.stride(3) == 1 &&
+      g_laid_out_like_beta(g, beta, D)) {
+    out = gated_delta_net_inplace_cuda(q, k, v, g, beta, state);  // ggml's form already: no preparation
+  } else {
+    // Fail before the launch on what gated_delta_net_ would refuse anyway (its checks run again below).
+    GV_CHECK(ValueError, ggml_vendor_gdn_supports(D), op, ": head_dim ", D,
+                      " has no compiled kernel; ask supports_gated_delta_net(head_dim) first");
+    const int64_t rows = B * T * H, n = rows * D, n_g = kda ? n : rows;
+    // One scratch buffer, offsets in multiples of D floats: q and k stay 16-byte aligned for ggml's float4 loads.
+    const at::Tensor buf = at::empty({3 * n + n_g + rows}, q.options().dtype(at::kFloat));
+    float * base = buf.data_ptr<float>();
+    a.q = q.data_ptr();
+    a.k = k.data_ptr();
+    a.v = v.data_ptr();
+    a.g = g.data_ptr();
+    a.beta = beta.data_ptr();
+    put_strides(a.q_s, q);
+    put_strides(a.k_s, k);
+    put_strides(a.v_s, v);
+    put_strides(a.g_s, g);
+    put_strides(a.beta_s, beta);
+    a.n_seqs = B;
+    a.n_tokens = T;
+    a.n_heads = H;
+    a.n_heads_qk = Hk;
+    a.head_dim = D;
+    a.kda = kda ? 1 : 0;
+    a.l2norm = l2norm ? 1 : 0;
+    a.eps = 1e-6f;
+    a.q_out = base;
+    a.k_out = base + n;
+    a.v_out = base + 2 * n;
+    a.g_out = base + 3 * n;
+    a.beta_out = base + 3 * n + n_g;
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
+    check_launch(ggml_vendor_gdn_prep_launch(&a, static_cast<void *>(stream)), op);
+    const at::Tensor q32 = dense_view(buf, {B, T, H, D}, 0);
+    const at::Tensor k32 = dense_view(buf, {B, T, H, D}, n);
+    const at::Tensor v32 = dense_view(buf, {B, T, H, D}, 2 * n);
+    const at::Tensor g32 = kda ? dense_view(buf, {B, T, H, D}, 3 * n) : dense_view(buf, {B, T, H}, 3 * n);
+    const at::Tensor beta32 = dense_view(buf, {B, T, H}, 3 * n + n_g);
+    out = gated_delta_net_inplace_cuda(q32, k32, v32, g32, beta32, state);
   }
-  // .to(kFloat).contiguous(), never .to(..., MemoryFormat::Contiguous): for a float32 tensor the latter returns
-  // the same strided tensor (to() aliases when its suggested format already "matches").
-  const at::Tensor v32 = v.scalar_type() == at::kFloat && v.stride(3) == 1 ? v : v.to(at::kFloat).contiguous();
-  at::Tensor g32 = g, beta32 = beta;
-  if (g.scalar_type() != at::kFloat || beta.scalar_type() != at::kFloat || g.dim() < 3 || beta.dim() != 3 ||
-      !g_laid_out_like_beta(g, beta, D)) {
-    g32 = g.to(at::kFloat).contiguous();
-    beta32 = beta.to(at::kFloat).contiguous();
-  }
-  at::Tensor out = gated_delta_net_inplace_cuda(q32, k32, v32, g32, beta32, state);
   return out.scalar_type() == out_dtype ? out : out.to(out_dtype);
 }
 

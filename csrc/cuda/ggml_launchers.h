@@ -50,6 +50,40 @@ typedef struct ggml_vendor_gdn_args {
 GGML_VENDOR_HIDDEN int ggml_vendor_gdn_supports(int64_t head_dim);
 GGML_VENDOR_HIDDEN const char * ggml_vendor_gdn_launch(const ggml_vendor_gdn_args * args, void * stream);
 
+// ---- the layers' input preparation (csrc/cuda/gdn_prep.cu: our code, not ggml's) -------------------------
+
+// Element types the preparation kernel reads.
+enum {
+    GGML_VENDOR_F32 = 0,
+    GGML_VENDOR_F16 = 1,
+    GGML_VENDOR_BF16 = 2
+};
+
+// transformers' conventions -> what ggml_vendor_gdn_launch reads, in one launch (torch-ext/__module__/layers.py):
+// q/k cast to float32 (each divided by sqrt(sum(x^2) + eps) when l2norm, transformers' l2norm), expanded from
+// n_heads_qk to n_heads in grouped order (value head h reads q/k head h / (n_heads / n_heads_qk)); v, g and
+// beta cast to float32. Inputs at any element strides; outputs dense [n_seqs][n_tokens][n_heads][...].
+typedef struct ggml_vendor_gdn_prep_args {
+    const void * q;            // [n_seqs][n_tokens][n_heads_qk][head_dim], q_type, strides q_s (elements)
+    const void * k;            // like q, k_type, strides k_s
+    const void * v;            // [n_seqs][n_tokens][n_heads][head_dim]
+    const void * g;            // [n_seqs][n_tokens][n_heads] or, kda, [...][head_dim]
+    const void * beta;         // [n_seqs][n_tokens][n_heads]
+    int q_type, k_type, v_type, g_type, beta_type;
+    int64_t q_s[4], k_s[4], v_s[4], g_s[4], beta_s[3];  // element strides: seq, token, head, dim
+    int64_t n_seqs, n_tokens, n_heads, n_heads_qk, head_dim;
+    int     kda;
+    int     l2norm;
+    float   eps;               // transformers' l2norm epsilon (1e-6)
+    float * q_out;             // [n_seqs][n_tokens][n_heads][head_dim]
+    float * k_out;             // like q_out
+    float * v_out;             // like q_out
+    float * g_out;             // [n_seqs][n_tokens][n_heads] or, kda, [...][head_dim]
+    float * beta_out;          // [n_seqs][n_tokens][n_heads]
+} ggml_vendor_gdn_prep_args;
+
+GGML_VENDOR_HIDDEN const char * ggml_vendor_gdn_prep_launch(const ggml_vendor_gdn_prep_args * args, void * stream);
+
 // ---- flash_attn, vector kernel (ggml-cuda/fattn-vec.cuh) --------------------------------------------
 
 // K/V element types with compiled instances (K and V always share one).

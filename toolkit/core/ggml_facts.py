@@ -71,6 +71,8 @@ FATTN_KQ_STRIDE = 256  # ggml only runs the vector kernel on KV padded to this (
 # non-static, so a second inclusion would be an ODR violation) and exposes extern "C" launchers.
 CUDA_TU_FOR_OP = {"gated_delta_net": "gdn_kernels", "flash_attn": "fa_vec_kernels"}
 CUDA_SHIM_TU = "ggml_shim"
+# Our own kernel (no upstream source): the transformers layers' input preparation before gated_delta_net.
+CUDA_PREP_TU = "gdn_prep"
 # Upstream host helpers our launchers call (static, reachable because we include the file).
 GDN_CUDA_LAUNCHER = "launch_gated_delta_net"  # template <bool KDA, bool keep_rs_t>
 GDN_CUDA_KERNEL = "gated_delta_net_cuda"  # template <int S_v, bool KDA, bool keep_rs_t>

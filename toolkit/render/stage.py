@@ -168,6 +168,17 @@ def _cuda_units(
         "include_dirs": vendor_includes,
         "comment": "the ggml runtime symbols the vendored sources reference (docs/upstream.md §1.6)",
     }
+    prep = f"csrc/cuda/{ggml_facts.CUDA_PREP_TU}.cu"
+    units["prep"] = {
+        "kernel": "gdn_prep_cuda",
+        "name": ggml_facts.CUDA_PREP_TU,
+        "path": prep,
+        "entry": "",
+        "include": "ggml-cuda/common.cuh",
+        "src": [prep, launchers],
+        "include_dirs": vendor_includes,
+        "comment": "our own: the transformers layers' input preparation for gated_delta_net (one launch)",
+    }
     return units
 
 

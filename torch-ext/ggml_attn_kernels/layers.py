@@ -15,9 +15,13 @@ What each layer adapts (transformers' conventions -> ggml's op):
 * q, k [B, T, Hk, Dk], v [B, T, Hv, Dv]; Hk may divide Hv (grouped GQA: value head h reads key head h // (Hv/Hk),
   fla's and repeat_interleave's order). ggml tiles (h % Hk), so q/k are expanded in that grouped order, fused
   after the float32 cast and the l2 norm (no extra copy when they already have Hv heads).
-* use_qk_l2norm_in_kernel=True: q and k are divided by sqrt(sum(x^2) + 1e-6) in float32, one fused launch for
-  both (rms_norm with eps 1e-6/D and weight D**-0.5: transformers' `x * rsqrt(sum(x^2) + 1e-6)` to within an
-  ulp); the q scale Dk**-0.5 is the kernel's own.
+* use_qk_l2norm_in_kernel=True: q and k are divided by sqrt(sum(x^2) + 1e-6) in float32 (transformers' l2norm);
+  the q scale Dk**-0.5 is the kernel's own.
+* Eager CUDA: the whole adaptation is one dispatcher call, `gated_delta_rule_` (torch_binding.cpp), and the
+  casts, the norm and the GQA expansion one preparation launch (csrc/cuda/gdn_prep.cu) before ggml's op:
+  3 launches per decode call with the output cast. Elsewhere (torch.compile, which fuses it; Metal) the same
+  adaptation runs in Python below, the norm as one rms_norm (eps 1e-6/D, weight D**-0.5, equal to within an
+  ulp).
 * Compute is float32; the output comes back in query's dtype.
 * State: transformers holds [B, Hv, Dk, Dv] ([key][value]); ggml holds [value][key]. The final state is returned
   as a transposed *view* of ggml's tensor, so it has transformers' shape and the next call's
@@ -54,9 +58,9 @@ _EPS = 1e-6
 _NORM_W: dict = {}  # (device, head_dim) -> float32 [head_dim] of head_dim**-0.5: rms_norm's weight for an l2 norm
 _rms_norm = torch.nn.functional.rms_norm
 _gdn_ = ops.gated_delta_net_.default  # the overloads themselves: no overload-packet dispatch per call
-# The whole adaptation below in one dispatcher call (torch_binding.cpp): the eager CUDA path, where every torch call
-# from Python costs host time the GPU waits for. The Python path stays for torch.compile (inductor fuses it) and
-# other devices; both give the same numbers.
+# The whole adaptation below in one dispatcher call and one preparation launch (torch_binding.cpp): the eager CUDA
+# path, where every launch costs host time the GPU waits for. The Python path stays for torch.compile (inductor
+# fuses it) and other devices; both give the same numbers.
 _gdr_ = ops.gated_delta_rule_.default
 _is_compiling = torch.compiler.is_compiling
 
