@@ -7,7 +7,9 @@ With the caching allocator off, every tensor is its own cudaMalloc, so a read pa
 past an allocation and memcheck reports it. Covered: flash_attn with n_kv not a multiple of 256 from exactly
 sized K/V (read in place: the kernel stops at n_kv, vendor/patches/0002), from a slice of a larger cache, n_kv = 1,
 odd n_q (two query
-columns per block), bf16, a broadcast mask; gated_delta_net with GQA, KDA, in-place state and head dim 16.
+columns per block), bf16, a broadcast mask; gated_delta_net with GQA, KDA, in-place state and head dim 16; the
+transformers layers' one-call op (its preparation kernel, csrc/cuda/gdn_prep.cu) on strided bf16/f16 views with
+grouped heads, l2 norm and KDA gates.
 """
 
 from __future__ import annotations
@@ -61,6 +63,23 @@ def main() -> None:
         state = torch.randn(B, H, D, D, device=dev)
         op.gated_delta_net(q, k, v, g, beta, state)
         op.gated_delta_net(q, k, v, g, beta, state, inplace=True)
+        # The layers' path: q/k/v as views of one fused projection (transformers' split), half precision.
+        half = torch.bfloat16 if kda else torch.float16
+        mixed = torch.randn(B, T, (2 * Hk + H) * D, device=dev, dtype=half)
+        qs, ks, vs = torch.split(mixed, [Hk * D, Hk * D, H * D], dim=-1)
+        qs, ks, vs = qs.reshape(B, T, Hk, D), ks.reshape(B, T, Hk, D), vs.reshape(B, T, H, D)
+        layer = op.layers.fused_recurrent_kda() if kda else op.layers.fused_recurrent_gated_delta_rule()
+        st = state.transpose(-1, -2).contiguous().transpose(-1, -2)
+        layer(
+            qs,
+            ks,
+            vs,
+            g.to(half),
+            beta[..., None].expand(B, T, H, 2)[..., 0],
+            initial_state=st,
+            output_final_state=True,
+            use_qk_l2norm_in_kernel=True,
+        )
     torch.cuda.synchronize()
     print("MEMCHECK-SCRIPT-DONE", math.isfinite(1.0))
 
