@@ -380,11 +380,17 @@ def main() -> int:
     ap.add_argument("--compile", action="store_true", help="static cache + torch.compile rows (qwen3.5-4b)")
     ap.add_argument("--compile-backend", default="cudagraphs", help="torch.compile backend for --compile")
     ap.add_argument("--compile-rounds", type=int, default=3)
-    ap.add_argument("--compile-modes", default="torch,fla,ours", help="modes of the --compile rows")
+    ap.add_argument(
+        "--compile-modes", default="torch,fla,ours", help="modes of the --compile rows (independent of --modes)"
+    )
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting new rounds after this many seconds")
     ap.add_argument("--ttft", choices=["ours", "fla"], help="time the first generate() of this fresh process")
     ap.add_argument("--ttft-shape", default="qwen3.5-4b")
     args = ap.parse_args()
+    for flag, names in (("--modes", args.modes), ("--compile-modes", args.compile_modes)):
+        unknown = sorted(set(names.split(",")) - set(MODES))
+        if unknown:
+            ap.error(f"{flag}: unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
 
     if args.ttft:
         ttft_child(args.ttft, args.ttft_shape, args.kernel)
@@ -434,9 +440,14 @@ def main() -> int:
             continue
         model, family = build_model(shape, torch.bfloat16 if dname == "bf16" else torch.float32)
         switch = GdnSwitch(family, kernel)
-        modes = [m for m in MODES if m in args.modes.split(",") and (m != "fla" or switch.fla_active)]
+        wanted = args.compile_modes if kind == "compile" else args.modes
+        modes = [m for m in MODES if m in wanted.split(",") and (m != "fla" or switch.fla_active)]
         if dname == "f32":  # ggml's attention kernel reads f16/bf16 K/V: ours-fa == torch, ours == ours-gdn
             modes = [m for m in modes if m in ("torch", "fla", "ours-gdn")]
+        if not modes:
+            log(f"{shape} {dname} {kind}: none of the requested modes can run here (fla not importable?)")
+            md.append(f"#### {shape} {dname} {kind}\n\nnot run: none of the requested modes can run here\n")
+            continue
         gen_kw, profile, rounds = {}, args.profile, args.rounds
         if kind == "compile":
             from transformers import CompileConfig
@@ -444,7 +455,6 @@ def main() -> int:
             inductor = args.compile_backend == "inductor"
             cc = CompileConfig(backend=args.compile_backend, mode="reduce-overhead" if inductor else None)
             gen_kw = {"cache_implementation": "static", "compile_config": cc}
-            modes = [m for m in args.compile_modes.split(",") if m in modes]
             profile, rounds = False, args.compile_rounds
         for batch in batches if dname == "bf16" else [1]:
             key = (

@@ -188,3 +188,11 @@ def test_generate_report_ratios_rounds_and_token_agreement():
     assert "not run" in rows["ours-fa"]
     assert bench_generate.first_diff([[1, 2, 3], [4, 5, 6]], [[1, 2, 3], [4, 9, 6]]) == (1, 1)
     assert bench_generate.first_diff([[1, 2]], [[1, 2]]) is None
+
+
+@pytest.mark.parametrize("flag", ["--modes", "--compile-modes"])
+def test_generate_refuses_unknown_modes_in_one_line(flag):
+    bench = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_generate.py"
+    r = subprocess.run([sys.executable, str(bench), flag, "torch,flaa"], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert f"{flag}: unknown mode(s) flaa; choose from torch, fla, ours-gdn, ours-fa, ours" in r.stderr
