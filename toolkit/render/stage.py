@@ -157,28 +157,35 @@ def _cuda_units(
             "include_dirs": vendor_includes,
             "comment": f"{op_name}: includes {entries[0]} exactly once",
         }
-    shim = f"csrc/cuda/{ggml_facts.CUDA_SHIM_TU}.cu"
-    units["shim"] = {
-        "kernel": "ggml_shim_cuda",
-        "name": ggml_facts.CUDA_SHIM_TU,
-        "path": shim,
-        "entry": "",
-        "include": "ggml-cuda/common.cuh",
-        "src": [shim],
-        "include_dirs": vendor_includes,
-        "comment": "the ggml runtime symbols the vendored sources reference (docs/upstream.md §1.6)",
-    }
-    prep = f"csrc/cuda/{ggml_facts.CUDA_PREP_TU}.cu"
-    units["prep"] = {
-        "kernel": "gdn_prep_cuda",
-        "name": ggml_facts.CUDA_PREP_TU,
-        "path": prep,
-        "entry": "",
-        "include": "ggml-cuda/common.cuh",
-        "src": [prep, launchers],
-        "include_dirs": vendor_includes,
-        "comment": "our own: the transformers layers' input preparation for gated_delta_net (one launch)",
-    }
+    # Our own units: no upstream entry; ggml's common.cuh for the CUDA/HIP mapping and its helpers.
+    own = (
+        (
+            "shim",
+            ggml_facts.CUDA_SHIM_TU,
+            "ggml_shim_cuda",
+            False,
+            "the ggml runtime symbols the vendored sources reference (docs/upstream.md §1.6)",
+        ),
+        (
+            "prep",
+            ggml_facts.CUDA_PREP_TU,
+            "gdn_prep_cuda",
+            True,
+            "our own: the transformers layers' input preparation for gated_delta_net (one launch)",
+        ),
+    )
+    for key, name, kernel, uses_launchers, comment in own:
+        path = f"csrc/cuda/{name}.cu"
+        units[key] = {
+            "kernel": kernel,
+            "name": name,
+            "path": path,
+            "entry": "",
+            "include": "ggml-cuda/common.cuh",
+            "src": [path, launchers] if uses_launchers else [path],
+            "include_dirs": vendor_includes,
+            "comment": comment,
+        }
     return units
 
 
