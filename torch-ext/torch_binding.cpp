@@ -121,6 +121,20 @@ bool g_laid_out_like_beta(const at::Tensor & g, const at::Tensor & beta, int64_t
   return true;
 }
 
+// g is (B, T, H), or (B, T, H, D) for per-channel (KDA) gates; beta is (B, T, H). `dims` opens the caller's
+// names for the three leading dims, e.g. "(n_seqs, n_tokens, n_heads". Returns whether the gates are per-channel.
+bool check_gate_shapes(const at::Tensor & g, const at::Tensor & beta, int64_t B, int64_t T, int64_t H, int64_t D,
+                       const char * op, const char * dims) {
+  const bool kda = g.dim() == 4;
+  GV_CHECK(ValueError, (g.dim() == 3 || (kda && g.size(3) == D)) && g.size(0) == B && g.size(1) == T &&
+                        g.size(2) == H,
+                    op, ": g must have shape ", dims, ") = (", B, ", ", T, ", ", H,
+                    ") or, for per-channel (KDA) gates, ", dims, ", head_dim); got ", g.sizes());
+  GV_CHECK(ValueError, beta.dim() == 3 && beta.size(0) == B && beta.size(1) == T && beta.size(2) == H, op,
+                    ": beta must have shape ", dims, ") = (", B, ", ", T, ", ", H, "), got ", beta.sizes());
+  return kda;
+}
+
 void check_launch(const char * err, const char * op) {
   GV_CHECK(Error, err == nullptr, op, ": ggml launch failed: ", err ? err : "");
 }
@@ -171,14 +185,7 @@ ggml_vendor_gdn_args gdn_args(const at::Tensor & q, const at::Tensor & k, const 
   GV_CHECK(ValueError, same_strides(q, k), op, ": k must have the same strides as q (ggml indexes both with one ",
                     "set), got q ", q.strides(), " and k ", k.strides(), "; make both .contiguous()");
 
-  const bool kda = g.dim() == 4;
-  GV_CHECK(ValueError, (g.dim() == 3 || (kda && g.size(3) == D)) && g.size(0) == B && g.size(1) == T &&
-                        g.size(2) == H,
-                    op, ": g must have shape (n_seqs, n_tokens, n_heads) = (", B, ", ", T, ", ", H,
-                    ") or, for per-channel (KDA) gates, (n_seqs, n_tokens, n_heads, head_dim); got ", g.sizes());
-  GV_CHECK(ValueError, beta.dim() == 3 && beta.size(0) == B && beta.size(1) == T && beta.size(2) == H, op,
-                    ": beta must have shape (n_seqs, n_tokens, n_heads) = (", B, ", ", T, ", ", H, "), got ",
-                    beta.sizes());
+  const bool kda = check_gate_shapes(g, beta, B, T, H, D, op, "(n_seqs, n_tokens, n_heads");
   GV_CHECK(ValueError, g_laid_out_like_beta(g, beta, D), op,
                     ": g must have beta's layout (ggml indexes g with beta's strides",
                     kda ? ", times head_dim for per-channel gates" : "", "), got g strides ", g.strides(),
@@ -363,14 +370,7 @@ at::Tensor gated_delta_rule_inplace_cuda(const at::Tensor & q, const at::Tensor 
                     " but q has ", q.sizes(), "; v must be (batch, seq_len, heads, head_dim) with q's batch, seq_len",
                     " and head_dim");
   GV_CHECK(ValueError, Hk >= 1 && H % Hk == 0, op, ": v has ", H, " heads, which is not a multiple of q/k's ", Hk);
-  const bool kda = g.dim() == 4;
-  GV_CHECK(ValueError, (g.dim() == 3 || (kda && g.size(3) == D)) && g.size(0) == B && g.size(1) == T &&
-                        g.size(2) == H,
-                    op, ": g must have shape (batch, seq_len, heads) = (", B, ", ", T, ", ", H,
-                    ") or, for per-channel (KDA) gates, (batch, seq_len, heads, head_dim); got ", g.sizes());
-  GV_CHECK(ValueError, beta.dim() == 3 && beta.size(0) == B && beta.size(1) == T && beta.size(2) == H, op,
-                    ": beta must have shape (batch, seq_len, heads) = (", B, ", ", T, ", ", H, "), got ",
-                    beta.sizes());
+  const bool kda = check_gate_shapes(g, beta, B, T, H, D, op, "(batch, seq_len, heads");
   ggml_vendor_gdn_prep_args a = {};
   a.q_type = checked_prep_type(q, op, "q");
   a.k_type = checked_prep_type(k, op, "k");

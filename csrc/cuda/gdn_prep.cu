@@ -55,20 +55,20 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) gdn_prep_kernel(const ggml
     float * k_out = a.k_out + row * D;
     float * v_out = a.v_out + row * D;
 
-    float2 ss = make_float2(0.0f, 0.0f);
+    float ssq = 0.0f;
+    float ssk = 0.0f;
     for (int64_t i = lane; i < D; i += 32) {
         const float x = load_f32(a.q, a.q_type, q0 + i * a.q_s[3]);
         const float y = load_f32(a.k, a.k_type, k0 + i * a.k_s[3]);
         q_out[i] = x;
         k_out[i] = y;
-        ss.x += x * x;
-        ss.y += y * y;
+        ssq += x * x;
+        ssk += y * y;
         v_out[i] = load_f32(a.v, a.v_type, v0 + i * a.v_s[3]);
     }
     if (a.l2norm) {
-        ss = warp_reduce_sum<32>(ss);
-        const float rq = rsqrtf(ss.x + a.eps);
-        const float rk = rsqrtf(ss.y + a.eps);
+        const float rq = rsqrtf(warp_reduce_sum<32>(ssq) + a.eps);
+        const float rk = rsqrtf(warp_reduce_sum<32>(ssk) + a.eps);
         for (int64_t i = lane; i < D; i += 32) {  // each lane rescales the elements it wrote itself
             q_out[i] *= rq;
             k_out[i] *= rk;
