@@ -33,7 +33,7 @@ Template context (``build_context``), the keys every template sees:
                          alternative of each config entry
 ``vendor_dir``           ``"vendor/ggml"`` (relative to the project root, POSIX)
 ``vendor_includes``      ``ggml_facts.INCLUDE_ROOTS`` under ``vendor_dir``
-``cuda_units``           our CUDA translation units, keyed ``gated_delta_net``, ``flash_attn``, ``shim``: each
+``cuda_units``           our CUDA translation units, keyed ``gated_delta_net``, ``flash_attn``, ``shim``, ``prep``: each
                          a dict with ``kernel`` (build.toml section), ``name``, ``path`` (the .cu), ``entry``
                          and ``include`` (the upstream file it includes, and its #include spelling), ``src``,
                          ``include_dirs``, ``comment``
