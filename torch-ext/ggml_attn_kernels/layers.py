@@ -20,8 +20,7 @@ What each layer adapts (transformers' conventions -> ggml's op):
 * Eager CUDA: the whole adaptation is one dispatcher call, `gated_delta_rule_` (torch_binding.cpp), and the
   casts, the norm and the GQA expansion one preparation launch (csrc/cuda/gdn_prep.cu) before ggml's op:
   3 launches per decode call with the output cast. Elsewhere (torch.compile, which fuses it; Metal) the same
-  adaptation runs in Python below, the norm as one rms_norm (eps 1e-6/D, weight D**-0.5, equal to within an
-  ulp).
+  adaptation runs in Python below, with transformers' own l2norm formula.
 * Compute is float32; the output comes back in query's dtype.
 * State: transformers holds [B, Hv, Dk, Dv] ([key][value]); ggml holds [value][key]. The final state is returned
   as a transposed *view* of ggml's tensor, so it has transformers' shape and the next call's
@@ -55,8 +54,6 @@ __all__ = [
 
 _F32 = torch.float32
 _EPS = 1e-6
-_NORM_W: dict = {}  # (device, head_dim) -> float32 [head_dim] of head_dim**-0.5: rms_norm's weight for an l2 norm
-_rms_norm = torch.nn.functional.rms_norm
 _gdn_ = ops.gated_delta_net_.default  # the overloads themselves: no overload-packet dispatch per call
 # The whole adaptation below in one dispatcher call and one preparation launch (torch_binding.cpp): the eager CUDA
 # path, where every launch costs host time the GPU waits for. The Python path stays for torch.compile (inductor
@@ -89,20 +86,9 @@ def _qk(query: torch.Tensor, key: torch.Tensor, rep: int, l2norm: bool):
     if not l2norm and rep == 1:
         if query.dtype is _F32 and key.dtype is _F32 and query.stride() == key.stride() and query.stride(3) == 1:
             return query, key
-    compiling = _is_compiling()
-    if compiling:
-        qk = torch.stack((query, key)).to(_F32)
-    else:  # the float32 cast written by the stack itself: [2, B, T, Hk, D], one copy launch per input
-        qk = torch.stack((query, key), out=torch.empty((2, B, T, Hk, D), dtype=_F32, device=query.device))
-    if l2norm:
-        if compiling:  # transformers' own formula; inductor fuses it
-            qk = qk * torch.rsqrt((qk * qk).sum(-1, keepdim=True) + _EPS)
-        else:  # one fused launch for q and k: rms_norm(x, eps=1e-6/D) * D**-0.5 == x / sqrt(sum(x^2) + 1e-6)
-            dev = qk.device
-            w = _NORM_W.get((dev, D))
-            if w is None:
-                w = _NORM_W[(dev, D)] = torch.full((D,), D**-0.5, dtype=_F32, device=dev)
-            qk = _rms_norm(qk, (D,), w, _EPS / D)
+    qk = torch.stack((query, key)).to(_F32)  # [2, B, T, Hk, D]
+    if l2norm:  # transformers' own formula; inductor fuses it
+        qk = qk * torch.rsqrt((qk * qk).sum(-1, keepdim=True) + _EPS)
     if rep > 1:  # value head h reads key head h // rep (grouped order): one expanding copy
         qk = qk.unsqueeze(4).expand(2, B, T, Hk, rep, D).reshape(2, B, T, n_heads, D)
     return qk[0], qk[1]
