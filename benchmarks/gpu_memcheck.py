@@ -9,7 +9,8 @@ sized K/V (read in place: the kernel stops at n_kv, vendor/patches/0002), from a
 odd n_q (two query
 columns per block), bf16, a broadcast mask; gated_delta_net with GQA, KDA, in-place state and head dim 16; the
 transformers layers' one-call op (its preparation kernel, csrc/cuda/gdn_prep.cu) on strided bf16/f16 views with
-grouped heads, l2 norm and KDA gates.
+grouped heads, l2 norm and KDA gates; the chunked prefill path (T >= 128 at head dim 128) with a partial last
+chunk and in-place state.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def main() -> None:
         (8, 2, 16, 32, 128, False),  # the vectorised decode path (vendor/patches)
         (3, 3, 32, 32, 128, True),
         (6, 2, 22, 22, 64, False),
+        (1, 130, 2, 4, 128, False),  # the chunked prefill path (vendor/patches/0003): a partial last chunk
+        (2, 256, 32, 32, 128, False),
     ]:
         q = F.normalize(torch.randn(B, T, Hk, D, device=dev), dim=-1)
         k = F.normalize(torch.randn(B, T, Hk, D, device=dev), dim=-1)

@@ -122,6 +122,85 @@ def test_gdn_state_carried_across_calls_equals_one_call(torch, op, kda):
     assert rel_err(st, whole_state.double()) < 1e-6
 
 
+# ---- the chunked prefill path (vendor/patches/0003): S_v 128, scalar gates, T >= 128 -------------------------
+
+
+def strong_decay_gates(torch, g, strengths=(1.0, 8.0, 40.0)):
+    """g scaled per head: mild (exp(g) ~ 0.95), strong and very strong decay (exp(g) down to ~1e-50 per token)."""
+    H = g.shape[2]
+    scale = torch.tensor([strengths[h % len(strengths)] for h in range(H)], device=g.device)
+    return g * scale
+
+
+CHUNK_CASES = [
+    # B, T, H_k, H: whole chunks, a partial last chunk with tiled GQA, several sequences, a long call
+    (1, 128, 2, 2),
+    (2, 200, 2, 4),
+    (3, 1000, 3, 3),
+    (1, 4133, 1, 2),
+]
+
+
+@pytest.mark.parametrize("B,T,Hk,H", CHUNK_CASES)
+def test_gdn_chunked_prefill_matches_float64_with_strong_decay(torch, op, B, T, Hk, H):
+    q, k, v, g, beta, state = gdn_inputs(torch, B, T, Hk, H, 128, seed=B * 31 + T)
+    g = strong_decay_gates(torch, g)
+    ref_out, ref_state = gdn_reference(torch, q, k, v, g, beta, state)
+    poison(torch, (B, T, H, 128), (B, H, 128, 128))
+    out, final = op.gated_delta_net(q, k, v, g, beta, state)
+    torch.cuda.synchronize()
+    assert not out.isnan().any() and not final.isnan().any()
+    assert rel_err(out, ref_out) < GDN_TOL
+    assert rel_err(final, ref_state) < GDN_TOL
+
+
+def test_gdn_chunked_prefill_at_32k_tokens_matches_float64(torch, op):
+    B, T, H = 1, 32768, 2
+    q, k, v, g, beta, state = gdn_inputs(torch, B, T, H, H, 128, seed=32768)
+    g = strong_decay_gates(torch, g, strengths=(1.0, 0.05))  # one head keeps memory over thousands of tokens
+    ref_out, ref_state = gdn_reference(torch, q, k, v, g, beta, state)
+    out, final = op.gated_delta_net(q, k, v, g, beta, state)
+    assert rel_err(out, ref_out) < GDN_TOL
+    assert rel_err(final, ref_state) < GDN_TOL
+
+
+def test_gdn_chunked_prefill_equals_the_token_sequential_path(torch, op):
+    """One 640-token call (chunked) against the same tokens fed as ten 64-token calls (below the chunked
+    path's threshold: the token-sequential kernels), and both against float64."""
+    B, T, H = 2, 640, 4
+    q, k, v, g, beta, state = gdn_inputs(torch, B, T, H, H, 128, seed=640)
+    g = strong_decay_gates(torch, g)
+    whole_out, whole_state = op.gated_delta_net(q, k, v, g, beta, state)
+    st, outs = state, []
+    for lo in range(0, T, 64):
+        sl = slice(lo, lo + 64)
+        o, st = op.gated_delta_net(q[:, sl], k[:, sl], v[:, sl], g[:, sl], beta[:, sl], st)
+        outs.append(o)
+    ref_out, ref_state = gdn_reference(torch, q, k, v, g, beta, state)
+    seq_out = torch.cat(outs, 1)
+    assert rel_err(seq_out, ref_out) < GDN_TOL and rel_err(st, ref_state) < GDN_TOL
+    assert rel_err(whole_out, ref_out) < GDN_TOL and rel_err(whole_state, ref_state) < GDN_TOL
+    assert rel_err(whole_out, seq_out.double()) < GDN_TOL
+
+
+def test_gdn_state_carried_from_chunked_prefill_into_decode(torch, op):
+    B, T, H, steps = 4, 300, 32, 6
+    q, k, v, g, beta, state = gdn_inputs(torch, B, T + steps, 16, H, 128, seed=306)
+    g = strong_decay_gates(torch, g)
+    ref_out, ref_state = gdn_reference(torch, q, k, v, g, beta, state)
+    outs = []
+    o, st = op.gated_delta_net(q[:, :T], k[:, :T], v[:, :T], g[:, :T], beta[:, :T], state)  # chunked
+    outs.append(o)
+    for t in range(T, T + steps):  # decode: one token per call, the state updated in place
+        o, st = op.gated_delta_net(q[:, t : t + 1], k[:, t : t + 1], v[:, t : t + 1], g[:, t : t + 1],
+                                   beta[:, t : t + 1], st, inplace=True)  # fmt: skip
+        outs.append(o)
+    out = torch.cat(outs, 1)
+    assert rel_err(out, ref_out) < GDN_TOL
+    assert rel_err(out[:, T:], ref_out[:, T:]) < GDN_TOL
+    assert rel_err(st, ref_state) < GDN_TOL
+
+
 def test_gdn_inplace_updates_the_state_and_matches_functional(torch, op):
     B, T, Hk, H, D = 2, 6, 4, 8, 128
     q, k, v, g, beta, state = gdn_inputs(torch, B, T, Hk, H, D, seed=5)
