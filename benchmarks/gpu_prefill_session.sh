@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The prefill work (issue 19) on one CUDA machine, in one go:
 #   wheels -> ggml-vendor build (host variant, vendor/patches applied) -> the GDN GPU tests (chunked path
-#   included) -> where the chunked path wins (gdn_chunk_threshold.py) -> the prefill grid (bench_gdn.py --prefill)
-#   -> compute-sanitizer memcheck -> bench_fa.py (n_kv 512..32K) -> bench_generate.py's prompt sweep and the
+#   included) -> where the chunked path wins (gdn_chunk_threshold.py) -> compute-sanitizer memcheck -> the prefill
+#   grid (bench_gdn.py --prefill) -> bench_fa.py (n_kv 512..32K) -> bench_generate.py's prompt sweep and the
 #   compiled rows under transformers' default compile config.
 # Needs vendor/ synced (ggml-vendor sync) and, on a machine without network access, a folder of wheels
 # (WHEELS=<dir>): transformers 5.22.2, kernels 0.17.2, fla-core 0.6.0, huggingface_hub 2.4.0, httpx2, httpcore2,
@@ -38,16 +38,12 @@ fi
 if has tests; then
   log "GDN GPU tests (tests/test_ops_cuda.py -k gdn, the chunked path first)"
   timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py -k "chunk" -x -rs 2>&1 | tee "$RESULTS/gpu-tests-chunk.log" | tail -6
-  timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py tests/test_layers_cuda.py -k "not chunk" -rs 2>&1 | tee "$RESULTS/gpu-tests.log" | tail -6
+  [ -n "${CHUNK_TESTS_ONLY:-}" ] || timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py \
+    tests/test_layers_cuda.py -k "not chunk" -rs 2>&1 | tee "$RESULTS/gpu-tests.log" | tail -6
 fi
 if has threshold; then
   log "chunked vs token-sequential (gdn_chunk_threshold.py)"
   timeout 240 python3 benchmarks/gdn_chunk_threshold.py --build-dir /tmp/rawbuild ${THRESHOLD_CASES:+--cases $THRESHOLD_CASES} 2>&1 | tee "$RESULTS/threshold.md" | tail -25
-fi
-if has prefill; then
-  log "prefill grid (bench_gdn.py --prefill)"
-  timeout 420 python3 benchmarks/bench_gdn.py --prefill --out "$RESULTS" --build-dir /tmp/rawbuild ${PREFILL_CASES:+--prefill-cases $PREFILL_CASES} >"$RESULTS/prefill.log" 2>&1 || tail -20 "$RESULTS/prefill.log"
-  sed -n '/^| B /,/^### Environment/p' "$RESULTS/bench_gdn_prefill.md" 2>/dev/null || tail -30 "$RESULTS/prefill.log"
 fi
 if has memcheck; then
   log "compute-sanitizer memcheck (benchmarks/gpu_memcheck.py)"
@@ -55,6 +51,11 @@ if has memcheck; then
     python3 benchmarks/gpu_memcheck.py >"$RESULTS/memcheck.log" 2>&1
   echo "memcheck exit code $?" | tee -a "$RESULTS/session.log"
   grep -E 'ERROR SUMMARY|MEMCHECK-SCRIPT-DONE|Invalid' "$RESULTS/memcheck.log" | head -5
+fi
+if has prefill; then
+  log "prefill grid (bench_gdn.py --prefill)"
+  timeout 420 python3 benchmarks/bench_gdn.py --prefill --out "$RESULTS" --build-dir /tmp/rawbuild ${PREFILL_CASES:+--prefill-cases $PREFILL_CASES} >"$RESULTS/prefill.log" 2>&1 || tail -20 "$RESULTS/prefill.log"
+  sed -n '/^| B /,/^### Environment/p' "$RESULTS/bench_gdn_prefill.md" 2>/dev/null || tail -30 "$RESULTS/prefill.log"
 fi
 if has fa; then
   log "bench_fa (n_kv 512, 4K, 16K, 32K)"
