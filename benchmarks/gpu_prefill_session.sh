@@ -51,6 +51,10 @@ if has memcheck; then
     python3 benchmarks/gpu_memcheck.py >"$RESULTS/memcheck.log" 2>&1
   echo "memcheck exit code $?" | tee -a "$RESULTS/session.log"
   grep -E 'ERROR SUMMARY|MEMCHECK-SCRIPT-DONE|Invalid' "$RESULTS/memcheck.log" | head -5
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 \
+    python3 benchmarks/gpu_memcheck.py --chunked >"$RESULTS/memcheck-chunked.log" 2>&1
+  echo "memcheck (chunked path on) exit code $?" | tee -a "$RESULTS/session.log"
+  grep -E 'ERROR SUMMARY|MEMCHECK-SCRIPT-DONE|Invalid' "$RESULTS/memcheck-chunked.log" | head -5
 fi
 if has prefill; then
   log "prefill grid (bench_gdn.py --prefill)"

@@ -11,6 +11,7 @@ from memory poisoned with NaN first, so an element the kernel never writes shows
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 import textwrap
@@ -122,7 +123,10 @@ def test_gdn_state_carried_across_calls_equals_one_call(torch, op, kda):
     assert rel_err(st, whole_state.double()) < 1e-6
 
 
-# ---- the chunked prefill path (vendor/patches/0003): S_v 128, scalar gates, T >= 128, few sequences x heads ----
+# ---- the chunked prefill path (vendor/patches/0003): S_v 128, scalar gates, opt-in (GGML_CUDA_GDN_CHUNKED=1) ----
+# The op reads the switch once per process, so these tests run twice: here (the default dispatch: the
+# token-sequential kernels) and in a fresh process with the chunked path on (the last test of this group).
+CHUNK_FORCED = os.environ.get("GGML_CUDA_GDN_CHUNKED") == "1"
 
 
 def strong_decay_gates(torch, g, strengths=(1.0, 8.0, 40.0)):
@@ -165,15 +169,15 @@ def test_gdn_chunked_prefill_at_32k_tokens_matches_float64(torch, op):
 
 
 def test_gdn_chunked_prefill_equals_the_token_sequential_path(torch, op):
-    """One 640-token call (chunked) against the same tokens fed as ten 64-token calls (below the chunked
-    path's threshold: the token-sequential kernels), and both against float64."""
+    """One 640-token call (chunked where enabled) against the same tokens fed one per call (always the
+    token-sequential kernels), and both against float64."""
     B, T, H = 2, 640, 4
     q, k, v, g, beta, state = gdn_inputs(torch, B, T, H, H, 128, seed=640)
     g = strong_decay_gates(torch, g)
     whole_out, whole_state = op.gated_delta_net(q, k, v, g, beta, state)
     st, outs = state, []
-    for lo in range(0, T, 64):
-        sl = slice(lo, lo + 64)
+    for lo in range(T):
+        sl = slice(lo, lo + 1)
         o, st = op.gated_delta_net(q[:, sl], k[:, sl], v[:, sl], g[:, sl], beta[:, sl], st)
         outs.append(o)
     ref_out, ref_state = gdn_reference(torch, q, k, v, g, beta, state)
@@ -199,6 +203,19 @@ def test_gdn_state_carried_from_chunked_prefill_into_decode(torch, op):
     assert rel_err(out, ref_out) < GDN_TOL
     assert rel_err(out[:, T:], ref_out[:, T:]) < GDN_TOL
     assert rel_err(st, ref_state) < GDN_TOL
+
+
+def test_gdn_chunked_path_enabled_in_a_fresh_process_passes_the_same_tests(torch, op):
+    if CHUNK_FORCED:
+        pytest.skip("this is the process with the chunked path enabled")
+    argv = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", __file__, "-rs", "-k",
+            "chunked_prefill or from_chunked_prefill"]  # fmt: skip
+    env = dict(os.environ, GGML_CUDA_GDN_CHUNKED="1")
+    res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    tail = (res.stdout + res.stderr)[-3000:]
+    assert res.returncode == 0, tail
+    passed = [line for line in res.stdout.splitlines() if " passed" in line]
+    assert passed and int(passed[-1].split(" passed")[0].split()[-1]) >= 7, tail  # none skipped away
 
 
 def test_gdn_inplace_updates_the_state_and_matches_functional(torch, op):
