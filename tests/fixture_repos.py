@@ -292,6 +292,19 @@ def build_upstream(path: Path, layout: str = "ggml") -> FixtureRepo:
     return repo
 
 
+def sync_project(cfg, req=None, **kw):  # type: ignore[no-untyped-def]
+    """Sync `cfg` as `ggml-vendor sync` does: under the project lock (shared for a dry run), the sync stage's
+    plan, then its execute (a dry run: the plan's report). `req` is a SyncRequest, or its fields as `kw`."""
+    from toolkit import sync
+    from toolkit.core.projectlock import project_lock
+    from toolkit.sync.stage import SyncRequest
+
+    req = req if req is not None else SyncRequest(**kw)
+    with project_lock(cfg.root, command="sync", shared=req.dry_run, wait=req.wait):
+        plan = sync.plan(cfg, req)
+        return plan.dry_run_report() if req.dry_run else sync.execute(plan)
+
+
 def make_project(path: Path, upstream: str) -> Path:
     """A kernel-package project (pyproject.toml + vendor/patches/) using `upstream`."""
     path.mkdir(parents=True, exist_ok=True)

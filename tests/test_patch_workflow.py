@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from fixture_repos import GDN_CU_V1, build_upstream, make_patch, make_project, tree_state
+from fixture_repos import GDN_CU_V1, build_upstream, make_patch, make_project, sync_project, tree_state
 from typer.testing import CliRunner
 
 from toolkit.cli import app
 from toolkit.core import config
 from toolkit.core.lock import read_lock
 from toolkit.sync.patches import describe, message_of
-from toolkit.sync.stage import SyncRequest, run_sync
+from toolkit.sync.stage import SyncRequest
 from toolkit.sync.vendor_tree import check_vendor_dir
 
 runner = CliRunner()
@@ -33,7 +33,7 @@ def _cache(isolated_upstream_cache):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def proj(tmp_path, up):
     cfg = config.load(make_project(tmp_path / "proj", str(up.path)))
-    run_sync(cfg, SyncRequest(rev="v1"))
+    sync_project(cfg, SyncRequest(rev="v1"))
     return cfg
 
 
@@ -79,7 +79,7 @@ def test_save_writes_a_format_patch_and_relocks(proj):
     assert lock.info(GDN).patched_by == ("0001-scale.patch",)
     assert check_vendor_dir(proj.vendor_dir) == []  # edits and lock agree: clean
     # sync at the pin applies the saved patch and reproduces the edit: nothing to write
-    assert run_sync(proj, SyncRequest()).status == "unchanged"
+    assert sync_project(proj, SyncRequest()).status == "unchanged"
     assert "2.0f * q[0]" in gdn(proj).read_text()
 
 

@@ -19,6 +19,7 @@ from fixture_repos import (
     git,
     make_patch,
     make_project,
+    sync_project,
     tree_state,
 )
 from typer.testing import CliRunner
@@ -28,7 +29,7 @@ from toolkit.core import config
 from toolkit.core.errors import PatchError, UpstreamError, VendorStateError
 from toolkit.core.lock import read_lock, sha256_bytes
 from toolkit.sync.embedded import EMBEDDED, materialize_mini_upstream
-from toolkit.sync.stage import SyncRequest, run_sync
+from toolkit.sync.stage import SyncRequest
 
 runner = CliRunner()
 
@@ -54,7 +55,7 @@ def proj(tmp_path, up):
 
 
 def sync(cfg, **kw):
-    return run_sync(cfg, SyncRequest(**kw))
+    return sync_project(cfg, SyncRequest(**kw))
 
 
 def cli(cfg, *args):

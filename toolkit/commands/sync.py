@@ -148,8 +148,8 @@ def sync(
             wait=not no_wait,
         )
         with ui.task("sync", verbose=verbose, quiet=as_json) as task:
-            plan = sync_stage.plan(cfg, req, progress=task.log)
-            report = plan.dry_run_report() if dry_run else sync_stage.execute(plan, progress=task.log)
+            plan = sync_stage.plan(cfg, req, task.log)
+            report = plan.dry_run_report() if dry_run else sync_stage.execute(plan, task.log)
         if as_json:
             ui.emit_json(report.to_json())
         else:

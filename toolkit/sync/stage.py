@@ -3,7 +3,7 @@
 `plan_sync` is pure over a snapshot-like object (anything with commit/layout/date/subject and `read`),
 so plans are unit-tested without git. `prepare` reads the upstream and vendor/ and writes nothing in the
 project (what --dry-run prints); `execute` finishes an interrupted replacement first, swaps the new tree in
-atomically (vendor_tree) and writes the drift report. `run_sync` is the two in a row.
+atomically (vendor_tree) and writes the drift report. The CLI, the demo and the tests run the two in a row.
 """
 
 from __future__ import annotations
@@ -62,7 +62,6 @@ __all__ = [
     "plan_sync",
     "prepare",
     "execute",
-    "run_sync",
     "check_vendor",
     "license_inventory",
 ]
@@ -541,22 +540,3 @@ def _interrupted(cfg: Config, plan: SyncPlan) -> Interrupted:
     if prev is None:
         return Interrupted("vendor/ was left without a pin: nothing was synced", "run ggml-vendor sync --rev REV again")
     return Interrupted(f"vendor/ kept its previous pin {prev.commit[:12]} ({prev.rev})", "run the sync again")
-
-
-def run_sync(
-    cfg: Config,
-    req: SyncRequest,
-    *,
-    progress: Callable[[str], object] | None = None,
-    on_wait: Callable[[str], object] | None = None,
-) -> SyncReport:
-    """Sync vendor/ to `req` (see SyncRequest): prepare, then (unless req.dry_run) execute. Raises a
-    VendorError subclass, with nothing changed, on any refusal; returns what was done.
-
-    The whole run, from reading the current pin to writing the report, holds the project lock (shared for
-    a dry run): what it reports ("already at", "synced to") is the state on disk when it returns."""
-    with project_lock(cfg.root, command="sync", shared=req.dry_run, wait=req.wait, on_wait=on_wait):
-        if req.dry_run:
-            return prepare(cfg, req, progress=progress).dry_run_report()
-        recovered = tuple(recover(cfg.root))
-        return execute(prepare(cfg, req, progress=progress), progress=progress, recovered=recovered)
