@@ -370,6 +370,25 @@ def test_noop_resync_writes_nothing(proj):
     assert tree_state(proj.root) == before
 
 
+@pytest.mark.parametrize("digits", [40, 12])
+def test_naming_the_pinned_commit_by_its_sha_is_a_noop(proj, up, digits):
+    """Pinned as `master`: `sync --rev <sha of that commit>` keeps the lock's rev, writing nothing at all."""
+    sync(proj, rev="master")
+    before = tree_state(proj.root)
+    sha = up.commits["v2"][:digits]
+    res = cli(proj, "sync", "--rev", sha)
+    assert res.exit_code == 0 and "nothing written" in res.output, res.output
+    assert tree_state(proj.root) == before  # the lock's bytes too: rev stays "master"
+    assert read_lock(proj.vendor_dir).rev == "master"
+    assert sync(proj, rev=sha).status == "unchanged"
+
+
+def test_naming_another_commit_by_sha_records_the_sha(proj, up):
+    sync(proj, rev="master")
+    sync(proj, rev=up.commits["v1"])
+    assert read_lock(proj.vendor_dir).rev == up.commits["v1"]
+
+
 def test_fresh_clone_resync_restores_sources_from_the_lock(proj):
     sync(proj, rev="v2")
     lock_bytes = (proj.vendor_dir / "UPSTREAM").read_bytes()

@@ -378,6 +378,15 @@ def _previous_lock(root: Path) -> Lock | None:
     return read_lock(vendor)
 
 
+def _recorded_rev(rev: str, commit: str, previous: Lock | None) -> str:
+    """The rev the lock records. Naming the pinned commit by its own sha (or a prefix of it) is not a new
+    pin: the lock keeps the rev it had (e.g. `master`), so that sync is a no-op and writes nothing."""
+    names_commit = re.fullmatch(r"[0-9a-fA-F]{4,64}", rev) is not None and commit.startswith(rev.lower())
+    if previous is not None and previous.commit == commit and previous.rev and names_commit:
+        return previous.rev
+    return rev
+
+
 def prepare(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] | None = None) -> Prepared:
     """Resolve the upstream and compute the plan and the drift; reads the upstream and vendor/, writes
     nothing in the project (a URL upstream is fetched into the tool's cache). Raises a VendorError
@@ -425,7 +434,7 @@ def prepare(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] 
             cfg.entries_for(req.backends),
             snapshot,
             upstream=source.recorded,
-            rev=rev,
+            rev=_recorded_rev(rev, commit, previous),
             patches=patches,
             extra_patch_files=other_patch_files,
             previous=previous,
