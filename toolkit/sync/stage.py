@@ -39,7 +39,7 @@ from toolkit.sync.closure import Closure, compute_closure
 from toolkit.sync.drift import Drift, compute_drift, fingerprints_of, write_report
 from toolkit.sync.embedded import EMBEDDED
 from toolkit.sync.patches import PatchResult, apply_patches, describe
-from toolkit.sync.upstream import open_upstream
+from toolkit.sync.upstream import check_recorded, open_upstream
 from toolkit.sync.vendor_tree import (
     JOURNAL,
     LOCK_CORRUPT,
@@ -425,6 +425,7 @@ def prepare(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] 
     source, commit = open_upstream(label, resolve_rev, mirror=req.mirror, configured=cfg.upstream)
     try:
         snapshot = source.snapshot(commit)
+        check_recorded(source, snapshot)
         t = lap("resolve", t)
         step(f"computing the include closure at {commit[:12]} ({snapshot.layout} layout)")
         patches, other_patch_files = read_patches(vendor)
