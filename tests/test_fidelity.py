@@ -141,6 +141,47 @@ def test_d3_interrupt_reports_the_state_on_disk(proj, up, label, exchange, lands
     assert cli(proj.root, "sync", "--check").returncode == 0  # and the tree is consistent
 
 
+@pytest.mark.parametrize("as_json", [False, True])
+def test_interrupt_between_the_report_and_its_print_reports_the_new_pin(proj, up, monkeypatch, as_json):
+    """Ctrl-C after execute returned (the swap and drift report done) but before the report is printed:
+    the line says vendor/ is at the new pin, not "previous state kept"."""
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+    from toolkit.commands import sync as sync_command
+
+    sync_project(proj, SyncRequest(rev="v1"))
+
+    def ctrl_c(*_args, **_kw):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(
+        sync_command.ui if as_json else sync_command, "emit_json" if as_json else "_print_report", ctrl_c
+    )
+    res = CliRunner().invoke(app, ["sync", "--rev", "v2", "-C", str(proj.root), *(["--json"] if as_json else [])])
+    assert res.exit_code == 130, res.output
+    assert locked_commit(proj) == up.commits["v2"]
+    assert "previous state kept" not in res.output and "previous pin" not in res.output, res.output
+    assert f"new pin {up.commits['v2'][:12]}" in res.output and "the drift report is in" in res.output, res.output
+
+
+def test_interrupt_while_planning_keeps_the_previous_state(proj, up, monkeypatch):
+    from typer.testing import CliRunner
+
+    from toolkit import sync
+    from toolkit.cli import app
+
+    sync_project(proj, SyncRequest(rev="v1"))
+
+    def ctrl_c(*_args, **_kw):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sync, "plan", ctrl_c)
+    res = CliRunner().invoke(app, ["sync", "--rev", "v2", "-C", str(proj.root)])
+    assert res.exit_code == 130 and "previous state kept" in res.output, res.output
+    assert locked_commit(proj) == up.commits["v1"]
+
+
 # --- D4 / D5: a damaged lock ---------------------------------------------------------------------------
 
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from toolkit.sync.stage import SyncReport as Report
     from toolkit.sync.stage import SyncRequest as Request
 
-__all__ = ["Request", "Plan", "Report", "plan", "execute"]
+__all__ = ["Request", "Plan", "Report", "plan", "execute", "interrupted"]
 _TYPES = {"Request": "SyncRequest", "Plan": "Prepared", "Report": "SyncReport"}
 
 
@@ -45,3 +45,10 @@ def execute(plan: Plan, log: Log = quiet) -> Report:
     from toolkit.sync.stage import execute as run
 
     return run(plan, progress=log)
+
+
+def interrupted(plan: Plan) -> Exception:
+    """The one-line Interrupted error (exit 130) for a Ctrl-C after `plan` was made, saying what vendor/ holds."""
+    from toolkit.sync.stage import interrupted as state
+
+    return state(plan)

@@ -36,7 +36,7 @@ from toolkit.core.lock import (
 from toolkit.core.projectlock import project_lock
 from toolkit.sync import behaviour, embedded
 from toolkit.sync.closure import Closure, compute_closure
-from toolkit.sync.drift import Drift, compute_drift, fingerprints_of, write_report
+from toolkit.sync.drift import Drift, compute_drift, fingerprints_of, report_paths, write_report
 from toolkit.sync.embedded import EMBEDDED
 from toolkit.sync.patches import PatchResult, apply_patches, describe
 from toolkit.sync.upstream import check_recorded, open_upstream
@@ -511,7 +511,7 @@ def _execute_locked(
         if drift is not None:
             drift_paths = tuple(str(p) for p in write_report(cfg.build_dir, drift))
     except KeyboardInterrupt:
-        raise _interrupted(cfg, plan) from None
+        raise _interrupted(cfg, plan, drift) from None
     return SyncReport(
         "synced",
         plan,
@@ -524,7 +524,7 @@ def _execute_locked(
     )
 
 
-def _interrupted(cfg: Config, plan: SyncPlan) -> Interrupted:
+def _interrupted(cfg: Config, plan: SyncPlan, drift: Drift | None = None) -> Interrupted:
     """Ctrl-C during or after the swap: say which tree vendor/ holds now, read back from disk."""
     try:  # the state report itself is not interruptible
         old_handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -537,16 +537,38 @@ def _interrupted(cfg: Config, plan: SyncPlan) -> Interrupted:
         except OSError:
             on_disk = None
         findings = check_vendor_dir(cfg.vendor_dir) if on_disk is not None else []
+        reported = drift is not None and all(p.is_file() for p in report_paths(cfg.build_dir, drift))
     finally:
         if old_handler is not None:
             signal.signal(signal.SIGINT, old_handler)
+    return _state_line(cfg, plan, on_disk, findings, drift, reported)
+
+
+def _state_line(
+    cfg: Config, plan: SyncPlan, on_disk: str | None, findings: list[TreeFinding], drift: Drift | None, reported: bool
+) -> Interrupted:
     lock = plan.lock
     if on_disk == plan.lock_text and not findings:
-        return Interrupted(
-            f"vendor/ is at the new pin {lock.commit[:12]} ({lock.rev}): the sync had completed",
-            "nothing to undo; the drift report was not written (ggml-vendor status shows the pin)",
-        )
+        if drift is None:
+            after = "nothing to undo (ggml-vendor status shows the pin)"
+        elif reported:
+            after = "nothing to undo; the drift report is in " + str(report_paths(cfg.build_dir, drift)[0])
+        else:
+            after = "nothing to undo; the drift report was not written (ggml-vendor status shows the pin)"
+        return Interrupted(f"vendor/ is at the new pin {lock.commit[:12]} ({lock.rev}): the sync had completed", after)
     prev = plan.previous
-    if prev is None:
+    now = read_lock(cfg.vendor_dir) if on_disk is not None else None
+    if now is None:
         return Interrupted("vendor/ was left without a pin: nothing was synced", "run ggml-vendor sync --rev REV again")
-    return Interrupted(f"vendor/ kept its previous pin {prev.commit[:12]} ({prev.rev})", "run the sync again")
+    if prev is not None and now.commit == prev.commit:
+        return Interrupted(f"vendor/ kept its previous pin {prev.commit[:12]} ({prev.rev})", "run the sync again")
+    return Interrupted(
+        f"vendor/ is at {now.commit[:12]} ({now.rev}), neither the pin planned nor the previous one",
+        "another command changed it meanwhile: ggml-vendor status shows it",
+    )
+
+
+def interrupted(prep: Prepared) -> Interrupted:
+    """The Interrupted error (exit 130) for a Ctrl-C that lands anywhere after `prep` was planned, the
+    report's printing included: it says truthfully which tree vendor/ holds, read back from disk."""
+    return _interrupted(prep.cfg, prep.plan, prep.drift)
