@@ -314,8 +314,8 @@ def make_project(path: Path, upstream: str) -> Path:
 
 
 def tree_state(path: Path) -> dict[str, tuple[bytes, int]]:
-    """Every file under `path` (symlinks as their target text) -> (bytes, mtime_ns): equal states mean
-    nothing was written."""
+    """Every file under `path` (symlinks as their target text, special files by their mode) -> (bytes,
+    mtime_ns): equal states mean nothing was written."""
     state: dict[str, tuple[bytes, int]] = {}
     if not path.exists():
         return state
@@ -324,7 +324,12 @@ def tree_state(path: Path) -> dict[str, tuple[bytes, int]]:
             full = Path(dirpath) / name
             rel = full.relative_to(path).as_posix()
             st = full.lstat()
-            data = os.readlink(full).encode() if full.is_symlink() else full.read_bytes()
+            if full.is_symlink():
+                data = os.readlink(full).encode()
+            elif full.is_file():
+                data = full.read_bytes()
+            else:  # a FIFO or other special file: never opened (it could block)
+                data = f"<special file, mode {st.st_mode:o}>".encode()
             state[rel] = (data, st.st_mtime_ns)
     return state
 
