@@ -33,7 +33,7 @@ def _tuple(table: dict[str, Any], key: str) -> tuple[str, ...]:
 
 
 def validate_build_toml(root: Path, memo: Path | None, *, store: bool = True) -> None:
-    """kernels._rust.Build.open on the rendered build.toml; remembered per content hash because importing
+    """kernels' Build.open on the rendered build.toml; remembered per content hash because importing
     `kernels` costs half a second (a no-op build must stay fast). `store=False` reads the memo, never writes it."""
     text = (root / "build.toml").read_bytes()
     digest = hashlib.sha256(text).hexdigest()
@@ -43,7 +43,9 @@ def validate_build_toml(root: Path, memo: Path | None, *, store: bool = True) ->
                 return
         except (OSError, ValueError):
             pass
-    from kernels._rust import Build  # deferred: heavy import
+    from toolkit.core.kernels_bindings import kernels_type  # deferred: heavy import
+
+    Build = kernels_type("Build")
 
     try:
         Build.open(str(root))

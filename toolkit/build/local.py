@@ -565,7 +565,9 @@ class LocalExecutor:
             for rel, data in py.items():
                 (stage / rel).parent.mkdir(parents=True, exist_ok=True)
                 (stage / rel).write_bytes(data)
-            from kernels._rust import Digest, DigestAlgorithm, Metadata  # deferred: heavy import
+            from toolkit.core.kernels_bindings import kernels_types  # deferred: heavy import
+
+            Digest, DigestAlgorithm, Metadata = kernels_types("Digest", "DigestAlgorithm", "Metadata")
 
             digest = Digest.hash_variant(DigestAlgorithm.SHA256, str(stage))  # computed last
             meta["digest"] = {"algorithm": "sha256", "files": dict(sorted(digest.files.items()))}
