@@ -42,6 +42,14 @@ class Toolkit:
     cublas_headers: str = ""
     # A cross build links the target architecture's libcudart: the lib dir of a provisioned cudart tree.
     cudart_dir: str = ""
+    # The CPUs whose programs this toolkit's nvcc can compile: () = any. A system toolkit keeps its headers
+    # per target (targets/x86_64-linux/include, read through nvcc.profile's $(_TARGET_DIR_)), so with an
+    # aarch64 host compiler it looks for targets/sbsa-linux/ and finds no cuda_runtime.h; PyPI's toolkit is
+    # flat (include/ at the root), which serves every CPU.
+    cpus: tuple[str, ...] = ()
+
+    def targets(self, cpu: str) -> bool:
+        return not self.cpus or cpu in self.cpus
 
     @property
     def major(self) -> int:
@@ -362,8 +370,25 @@ def _cublas_wheel_headers(major: int) -> str:
     return ""
 
 
+_TARGET_CPUS = {"x86_64-linux": "x86_64", "sbsa-linux": "aarch64"}  # nvcc's targets/<dir> per CPU
+
+
+def toolkit_cpus(root: Path) -> tuple[str, ...]:
+    """The CPUs a CUDA toolkit root can compile for (see Toolkit.cpus): () when its headers are not laid out
+    per target (nvcc.profile without $(_TARGET_DIR_))."""
+    try:
+        profile = (root / "bin" / "nvcc.profile").read_text()
+    except OSError:
+        return ()
+    if "$(_TARGET_DIR_)" not in profile:
+        return ()
+    return tuple(
+        cpu for d, cpu in _TARGET_CPUS.items() if (root / "targets" / d / "include" / "cuda_runtime.h").is_file()
+    )
+
+
 def detect_cuda_toolkits(toolchains_dir: Path | None = None) -> tuple[Toolkit, ...]:
-    found: dict[str, Toolkit] = {}
+    found: dict[tuple[str, tuple[str, ...]], Toolkit] = {}
     for root in _cuda_roots(toolchains_dir):
         nvcc = str(root / "bin" / "nvcc")
         m = _NVCC_RELEASE.search(_run([nvcc, "--version"]))
@@ -372,7 +397,9 @@ def detect_cuda_toolkits(toolchains_dir: Path | None = None) -> tuple[Toolkit, .
         version = f"{m[1]}.{m[2]}"
         archs = tuple(_run([nvcc, "--list-gpu-code"]).split())
         cublas = "" if (root / "include" / "cublas_v2.h").is_file() else _cublas_wheel_headers(int(m[1]))
-        found.setdefault(version, Toolkit("cuda", version, str(root), nvcc, m[3], archs, cublas))
+        cpus = toolkit_cpus(root)
+        # one toolkit per version and reach: a system 13.0 does not hide a provisioned 13.0 that cross-builds
+        found.setdefault((version, cpus), Toolkit("cuda", version, str(root), nvcc, m[3], archs, cublas, cpus=cpus))
     return tuple(found.values())
 
 

@@ -62,6 +62,12 @@ class Install:
     platform: tuple[str, ...] = ()  # another CPU's wheels (pip --platform tags, --target only)
 
     @property
+    def words(self) -> str:
+        """What the plan and `variants` print for this install (the exact requirement pip gets)."""
+        plat = f" for {self.platform[0].split('_', 3)[-1]}" if self.platform else ""
+        return f"{self.what}: {self.requirement}{plat} from {index_words(self.index)}"
+
+    @property
     def ready(self) -> bool:
         return (self.path / ".complete").is_file()
 
@@ -344,3 +350,23 @@ def torch_install(
         no_deps=True,
         check=check,
     )
+
+
+def installs_for(  # type: ignore[no-untyped-def]
+    variant, provision: tuple, host_cpu: str, envs_dir: Path | None = None, toolchains_dir: Path | None = None
+) -> tuple[Install, ...]:
+    """The installs a variant's Status.provision stands for: a toolkit (host binaries, any CPU's headers),
+    another CPU's libcudart, a torch build (a venv here, a headers-and-libraries tree for another CPU)."""
+    from toolkit.build.envs import default_envs_dir
+
+    cpu = variant.cpu if variant.cpu != host_cpu else None
+    out = []
+    for kind, src in provision:
+        if kind == "toolkit":
+            out.append(toolkit_install(variant.backend, src.package, src.version, src.index, toolchains_dir))
+        elif kind == "cudart":
+            out.append(cudart_install(src.version, variant.cpu, src.index, toolchains_dir))
+        else:
+            envs = envs_dir or default_envs_dir()
+            out.append(torch_install(variant.torch, variant.compute, src.version, src.index, envs, cpu=cpu))
+    return tuple(out)
