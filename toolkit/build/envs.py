@@ -278,10 +278,12 @@ def with_probe(env: TorchEnv, cache_file: Path, *, store: bool = True) -> TorchE
 
 @dataclass(frozen=True)
 class EnvPlan:
-    """How an isolated torch environment for a variant would be created."""
+    """How an isolated torch environment for a variant would be created, and the torch build it must hold."""
 
     path: Path
     commands: tuple[tuple[str, ...], ...]
+    torch_minor: str = ""  # "2.13": the environment must hold torch 2.13.x ...
+    compute: str = ""  # ... built for this compute tag (cu126, rocm72, cpu), local tag included
 
 
 def plan_env(torch_minor: str, compute: str, index: str | None, envs_dir: Path | None = None) -> EnvPlan:
@@ -302,13 +304,47 @@ def plan_env(torch_minor: str, compute: str, index: str | None, envs_dir: Path |
                 *(("--index-url", index) if index else ()),
             ),
         ),
+        torch_minor,
+        compute,
     )
 
 
+def _compute_of(cuda: str | None, hip: str | None) -> str:
+    if cuda:
+        return "cu" + "".join(cuda.split(".")[:2])
+    if hip:
+        return "rocm" + "".join(hip.split(".")[:2])
+    return "cpu"
+
+
+def torch_build_problem(tree: Path, torch_minor: str, compute: str, version: str = "") -> str:
+    """Why the torch under `tree` (a venv or a --target tree) is not the build a row names, or "". The row
+    names a torch version (minor, or exact `version`) and a compute tag: the installed build's version,
+    its local tag (`+cu130`, when it has one) and torch.version.cuda/hip must all say so. pip picks any
+    build that satisfies `torch==2.13.*` (a `+cpu` one from a find-links folder, say), so this is checked."""
+    found = sorted(tree.glob("lib/python3*/site-packages/torch/version.py")) + sorted(tree.glob("torch/version.py"))
+    got = read_torch_version(found[0].parent) if found else None
+    if got is None:
+        return "no readable torch/version.py in it"
+    ver, cuda, hip = got
+    base, _, local = ver.partition("+")
+    built_for = _compute_of(cuda, hip)
+    if compute == "metal":
+        built_for = "metal" if not cuda and not hip else built_for
+    wrong_version = (base != version) if version else not base.startswith(f"{torch_minor}.")
+    if wrong_version or (local and local != compute) or built_for != compute:
+        return f"it holds torch {ver} (built for {built_for}), not torch {version or torch_minor} for {compute}"
+    return ""
+
+
 def create_env(plan: EnvPlan) -> None:
-    """Create the venv next to its final place and rename it in, so a failed install leaves nothing."""
+    """Create the venv next to its final place and rename it in, so a failed install leaves nothing. The
+    torch it ends up with must be the row's build (`torch_build_problem`), else nothing is kept; an existing
+    environment holding another build is replaced."""
     if (plan.path / "bin" / "python").exists():
-        return
+        if not plan.compute or not torch_build_problem(plan.path, plan.torch_minor, plan.compute):
+            return
+        shutil.rmtree(plan.path)  # a wrong build left by an older tool: made again, checked this time
     staging = plan.path.with_name(plan.path.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.parent.mkdir(parents=True, exist_ok=True)
@@ -322,6 +358,14 @@ def create_env(plan: EnvPlan) -> None:
                     f"creating torch environment {plan.path.name} failed: {tail[0]}",
                     "check that the torch index is reachable, or set [torch-index] in the matrix",
                 )
+        problem = torch_build_problem(staging, plan.torch_minor, plan.compute) if plan.compute else ""
+        if problem:
+            index = next((c[c.index("--index-url") + 1] for c in plan.commands if "--index-url" in c), None)
+            raise BuildError(
+                f"torch environment {plan.path.name} refused and removed: {problem}",
+                f"make {index or 'the torch index'} reachable from this machine (pip fell back to another "
+                "source, e.g. its configured find-links), or point [torch-index] at a mirror; then rerun",
+            )
         staging.rename(plan.path)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
