@@ -240,14 +240,14 @@ class LocalExecutor:
                 if a == "{inputs}":
                     argv += inputs
                 else:
-                    argv.append(a.replace("{out}", str(out)).replace("{dep}", str(dep)))
+                    argv.append(a.replace("{out}", str(out)).replace("{dep}", str(dep)).replace("{tmp}", str(tmp)))
             if step.tool == "python":  # in-process helper (not a compiler invocation)
                 # The checking, atomic embed of the Metal backend (the metallib must parse and target
                 # macOS >= facts.METAL_MIN_MACOS; verify checks the kernels it holds).
                 embed_metallib(Path(inputs[0]), out, argv[-1])
                 rc, text = 0, ""
             else:
-                rc, text = self._spawn(argv)
+                rc, text = self._spawn(argv, tmp)
                 with self._lock:
                     self.stats.compiler_invocations += 1
                     self.stats.per_tool[step.tool] = self.stats.per_tool.get(step.tool, 0) + 1
@@ -267,7 +267,7 @@ class LocalExecutor:
             shutil.rmtree(tmp, ignore_errors=True)
         return res
 
-    def _spawn(self, argv: list[str]) -> tuple[int, str]:
+    def _spawn(self, argv: list[str], tmp: Path) -> tuple[int, str]:
         # Spawned and registered under the lock that _kill_all takes, after checking for cancellation: a
         # compiler can never start unseen by an interrupt (and then run on for minutes).
         with self._lock:
@@ -282,7 +282,7 @@ class LocalExecutor:
                     stderr=subprocess.STDOUT,
                     text=True,
                     errors="replace",
-                    env=toolchain_env(),
+                    env=toolchain_env(tmp),
                     start_new_session=True,
                 )
             except OSError as exc:
