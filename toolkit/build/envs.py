@@ -472,10 +472,15 @@ class NixInfo:
     version: str = ""
     features: tuple[str, ...] = ()
     problem: str = ""  # empty when usable
+    fix: str = ""  # what to do about `problem`, in words a user can follow
 
     @property
     def usable(self) -> bool:
         return not self.problem
+
+
+NIX_FEATURES_LINE = "experimental-features = nix-command flakes"
+_NIX_CONF = "~/.config/nix/nix.conf (or /etc/nix/nix.conf for every user)"
 
 
 def probe_nix(nix: str, timeout: float = 10.0) -> NixInfo:
@@ -490,11 +495,20 @@ def probe_nix(nix: str, timeout: float = 10.0) -> NixInfo:
     proc = ask("--version")
     m = _NIX_VERSION.search(proc.stdout) if proc is not None and proc.returncode == 0 else None
     if m is None:
-        return NixInfo(nix, problem=f"`{nix} --version` gave no version")
+        return NixInfo(
+            nix, problem=f"`{nix} --version` gave no version", fix="repair that Nix install, or use --engine local"
+        )
     version = m.group(0)
     if (int(m[1]), int(m[2])) < NIX_MIN_VERSION:
         need = ".".join(map(str, NIX_MIN_VERSION))
-        return NixInfo(nix, version, problem=f"nix {version} at {nix} is too old (kernel-builder needs >= {need})")
+        return NixInfo(
+            nix,
+            version,
+            problem=f"nix {version} at {nix} is too old (kernel-builder needs >= {need})",
+            fix=f"install Nix >= {need} (its installer, or a newer distribution package), then turn on its "
+            f"experimental features nix-command and flakes with `{NIX_FEATURES_LINE}` in {_NIX_CONF}; "
+            "or use --engine local (the default)",
+        )
     text = ""
     for cmd in (("config", "show"), ("show-config",)):  # `config show` from Nix 2.20, `show-config` before
         proc = ask(*cmd)
@@ -509,8 +523,9 @@ def probe_nix(nix: str, timeout: float = 10.0) -> NixInfo:
             nix,
             version,
             features,
-            f"nix {version} at {nix} has {' and '.join(missing)} disabled "
-            "(add `experimental-features = nix-command flakes` to nix.conf)",
+            f"nix {version} at {nix} has {' and '.join(missing)} disabled",
+            f"turn on Nix's experimental features nix-command and flakes: add `{NIX_FEATURES_LINE}` to "
+            f"{_NIX_CONF}, or use --engine local (the default)",
         )
     return NixInfo(nix, version, features)
 

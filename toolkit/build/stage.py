@@ -38,7 +38,7 @@ def check_nix(host: HostFacts) -> None:
         raise BuildError("--engine nix: no `nix` on PATH", "install Nix >= 2.18 with flakes, or use --engine local")
     info = probe_nix(host.nix)
     if not info.usable:
-        raise BuildError(f"--engine nix: {info.problem}", "enable them, or use --engine local (the default)")
+        raise BuildError(f"--engine nix: {info.problem}", info.fix)
 
 
 def host_variant(host: HostFacts) -> Variant:
