@@ -226,8 +226,11 @@ def read_provenance(root: Path) -> Provenance:
     )
 
 
-def toolchain_env() -> dict[str, str]:
-    """Environment for compiler subprocesses: deterministic locale, no colour codes in logs."""
+def toolchain_env(tmp: Path | None = None) -> dict[str, str]:
+    """Environment for compiler subprocesses: deterministic locale and timestamps, no colour codes in logs;
+    `tmp` (the step's scratch dir, prefix-mapped in its command line) takes nvcc's tmpxft files."""
     env = dict(os.environ)
-    env.update(LC_ALL="C", LANG="C", TERM="dumb")
+    env.update(LC_ALL="C", LANG="C", TERM="dumb", SOURCE_DATE_EPOCH="0")
+    if tmp is not None:
+        env.update(TMPDIR=str(tmp), TMP=str(tmp), TEMP=str(tmp))
     return env
