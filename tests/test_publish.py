@@ -168,6 +168,17 @@ def test_publish_then_get_kernel_in_a_fresh_process(project, hub, tmp_path: Path
     assert proc.returncode != 0 and "trust" in proc.stderr
 
 
+@requires_torch
+def test_kernels_versions_lists_what_was_published(project, hub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # `kernels versions` (kernels' own CLI) asks for the tree of each version by its full ref, refs/heads/v1.
+    _publish(project, hub)
+    code = f"import sys; sys.argv = ['kernels', 'versions', {REPO!r}]; from kernels.cli import main; main()"
+    proc = _load_in_fresh_process(hub, tmp_path / "cache", code)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Version 1:" in proc.stdout and host_variant_name() in proc.stdout, proc.stdout
+    assert any("/tree/refs%2Fheads%2Fv1/build" in r[1] for r in hub.state.requests)
+
+
 def test_second_publish_is_a_no_op(project, hub) -> None:  # type: ignore[no-untyped-def]
     first = _publish(project, hub)
     before = len(_writes(hub))
