@@ -99,6 +99,16 @@ def _fail(exc: Exception, token: str, what: str) -> PublishError:
     return PublishError(f"{what}: {text}", "re-run ggml-vendor publish: it resumes from the live tree")
 
 
+def _network_errors() -> tuple[type[Exception], ...]:
+    """The exceptions huggingface_hub's HTTP client raises when the Hub cannot be reached at all (refused,
+    DNS, timeout, TLS): httpx2 for huggingface_hub 2.x, httpx for the releases before it."""
+    found: list[type[Exception]] = []
+    for name in ("httpx2", "httpx"):
+        with contextlib.suppress(ImportError):
+            found.append(__import__(name).RequestError)
+    return tuple(found)
+
+
 def _tree(api: Any, repo_id: str, rev: str) -> dict[str, RemoteFile]:
     from huggingface_hub.hf_api import RepoFile
 
@@ -300,7 +310,7 @@ def publish_hub(
             verified = _verify_after(api, repo_id, plan, revisions)
         except HfHubHTTPError as exc:
             raise _fail(exc, secret, f"publishing to {repo_id} failed") from None
-        except OSError as exc:  # connection refused, DNS, ...
+        except (OSError, *_network_errors()) as exc:  # connection refused, DNS, timeouts, ...
             text = str(exc).replace(secret, "***") if secret else str(exc)
             raise PublishError(
                 f"cannot reach {endpoint or 'the Hub'}: {text}", "check the network / HF_ENDPOINT"
