@@ -219,6 +219,16 @@ def test_refuses_dirty_builds_mixed_versions_and_stubs(tmp_path: Path, hub) -> N
     verify_build(cfg, options=NO_VENDOR)
     with pytest.raises(PublishError, match="dirty build"):
         _publish(cfg, hub)
+    # built from a checkout with uncommitted changes (vendor/ itself clean): refused too, as the docs say
+    make_variant(root / "build", prov=provenance(checkout_dirty=True))
+    verify_build(cfg, options=NO_VENDOR)
+    with pytest.raises(PublishError, match="built from a checkout with uncommitted changes"):
+        _publish(cfg, hub)
+    with pytest.raises(PublishError, match="uncommitted changes"):
+        _publish(cfg, hub, dry_run=True)
+    make_variant(root / "build", prov=provenance(checkout_dirty=False))
+    assert verify_build(cfg, options=NO_VENDOR).ok
+    assert _publish(cfg, hub, dry_run=True).status == "dry-run"
     make_variant(root / "build")
     make_variant(root / "build", variant="torch213-cxx11-cu130-x86_64-linux", version=2, uid="fx2")
     with pytest.raises(PublishError, match="mixed versions"):
