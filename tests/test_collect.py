@@ -356,7 +356,7 @@ def test_two_runners_collected_verified_published_and_loaded(tmp_path: Path) -> 
         pytest.skip(why)
     import torch
 
-    from toolkit.publish.localhub import HubServer, HubState
+    from toolkit.testing.localhub import HubServer, HubState
 
     a, b, c = (tmp_path / n for n in ("runner-a", "runner-b", "publisher"))
     for d in (a, b, c):

@@ -673,7 +673,7 @@ def client_env(endpoint: str, cache: Path, base: Mapping[str, str] | None = None
     return env
 
 
-def main() -> None:  # pragma: no cover - manual use: python -m toolkit.publish.localhub
+def main() -> None:  # pragma: no cover - manual use: python -m toolkit.testing.localhub
     import argparse
 
     ap = argparse.ArgumentParser(description="serve a local test Hub")
