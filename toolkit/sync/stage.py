@@ -189,10 +189,13 @@ def plan_sync(
     drop_upstreamed: bool = False,
     prefetch: Callable[[list[str]], None] | None = None,
     tool_version: str = __version__,
+    packages: Mapping[str, tuple[str, ...]] | None = None,
 ) -> SyncPlan:
     """Compute the new vendor/ tree and lock. `patches` are vendor/patches/*.patch (name order);
     `extra_patch_files` are other files under vendor/patches/ (kept as they are); `current` maps
-    vendor/-relative paths to the sha256 of what is there now; `findings` is check_vendor_dir's result."""
+    vendor/-relative paths to the sha256 of what is there now; `findings` is check_vendor_dir's result.
+    `entries` is the union of every package's ops (Config.all_entries); `packages` (package -> its op keys)
+    is recorded in the lock when the project holds more than one package."""
     where = f"{snapshot.commit[:12]}"
     behaviour_specs = behaviour.wanted({op for op, _, _ in entries}, {b for _, b, _ in entries})
     if prefetch is not None:  # one round trip for the entries and the always-shipped files (URL upstreams)
@@ -277,6 +280,7 @@ def plan_sync(
         llama_cpp_commit=llama_commit,
         ggml_commit=ggml_commit,
         behaviour=behaviour.behaviour_of(snapshot.read, behaviour_specs),
+        packages=dict(packages) if packages and len(packages) > 1 else {},
     )
     lock_text = render_lock(lock)
 
@@ -366,6 +370,11 @@ class Prepared:
         return SyncReport("dry-run", self.plan, drift=self.drift, seconds=self.seconds, timings=self.timings)
 
 
+def package_keys(cfg: Config) -> dict[str, tuple[str, ...]]:
+    """package -> the lock keys of its ops, in config order (what the lock's [packages] table records)."""
+    return {p.name: tuple(p.key(op.name) for op in p.ops) for p in cfg.packages}
+
+
 def _previous_lock(root: Path) -> Lock | None:
     """vendor/UPSTREAM, or the old tree's lock while an interrupted swap awaits recovery (read-only)."""
     vendor = root / "vendor"
@@ -423,7 +432,7 @@ def prepare(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] 
         current = current_hashes(vendor)
         findings = check_vendor_dir(vendor, previous) if vendor.exists() else []
         plan = plan_sync(
-            cfg.entries_for(req.backends),
+            cfg.all_entries(req.backends),
             snapshot,
             upstream=source.recorded,
             rev=rev,
@@ -434,6 +443,7 @@ def prepare(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] 
             findings=findings,
             drop_upstreamed=req.drop_upstreamed,
             prefetch=snapshot.prefetch,
+            packages=package_keys(cfg),
         )
         t = lap("plan", t)
         if plan.overwrites and not req.force:
