@@ -39,9 +39,31 @@ class Op:
 
 
 # Keys of the shared table ([tool.ggml-vendor]): the project's upstream and defaults, and the first package.
-SHARED_KEYS = ("name", "version", "license", "hub-repo", "upstream", "variants", "backends", "cuda-archs", "ops")
+SHARED_KEYS = (
+    "name",
+    "version",
+    "license",
+    "hub-repo",
+    "upstream",
+    "variants",
+    "backends",
+    "cuda-archs",
+    "rocm-archs",
+    "ops",
+)
 # Keys of [tool.ggml-vendor.packages.<name>]: everything that makes a package other than the shared pin.
-PACKAGE_KEYS = ("version", "hub-repo", "module", "templates", "root", "variants", "backends", "cuda-archs", "ops")
+PACKAGE_KEYS = (
+    "version",
+    "hub-repo",
+    "module",
+    "templates",
+    "root",
+    "variants",
+    "backends",
+    "cuda-archs",
+    "rocm-archs",
+    "ops",
+)
 # Where the first package keeps its parts (the repository top level); later packages default to
 # templates/<name>, packages/<name> and variants/<name>.toml.
 FIRST_TEMPLATES = "templates"
@@ -67,6 +89,7 @@ class Package:
     cuda_archs: tuple[str, ...]
     ops: tuple[Op, ...]
     first: bool = False
+    rocm_archs: tuple[str, ...] = ()  # () : kernel-builder's list (ggml_facts.ROCM_ARCHS)
 
     def key(self, op: str) -> str:
         """The op's key in vendor/UPSTREAM (entries, closures, needed-by, behaviour)."""
@@ -93,6 +116,7 @@ class Config:
     backends: tuple[str, ...]
     cuda_archs: tuple[str, ...]
     ops: tuple[Op, ...]
+    rocm_archs: tuple[str, ...] = ()  # () : kernel-builder's list (ggml_facts.ROCM_ARCHS)
     packages: tuple[Package, ...] = ()
     package_name: str = ""  # the package this view is of ("" only for a hand-made Config: the first)
 
@@ -166,6 +190,7 @@ class Config:
             backends=pkg.backends,
             cuda_archs=pkg.cuda_archs,
             ops=pkg.ops,
+            rocm_archs=pkg.rocm_archs,
             package_name=pkg.name,
         )
 
@@ -331,6 +356,7 @@ def _first_package(table: dict[str, Any], where: str) -> Package:
         cuda_archs=_archs(table.get("cuda-archs", ["8.0", "9.0"]), where),
         ops=_parse_ops(_require(table, "ops", dict, where), backends, where),
         first=True,
+        rocm_archs=_archs(table.get("rocm-archs", []), where, "rocm-archs"),
     )
 
 
@@ -355,6 +381,7 @@ def _later_package(name: str, table: Any, first: Package, where: str) -> Package
         backends=backends,
         cuda_archs=_archs(table["cuda-archs"], where) if "cuda-archs" in table else first.cuda_archs,
         ops=_parse_ops(_require(table, "ops", dict, where), backends, where),
+        rocm_archs=_archs(table["rocm-archs"], where, "rocm-archs") if "rocm-archs" in table else first.rocm_archs,
     )
 
 
@@ -369,9 +396,9 @@ def _rel_path(value: Any, key: str, where: str) -> str:
     return value.rstrip("/") or "."
 
 
-def _archs(value: Any, where: str) -> tuple[str, ...]:
+def _archs(value: Any, where: str, key: str = "cuda-archs") -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
-        raise ConfigError(f"{where}: 'cuda-archs' must be a list of strings, got {value!r}", 'use e.g. ["8.0", "9.0"]')
+        raise ConfigError(f"{where}: '{key}' must be a list of strings, got {value!r}", 'use e.g. ["8.0", "9.0"]')
     return tuple(value)
 
 
@@ -410,6 +437,10 @@ def load(root: Path | None = None) -> Config:
     if len({p.name for p in packages}) != len(packages):
         raise ConfigError(f"{where}: package {first.name!r} is declared twice", "give the second package another name")
     _check_family(packages, where)
+    from toolkit.core import package_facts  # lazily: it loads the packages' own facts files
+
+    for pkg in packages:
+        package_facts.check_ops(root, pkg, where)
     return Config(
         root=root,
         name=first.name,
@@ -421,6 +452,7 @@ def load(root: Path | None = None) -> Config:
         backends=first.backends,
         cuda_archs=first.cuda_archs,
         ops=first.ops,
+        rocm_archs=first.rocm_archs,
         packages=tuple(packages),
         package_name=first.name,
     )

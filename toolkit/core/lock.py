@@ -236,14 +236,14 @@ def render_lock(lock: Lock) -> str:
     if lock.fingerprints:
         lines += [
             "",
-            "# sha256 of the upstream regions our bindings depend on (ggml_facts.FINGERPRINTS).",
+            "# sha256 of the upstream regions our bindings depend on (FINGERPRINTS of ggml_facts and the packages).",
             "[fingerprints]",
         ]
         lines += [f"{_q(k)} = {_q(v)}" for k, v in sorted(lock.fingerprints.items())]
     if lock.behaviour:
         lines += [
             "",
-            "# sha256 of the functions each op's semantics live in (ggml_facts.BEHAVIOUR): the kernels and",
+            "# sha256 of the functions each op's semantics live in (the packages' BEHAVIOUR): the kernels and",
             "# ggml-cpu's reference, declaration and body apart, comments and whitespace out. The CPU reference",
             "# is read from upstream's git objects at the pin and is not vendored.",
         ]

@@ -114,7 +114,7 @@ def _match(existing: list[str], name: str) -> str | None:
 
 def _pristine_plan(cfg: Config, lock: Lock, patches: list[tuple[str, bytes]], *, rev: str | None, mirror, **kw):  # type: ignore[no-untyped-def]
     """plan_sync of `patches` at `rev` (None: the pinned commit) of the lock's upstream."""
-    from toolkit.sync.stage import package_keys, plan_sync
+    from toolkit.sync.stage import family_facts, plan_sync
     from toolkit.sync.upstream import open_upstream
 
     if rev is None:
@@ -132,7 +132,7 @@ def _pristine_plan(cfg: Config, lock: Lock, patches: list[tuple[str, bytes]], *,
             patches=patches,
             previous=lock,
             prefetch=snapshot.prefetch,
-            packages=package_keys(cfg),
+            **family_facts(cfg),
             **kw,
         )
     finally:
