@@ -22,6 +22,8 @@ FATTN_KQ_STRIDE = 256  # ggml only runs the vector kernel on KV padded to this (
 # non-static, so a second inclusion would be an ODR violation) and exposes extern "C" launchers.
 CUDA_TU_FOR_OP = {"gated_delta_net": "gdn_kernels", "flash_attn": "fa_vec_kernels"}
 CUDA_SHIM_TU = "ggml_shim"
+# The extern "C" launcher declarations the per-op units (and the preparation unit) share.
+CUDA_LAUNCHERS_HEADER = "csrc/cuda/ggml_launchers.h"
 # Our own kernel (no upstream source): the transformers layers' input preparation before gated_delta_net.
 CUDA_PREP_TU = "gdn_prep"
 # Our own CUDA units, beside the per-op ones: (context key, unit name, build.toml kernel, links the

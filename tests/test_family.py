@@ -195,3 +195,130 @@ def test_union_closure_is_pure_over_a_reader():
     assert closure.files == ("a.cu", "b.cu", "common.h", "only_a.h")
     assert closure.needed_by["common.h"] == ("a/cuda", "pkg:b/cuda")
     assert closure.needed_by["only_a.h"] == ("a/cuda",)
+
+
+# --- per package: render, build plan, --package ----------------------------------------------------------
+
+QUANT_TEMPLATES = {
+    "facts.py": (
+        '"""The fixture-quant package\'s op facts (a test fixture)."""\n\n'
+        'OPS = ("quant",)\nCUDA_TU_FOR_OP = {"quant": "quant_kernels"}\nQUANT_BLOCK = 32\n'
+    ),
+    "build.toml.j2": (
+        "# {{ notice }}\n[general]\nname = {{ name | tojson }}\nversion = {{ version }}\nedition = 5\n"
+        'license = {{ license | tojson }}\nbackends = ["cuda"]\n\n[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n'
+        '{% for key, unit in cuda_units.items() %}\n[kernel.{{ unit.kernel }}]\nbackend = "cuda"\ndepends = []\n'
+        "src = {{ unit.src | tojson }}\ninclude = {{ unit.include_dirs | tojson }}\n"
+        "cuda-capabilities = {{ cuda_archs | list | tojson }}\n{% endfor %}"
+    ),
+    "torch-ext/torch_binding.cpp.j2": "// {{ notice }}\n// block {{ facts.QUANT_BLOCK }}, flags {{ cuda_flags | length }}\n",
+    "torch-ext/__module__/__init__.py.j2": '# {{ notice }}\n"""{{ module }} from {{ package.name }}."""\n',
+    "csrc/cuda/quant_kernels.cu.j2": '// {{ notice }}\n#include "{{ cuda_units.quant.include }}"\n',
+}
+QUANT_VARIANTS = (
+    'schema = 1\ntorch = ["2.14"]\n\n[[build]]\nbackend = "cuda"\ntoolkits = ["13.0"]\nsystems = ["x86_64-linux"]\n'
+)
+
+
+def with_quant_templates(root: Path) -> Path:
+    for rel, text in QUANT_TEMPLATES.items():
+        path = root / "templates" / "fixture-quant" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (root / "variants").mkdir(exist_ok=True)
+    (root / "variants" / "fixture-quant.toml").write_text(QUANT_VARIANTS)
+    return root
+
+
+@pytest.fixture
+def synced(tmp_path, up):  # type: ignore[no-untyped-def]
+    cfg = config.load(with_quant_templates(family(tmp_path, up)))
+    execute(prepare(cfg, SyncRequest(rev="v1")))
+    return cfg
+
+
+def cli(cfg, *args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, [*args, "-C", str(cfg.root)])
+
+
+def test_render_plan_per_package(synced):
+    from toolkit import render
+
+    quant = synced.for_package("fixture-quant")
+    plan = render.plan(quant)
+    assert plan.root == synced.root / "packages" / "fixture-quant"
+    by_path = plan.by_path()
+    assert set(by_path) == {
+        "build.toml",
+        "torch-ext/torch_binding.cpp",
+        "torch-ext/fixture_quant/__init__.py",
+        "csrc/cuda/quant_kernels.cu",
+    }
+    assert '#include "ggml-cuda/fattn.cu"' in by_path["csrc/cuda/quant_kernels.cu"].content  # the locked entry
+    assert "from templates/fixture-quant/build.toml.j2" in by_path["build.toml"].content
+    assert '"../../vendor/ggml/include"' in by_path["build.toml"].content
+    assert "// block 32, flags 7" in by_path["torch-ext/torch_binding.cpp"].content  # own fact + shared fact
+    # The first package's templates/ holds the second's: they are not rendered as the first package's.
+    first = render.plan(synced)
+    assert first.root == synced.root and not [f for f in first.files if "fixture-quant" in f.template]
+
+
+def test_render_cli_filters_by_package(synced):
+    res = cli(synced, "render", "-p", "fixture-quant")
+    assert res.exit_code == 0, res.output
+    assert (synced.root / "packages/fixture-quant/build.toml").is_file()
+    assert "packages/fixture-quant/csrc/cuda/quant_kernels.cu" in res.output
+    assert not (synced.root / "build.toml").exists() and not (synced.root / "torch-ext").exists()
+    res = cli(synced, "render", "--check", "--package", "fixture-quant", "--json")
+    assert res.exit_code == 0 and '"ok": true' in res.output
+    res = cli(synced, "render", "--check", "--json")  # both: one document keyed by package
+    assert res.exit_code == 0, res.output
+    import json
+
+    doc = json.loads(res.stdout)
+    assert set(doc["packages"]) == {"fixture-kernels", "fixture-quant"}
+    assert doc["packages"]["fixture-kernels"]["files"] == []  # the fixture's first package has only facts
+    res = cli(synced, "render", "-p", "fixture-qaunt")
+    assert res.exit_code == 2 and "did you mean 'fixture-quant'" in res.output
+
+
+def test_stale_second_package_names_itself(synced):
+    assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
+    target = synced.root / "packages/fixture-quant/torch-ext/torch_binding.cpp"
+    target.write_text(target.read_text() + "// hand edit\n")
+    res = cli(synced, "render", "--check")
+    assert res.exit_code == 6, res.output
+    assert (
+        "package fixture-quant: generated files are out of date: packages/fixture-quant/torch-ext/torch_binding.cpp"
+        in res.output
+    )
+
+
+def test_build_plan_per_package_lands_under_build_package(synced):
+    import json
+
+    assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
+    res = cli(synced, "build", "--dry-run", "--json", "-p", "fixture-quant", "--all", "--no-provision")
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.stdout)
+    names = [v["name"] for v in plan["variants"]]
+    assert names == ["torch214-cxx11-cu130-x86_64-linux"]
+    assert plan["variants"][0]["out_dir"] == "../../build/fixture-quant/torch214-cxx11-cu130-x86_64-linux"
+    assert plan["variants"][0]["id"].startswith("_fixture_quant_cuda_")
+    quant = synced.for_package("fixture-quant")
+    assert (quant.package_root / plan["variants"][0]["out_dir"]).resolve() == (
+        quant.build_dir / "torch214-cxx11-cu130-x86_64-linux"
+    ).resolve()
+
+
+def test_verify_and_status_per_package(synced):
+    import json
+
+    res = cli(synced, "verify", "--dry-run", "--json", "-p", "fixture-quant")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout) == {"dry_run": True, "variants": []}
+    res = cli(synced, "status", "--json")
+    assert json.loads(res.stdout)["packages"] == {
+        "fixture-kernels": len(GDN_CUDA | FA_CUDA | METAL),
+        "fixture-quant": len(QUANT_CUDA),
+    }

@@ -139,7 +139,9 @@ def _cuda_units(
     facts: package_facts.Facts, ops: dict[str, dict[str, tuple[str, ...]]], vendor_includes: list[str]
 ) -> dict[str, dict[str, Any]]:
     units: dict[str, dict[str, Any]] = {}
-    launchers = "csrc/cuda/ggml_launchers.h"
+    # The header of extern "C" launchers the package's units share, when it has one (its facts say where).
+    header = facts.own.get("CUDA_LAUNCHERS_HEADER")
+    launchers = [header] if header else []
     for op_name, tu in facts.own.get("CUDA_TU_FOR_OP", {}).items():
         entries = ops.get(op_name, {}).get("cuda")
         if not entries:
@@ -159,7 +161,7 @@ def _cuda_units(
             "path": path,
             "entry": entries[0],
             "include": include_spelling(entries[0]),
-            "src": [path, launchers],
+            "src": [path, *launchers],
             "include_dirs": vendor_includes,
             "comment": f"{op_name}: includes {entries[0]} exactly once",
         }
@@ -172,7 +174,7 @@ def _cuda_units(
             "path": path,
             "entry": "",
             "include": "ggml-cuda/common.cuh",
-            "src": [path, launchers] if uses_launchers else [path],
+            "src": [path, *launchers] if uses_launchers else [path],
             "include_dirs": vendor_includes,
             "comment": comment,
         }
