@@ -322,3 +322,79 @@ def test_verify_and_status_per_package(synced):
         "fixture-kernels": len(GDN_CUDA | FA_CUDA | METAL),
         "fixture-quant": len(QUANT_CUDA),
     }
+
+
+# --- init ------------------------------------------------------------------------------------------------
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_init_dry_run_writes_nothing(tmp_path, up):
+    root = make_project(tmp_path / "proj", str(up.path))
+    before = tree(root)
+    res = runner.invoke(
+        app, ["init", "fixture-new", "--op", "quant=src/ggml-cuda/fattn.cu", "--dry-run", "-C", str(root)]
+    )
+    assert res.exit_code == 0, res.output
+    assert "would add [tool.ggml-vendor.packages.fixture-new] to pyproject.toml" in res.output
+    assert "would create templates/fixture-new/facts.py" in res.output
+    assert "would create tests/test_fixture_new.py" in res.output
+    assert tree(root) == before
+
+
+def test_init_adds_a_package_that_syncs_and_renders(tmp_path, up):
+    root = make_project(tmp_path / "proj", str(up.path))
+    before = (root / "pyproject.toml").read_text()
+    res = runner.invoke(
+        app,
+        [
+            "init",
+            "fixture-new",
+            "--op",
+            "quant=src/ggml-cuda/fattn.cu",
+            "--op",
+            "quant=metal:src/ggml-metal/ggml-metal.metal",
+            "-C",
+            str(root),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    after = (root / "pyproject.toml").read_text()
+    assert after.startswith(before)  # appended: every comment and line of the old file kept
+    assert "# a comment that must survive" in after
+    cfg = config.load(root)
+    new = cfg.for_package("fixture-new")
+    assert (new.hub_repo, new.module, new.backends) == ("someone/fixture-new", "fixture_new", ("cuda", "metal"))
+    assert [(op.name, sorted(op.entries)) for op in new.ops] == [("quant", ["cuda", "metal"])]
+    assert (root / "templates/fixture-new/facts.py").is_file() and (root / "tests/test_fixture_new.py").is_file()
+    execute(prepare(cfg, SyncRequest(rev="v1")))
+    assert set(read_lock(cfg.vendor_dir).package_files("fixture-new")) >= QUANT_CUDA
+    res = runner.invoke(app, ["render", "-p", "fixture-new", "-C", str(root)])
+    assert res.exit_code == 0, res.output
+    unit = (root / "packages/fixture-new/csrc/cuda/quant_kernels.cu").read_text()
+    assert '#include "ggml-cuda/fattn.cu"' in unit
+    binding = (root / "packages/fixture-new/torch-ext/torch_binding.cpp").read_text()
+    assert "quant: cuda src/ggml-cuda/fattn.cu; metal src/ggml-metal/ggml-metal.metal" in binding
+    assert runner.invoke(app, ["render", "--check", "-p", "fixture-new", "-C", str(root)]).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["fixture-kernels", "--op", "quant=src/x.cu"], "already exists"),
+        (["Bad_Name", "--op", "quant=src/x.cu"], "not a valid kernel name"),
+        (["fixture-new"], "at least one --op"),
+        (["fixture-new", "--op", "quant=vulkan:src/x.cu"], "unknown backend 'vulkan'"),
+        (["fixture-new", "--op", "quant=../x.cu"], "not a relative path"),
+        (["fixture-new", "--op", "quant=src/x.cu", "--hub-repo", "someone/fixture-kernels"], "share the Hub repo"),
+    ],
+)
+def test_init_refusals_are_one_line_exit_2_and_write_nothing(tmp_path, up, args, match):
+    root = make_project(tmp_path / "proj", str(up.path))
+    before = tree(root)
+    res = runner.invoke(app, ["init", *args, "-C", str(root)])
+    assert res.exit_code == 2, res.output
+    assert match in res.output
+    assert tree(root) == before
