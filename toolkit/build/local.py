@@ -338,7 +338,7 @@ class LocalExecutor:
             f = self.gen_dir / name
             if not f.is_file() or f.read_text() != text:
                 f.write_text(text)
-        clean_stale_stages(self.root / "build")
+        clean_stale_stages(self.root / self.plan.project.out_base)
         self._materialize_cublas(variants)
         steps = self.plan.steps_for(variants)
         pending = {s.id: s for s in steps}

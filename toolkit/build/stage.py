@@ -296,13 +296,13 @@ class BuildReport:
 
 def execute(prep: Prepared, *, jobs: int | None = None, progress: bool = True) -> BuildReport:
     plan = prep.plan
-    root = prep.cfg.root
+    root = plan.project.root  # the package's rendered tree: step paths are relative to it
     cache = BuildCache(prep.cache, root)
     results: dict[str, VariantResult] = {}
     local = plan.buildable()
     stats = RunStats()
     if local:
-        prov = read_provenance(root)
+        prov = read_provenance(prep.cfg.root)  # the project's pin and HEAD, whichever package
         ex = LocalExecutor(
             plan,
             cache,

@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from toolkit import __version__
-from toolkit.core import ggml_facts
+from toolkit.core import ggml_facts, package_facts
 from toolkit.core.config import Config, Entry
 from toolkit.core.errors import Interrupted, UpstreamError, VendorStateError
 from toolkit.core.lock import (
@@ -188,12 +188,18 @@ def plan_sync(
     drop_upstreamed: bool = False,
     prefetch: Callable[[list[str]], None] | None = None,
     tool_version: str = __version__,
+    packages: Mapping[str, tuple[str, ...]] | None = None,
+    fingerprints: tuple[ggml_facts.Fingerprint, ...] = ggml_facts.FINGERPRINTS,
+    behaviour_specs: tuple[ggml_facts.Behaviour, ...] = (),
 ) -> SyncPlan:
     """Compute the new vendor/ tree and lock. `patches` are vendor/patches/*.patch (name order);
     `extra_patch_files` are other files under vendor/patches/ (kept as they are); `current` maps
-    vendor/-relative paths to the sha256 of what is there now; `findings` is check_vendor_dir's result."""
+    vendor/-relative paths to the sha256 of what is there now; `findings` is check_vendor_dir's result.
+    `entries` is the union of every package's ops (Config.all_entries); `packages` (package -> its op keys)
+    is recorded in the lock when the project holds more than one package. `fingerprints` and `behaviour_specs`
+    are the regions and functions to hash (toolkit.core.package_facts: shared ones and every package's)."""
     where = f"{snapshot.commit[:12]}"
-    behaviour_specs = behaviour.wanted({op for op, _, _ in entries}, {b for _, b, _ in entries})
+    behaviour_specs = behaviour.wanted({op for op, _, _ in entries}, {b for _, b, _ in entries}, behaviour_specs)
     if prefetch is not None:  # one round trip for the entries and the always-shipped files (URL upstreams)
         prefetch(
             [alt for _, _, e in entries for alt in e.alternatives]
@@ -272,10 +278,11 @@ def plan_sync(
         licenses=license_inventory(patched),
         entries=entries_used,
         closures=closures,
-        fingerprints=fingerprints_of(pristine),
+        fingerprints=fingerprints_of(pristine, fingerprints),
         llama_cpp_commit=llama_commit,
         ggml_commit=ggml_commit,
         behaviour=behaviour.behaviour_of(snapshot.read, behaviour_specs),
+        packages=dict(packages) if packages and len(packages) > 1 else {},
     )
     lock_text = render_lock(lock)
 
@@ -365,6 +372,16 @@ class Prepared:
         return SyncReport("dry-run", self.plan, drift=self.drift, seconds=self.seconds, timings=self.timings)
 
 
+def family_facts(cfg: Config) -> dict[str, Any]:
+    """plan_sync's keywords for a family: package -> the lock keys of its ops, in config order (the lock's
+    [packages] table), and the regions and functions every package's facts name."""
+    return {
+        "packages": {p.name: tuple(p.key(op.name) for op in p.ops) for p in cfg.packages},
+        "fingerprints": package_facts.fingerprints(cfg),
+        "behaviour_specs": package_facts.behaviour(cfg),
+    }
+
+
 def _previous_lock(root: Path) -> Lock | None:
     """vendor/UPSTREAM, or the old tree's lock while an interrupted swap awaits recovery (read-only)."""
     vendor = root / "vendor"
@@ -432,7 +449,7 @@ def prepare(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] 
         current = current_hashes(vendor)
         findings = check_vendor_dir(vendor, previous) if vendor.exists() else []
         plan = plan_sync(
-            cfg.entries_for(req.backends),
+            cfg.all_entries(req.backends),
             snapshot,
             upstream=source.recorded,
             rev=_recorded_rev(rev, commit, previous),
@@ -443,6 +460,7 @@ def prepare(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] 
             findings=findings,
             drop_upstreamed=req.drop_upstreamed,
             prefetch=snapshot.prefetch,
+            **family_facts(cfg),
         )
         t = lap("plan", t)
         if plan.overwrites and not req.force:
@@ -464,6 +482,8 @@ def prepare(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] 
                 old_text=old_text,
                 new_text=snapshot.read,
                 log_function=source.log_function,
+                fingerprints=package_facts.fingerprints(cfg),
+                behaviour_specs=package_facts.behaviour(cfg),
             )
             described = {n: describe(b) for n, b in patches}
             drift = replace(drift, patches=tuple((r.name, r.verdict, described[r.name]) for r in plan.patches))
