@@ -89,3 +89,34 @@ def test_plan_from_a_local_clone_writes_nothing(tmp_path, up):
     assert plan.plan is not None and plan.plan.changes and plan.drift is not None
     assert plan.lines()[0].startswith("dry run: would sync vendor/ to")
     assert state(cfg.root, up.path) == before
+
+
+def test_sync_status_and_patch_follow_the_stage_protocol(tmp_path, up):
+    from toolkit.core.stage import Plan, Report, exit_code_of
+    from toolkit.sync import patch_workflow
+    from toolkit.sync import status as status_stage
+
+    cfg = config.load(make_project(tmp_path / "p", str(up.path)))
+    plan = sync.plan(cfg, SyncRequest(rev="v1"))
+    report = sync.execute(plan)
+    assert isinstance(plan, Plan) and isinstance(report, Report) and exit_code_of(report) == 0
+    assert report.lines()[0].startswith("synced vendor/ to") and report.to_json()["status"] == "synced"
+
+    splan = status_stage.plan(cfg)
+    srep = status_stage.execute(splan)
+    assert isinstance(splan, Plan) and isinstance(srep, Report) and srep.to_json()["clean"] is True
+    assert "vendor/ clean" in srep.lines()
+
+    gdn = cfg.vendor_dir / "ggml" / "src/ggml-cuda/gated_delta_net.cu"
+    gdn.write_text(gdn.read_text() + "// ours\n")
+    save = patch_workflow.plan_save(cfg, "ours", "cuda: a comment")
+    assert isinstance(save, Plan) and save.lines()[0].startswith("would save vendor/patches/0001-ours.patch")
+    saved = patch_workflow.execute_save(save)
+    assert isinstance(saved, Report) and saved.to_json()["written"] is True
+    listed = patch_workflow.list_patches(cfg)
+    assert isinstance(listed, Report) and "0001-ours.patch: applies" in "\n".join(listed.lines())
+    drop = patch_workflow.plan_drop(cfg, "ours")
+    assert isinstance(drop, Plan) and drop.lines() == ["would drop vendor/patches/0001-ours.patch"]
+    dropped = patch_workflow.execute_drop(drop)
+    assert isinstance(dropped, Report) and dropped.lines() == ["dropped vendor/patches/0001-ours.patch"]
+    assert "// ours" not in gdn.read_text()
