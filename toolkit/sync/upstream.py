@@ -353,6 +353,47 @@ def _cache_dir_for(url: str) -> Path:
     return cache_root() / "upstreams" / f"{slug}-{hashlib.sha1(url.encode()).hexdigest()[:10]}.git"
 
 
+def _create_cache(url: str, cache: Path) -> None:
+    """An empty filtered (blob:none) bare repository for `url` at `cache`, made beside it and renamed into
+    place; a concurrent run that made it first wins (its cache is as good as ours)."""
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_name(cache.name + f".tmp-{os.getpid()}")
+    subprocess.run(["git", "init", "-q", "--bare", str(tmp)], check=True, capture_output=True, env=_git_env())
+    for key, value in (
+        ("remote.origin.url", url),
+        ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
+        ("remote.origin.promisor", "true"),
+        ("remote.origin.partialclonefilter", "blob:none"),
+        ("core.repositoryformatversion", "1"),
+        ("extensions.partialClone", _REMOTE),
+    ):
+        _run_git(tmp, "config", key, value)
+    if cache.exists():
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        os.replace(tmp, cache)
+
+
+def _fetch_error(url: str, rev: str, msg: str) -> UpstreamError:
+    """The one line for a failed fetch of `rev`: an unknown revision, or an unreachable upstream."""
+    if re.search(
+        r"couldn't find remote ref|not our ref|no such remote ref|unadvertised object|"
+        r"did not send all necessary objects|invalid refspec",
+        msg,
+        re.I,
+    ):
+        hint = (
+            "a URL upstream needs a full 40-digit sha, a tag or a branch"
+            if _SHA_RE.match(rev) and len(rev) < 40
+            else "pass an existing branch, tag or full commit id"
+        )
+        return UpstreamError(f"unknown revision {rev!r} at {url} ({msg})", hint)
+    return UpstreamError(
+        f"cannot reach upstream {url}: {msg}",
+        "check the URL and the network, or pass --mirror PATH to a local clone",
+    )
+
+
 def _open_cached(url: str, rev: str) -> tuple[Source, str]:
     """The cache of `url` when it already holds `rev` (a full commit id), read offline; else NeedsFetch (a
     branch or tag may have moved: only the network can say)."""
@@ -375,22 +416,7 @@ def _open_url(url: str, rev: str, *, offline: bool = False) -> tuple[Source, str
         return _open_cached(url, rev)
     cache = _cache_dir_for(url)
     if not (cache / "HEAD").exists():
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(cache.name + f".tmp-{os.getpid()}")
-        subprocess.run(["git", "init", "-q", "--bare", str(tmp)], check=True, capture_output=True, env=_git_env())
-        for key, value in (
-            ("remote.origin.url", url),
-            ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
-            ("remote.origin.promisor", "true"),
-            ("remote.origin.partialclonefilter", "blob:none"),
-            ("core.repositoryformatversion", "1"),
-            ("extensions.partialClone", _REMOTE),
-        ):
-            _run_git(tmp, "config", key, value)
-        if cache.exists():  # another process won the race; its cache is as good as ours
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            os.replace(tmp, cache)
+        _create_cache(url, cache)
     src = Source(cache, url, partial=True, url=url)
     # A pinned full sha already in the cache needs no network at all.
     if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", rev) and src.has_commit(rev):
@@ -408,23 +434,7 @@ def _open_url(url: str, rev: str, *, offline: bool = False) -> tuple[Source, str
         check=False,
     )
     if proc.returncode != 0:
-        msg = _last_line(proc.stderr)
-        if re.search(
-            r"couldn't find remote ref|not our ref|no such remote ref|unadvertised object|"
-            r"did not send all necessary objects|invalid refspec",
-            msg,
-            re.I,
-        ):
-            hint = (
-                "a URL upstream needs a full 40-digit sha, a tag or a branch"
-                if _SHA_RE.match(rev) and len(rev) < 40
-                else "pass an existing branch, tag or full commit id"
-            )
-            raise UpstreamError(f"unknown revision {rev!r} at {url} ({msg})", hint)
-        raise UpstreamError(
-            f"cannot reach upstream {url}: {msg}",
-            "check the URL and the network, or pass --mirror PATH to a local clone",
-        )
+        raise _fetch_error(url, rev, _last_line(proc.stderr))
     commit = _run_git(cache, "rev-parse", "--verify", "FETCH_HEAD^{commit}").stdout.strip()
     # Keep the pinned commit reachable so `git gc` in the cache never drops it.
     _run_git(cache, "update-ref", f"refs/ggml-vendor/pins/{commit}", commit)
