@@ -305,10 +305,17 @@ def sync_project(cfg, req=None, **kw):  # type: ignore[no-untyped-def]
         return plan.dry_run_report() if req.dry_run else sync.execute(plan)
 
 
+# The first package's op facts (kernel names, fingerprinted regions, behaviour functions): a fixture project
+# declares the same ops, so it carries the same facts file beside its (absent) templates.
+FACTS_FILE = Path(__file__).resolve().parents[1] / "templates" / "facts.py"
+
+
 def make_project(path: Path, upstream: str) -> Path:
-    """A kernel-package project (pyproject.toml + vendor/patches/) using `upstream`."""
+    """A kernel-package project (pyproject.toml + templates/facts.py + vendor/patches/) using `upstream`."""
     path.mkdir(parents=True, exist_ok=True)
     (path / "pyproject.toml").write_text(PROJECT_TOML.format(upstream=upstream))
+    (path / "templates").mkdir(exist_ok=True)
+    (path / "templates" / "facts.py").write_bytes(FACTS_FILE.read_bytes())
     (path / "vendor" / "patches").mkdir(parents=True, exist_ok=True)
     return path
 

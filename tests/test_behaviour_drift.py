@@ -64,7 +64,7 @@ def test_calls_and_declarations_are_not_definitions():
 
 # --- the miniature replay (always runs) -----------------------------------------------------------------
 
-# A CPU reference of our own, shaped like ggml-cpu's (the function ggml_facts.BEHAVIOUR names), for the
+# A CPU reference of our own, shaped like ggml-cpu's (the function templates/facts.py BEHAVIOUR names), for the
 # miniature: the state row of value column c is contiguous ([value][key]).
 MINI_OPS_CPP = """// Miniature CPU reference (written by the ggml-vendor authors).
 #include "ggml.h"
@@ -126,6 +126,8 @@ def _replay(tmp_path: Path, upstream: Path, pins: list[str]) -> list:
     root = tmp_path / "proj"
     root.mkdir()
     (root / "pyproject.toml").write_text((REPO / "pyproject.toml").read_text())
+    (root / "templates").mkdir()
+    (root / "templates" / "facts.py").write_bytes((REPO / "templates" / "facts.py").read_bytes())  # the ops' facts
     (root / "vendor" / "patches").mkdir(parents=True)
     config.set_value(root, "upstream", str(upstream))
     cfg = config.load(root)

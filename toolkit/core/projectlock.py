@@ -69,12 +69,16 @@ def holder(root: Path) -> str:
                 continue
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             words = [a.decode("utf-8", "replace") for a in argv if a]
-            command = next((w for w in words if w in _COMMANDS), "command")
+            command = next((w for w in words if w in _commands()), "command")
             return f"ggml-vendor {command} (pid {pid})"
     return "another ggml-vendor command"
 
 
-_COMMANDS = ("sync", "patch", "render", "build", "verify", "publish", "status", "demo", "ci")
+def _commands() -> tuple[str, ...]:
+    """The command names, from the entry point's own list (one source: a new command is named too)."""
+    from toolkit.cli import COMMAND_MODULES
+
+    return COMMAND_MODULES
 
 
 @contextlib.contextmanager

@@ -1,6 +1,6 @@
 """What changed upstream when the pin moves: files of the vendored subset added/removed/renamed/changed, the
 upstream commits between the two pins that touched them, and drift in the fingerprinted regions our
-bindings depend on (ggml_facts.FINGERPRINTS). Rendered as Markdown and JSON.
+bindings depend on (FINGERPRINTS: ggml_facts' shared ones and each package's). Rendered as Markdown and JSON.
 
 The report is written to build/reports/drift-<old>-<new>.{md,json} (build/ is ignored by git; vendor/
 only tracks the lock and patches, and the lock diff already shows the new pin in review).
@@ -65,7 +65,7 @@ APPEARED, GONE = "appeared", "gone"
 
 @dataclass(frozen=True)
 class BehaviourDrift:
-    """One function an op's semantics live in (ggml_facts.BEHAVIOUR) that moved between the pins."""
+    """One function an op's semantics live in (a package's BEHAVIOUR) that moved between the pins."""
 
     key: str
     op: str
@@ -244,6 +244,7 @@ def compute_drift(
     new_text: Callable[[str], bytes | None] | None = None,
     fingerprints: tuple[Fingerprint, ...] = ggml_facts.FINGERPRINTS,
     log_function: Callable[[str, str, str, str], list[tuple[str, str]] | None] | None = None,
+    behaviour_specs: tuple[ggml_facts.Behaviour, ...] = (),
 ) -> Drift:
     """Compare two locks. `log(old, new, repo_paths)` lists commits (None when history is unavailable);
     `old_text`/`new_text` read pristine upstream files at each pin, for region diffs."""
@@ -252,7 +253,7 @@ def compute_drift(
     added, removed, renamed, changed = _file_changes(old_blobs, new_blobs)
     commits, backwards, note = _history(old, new, log, sorted(set(old_blobs) | set(new_blobs)))
     regions = _region_drift(old, new, old_text, new_text, fingerprints)
-    behaviour_drift = _behaviour_drift(old, new, old_text, new_text, log_function)
+    behaviour_drift = _behaviour_drift(old, new, old_text, new_text, log_function, behaviour_specs)
     return Drift(
         new.upstream,
         old.commit,
@@ -357,10 +358,11 @@ def _behaviour_drift(
     old_text: Callable[[str], bytes | None] | None,
     new_text: Callable[[str], bytes | None] | None,
     log_function: Callable[[str, str, str, str], list[tuple[str, str]] | None] | None,
+    behaviour_specs: tuple[ggml_facts.Behaviour, ...] = (),
 ) -> tuple[BehaviourDrift, ...]:
     if not old.behaviour:
         return ()  # a lock written before behaviour fingerprints: nothing to compare against
-    specs = {s.key: s for s in ggml_facts.BEHAVIOUR}
+    specs = {s.key: s for s in behaviour_specs}
     prefix = ggml_facts.LAYOUT_PREFIX.get(new.layout, "")
     out = []
     for key in [k for k in specs if k in new.behaviour] + sorted(set(new.behaviour) - set(specs)):

@@ -224,7 +224,7 @@ def _match(existing: list[str], name: str) -> str | None:
 
 def _pristine_plan(cfg: Config, lock: Lock, patches: list[tuple[str, bytes]], *, rev: str | None, mirror, **kw):  # type: ignore[no-untyped-def]
     """plan_sync of `patches` at `rev` (None: the pinned commit) of the lock's upstream."""
-    from toolkit.sync.stage import plan_sync
+    from toolkit.sync.stage import family_facts, plan_sync
     from toolkit.sync.upstream import open_upstream
 
     if rev is None:
@@ -235,13 +235,14 @@ def _pristine_plan(cfg: Config, lock: Lock, patches: list[tuple[str, bytes]], *,
     try:
         snapshot = source.snapshot(commit)
         return plan_sync(
-            cfg.entries_for(None),
+            cfg.all_entries(None),
             snapshot,
             upstream=source.recorded,
             rev=lock.rev if rev is None else rev,
             patches=patches,
             previous=lock,
             prefetch=snapshot.prefetch,
+            **family_facts(cfg),
             **kw,
         )
     finally:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from toolkit import __version__
-from toolkit.core import ggml_facts
+from toolkit.core import ggml_facts, package_facts
 from toolkit.core.config import Config, Entry
 from toolkit.core.errors import Interrupted, UpstreamError, VendorStateError
 from toolkit.core.lock import (
@@ -278,11 +278,17 @@ def plan_sync(
     drop_upstreamed: bool = False,
     prefetch: Callable[[list[str]], None] | None = None,
     tool_version: str = __version__,
+    packages: Mapping[str, tuple[str, ...]] | None = None,
+    fingerprints: tuple[ggml_facts.Fingerprint, ...] = ggml_facts.FINGERPRINTS,
+    behaviour_specs: tuple[ggml_facts.Behaviour, ...] = (),
 ) -> SyncPlan:
     """Compute the new vendor/ tree and lock. `patches` are vendor/patches/*.patch (name order);
     `extra_patch_files` are other files under vendor/patches/ (kept as they are); `current` maps
-    vendor/-relative paths to the sha256 of what is there now; `findings` is check_vendor_dir's result."""
-    behaviour_specs = behaviour.wanted({op for op, _, _ in entries}, {b for _, b, _ in entries})
+    vendor/-relative paths to the sha256 of what is there now; `findings` is check_vendor_dir's result.
+    `entries` is the union of every package's ops (Config.all_entries); `packages` (package -> its op keys)
+    is recorded in the lock when the project holds more than one package. `fingerprints` and `behaviour_specs`
+    are the regions and functions to hash (toolkit.core.package_facts: shared ones and every package's)."""
+    behaviour_specs = behaviour.wanted({op for op, _, _ in entries}, {b for _, b, _ in entries}, behaviour_specs)
     if prefetch is not None:  # one round trip for the entries and the always-shipped files (URL upstreams)
         prefetch(_prefetch_paths(entries, behaviour_specs))
     closure = compute_closure(entries, snapshot.read, where=snapshot.commit[:12], prefetch=prefetch)
@@ -291,25 +297,19 @@ def plan_sync(
     patched_by = _patched_by(results, reasons)
     kept = [r for r in results if not (drop_upstreamed and r.verdict == VERDICT_UPSTREAM)]
     file_info = _file_info(patched, blobs, reasons, closure, patched_by)
-    llama_commit, ggml_commit = _recorded_commits(snapshot)
-    lock = Lock(
-        upstream=upstream,
-        layout=snapshot.layout,
-        commit=snapshot.commit,
-        rev=rev,
-        date=snapshot.date,
-        subject=snapshot.subject,
-        tool_version=tool_version,
-        files={f.path: f.sha256 for f in file_info},
-        file_info=file_info,
-        patches=tuple(LockedPatch(r.name, r.sha256, r.verdict) for r in kept),
-        licenses=license_inventory(patched),
-        entries=_per_op(closure, "entries"),
-        closures=_per_op(closure, "files"),
-        fingerprints=fingerprints_of(pristine),
-        llama_cpp_commit=llama_commit,
-        ggml_commit=ggml_commit,
-        behaviour=behaviour.behaviour_of(snapshot.read, behaviour_specs),
+    lock = _make_lock(
+        snapshot,
+        upstream,
+        rev,
+        tool_version,
+        file_info,
+        kept,
+        patched,
+        closure,
+        pristine,
+        fingerprints,
+        behaviour_specs,
+        packages,
     )
     lock_text = render_lock(lock)
     desired = _desired_tree(lock_text, patched, dict(patches), kept, extra_patch_files or {})
@@ -323,6 +323,44 @@ def plan_sync(
         changes=_changes(desired, now),
         overwrites=_overwrites(findings or [], desired, now),
         previous=previous,
+    )
+
+
+def _make_lock(
+    snapshot: SnapshotLike,
+    upstream: str,
+    rev: str,
+    tool_version: str,
+    file_info: tuple[LockedFile, ...],
+    kept: list[PatchResult],
+    patched: Mapping[str, bytes],
+    closure: Closure,
+    pristine: Mapping[str, bytes],
+    fingerprints: tuple[ggml_facts.Fingerprint, ...],
+    behaviour_specs: tuple[ggml_facts.Behaviour, ...],
+    packages: Mapping[str, tuple[str, ...]] | None,
+) -> Lock:
+    """The new vendor/UPSTREAM as data."""
+    llama_commit, ggml_commit = _recorded_commits(snapshot)
+    return Lock(  # one pin for every package of the project
+        upstream=upstream,
+        layout=snapshot.layout,
+        commit=snapshot.commit,
+        rev=rev,
+        date=snapshot.date,
+        subject=snapshot.subject,
+        tool_version=tool_version,
+        files={f.path: f.sha256 for f in file_info},
+        file_info=file_info,
+        patches=tuple(LockedPatch(r.name, r.sha256, r.verdict) for r in kept),
+        licenses=license_inventory(patched),
+        entries=_per_op(closure, "entries"),
+        closures=_per_op(closure, "files"),
+        fingerprints=fingerprints_of(pristine, fingerprints),
+        llama_cpp_commit=llama_commit,
+        ggml_commit=ggml_commit,
+        behaviour=behaviour.behaviour_of(snapshot.read, behaviour_specs),
+        packages=dict(packages) if packages and len(packages) > 1 else {},
     )
 
 
@@ -523,6 +561,16 @@ class Prepared:
         return self.dry_run_report().to_json()
 
 
+def family_facts(cfg: Config) -> dict[str, Any]:
+    """plan_sync's keywords for a family: package -> the lock keys of its ops, in config order (the lock's
+    [packages] table), and the regions and functions every package's facts name."""
+    return {
+        "packages": {p.name: tuple(p.key(op.name) for op in p.ops) for p in cfg.packages},
+        "fingerprints": package_facts.fingerprints(cfg),
+        "behaviour_specs": package_facts.behaviour(cfg),
+    }
+
+
 def _previous_lock(root: Path) -> Lock | None:
     """vendor/UPSTREAM, or the old tree's lock while an interrupted swap awaits recovery (read-only)."""
     vendor = root / "vendor"
@@ -627,7 +675,7 @@ def _plan_from(
     patches, other_patch_files = read_patches(vendor)
     current = current_hashes(vendor)
     plan = plan_sync(
-        cfg.entries_for(req.backends),
+        cfg.all_entries(req.backends),
         snapshot,
         upstream=source.recorded,
         rev=rev,
@@ -638,19 +686,25 @@ def _plan_from(
         findings=check_vendor_dir(vendor, previous) if vendor.exists() else [],
         drop_upstreamed=req.drop_upstreamed,
         prefetch=snapshot.prefetch,
+        **family_facts(cfg),
     )
     laps.lap("plan")
     if plan.overwrites and not req.force:
         raise _overwrite_error(plan.overwrites)
     drift = None
     if previous is not None and previous.commit != commit:
-        drift = _drift(source, snapshot, previous, plan, patches)
+        drift = _drift(cfg, source, snapshot, previous, plan, patches)
         laps.lap("drift")
     return Prepared(cfg, req, plan, drift, current, time.perf_counter() - t0, laps.timings)
 
 
 def _drift(
-    source: Source, snapshot: Snapshot, previous: Lock, plan: SyncPlan, patches: list[tuple[str, bytes]]
+    cfg: Config,
+    source: Source,
+    snapshot: Snapshot,
+    previous: Lock,
+    plan: SyncPlan,
+    patches: list[tuple[str, bytes]],
 ) -> Drift:
     """What changed upstream between the previous pin and the planned one (read from `source`)."""
     old_snap = source.snapshot(previous.commit) if source.has_commit(previous.commit) else None
@@ -668,6 +722,8 @@ def _drift(
         old_text=old_text,
         new_text=snapshot.read,
         log_function=source.log_function,
+        fingerprints=package_facts.fingerprints(cfg),
+        behaviour_specs=package_facts.behaviour(cfg),
     )
     described = {n: describe(b) for n, b in patches}
     return replace(drift, patches=tuple((r.name, r.verdict, described[r.name]) for r in plan.patches))
