@@ -146,8 +146,8 @@ class SyncReport:
         if self.plan is None:
             return [
                 f"dry run: would first {self.fetch}, then sync vendor/ from it",
-                "  the file list needs those objects, and a dry run fetches nothing: run without --dry-run "
-                "(or once with --mirror PATH) to see it",
+                "  the file list needs those objects, and a dry run neither fetches nor builds anything: "
+                "run the sync itself (or pass --mirror PATH to a local clone) to see it",
             ]
         return _head_lines(self) + _detail_lines(self, verbose) + _tail_lines(self)
 
