@@ -189,14 +189,14 @@ class Drift:
         out += ["", "## Behaviour: kernels and ggml-cpu reference per op", ""]
         if not self.behaviour:
             out.append("No kernel or reference function changed (comments and whitespace ignored).")
-        for b in self.behaviour:
-            out.append(f"- **{b.headline()}** (`{b.path}`)")
-            if b.commits:
-                out += [f"  - `{c[:12]}` {t}" for c, t in b.commits]
-            elif b.commits is None:
+        for bd in self.behaviour:
+            out.append(f"- **{bd.headline()}** (`{bd.path}`)")
+            if bd.commits:
+                out += [f"  - `{c[:12]}` {t}" for c, t in bd.commits]
+            elif bd.commits is None:
                 out.append("  - commits: not available from this object source")
-            if b.diff:
-                out += ["", "```diff", b.diff.rstrip("\n"), "```", ""]
+            if bd.diff:
+                out += ["", "```diff", bd.diff.rstrip("\n"), "```", ""]
         out += ["", "## Fingerprinted regions (what our bindings depend on)", ""]
         if not self.regions:
             out.append("No fingerprinted region changed.")
@@ -379,11 +379,10 @@ def _behaviour_drift(
         diff = ""
         if old_text is not None and new_text is not None:
             diff = _function_diff(old_text, new_text, o.path, n.path, path, function, old.commit, new.commit)
-        commits = None
+        commits: tuple[tuple[str, str], ...] | None = None
         if log_function is not None and n.path:
-            commits = log_function(old.commit, new.commit, prefix + n.path, function)
-            if commits is not None:
-                commits = tuple(commits)
+            found = log_function(old.commit, new.commit, prefix + n.path, function)
+            commits = tuple(found) if found is not None else None
         out.append(
             BehaviourDrift(
                 key,

@@ -170,9 +170,9 @@ def _touched(name: str, targets: list[tuple[str | None, str | None]], files: Map
             )
     touched: list[str] = []
     for old, new in targets:
-        for path in (old, new):
-            if path and path not in touched:
-                touched.append(path)
+        for maybe in (old, new):
+            if maybe and maybe not in touched:
+                touched.append(maybe)
         if old and old not in files:
             raise PatchError(
                 f"patch {name} changes {old}, which is not vendored at this pin",

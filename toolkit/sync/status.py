@@ -73,7 +73,7 @@ def status_doc(cfg: config.Config) -> dict[str, object]:
     lock = read_lock(cfg.vendor_dir)
     current = {p.name: sha256_file(p) for p in patch_files(cfg.vendor_dir)}
     described = patch_descriptions(cfg.vendor_dir)
-    patches = []
+    patches: list[dict[str, str | None]] = []
     for p in lock.patches if lock else ():
         state = (
             p.verdict

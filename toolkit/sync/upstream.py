@@ -110,8 +110,8 @@ class Snapshot:
     # -- tree walking (cached per directory) --
     def _entries(self, repo_dir: str) -> dict[str, tuple[int, str]]:
         if repo_dir not in self._trees:
-            tree = self.source.repo.commit(self.commit).tree
-            if repo_dir:
+            tree: git.Tree | None = self.source.repo.commit(self.commit).tree
+            if repo_dir and tree is not None:
                 try:
                     tree = tree.join(repo_dir)
                 except KeyError:
