@@ -5,8 +5,8 @@ releases it when the process dies, even on SIGKILL. Writers take it exclusively,
 the project (`sync --check`, `status`, dry runs) take it shared, so they never report a tree that another
 command is halfway through replacing. The second command waits with a message, or refuses with --no-wait.
 
-The lock is reentrant within a process: a command holds it, and the library calls it makes (run_sync,
-replace_vendor, recover) take it again without blocking on themselves. Who holds it is
+The lock is reentrant within a process: a command holds it, and the library calls it makes (sync's
+execute, replace_vendor, recover) take it again without blocking on themselves. Who holds it is
 never written down: the waiting command reads the holder's pid from /proc/locks (Linux) to say what it
 waits for.
 """
