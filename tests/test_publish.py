@@ -375,6 +375,7 @@ def test_plan_only_reads_and_execute_pushes_exactly_its_batches(project, hub) ->
     batches_v1 = plan.commit_batches["v1"]
     assert [len(b) for b in batches_v1] == [2, 2] and plan.to_json()["status"] == "dry-run"
     assert plan.lines() == plan.preview.plan.lines() and "branch v1 (new)" in plan.lines()[1]
+    assert TOKEN not in repr(plan) and TOKEN not in json.dumps(plan.to_json())
     report = publish.execute(plan)
     assert report.ok and report.exit_code == 0 and report.status == "published"
     history = hub.state.history("kernel", REPO, "v1")
