@@ -398,3 +398,58 @@ def test_init_refusals_are_one_line_exit_2_and_write_nothing(tmp_path, up, args,
     assert res.exit_code == 2, res.output
     assert match in res.output
     assert tree(root) == before
+
+
+# --- the demo on a family -----------------------------------------------------------------------------------
+
+DEMO_LATER = """
+[tool.ggml-vendor.packages.mini-quant]
+version = 1
+hub-repo = "someone/mini-quant"
+backends = ["cuda"]
+
+[tool.ggml-vendor.packages.mini-quant.ops.quant]
+cuda = ["src/ggml-cuda/convert.cuh"]
+
+[tool.ggml-vendor.packages.absent-quant]
+version = 1
+hub-repo = "someone/absent-quant"
+backends = ["cuda"]
+
+[tool.ggml-vendor.packages.absent-quant.ops.quant]
+cuda = ["src/ggml-cuda/not-in-the-miniature.cu"]
+"""
+
+
+def demo_source(tmp_path: Path, repo_root: Path) -> Path:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "pyproject.toml").write_text((repo_root / "pyproject.toml").read_text() + DEMO_LATER)
+    return src
+
+
+def test_demo_workspace_keeps_what_the_miniature_serves(tmp_path, repo_root):
+    from toolkit.demo import make_workspace, missing_in_miniature
+
+    src = demo_source(tmp_path, repo_root)
+    absent = config.load(src).for_package("absent-quant").package
+    assert missing_in_miniature(absent) == ["src/ggml-cuda/not-in-the-miniature.cu"]
+    cfg = config.load(make_workspace(src, tmp_path / "ws"))
+    assert cfg.package_names() == ("ggml-attn-kernels", "mini-quant")
+    assert cfg.for_package("mini-quant").hub_repo == "ggml-demo/mini-quant"
+    assert cfg.hub_repo == "ggml-demo/ggml-attn-kernels"
+
+
+def test_demo_reports_a_skipped_package_and_runs_the_others(tmp_path, repo_root):
+    from toolkit.demo import run_demo
+
+    src = demo_source(tmp_path, repo_root)  # no templates/: the first package's render fails
+    report = run_demo(src, workspace=tmp_path / "ws")
+    status = {s.name: (s.status, s.detail) for s in report.stages}
+    names = [s.name for s in report.stages]
+    assert names[:3] == ["setup", "absent-quant", "sync"]
+    assert status["absent-quant"][0] == "skipped"
+    assert "src/ggml-cuda/not-in-the-miniature.cu are not in the embedded miniature" in status["absent-quant"][1]
+    assert status["sync"][0] == "ok" and status["render"][0] == "failed"
+    assert "render mini-quant" in names and status["get_kernel mini-quant"][0] == "skipped"
+    assert not report.ok
