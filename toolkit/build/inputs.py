@@ -33,7 +33,7 @@ def _tuple(table: dict[str, Any], key: str) -> tuple[str, ...]:
 
 
 def validate_build_toml(root: Path, memo: Path | None, *, store: bool = True) -> None:
-    """kernels._rust.Build.open on the rendered build.toml; remembered per content hash because importing
+    """kernels' Build.open on the rendered build.toml; remembered per content hash because importing
     `kernels` costs half a second (a no-op build must stay fast). `store=False` reads the memo, never writes it."""
     text = (root / "build.toml").read_bytes()
     digest = hashlib.sha256(text).hexdigest()
@@ -43,7 +43,9 @@ def validate_build_toml(root: Path, memo: Path | None, *, store: bool = True) ->
                 return
         except (OSError, ValueError):
             pass
-    from kernels._rust import Build  # deferred: heavy import
+    from toolkit.core.kernels_bindings import kernels_type  # deferred: heavy import
+
+    Build = kernels_type("Build")
 
     try:
         Build.open(str(root))
@@ -225,8 +227,11 @@ def read_provenance(root: Path) -> Provenance:
     )
 
 
-def toolchain_env() -> dict[str, str]:
-    """Environment for compiler subprocesses: deterministic locale, no colour codes in logs."""
+def toolchain_env(tmp: Path | None = None) -> dict[str, str]:
+    """Environment for compiler subprocesses: deterministic locale and timestamps, no colour codes in logs;
+    `tmp` (the step's scratch dir, prefix-mapped in its command line) takes nvcc's tmpxft files."""
     env = dict(os.environ)
-    env.update(LC_ALL="C", LANG="C", TERM="dumb")
+    env.update(LC_ALL="C", LANG="C", TERM="dumb", SOURCE_DATE_EPOCH="0")
+    if tmp is not None:
+        env.update(TMPDIR=str(tmp), TMP=str(tmp), TEMP=str(tmp))
     return env

@@ -81,8 +81,8 @@ def publish(
             report=report,
         )
         with ui.task("publishing", verbose=verbose or not json_out, quiet=json_out) as task:
-            plan = publish_stage.plan(cfg, request, progress=task.log)
-            result = plan.preview if dry_run else publish_stage.execute(plan, progress=task.log)
+            plan = publish_stage.plan(cfg, request, task.log)
+            result = plan.preview if dry_run else publish_stage.execute(plan, task.log)
         if json_out:
             ui.emit_json(result.to_json())
             return

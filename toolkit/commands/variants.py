@@ -26,6 +26,7 @@ def engine_for(v, st, nix_ok: bool, host_system: str, matrix=None) -> str:  # ty
 def _variants(cfg, patterns: list[str], as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
     from toolkit.build.envs import detect_host, probe_nix  # deferred: keeps CLI start-up light
     from toolkit.build.matrix import load_matrix
+    from toolkit.build.provision import installs_for
     from toolkit.build.stage import judge_one
 
     matrix = load_matrix(cfg.variants_file)
@@ -51,7 +52,7 @@ def _variants(cfg, patterns: list[str], as_json: bool, verbose: bool) -> None:  
                 "cpu": v.cpu,
                 "os": v.os,
                 "buildable": st.buildable,
-                "provision": [f"{src.package}=={src.version} ({src.where})" for _, src in st.provision],
+                "provision": [i.words for i in installs_for(v, st.provision, host.cpu)],
                 "executor": st.executor,
                 "reason": st.reason,
                 "torch_env": st.env.python if st.env else None,

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.core import ggml_facts
+from toolkit.core import fs, ggml_facts
 from toolkit.core.ggml_facts import Fingerprint
 from toolkit.core.lock import Lock, sha256_bytes
 from toolkit.sync import behaviour
@@ -394,17 +393,15 @@ def _text(read: Callable[[str], bytes | None], path: str) -> str | None:
     return data.decode("utf-8", "replace") if data is not None else None
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+def report_paths(build_dir: Path, drift: Drift) -> tuple[Path, Path]:
+    """Where the drift report of `drift` goes: build/reports/drift-<old12>-<new12>.md and .json."""
+    stem = Path(build_dir) / "reports" / f"drift-{drift.old_commit[:12]}-{drift.new_commit[:12]}"
+    return stem.with_suffix(".md"), stem.with_suffix(".json")
 
 
 def write_report(build_dir: Path, drift: Drift) -> tuple[Path, Path]:
-    """build/reports/drift-<old12>-<new12>.md and .json; returns both paths."""
-    stem = Path(build_dir) / "reports" / f"drift-{drift.old_commit[:12]}-{drift.new_commit[:12]}"
-    md, js = stem.with_suffix(".md"), stem.with_suffix(".json")
-    _atomic_write(md, drift.to_markdown())
-    _atomic_write(js, json.dumps(drift.to_json(), indent=2, sort_keys=True) + "\n")
+    """Write the drift report (report_paths), each file atomically; returns both paths."""
+    md, js = report_paths(build_dir, drift)
+    fs.atomic_write(md, drift.to_markdown().encode("utf-8"))
+    fs.atomic_write(js, (json.dumps(drift.to_json(), indent=2, sort_keys=True) + "\n").encode("utf-8"))
     return md, js
