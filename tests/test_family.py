@@ -453,3 +453,14 @@ def test_demo_reports_a_skipped_package_and_runs_the_others(tmp_path, repo_root)
     assert status["sync"][0] == "ok" and status["render"][0] == "failed"
     assert "render mini-quant" in names and status["get_kernel mini-quant"][0] == "skipped"
     assert not report.ok
+
+
+def test_a_package_names_its_own_conformance_cases(synced):
+    from toolkit.verify import conformance
+
+    assert conformance.cases_file_of(synced) is None  # the first package: the built-in GDN/FA cases
+    facts = synced.root / "templates/fixture-quant/facts.py"
+    facts.write_text(facts.read_text() + 'CONFORMANCE = "conformance.py"\n')
+    quant = synced.for_package("fixture-quant")
+    assert conformance.cases_file_of(quant) == synced.root / "templates/fixture-quant/conformance.py"
+    compile(conformance._CHILD, "<conformance child>", "exec")  # the child that loads it parses
