@@ -464,3 +464,17 @@ def test_a_package_names_its_own_conformance_cases(synced):
     quant = synced.for_package("fixture-quant")
     assert conformance.cases_file_of(quant) == synced.root / "templates/fixture-quant/conformance.py"
     compile(conformance._CHILD, "<conformance child>", "exec")  # the child that loads it parses
+
+
+def test_json_of_several_packages_keeps_the_failing_one(synced):
+    import json
+
+    assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
+    (synced.root / "packages/fixture-quant/build.toml").unlink()
+    res = cli(synced, "render", "--check", "--json")
+    assert res.exit_code == 6
+    doc = json.loads(res.stdout)
+    assert doc["packages"]["fixture-kernels"]["ok"] is True
+    assert doc["packages"]["fixture-quant"]["drift"] == [
+        {"path": "packages/fixture-quant/build.toml", "kind": "missing"}
+    ]
