@@ -378,6 +378,21 @@ def test_init_adds_a_package_that_syncs_and_renders(tmp_path, up):
     binding = (root / "packages/fixture-new/torch-ext/torch_binding.cpp").read_text()
     assert "quant: cuda src/ggml-cuda/fattn.cu; metal src/ggml-metal/ggml-metal.metal" in binding
     assert runner.invoke(app, ["render", "--check", "-p", "fixture-new", "-C", str(root)]).exit_code == 0
+    # The test init wrote passes in the new project, and fails once the op is gone from the binding.
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_fixture_new.py"]
+    ok = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    binding = root / "templates/fixture-new/torch-ext/torch_binding.cpp.j2"
+    binding.write_text(
+        binding.read_text().replace("{%- for op in ops %}", "{%- for op in [] %}").replace("{{ op }}:", "-")
+    )
+    bad = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
 
 
 @pytest.mark.parametrize(
