@@ -1,18 +1,28 @@
-"""The typer application object, the options every command shares, and the one place that turns failures
-into exit codes. Command help texts are in toolkit/help.py."""
+"""The typer application, the one command shape (`@command`: shared options in, a `Run` out) and the one place
+that turns failures into exit codes. Command help texts are in toolkit/help.py.
+
+A command module is a request builder and a printer: its function takes the shared `Options` and its own
+options, and returns a `Run` (how to plan, how to execute, how to print). `@command` adds the shared options
+to its signature, and `perform` does the rest the same way for every command: load the config, take the
+project lock, plan and execute in one `ui.task` (quiet on success, the captured log replayed on a crash),
+print tables or `--json`, and exit with `core.stage.exit_code_of(report)` (and `failure_of`'s one line).
+"""
 
 from __future__ import annotations
 
+import inspect
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, get_type_hints
 
 import typer
 
 from toolkit import help as help_text
 from toolkit.core import ui
 from toolkit.core.errors import Interrupted, VendorError
+from toolkit.core.stage import Log, failure_of
 
 app = typer.Typer(
     name="ggml-vendor",
@@ -20,6 +30,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Help text is printed literally: rich markup would eat "[sources]", "[torch-index]" and the like.
+    rich_markup_mode=None,
 )
 
 # Shared option types, so every command spells them the same way.
@@ -39,8 +51,6 @@ VerboseOpt = Annotated[
 VariantOpt = Annotated[
     list[str], typer.Option("--variant", help="Only variants whose name matches this glob (repeatable).")
 ]
-
-
 NoWaitOpt = Annotated[
     bool,
     typer.Option(
@@ -51,34 +61,91 @@ NoWaitOpt = Annotated[
 
 
 @dataclass(frozen=True)
-class Locked:
-    """The project lock a command holds from its plan to its report (see toolkit.core.projectlock).
-    `shared` for commands that only read the project (checks, dry runs)."""
+class Options:
+    """The options every command shares (`dry_run` and `wait` only where the command offers them)."""
 
-    project: Path | None
-    command: str
-    no_wait: bool = False
-    shared: bool = False
+    project: Path | None = None
+    json: bool = False
+    verbose: bool = False
+    dry_run: bool = False
+    wait: bool = True
 
 
-def run_guarded(fn, *args, verbose: bool = False, lock: Locked | None = None, **kwargs):  # type: ignore[no-untyped-def]
-    """Run a command body (under the project lock when `lock` is given); a VendorError becomes one red
-    line and its exit code, preceded by the traceback with --verbose (or GGML_VENDOR_VERBOSE=1)."""
+@dataclass(frozen=True)
+class Run:
+    """What a command does, as the runner needs it. `plan(config, log)` reads and decides; `execute(plan,
+    log)` acts and returns a protocol Report (None: the plan is the result, e.g. read-only listings);
+    `show(result, options)` prints tables (under --dry-run the plan, or what `preview(plan)` makes of it for
+    printing; else the report). `read_only` takes the
+    project lock shared (checks); `config=False` hands `plan` None instead of the loaded project; `live`
+    shows the log as it happens even without --verbose (long, multi-stage work); `spinner=False` for work
+    that draws its own progress bars."""
+
+    label: str
+    plan: Callable[[Any, Log], Any]
+    execute: Callable[[Any, Log], Any] | None = None
+    show: Callable[[Any, Options], None] | None = None
+    preview: Callable[[Any], Any] | None = None
+    read_only: bool = False
+    config: bool = True
+    live: bool = False
+    spinner: bool = True
+
+
+def _print_lines(result: Any, _opts: Options) -> None:
+    for line in result.lines():
+        ui.out.print(line)
+
+
+def _emit(result: Any, run: Run, opts: Options) -> None:
+    if opts.json:
+        doc = result.to_json()
+        ui.emit_json({"dry_run": True, **doc} if opts.dry_run and run.execute is not None else doc)
+    else:
+        (run.show or _print_lines)(result, opts)
+
+
+def perform(run: Run, opts: Options) -> None:
+    """Plan, execute (unless --dry-run) and print `run` under the project's config; a report that is not
+    ok ends the command with its exit code."""
+    from toolkit.core.config import load
+
+    cfg = load(opts.project) if run.config else None
+    verbose = opts.verbose or (run.live and not opts.json)
+    with ui.task(run.label, verbose=verbose, quiet=opts.json, spinner=run.spinner) as task:
+        result = run.plan(cfg, task.log)
+        if run.execute is not None and not opts.dry_run:
+            result = run.execute(result, task.log)
+        elif run.preview is not None:
+            result = run.preview(result)
+    _emit(result, run, opts)
+    failure = failure_of(result) if hasattr(result, "ok") else None
+    if failure is not None:
+        raise failure
+
+
+def _locked(run: Run, opts: Options, command: str) -> None:
+    """`perform` under the project lock: held from the plan to the report (a second command waits, or
+    with --no-wait refuses), shared for commands that only read."""
+    from toolkit.core.config import find_root
+    from toolkit.core.projectlock import project_lock
+
+    root = find_root(opts.project)
+    with project_lock(
+        root,
+        command=command,
+        shared=run.read_only or opts.dry_run,
+        wait=opts.wait,
+        on_wait=lambda msg: ui.warn("waiting:", msg),
+    ):
+        perform(run, opts)
+
+
+def guarded(body: Callable[[], None], verbose: bool) -> None:
+    """Run a command body; a VendorError becomes one red line and its exit code, preceded by the traceback
+    with --verbose (or GGML_VENDOR_VERBOSE=1); Ctrl-C keeps the previous state and exits 130."""
     try:
-        if lock is None:
-            return fn(*args, **kwargs)
-        from toolkit.core.config import find_root
-        from toolkit.core.projectlock import project_lock
-
-        root = find_root(lock.project)
-        with project_lock(
-            root,
-            command=lock.command,
-            shared=lock.shared,
-            wait=not lock.no_wait,
-            on_wait=lambda msg: ui.warn("waiting:", msg),
-        ):
-            return fn(*args, **kwargs)
+        body()
     except Interrupted as exc:
         ui.warn("interrupted:", exc.one_line())
         raise typer.Exit(exc.exit_code) from None
@@ -94,6 +161,72 @@ def run_guarded(fn, *args, verbose: bool = False, lock: Locked | None = None, **
         raise typer.Exit(Interrupted.exit_code) from None
 
 
+def _shared_parameters(dry_run: bool, lock: bool) -> list[inspect.Parameter]:
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [
+        inspect.Parameter("project", kw, default=None, annotation=ProjectOpt),
+        inspect.Parameter("as_json", kw, default=False, annotation=JsonOpt),
+        inspect.Parameter("verbose", kw, default=False, annotation=VerboseOpt),
+    ]
+    if dry_run:
+        params.append(inspect.Parameter("dry_run", kw, default=False, annotation=DryRunOpt))
+    if lock:
+        params.append(inspect.Parameter("no_wait", kw, default=False, annotation=NoWaitOpt))
+    return params
+
+
+def _root_project(ctx: typer.Context) -> Path | None:
+    """`-C` given before the subcommand (`ggml-vendor -C path build`), kept by the group callback."""
+    obj = ctx.find_root().obj
+    return obj.get("project") if isinstance(obj, dict) else None
+
+
+def command(
+    name: str,
+    *,
+    help: str,
+    group: typer.Typer | None = None,
+    dry_run: bool = True,
+    lock: bool = True,
+    lock_name: str | None = None,
+) -> Callable[[Callable[..., Run]], Callable[..., Run]]:
+    """Register `fn(opts, **own_options) -> Run` as the command `name` (of `group`, default the app): its own
+    options plus the shared ones (--project/-C, --json, --verbose/-v, and --dry-run / --no-wait where
+    `dry_run` / `lock`), then `perform` its Run (under the project lock, held as `lock_name`, when `lock`)."""
+
+    def register(fn: Callable[..., Run]) -> Callable[..., Run]:
+        hints = get_type_hints(fn, include_extras=True)
+        own = [p.replace(annotation=hints[p.name]) for p in inspect.signature(fn).parameters.values()][1:]
+        context = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+        params = [*own, *_shared_parameters(dry_run, lock), context]
+
+        def cli(**kwargs: Any) -> None:
+            ctx = kwargs.pop("ctx")
+            opts = Options(
+                project=kwargs.pop("project") or _root_project(ctx),
+                json=kwargs.pop("as_json"),
+                verbose=kwargs.pop("verbose"),
+                dry_run=kwargs.pop("dry_run", False),
+                wait=not kwargs.pop("no_wait", False),
+            )
+
+            def body() -> None:
+                run = fn(opts, **kwargs)
+                (_locked(run, opts, lock_name or name) if lock else perform(run, opts))
+
+            guarded(body, opts.verbose)
+
+        cli.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        cli.__annotations__ = {p.name: p.annotation for p in params}
+        cli.__doc__ = fn.__doc__
+        (group or app).command(name, help=help)(cli)
+        return fn
+
+    return register
+
+
 @app.callback()
-def _root() -> None:
-    """Keeps `ggml-vendor` a command group even when the CLI registers only the one command it runs."""
+def _root(ctx: typer.Context, project: ProjectOpt = None) -> None:
+    """Keeps `ggml-vendor` a command group even when the CLI registers only the one command it runs, and takes
+    `-C/--project` before the subcommand too (the one after it wins)."""
+    ctx.ensure_object(dict)["project"] = project

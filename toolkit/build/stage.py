@@ -21,12 +21,6 @@ from toolkit.core.config import Config
 from toolkit.core.errors import BuildError, ConfigError
 
 
-class NothingToBuildError(BuildError):
-    """None of the selected variants can be built on this host."""
-
-    exit_code = 10
-
-
 def cache_dir(root: Path) -> Path:
     env = os.environ.get("GGML_VENDOR_BUILD_CACHE")
     return Path(env) if env else root / ".cache" / "build"

@@ -31,17 +31,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from toolkit.core.config import Config
-from toolkit.core.errors import VendorError
+from toolkit.core.errors import CollectError
 from toolkit.core.hashing import sha256_file
 
 RECORD = ".verified.json"
 STAGING_PREFIX = ".collect-"
-
-
-class CollectError(VendorError):
-    """An artifact was refused, or collecting cannot start; build/ is unchanged."""
-
-    exit_code = 11
 
 
 @dataclass(frozen=True)

@@ -3,21 +3,41 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from toolkit import help as help_text
-from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
-from toolkit.core import config, ui
+from toolkit.app import Options, Run, command
+from toolkit.core import ui
 
 
-@app.command("publish", help=help_text.PUBLISH)
+def _show(result: Any, _opts: Options) -> None:
+    for line in result.plan.lines():
+        ui.out.print(line)
+    for name, status in sorted(result.conformance.items()):
+        ui.out.print(f"  {name}: conformance: {status}")
+    checked = result.verified.get("files_checked", 0)
+    if result.status == "dry-run":
+        ui.note("dry run:", "nothing was pushed", style="yellow")
+    elif result.status == "up-to-date":
+        ui.note(
+            "up to date",
+            f"— {result.target} already holds these files ({checked} re-checked); report: {result.report_path}",
+        )
+    else:
+        prs = f"; pull requests: {', '.join(result.pull_requests)}" if result.pull_requests else ""
+        ui.note(
+            "published",
+            f"to {result.target} in {len(result.commits)} commit(s), "
+            f"{checked} files re-listed and matched{prs}; report: {result.report_path}",
+        )
+
+
+@command("publish", help=help_text.PUBLISH)
 def publish(
+    opts: Options,
     variants: Annotated[list[str] | None, typer.Argument(help="Variant names under build/ (default: all).")] = None,
-    project: ProjectOpt = None,
-    json_out: JsonOpt = False,
-    dry_run: DryRunOpt = False,
     repo: Annotated[
         str | None, typer.Option("--repo", help="Hub repo id (default: hub-repo from pyproject.toml).")
     ] = None,
@@ -45,48 +65,24 @@ def publish(
         typer.Option("--report", help="Where to write the JSON report (default: build/publish-report.json)."),
     ] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Operations per commit.")] = 1000,
-    verbose: VerboseOpt = False,
-    no_wait: NoWaitOpt = False,
-) -> None:
-    def body() -> None:
-        cfg = config.load(project)
-        from toolkit import publish as publish_stage
+) -> Run:
+    from toolkit import publish as publish_stage
 
-        request = publish_stage.Request(
-            tuple(variants or ()),
-            repo=repo,
-            to=to,
-            endpoint=endpoint,
-            token=token,
-            create_pr=create_pr,
-            batch_size=batch_size,
-            report=report,
-        )
-        with ui.task("publishing", verbose=verbose or not json_out, quiet=json_out) as task:
-            plan = publish_stage.plan(cfg, request, progress=task.log)
-            result = plan.preview if dry_run else publish_stage.execute(plan, progress=task.log)
-        if json_out:
-            ui.emit_json(result.to_json())
-            return
-        for line in result.plan.lines():
-            ui.out.print(line, markup=False)
-        for name, status in sorted(result.conformance.items()):
-            ui.out.print(f"  {name}: conformance: {status}")
-        if result.status == "dry-run":
-            ui.note("dry run:", "nothing was pushed", style="yellow")
-        elif result.status == "up-to-date":
-            ui.note(
-                "up to date",
-                f"— {result.target} already holds these files "
-                f"({result.verified.get('files_checked', 0)} re-checked); report: {result.report_path}",
-            )
-        else:
-            prs = f"; pull requests: {', '.join(result.pull_requests)}" if result.pull_requests else ""
-            ui.note(
-                "published",
-                f"to {result.target} in {len(result.commits)} commit(s), "
-                f"{result.verified.get('files_checked', 0)} files re-listed and matched{prs}; "
-                f"report: {result.report_path}",
-            )
-
-    run_guarded(body, verbose=verbose, lock=Locked(project, "publish", no_wait, shared=dry_run))
+    request = publish_stage.Request(
+        tuple(variants or ()),
+        repo=repo,
+        to=to,
+        endpoint=endpoint,
+        token=token,
+        create_pr=create_pr,
+        batch_size=batch_size,
+        report=report,
+    )
+    return Run(
+        "publishing",
+        plan=lambda cfg, log: publish_stage.plan(cfg, request, progress=log),
+        execute=lambda plan, log: publish_stage.execute(plan, progress=log),
+        preview=lambda plan: plan.preview,
+        show=_show,
+        live=True,
+    )

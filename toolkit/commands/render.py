@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from toolkit import help as help_text
 from toolkit import render as render_stage
-from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
-from toolkit.core import config as config_mod
+from toolkit.app import Options, Run, command
 from toolkit.core import ui
-from toolkit.core.errors import RenderError
 
 CheckOpt = Annotated[
     bool,
@@ -23,67 +21,22 @@ CheckOpt = Annotated[
 ]
 
 
-def _render(project, check: bool, dry_run: bool, as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
-    cfg = config_mod.load(project)
-    with ui.task("rendering templates", verbose=verbose, quiet=as_json):
-        plan = render_stage.plan(cfg)
-    if check or dry_run:
-        drift = render_stage.check(plan)
-        if as_json:
-            ui.emit_json(
-                {
-                    "ok": not drift,
-                    "files": [f.path for f in plan.files],
-                    "drift": [{"path": d.path, "kind": d.kind} for d in drift],
-                }
-            )
-        else:
-            for d in drift:
-                ui.out.print(f"{d.kind:8} {d.path}")
-            if verbose:
-                for f in plan.files:
-                    ui.out.print(f"  {f.path}  [dim]<- templates/{f.template}[/]", markup=True)
-        if check and drift:
-            names = ", ".join(f"{d.path} ({d.kind})" for d in drift)
-            raise RenderError(
-                f"generated files are out of date: {names}",
-                "run `ggml-vendor render` and commit the result (never edit generated files)",
-            )
-        if not as_json and not drift:
-            ui.out.print(f"{len(plan.files)} generated files are up to date")
-        return
-    report = render_stage.execute(plan)
-    if as_json:
-        ui.emit_json(
-            {
-                "ok": True,
-                "files": [f.path for f in plan.files],
-                "changed": [{"path": d.path, "kind": d.kind} for d in report.changed],
-            }
-        )
-        return
-    for d in report.changed:
-        verb = "removed" if d.kind == "orphan" else "wrote"
-        ui.out.print(f"{verb:8} {d.path}")
-    ui.out.print(f"{len(plan.files)} generated files, {len(report.changed)} changed")
+def _show(result: Any, opts: Options) -> None:
+    for line in result.lines():
+        ui.out.print(line)
+    plan = result if isinstance(result, render_stage.Plan) else result.plan
+    if opts.verbose and (opts.dry_run or plan.request.check):
+        for f in plan.files:
+            ui.out.print(f"  {f.path}  <- templates/{f.template}")
 
 
-@app.command("render", help=help_text.RENDER)
-def render(
-    project: ProjectOpt = None,
-    check: CheckOpt = False,
-    dry_run: DryRunOpt = False,
-    as_json: JsonOpt = False,
-    verbose: VerboseOpt = False,
-    no_wait: NoWaitOpt = False,
-) -> None:
-    run_guarded(
-        _render,
-        project,
-        check,
-        dry_run,
-        as_json,
-        verbose,
-        verbose=verbose,
-        lock=Locked(project, "render", no_wait, shared=check or dry_run),
+@command("render", help=help_text.RENDER)
+def render(opts: Options, check: CheckOpt = False) -> Run:
+    request = render_stage.Request(check=check)
+    return Run(
+        "rendering templates",
+        plan=lambda cfg, log: render_stage.plan(cfg, request, log),
+        execute=render_stage.execute,
+        show=_show,
+        read_only=check,
     )

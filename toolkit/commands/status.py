@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from toolkit import help as help_text
-from toolkit.app import JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
+from toolkit.app import Options, Run, command
 from toolkit.core import config, ui
-from toolkit.core.lock import read_lock, sha256_file
+from toolkit.core.lock import Lock, read_lock, sha256_file
+from toolkit.core.stage import Log
 from toolkit.sync.patch_workflow import patch_descriptions
 from toolkit.sync.vendor_tree import (
     LOSSY,
@@ -18,10 +22,7 @@ from toolkit.sync.vendor_tree import (
 )
 
 
-def status_doc(cfg: config.Config) -> dict[str, object]:
-    """The status as data (what --json prints)."""
-    findings = check_vendor(cfg)
-    lock = read_lock(cfg.vendor_dir)
+def _patches(cfg: config.Config, lock: Lock | None) -> list[dict[str, Any]]:
     current = {p.name: sha256_file(p) for p in patch_files(cfg.vendor_dir)}
     described = patch_descriptions(cfg.vendor_dir)
     patches = []
@@ -38,76 +39,92 @@ def status_doc(cfg: config.Config) -> dict[str, object]:
         for n in sorted(current)
         if n not in locked
     ]
+    return patches
+
+
+def _pin(lock: Lock | None) -> dict[str, Any]:
+    fields = ("upstream", "layout", "rev", "commit", "date", "subject", "tool_version")
+    doc: dict[str, Any] = {k: getattr(lock, k) if lock else None for k in fields}
+    doc["llama_cpp_commit"] = (lock.llama_cpp_commit or None) if lock else None
+    doc["files"] = len(lock.files) if lock else 0
+    doc["closures"] = {op: {b: len(v) for b, v in per.items()} for op, per in lock.closures.items()} if lock else {}
+    # The license inventory: SPDX ids from the lock, notice texts read back from the vendored files.
+    doc["licenses"] = {
+        lic.path: {"spdx": list(lic.spdx), "copyright": list(lic.copyright), "copyright_lines": list(lic.copyright_at)}
+        for lic in (lock.licenses if lock else ())
+    }
+    return doc
+
+
+def status_doc(cfg: config.Config) -> dict[str, Any]:
+    """The status as data (what --json prints)."""
+    findings = check_vendor(cfg)
+    lock = read_lock(cfg.vendor_dir)
     return {
         "pinned": lock is not None,
-        "upstream": lock.upstream if lock else None,
-        "layout": lock.layout if lock else None,
-        "rev": lock.rev if lock else None,
-        "commit": lock.commit if lock else None,
-        "date": lock.date if lock else None,
-        "subject": lock.subject if lock else None,
-        "llama_cpp_commit": (lock.llama_cpp_commit or None) if lock else None,
-        "tool_version": lock.tool_version if lock else None,
-        "files": len(lock.files) if lock else 0,
+        **_pin(lock),
         "clean": not findings,
         "findings": [f.to_json() for f in findings],
-        "patches": patches,
-        "closures": {op: {b: len(v) for b, v in per.items()} for op, per in lock.closures.items()} if lock else {},
-        # The license inventory: SPDX ids from the lock, notice texts read back from the vendored files.
-        "licenses": {
-            lic.path: {
-                "spdx": list(lic.spdx),
-                "copyright": list(lic.copyright),
-                "copyright_lines": list(lic.copyright_at),
-            }
-            for lic in (lock.licenses if lock else ())
-        },
+        "patches": _patches(cfg, lock),
     }
 
 
-@app.command("status", help=help_text.STATUS)
-def status(
-    as_json: JsonOpt = False, project: ProjectOpt = None, verbose: VerboseOpt = False, no_wait: NoWaitOpt = False
-) -> None:
-    def body() -> None:
-        cfg = config.load(project)
-        doc = status_doc(cfg)
-        if as_json:
-            ui.emit_json(doc)
-            return
-        if not doc["pinned"]:
-            ui.out.print("no pin: vendor/UPSTREAM is missing — run ggml-vendor sync --rev REV")
-        else:
-            ui.out.print(f"pinned  {doc['commit']} ({doc['rev']}, {doc['layout']} layout)")
-            ui.out.print(f"        {doc['date']}  {doc['subject']}")
-            ui.out.print(
-                f"from    {doc['upstream']}"
-                + (f"  (llama.cpp {str(doc['llama_cpp_commit'])[:12]})" if doc["llama_cpp_commit"] else "")
-            )
-            ops = ", ".join(f"{op}/{b} {n}" for op, per in doc["closures"].items() for b, n in per.items())  # type: ignore[union-attr]
-            ui.out.print(f"files   {doc['files']} ({ops})")
-            if verbose:
-                ui.out.print(f"        locked by ggml-vendor {doc['tool_version']}")
-            for path, lic in doc["licenses"].items():  # type: ignore[union-attr]
-                notices = "; ".join(lic["copyright"]) or f"copyright at line(s) {lic['copyright_lines']}"
-                ui.out.print(f"license {path}: {', '.join(lic['spdx']) or '?'} — {notices}")
-        findings = doc["findings"]
-        if doc["clean"]:
-            ui.out.print("vendor/ [green]clean[/]", markup=True)
-        else:
-            kinds = {f["kind"] for f in findings}  # type: ignore[index, union-attr]
-            lossy = any(k in LOSSY for k in kinds)
-            ui.note(
-                "vendor/ dirty:",
-                f"{len(findings)} finding(s)"  # type: ignore[arg-type]
-                + (" — local edits (sync refuses without --force)" if lossy else "")
-                + (" — files missing (ggml-vendor sync restores them)" if MISSING in kinds else "")
-                + (" — patches changed (re-run sync)" if kinds & {PATCH_ADDED, PATCH_EDITED, PATCH_REMOVED} else ""),
-                style="yellow",
-            )
-            for f in findings:  # type: ignore[union-attr]
-                ui.out.print(f"  {f['kind']:14} {f['path']}" + (f"  ({f['detail']})" if f["detail"] else ""))
-        for p in doc["patches"]:  # type: ignore[union-attr]
-            ui.out.print(f"patch   {p['name']}: {p['state']}" + (f" — {p['description']}" if p["description"] else ""))
+@dataclass(frozen=True)
+class Status:
+    """The status document, printable (status is read-only: its plan is its result)."""
 
-    run_guarded(body, verbose=verbose, lock=Locked(project, "status", no_wait, shared=True))
+    doc: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.doc
+
+
+def _print_pin(doc: dict[str, Any], verbose: bool) -> None:
+    if not doc["pinned"]:
+        ui.out.print("no pin: vendor/UPSTREAM is missing — run ggml-vendor sync --rev REV")
+        return
+    ui.out.print(f"pinned  {doc['commit']} ({doc['rev']}, {doc['layout']} layout)")
+    ui.out.print(f"        {doc['date']}  {doc['subject']}")
+    twin = f"  (llama.cpp {str(doc['llama_cpp_commit'])[:12]})" if doc["llama_cpp_commit"] else ""
+    ui.out.print(f"from    {doc['upstream']}{twin}")
+    ops = ", ".join(f"{op}/{b} {n}" for op, per in doc["closures"].items() for b, n in per.items())
+    ui.out.print(f"files   {doc['files']} ({ops})")
+    if verbose:
+        ui.out.print(f"        locked by ggml-vendor {doc['tool_version']}")
+    for path, lic in doc["licenses"].items():
+        notices = "; ".join(lic["copyright"]) or f"copyright at line(s) {lic['copyright_lines']}"
+        ui.out.print(f"license {path}: {', '.join(lic['spdx']) or '?'} — {notices}")
+
+
+def _print_tree(doc: dict[str, Any]) -> None:
+    findings = doc["findings"]
+    if doc["clean"]:
+        ui.out.print("vendor/ [green]clean[/]", markup=True)
+        return
+    kinds = {f["kind"] for f in findings}
+    ui.note(
+        "vendor/ dirty:",
+        f"{len(findings)} finding(s)"
+        + (" — local edits (sync refuses without --force)" if any(k in LOSSY for k in kinds) else "")
+        + (" — files missing (ggml-vendor sync restores them)" if MISSING in kinds else "")
+        + (" — patches changed (re-run sync)" if kinds & {PATCH_ADDED, PATCH_EDITED, PATCH_REMOVED} else ""),
+        style="yellow",
+    )
+    for f in findings:
+        ui.out.print(f"  {f['kind']:14} {f['path']}" + (f"  ({f['detail']})" if f["detail"] else ""))
+
+
+def _show(status: Status, opts: Options) -> None:
+    _print_pin(status.doc, opts.verbose)
+    _print_tree(status.doc)
+    for p in status.doc["patches"]:
+        ui.out.print(f"patch   {p['name']}: {p['state']}" + (f" — {p['description']}" if p["description"] else ""))
+
+
+def _plan(cfg: config.Config, _log: Log) -> Status:
+    return Status(status_doc(cfg))
+
+
+@command("status", help=help_text.STATUS, dry_run=False)
+def status(opts: Options) -> Run:
+    return Run("reading the pin", plan=_plan, show=_show, read_only=True)

@@ -68,12 +68,13 @@ class Task:
 
 
 @contextlib.contextmanager
-def task(label: str, *, verbose: bool = False, quiet: bool = False) -> Iterator[Task]:
-    """Run a step under a spinner (on a terminal, unless `quiet`: --json); pass `task.log` as the stage's
-    progress callback. On success a ✓ line (terminal only); on an unexpected failure the captured log is
-    replayed on stderr before the error propagates."""
+def task(label: str, *, verbose: bool = False, quiet: bool = False, spinner: bool = True) -> Iterator[Task]:
+    """Run a step under a spinner (on a terminal, unless `quiet`: --json, or `spinner=False`: a step that
+    draws its own progress bars); pass `task.log` as the stage's progress callback. On success a ✓ line
+    (terminal only); on an unexpected failure the captured log is replayed on stderr before the error
+    propagates."""
     t = Task(label, verbose=verbose and not quiet)
-    spinner = not quiet and not t.verbose and err.is_terminal
+    spinner = spinner and not quiet and not t.verbose and err.is_terminal
     try:
         if spinner:
             with err.status(Text(label)):
