@@ -120,9 +120,9 @@ def host_platform() -> tuple[str, str]:
 def default_envs_dir() -> Path:
     if os.environ.get("GGML_VENDOR_ENVS"):
         return Path(os.environ["GGML_VENDOR_ENVS"])
-    from platformdirs import user_cache_dir
+    from toolkit.core.paths import user_cache_dir
 
-    return Path(user_cache_dir("ggml-vendor")) / "envs"
+    return user_cache_dir() / "envs"
 
 
 def env_dir_name(torch_minor: str, compute: str) -> str:

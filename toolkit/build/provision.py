@@ -33,9 +33,9 @@ class ProvisionError(BuildError):
 def default_toolchains_dir() -> Path:
     if os.environ.get("GGML_VENDOR_TOOLCHAINS"):
         return Path(os.environ["GGML_VENDOR_TOOLCHAINS"])
-    from platformdirs import user_cache_dir
+    from toolkit.core.paths import user_cache_dir
 
-    return Path(user_cache_dir("ggml-vendor")) / "toolchains"
+    return user_cache_dir() / "toolchains"
 
 
 def index_words(index: str) -> str:

@@ -428,3 +428,9 @@ BEHAVIOUR: tuple[Behaviour, ...] = (
         "flash_attn", "cpu", "cpu reference", (CPU_OPS_SOURCE,), "ggml_compute_forward_flash_attn_ext_f16_one_chunk"
     ),
 )
+
+
+# --- kernel-builder's conventions that the rendered package shares with the build --------------------------
+# The token in torch-ext/<module>/_ops.py (kernel-builder's _ops.py.in) that the build replaces with the
+# variant's op namespace `_<module>_<backend>_<uid>` (CMake configure_file style).
+OPS_NAME_PLACEHOLDER = "@OPS_NAME@"

@@ -15,8 +15,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-import platformdirs
-
+from toolkit.core import paths
 from toolkit.core.errors import UpstreamError
 
 EMBEDDED = "embedded"  # the --upstream value (and lock url) that means this miniature
@@ -73,8 +72,7 @@ def _content_key(files: dict[str, bytes]) -> str:
 
 
 def default_dest() -> Path:
-    base = Path(os.environ.get("GGML_VENDOR_CACHE") or platformdirs.user_cache_dir("ggml-vendor"))
-    return base / "mini-upstream"
+    return paths.cache_root() / "mini-upstream"
 
 
 def materialize_mini_upstream(dest: Path | None = None) -> tuple[Path, str]:

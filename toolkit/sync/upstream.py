@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import git
-import platformdirs
 
-from toolkit.core import ggml_facts
+from toolkit.core import ggml_facts, paths
 from toolkit.core.errors import UpstreamError
 from toolkit.sync.embedded import EMBEDDED, materialize_mini_upstream
 
@@ -56,7 +55,7 @@ def is_url(spec: str) -> bool:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("GGML_VENDOR_CACHE") or platformdirs.user_cache_dir("ggml-vendor"))
+    return paths.cache_root()
 
 
 def _git_env() -> dict[str, str]:
