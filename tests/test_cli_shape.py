@@ -192,3 +192,87 @@ def test_the_cli_imports_only_the_named_command_even_after_a_project_option():
     assert cli._first_word(["-C", "build", "status"]) == "status"
     assert cli._first_word(["--project", "x", "build", "-v"]) == "build"
     assert cli._first_word(["--help"]) is None
+
+
+# ---- the one command shape: @command + Run, driven by one runner ----
+
+
+def _fake_app(report_ok: bool, crash: bool = False):  # type: ignore[no-untyped-def]
+    import typer
+
+    from toolkit.app import Options, Run, command
+    from toolkit.core.errors import VerifyError
+    from toolkit.core.stage import Verdict
+
+    class FakeReport(Verdict):
+        def failure(self):  # type: ignore[no-untyped-def]
+            return None if report_ok else VerifyError("2 checks failed", "fix them")
+
+        def lines(self) -> list[str]:
+            return ["the report's table"]
+
+        def to_json(self) -> dict[str, object]:
+            return {"ok": self.ok}
+
+    class FakePlan:
+        def lines(self) -> list[str]:
+            return ["would do one thing"]
+
+        def to_json(self) -> dict[str, object]:
+            return {"steps": 1}
+
+    def plan(cfg, log):  # type: ignore[no-untyped-def]
+        log("planning step")
+        return FakePlan()
+
+    def execute(p, log):  # type: ignore[no-untyped-def]
+        log("executing step")
+        if crash:
+            raise RuntimeError("boom")
+        return FakeReport()
+
+    fake = typer.Typer()
+
+    @command("fake", help="A fake stage.", group=fake, lock=False)
+    def fake_cmd(opts: Options) -> Run:
+        return Run("faking", plan=plan, execute=execute, config=False)
+
+    @fake.command("other")
+    def _other() -> None:  # two commands, so `fake` stays a subcommand
+        pass
+
+    return fake
+
+
+def test_the_runner_maps_a_report_to_its_exit_code_and_one_line():
+    ok = runner.invoke(_fake_app(True), ["fake"])
+    assert ok.exit_code == 0 and "the report's table" in ok.output and "planning step" not in ok.output
+    bad = runner.invoke(_fake_app(False), ["fake"])
+    assert bad.exit_code == 8 and "error: 2 checks failed — fix them" in bad.output
+    doc = runner.invoke(_fake_app(False), ["fake", "--json"])
+    assert doc.exit_code == 8 and json.loads(doc.stdout) == {"ok": False}
+
+
+def test_the_runner_prints_the_plan_under_dry_run_and_replays_the_log_on_a_crash():
+    dry = runner.invoke(_fake_app(True, crash=True), ["fake", "--dry-run"])
+    assert dry.exit_code == 0 and "would do one thing" in dry.output  # execute (which crashes) never ran
+    dry_json = runner.invoke(_fake_app(True), ["fake", "--dry-run", "--json"])
+    assert json.loads(dry_json.stdout) == {"dry_run": True, "steps": 1}
+    crashed = runner.invoke(_fake_app(True, crash=True), ["fake"])
+    assert crashed.exit_code != 0 and isinstance(crashed.exception, RuntimeError)
+    assert "faking failed; its log" in crashed.output and "executing step" in crashed.output
+
+
+@pytest.mark.parametrize("stage", ["toolkit.render", "toolkit.ci.workflow"])
+def test_render_and_ci_follow_the_protocol_to_the_letter(stage):
+    from toolkit.core import config
+    from toolkit.core.stage import Plan, Report
+
+    mod = importlib.import_module(stage)
+    assert list(inspect.signature(mod.plan).parameters) == ["config", "request", "log"]
+    assert list(inspect.signature(mod.execute).parameters) == ["plan", "log"]
+    lines: list[str] = []
+    plan = mod.plan(config.load(REPO), mod.Request(check=True), lines.append)
+    report = mod.execute(plan, lines.append)
+    assert isinstance(plan, Plan) and isinstance(report, Report) and lines
+    assert report.ok and report.exit_code == 0 and report.lines() and report.to_json()["ok"] is True

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, get_type_hints
+from typing import Annotated, Any
 
 import typer
 
@@ -73,13 +73,14 @@ class Options:
 
 @dataclass(frozen=True)
 class Run:
-    """What a command does, as the runner needs it. `plan(config, log)` reads and decides; `execute(plan,
-    log)` acts and returns a protocol Report (None: the plan is the result, e.g. read-only listings);
-    `show(result, options)` prints tables (under --dry-run the plan, or what `preview(plan)` makes of it for
-    printing; else the report). `read_only` takes the
-    project lock shared (checks); `config=False` hands `plan` None instead of the loaded project; `live`
-    shows the log as it happens even without --verbose (long, multi-stage work); `spinner=False` for work
-    that draws its own progress bars."""
+    """What a command does, as the runner needs it.
+
+    `plan(config, log)` reads and decides; `execute(plan, log)` acts and returns a protocol Report (None: the
+    plan is the result, e.g. read-only listings); `show(result, options)` prints tables: the report, or under
+    --dry-run the plan (or what `preview(plan)` makes of it). `read_only` takes the project lock shared
+    (checks); `config=False` hands `plan` None instead of the loaded project; `live` shows the log as it
+    happens even without --verbose (long, multi-stage work); `spinner=False` for work that draws its own
+    progress bars."""
 
     label: str
     plan: Callable[[Any, Log], Any]
@@ -90,6 +91,12 @@ class Run:
     config: bool = True
     live: bool = False
     spinner: bool = True
+
+
+def stage_run(label: str, stage: Any, request: Any, **fields: Any) -> Run:
+    """The Run of a stage package that follows the protocol to the letter: `stage.plan(config, request, log)`
+    then `stage.execute(plan, log)`; `fields` are the Run's other fields (show, read_only, ...)."""
+    return Run(label, plan=lambda cfg, log: stage.plan(cfg, request, log), execute=stage.execute, **fields)
 
 
 def _print_lines(result: Any, _opts: Options) -> None:
@@ -181,6 +188,13 @@ def _root_project(ctx: typer.Context) -> Path | None:
     return obj.get("project") if isinstance(obj, dict) else None
 
 
+def _resolved(fn: Callable[..., Any], annotation: Any) -> Any:
+    """An annotation as an object (a module with `from __future__ import annotations` keeps strings)."""
+    if not isinstance(annotation, str):
+        return annotation
+    return eval(annotation, fn.__globals__)
+
+
 def command(
     name: str,
     *,
@@ -195,8 +209,11 @@ def command(
     `dry_run` / `lock`), then `perform` its Run (under the project lock, held as `lock_name`, when `lock`)."""
 
     def register(fn: Callable[..., Run]) -> Callable[..., Run]:
-        hints = get_type_hints(fn, include_extras=True)
-        own = [p.replace(annotation=hints[p.name]) for p in inspect.signature(fn).parameters.values()][1:]
+        # The first parameter is the Options object the wrapper builds; the others are the command's options.
+        own = [
+            p.replace(annotation=_resolved(fn, p.annotation))
+            for p in list(inspect.signature(fn).parameters.values())[1:]
+        ]
         context = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
         params = [*own, *_shared_parameters(dry_run, lock), context]
 

@@ -140,7 +140,7 @@ def read_torch_version(torch_dir: Path) -> tuple[str, str | None, str | None] | 
         return None
 
     def unquote(v: str | None) -> str | None:
-        return None if v in (None, "None") else v.strip("'\"")  # type: ignore[union-attr]
+        return None if v in (None, "None") else v.strip("'\"")
 
     return unquote(found["__version__"]) or "", unquote(found.get("cuda")), unquote(found.get("hip"))
 

@@ -426,7 +426,7 @@ class LocalExecutor:
             except OSError:  # another build made it first
                 shutil.rmtree(tmp, ignore_errors=True)
 
-    def _progress(self, variants):  # type: ignore[no-untyped-def]
+    def _progress(self, variants):
         from toolkit.core import ui
 
         if not self.progress or not ui.err.is_terminal:

@@ -90,7 +90,7 @@ def _last_error(text: str) -> str:
     return best[-1].removeprefix("ERROR: ")[:300]
 
 
-def provision(item: Install, *, say: Callable[[str], None] | None = None, runner=None) -> Path:  # type: ignore[no-untyped-def]
+def provision(item: Install, *, say: Callable[[str], None] | None = None, runner=None) -> Path:
     """Install `item` unless it is already there; returns its path. Atomic: staged and renamed in."""
     if item.ready:
         return item.path
@@ -138,8 +138,8 @@ def _run_pip(cmd: list[str]) -> tuple[int, str]:
             if re.search(r"Downloading|Collecting|Installing|━", line):
                 sys.stderr.write("  " + line if not line.startswith(" ") else line)
         return proc.wait(), "".join(lines)
-    proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
-    return proc.returncode, proc.stdout + proc.stderr
+    done = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+    return done.returncode, done.stdout + done.stderr
 
 
 def clean_partials(base: Path) -> None:

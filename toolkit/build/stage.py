@@ -68,7 +68,7 @@ class HostToolchain:
     cross: dict = field(default_factory=dict)  # cpu -> (cxx, cxx_id, ccbin, info) of the zig cross toolchains
 
 
-def resolve_toolchain(  # type: ignore[no-untyped-def]
+def resolve_toolchain(
     choice: str, host: HostFacts, *, provision_ok: bool = False, say=None, dry_run: bool = False
 ) -> HostToolchain:
     """--toolchain: `zig` = the pinned hermetic zig (provisioned when missing), `system` = CXX or g++,
@@ -170,8 +170,8 @@ def select_variants(
         matrix = load_matrix(cfg.variants_file)
         chosen = matrix.select(list(patterns))
         return matrix, chosen
-    matrix = load_matrix(cfg.variants_file) if cfg.variants_file.is_file() else None
-    return matrix, (host_variant(host),)
+    found = load_matrix(cfg.variants_file) if cfg.variants_file.is_file() else None
+    return found, (host_variant(host),)
 
 
 def prepare(
@@ -184,7 +184,7 @@ def prepare(
     engine: str = "auto",
     toolchain: str = "auto",
     provision: bool = False,
-    say=None,  # type: ignore[no-untyped-def]
+    say=None,
     dry_run: bool = False,
     read_only: bool = False,
 ) -> Prepared:
@@ -228,7 +228,7 @@ def provision_missing(
     enabled: tuple[str, ...],
     matrix: Matrix,
     *,
-    say=None,  # type: ignore[no-untyped-def]
+    say=None,
     envs_dir: Path | None = None,
     toolchains_dir: Path | None = None,
 ) -> HostFacts:
@@ -239,7 +239,7 @@ def provision_missing(
     from toolkit.build.provision import cudart_install, provision, toolkit_install, torch_install
 
     envs_dir = envs_dir or default_envs_dir()
-    done: set[tuple[str, str, str]] = set()
+    done: set[tuple[str, str, str, str]] = set()
     for v in chosen:
         st = judge_one(v, host, enabled, matrix, "auto")
         for kind, src in st.provision:

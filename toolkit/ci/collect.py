@@ -207,7 +207,7 @@ def local_identity(cfg: Config) -> TreeIdentity:
 def _completeness(variant_dir: Path, meta: dict[str, Any]) -> str | None:
     """Why the variant's files are not exactly what its metadata.json digest lists, or None. The hashes are
     kernels' own (`kernels._rust.Digest`, what the build wrote and what `kernels` checks)."""
-    from kernels._rust import Digest, DigestAlgorithm  # type: ignore[import-not-found]
+    from kernels._rust import Digest, DigestAlgorithm
 
     digest = meta.get("digest")
     files = digest.get("files") if isinstance(digest, dict) else None
@@ -230,8 +230,10 @@ def _completeness(variant_dir: Path, meta: dict[str, Any]) -> str | None:
 
 
 def _foreign(meta: dict[str, Any], here: TreeIdentity) -> str | None:
-    prov = meta.get("provenance") if isinstance(meta.get("provenance"), dict) else {}
-    ours = prov.get("ggml-vendor") if isinstance(prov.get("ggml-vendor"), dict) else {}
+    prov = meta.get("provenance")
+    prov = prov if isinstance(prov, dict) else {}
+    ours = prov.get("ggml-vendor")
+    ours = ours if isinstance(ours, dict) else {}
     lock, source = ours.get("lock-sha256"), ours.get("source-id")
     if not lock or not source:
         return "metadata.json records no lock-sha256/source-id, so its source tree is unknown"
@@ -243,7 +245,8 @@ def _foreign(meta: dict[str, Any], here: TreeIdentity) -> str | None:
         return (
             f"built from other sources (source-id {str(source)[:12]}, here {here.source_id[:12]}): render/sync differ"
         )
-    kernel = prov.get("kernel") if isinstance(prov.get("kernel"), dict) else {}
+    kernel = prov.get("kernel")
+    kernel = kernel if isinstance(kernel, dict) else {}
     commit = kernel.get("commit")
     if commit and here.commit and commit != here.commit:
         return f"built from commit {str(commit)[:12]}, this checkout is at {here.commit[:12]}"

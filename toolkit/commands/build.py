@@ -190,56 +190,64 @@ def _executor(jobs: int | None, as_json: bool) -> Any:
     return execute
 
 
+AllOpt = Annotated[bool, typer.Option("--all", help="Every variant of the matrix (variants/*.toml).")]
+JobsOpt = Annotated[
+    int | None, typer.Option("--jobs", "-j", min=1, help="Parallel compiler invocations (default: CPU count).")
+]
+CreateEnvsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--create-envs",
+        help=(
+            "Create missing per-torch-version environments: from the matrix's [sources] (implies "
+            "--provision), then for other rows a venv with torch from the matrix's [torch-index] URL."
+        ),
+    ),
+]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        help=(
+            "Who builds: local (this host's toolchains), nix (kernel-builder via Nix >= 2.18 with "
+            "nix-command and flakes enabled; every variant of this host's system), auto (default: local)."
+        ),
+    ),
+]
+ToolchainOpt = Annotated[
+    str,
+    typer.Option(
+        "--toolchain",
+        help=(
+            "Host C++ compiler/linker for Linux variants (and nvcc's -ccbin): zig (the pinned ziglang "
+            "0.14.1 targeting glibc 2.28: manylinux_2_28-clean on any host; provisioned when missing), "
+            "system (CXX or g++), auto (default: zig when installed or provisioning, else system)."
+        ),
+    ),
+]
+ProvisionOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--provision/--no-provision",
+        help=(
+            "Install what selected variants lack and the matrix's [sources] provide — a torch build per "
+            "torch version, a CUDA toolkit per version (PyPI cuda-toolkit), the pinned zig — into the user "
+            "cache (atomically; reused by later runs). Default: on with --all."
+        ),
+    ),
+]
+
+
 @command("build", help=help_text.BUILD)
 def build(
     opts: Options,
-    all_variants: Annotated[bool, typer.Option("--all", help="Every variant of the matrix (variants/*.toml).")] = False,
+    all_variants: AllOpt = False,
     variant: VariantOpt = [],  # noqa: B006
-    jobs: Annotated[
-        int | None, typer.Option("--jobs", "-j", min=1, help="Parallel compiler invocations (default: CPU count).")
-    ] = None,
-    create_envs: Annotated[
-        bool,
-        typer.Option(
-            "--create-envs",
-            help=(
-                "Create missing per-torch-version environments: from the matrix's [sources] (implies "
-                "--provision), then for other rows a venv with torch from the matrix's [torch-index] URL."
-            ),
-        ),
-    ] = False,
-    engine: Annotated[
-        str,
-        typer.Option(
-            "--engine",
-            help=(
-                "Who builds: local (this host's toolchains), nix (kernel-builder via Nix >= 2.18 with "
-                "nix-command and flakes enabled; every variant of this host's system), auto (default: local)."
-            ),
-        ),
-    ] = "auto",
-    toolchain: Annotated[
-        str,
-        typer.Option(
-            "--toolchain",
-            help=(
-                "Host C++ compiler/linker for Linux variants (and nvcc's -ccbin): zig (the pinned ziglang "
-                "0.14.1 targeting glibc 2.28: manylinux_2_28-clean on any host; provisioned when missing), "
-                "system (CXX or g++), auto (default: zig when installed or provisioning, else system)."
-            ),
-        ),
-    ] = "auto",
-    provision: Annotated[
-        bool | None,
-        typer.Option(
-            "--provision/--no-provision",
-            help=(
-                "Install what selected variants lack and the matrix's [sources] provide — a torch build per "
-                "torch version, a CUDA toolkit per version (PyPI cuda-toolkit), the pinned zig — into the user "
-                "cache (atomically; reused by later runs). Default: on with --all."
-            ),
-        ),
-    ] = None,
+    jobs: JobsOpt = None,
+    create_envs: CreateEnvsOpt = False,
+    engine: EngineOpt = "auto",
+    toolchain: ToolchainOpt = "auto",
+    provision: ProvisionOpt = None,
 ) -> Run:
     from toolkit import build as build_stage
 

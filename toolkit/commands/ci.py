@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from toolkit import help as help_text
-from toolkit.app import Options, Run, command
+from toolkit.app import Options, Run, command, stage_run
 from toolkit.core import ui
 
 
@@ -35,10 +35,4 @@ def ci(
     from toolkit.ci import workflow  # deferred: keeps CLI start-up light
 
     request = workflow.Request(check=check)
-    return Run(
-        "rendering the CI workflow",
-        plan=lambda cfg, log: workflow.plan(cfg, request, log),
-        execute=workflow.execute,
-        show=_show,
-        read_only=check,
-    )
+    return stage_run("rendering the CI workflow", workflow, request, show=_show, read_only=check)

@@ -8,7 +8,7 @@ import typer
 
 from toolkit import help as help_text
 from toolkit import render as render_stage
-from toolkit.app import Options, Run, command
+from toolkit.app import Options, Run, command, stage_run
 from toolkit.core import ui
 
 CheckOpt = Annotated[
@@ -33,10 +33,4 @@ def _show(result: Any, opts: Options) -> None:
 @command("render", help=help_text.RENDER)
 def render(opts: Options, check: CheckOpt = False) -> Run:
     request = render_stage.Request(check=check)
-    return Run(
-        "rendering templates",
-        plan=lambda cfg, log: render_stage.plan(cfg, request, log),
-        execute=render_stage.execute,
-        show=_show,
-        read_only=check,
-    )
+    return stage_run("rendering templates", render_stage, request, show=_show, read_only=check)

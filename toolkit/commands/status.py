@@ -25,7 +25,7 @@ from toolkit.sync.vendor_tree import (
 def _patches(cfg: config.Config, lock: Lock | None) -> list[dict[str, Any]]:
     current = {p.name: sha256_file(p) for p in patch_files(cfg.vendor_dir)}
     described = patch_descriptions(cfg.vendor_dir)
-    patches = []
+    patches: list[dict[str, Any]] = []
     for p in lock.patches if lock else ():
         state = (
             p.verdict

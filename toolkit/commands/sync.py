@@ -39,23 +39,31 @@ def _print_head(rep: SyncReport) -> None:
     ui.out.print(f"  {len(lock.files)} files ({per_op}; plus {extra})")
 
 
-def _print_report(rep: SyncReport, opts: Options) -> None:
-    plan = rep.plan
-    _print_head(rep)
-    if opts.verbose or rep.status == "dry-run":
-        for f in plan.lock.file_info:
+def _print_files(rep: SyncReport, verbose: bool) -> None:
+    if verbose or rep.status == "dry-run":
+        for f in rep.plan.lock.file_info:
             ui.out.print(f"    {f.path:45} {f.reason}")
-        for path, change in plan.changes:
+        for path, change in rep.plan.changes:
             ui.out.print(f"    {change:7} vendor/{path}")
-    for p in plan.patches:
+
+
+def _print_patches(rep: SyncReport) -> None:
+    for p in rep.plan.patches:
         line = f"  patch {p.name}: {p.verdict}"
         if p.verdict == VERDICT_UPSTREAM:
             line += " (drop it: ggml-vendor sync --drop-upstreamed, or git rm vendor/patches/" + p.name + ")"
         ui.out.print(line)
-    for f in plan.overwrites:
+    for f in rep.plan.overwrites:
         ui.warn("overwrote" if rep.status == "synced" else "would overwrite", f.line())
     for action in rep.recovered:
         ui.warn("recovered:", action)
+
+
+def _print_report(rep: SyncReport, opts: Options) -> None:
+    plan = rep.plan
+    _print_head(rep)
+    _print_files(rep, opts.verbose)
+    _print_patches(rep)
     if rep.drift is not None:
         for line in rep.drift.summary_lines():
             ui.out.print(f"  {line}")

@@ -78,7 +78,7 @@ def _lister(patterns: list[str]) -> Any:
         matrix = load_matrix(cfg.variants_file)
         host = detect_host()
         enabled = _enabled_backends(cfg)
-        nix_ok = bool(host.nix) and probe_nix(host.nix).usable
+        nix_ok = host.nix is not None and probe_nix(host.nix).usable
         rows = []
         for v in matrix.select(patterns):
             st = judge_one(v, host, enabled, matrix, "auto")

@@ -21,10 +21,10 @@ from rich.text import Text
 class _Console(Console):
     """A Console whose print/log treat strings as plain text unless `markup=True` is asked for."""
 
-    def print(self, *objects: Any, markup: bool | None = None, **kwargs: Any) -> None:  # type: ignore[override]
+    def print(self, *objects: Any, markup: bool | None = None, **kwargs: Any) -> None:
         super().print(*objects, markup=bool(markup), **kwargs)
 
-    def log(self, *objects: Any, markup: bool | None = None, **kwargs: Any) -> None:  # type: ignore[override]
+    def log(self, *objects: Any, markup: bool | None = None, **kwargs: Any) -> None:
         super().log(*objects, markup=bool(markup), _stack_offset=2, **kwargs)
 
 

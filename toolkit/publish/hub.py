@@ -126,7 +126,7 @@ def _live_state(api: Any, repo_id: str, branch: str) -> tuple[bool, dict[str, st
 def _operations(plan: PublishPlan, chunk: tuple) -> list:
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
-    ops = []
+    ops: list[CommitOperationAdd | CommitOperationDelete] = []
     for a in chunk:
         if a.action == ADD:
             f = plan.local[a.path]
@@ -149,7 +149,8 @@ def _push_branch(
     progress: Callable[[str], None],
 ) -> tuple[list[str], list[str], str]:
     """Commit one branch's changes in batches; returns (commit oids, PR urls, revision holding the result)."""
-    commits, prs = [], []
+    commits: list[str] = []
+    prs: list[str] = []
     revision = bp.branch
     chunks = batches(bp.actions, batch_size)
     for i, chunk in enumerate(chunks):

@@ -84,9 +84,9 @@ def preflight(
         # Stubs are re-checked here even though verify passed: the tree may have been re-checked-out since.
         for f in sorted(p for p in d.rglob("*") if p.is_file()):
             with f.open("rb") as fh:
-                why = check_file(f.relative_to(d).as_posix(), fh.read(4096))
-            if why:
-                problems.append(f"{d.name}: {why}")
+                stub = check_file(f.relative_to(d).as_posix(), fh.read(4096))
+            if stub:
+                problems.append(f"{d.name}: {stub}")
     if len(versions) > 1:
         problems.append(
             "mixed versions: " + "; ".join(f"v{v}: {', '.join(n)}" for v, n in sorted(versions.items(), key=str))

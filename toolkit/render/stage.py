@@ -323,7 +323,7 @@ def _validate_build_toml(files: list[RenderedFile]) -> None:
     if rendered is None:
         return
     try:
-        from kernels._rust import Build  # type: ignore[import-not-found]
+        from kernels._rust import Build
     except ImportError:  # pragma: no cover - kernels is a hard dependency; keep render usable without it
         return
     with tempfile.TemporaryDirectory(prefix="ggml-vendor-build-toml-") as tmp:

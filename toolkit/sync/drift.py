@@ -190,14 +190,14 @@ class Drift:
         out += ["", "## Behaviour: kernels and ggml-cpu reference per op", ""]
         if not self.behaviour:
             out.append("No kernel or reference function changed (comments and whitespace ignored).")
-        for b in self.behaviour:
-            out.append(f"- **{b.headline()}** (`{b.path}`)")
-            if b.commits:
-                out += [f"  - `{c[:12]}` {t}" for c, t in b.commits]
-            elif b.commits is None:
+        for change in self.behaviour:
+            out.append(f"- **{change.headline()}** (`{change.path}`)")
+            if change.commits:
+                out += [f"  - `{c[:12]}` {t}" for c, t in change.commits]
+            elif change.commits is None:
                 out.append("  - commits: not available from this object source")
-            if b.diff:
-                out += ["", "```diff", b.diff.rstrip("\n"), "```", ""]
+            if change.diff:
+                out += ["", "```diff", change.diff.rstrip("\n"), "```", ""]
         out += ["", "## Fingerprinted regions (what our bindings depend on)", ""]
         if not self.regions:
             out.append("No fingerprinted region changed.")
@@ -364,11 +364,10 @@ def _behaviour_drift(
                     f"{new.commit[:12]}:{n.path or path}",
                 )
             )
-        commits = None
+        commits: tuple[tuple[str, str], ...] | None = None
         if log_function is not None and n.path:
-            commits = log_function(old.commit, new.commit, prefix + n.path, function)
-            if commits is not None:
-                commits = tuple(commits)
+            logged = log_function(old.commit, new.commit, prefix + n.path, function)
+            commits = tuple(logged) if logged is not None else None
         out.append(
             BehaviourDrift(
                 key,

@@ -153,9 +153,9 @@ def apply_patches(
                         f"fix the paths in vendor/patches/{name} (relative to vendor/ggml)",
                     )
             for old, new in targets:
-                for path in (old, new):
-                    if path and path not in touched:
-                        touched.append(path)
+                for edited in (old, new):
+                    if edited and edited not in touched:
+                        touched.append(edited)
                 if old and old not in result:
                     raise PatchError(
                         f"patch {name} changes {old}, which is not vendored at this pin",

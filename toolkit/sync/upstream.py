@@ -15,6 +15,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import git
 
@@ -99,10 +100,11 @@ class Snapshot:
     # -- tree walking (cached per directory) --
     def _entries(self, repo_dir: str) -> dict[str, tuple[int, str]]:
         if repo_dir not in self._trees:
-            tree = self.source.repo.commit(self.commit).tree
+            root = self.source.repo.commit(self.commit).tree
+            tree: Any = root
             if repo_dir:
                 try:
-                    tree = tree.join(repo_dir)
+                    tree = root.join(repo_dir)
                 except KeyError:
                     tree = None
                 if tree is not None and tree.type != "tree":

@@ -189,16 +189,16 @@ def check_archs(variant: str, backend: str, archs: list[str] | None, so_files: l
                     "build with --no-offload-compress to make archs checkable",
                 )
             ]
-        found = parse_offload_bundle(sec)
-        if sorted(archs) == found:
-            return [Finding(variant, "archs", PASS, f"backend.archs {found} match the code objects")]
+        bundled = parse_offload_bundle(sec)
+        if sorted(archs) == bundled:
+            return [Finding(variant, "archs", PASS, f"backend.archs {bundled} match the code objects")]
         return [
             Finding(
                 variant,
                 "archs",
                 FAIL,
-                f"backend.archs {sorted(archs)} != code objects in the binary {found}",
-                f"write archs = {found} into metadata.json (or rebuild for the declared archs)",
+                f"backend.archs {sorted(archs)} != code objects in the binary {bundled}",
+                f"write archs = {bundled} into metadata.json (or rebuild for the declared archs)",
             )
         ]
     try:

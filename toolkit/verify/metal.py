@@ -27,7 +27,7 @@ def check_metal(
     from toolkit.build import metallib
 
     required = required_kernels() if required is None else required
-    sources: list[tuple[str, object]] = []
+    sources: list[tuple[str, metallib.MetalLibrary]] = []
     errors: list[str] = []
     for lib_file in sorted(path.rglob("*.metallib")):
         try:
