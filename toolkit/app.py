@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,7 +21,7 @@ import typer
 
 from toolkit import help as help_text
 from toolkit.core import ui
-from toolkit.core.errors import Interrupted, VendorError
+from toolkit.core.errors import ConfigError, Interrupted, VendorError
 from toolkit.core.stage import Log, failure_of
 
 app = typer.Typer(
@@ -51,6 +51,17 @@ VerboseOpt = Annotated[
 VariantOpt = Annotated[
     list[str], typer.Option("--variant", help="Only variants whose name matches this glob (repeatable).")
 ]
+# A project may hold a family of packages ([tool.ggml-vendor.packages.<name>]); per-package commands take
+# `--package/-p NAME` (repeatable) and otherwise run for every package, the first one first.
+PackageOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--package",
+        "-p",
+        help="Only this package of the project (repeatable; default: every package, in pyproject.toml order).",
+        show_default=False,
+    ),
+]
 NoWaitOpt = Annotated[
     bool,
     typer.Option(
@@ -69,6 +80,7 @@ class Options:
     verbose: bool = False
     dry_run: bool = False
     wait: bool = True
+    packages: tuple[str, ...] = ()  # --package/-p (empty: every package), where the command is per package
 
 
 @dataclass(frozen=True)
@@ -80,9 +92,11 @@ class Run:
     --dry-run the plan (or what `preview(plan)` makes of it). `read_only` takes the project lock shared
     (checks); `config=False` hands `plan` None instead of the loaded project; `live` shows the log as it
     happens even without --verbose (long, multi-stage work); `spinner=False` for work that draws its own
-    progress bars."""
+    progress bars. `per_package` (set by `@command(packages=True)`) runs it once per selected package;
+    `one_package`: exactly one may be selected. `interrupted(plan)` is the error for a Ctrl-C once execute
+    may have acted (default: "previous state kept")."""
 
-    label: str
+    label: str | Callable[[Any], str]  # the task's label, or a function of the config it runs under
     plan: Callable[[Any, Log], Any]
     execute: Callable[[Any, Log], Any] | None = None
     show: Callable[[Any, Options], None] | None = None
@@ -91,9 +105,12 @@ class Run:
     config: bool = True
     live: bool = False
     spinner: bool = True
+    per_package: bool = False
+    one_package: bool = False
+    interrupted: Callable[[Any], Exception] | None = None
 
 
-def stage_run(label: str, stage: Any, request: Any, **fields: Any) -> Run:
+def stage_run(label: str | Callable[[Any], str], stage: Any, request: Any, **fields: Any) -> Run:
     """The Run of a stage package that follows the protocol to the letter: `stage.plan(config, request, log)`
     then `stage.execute(plan, log)`; `fields` are the Run's other fields (show, read_only, ...)."""
     return Run(label, plan=lambda cfg, log: stage.plan(cfg, request, log), execute=stage.execute, **fields)
@@ -112,23 +129,67 @@ def _emit(result: Any, run: Run, opts: Options) -> None:
         (run.show or _print_lines)(result, opts)
 
 
-def perform(run: Run, opts: Options) -> None:
-    """Plan, execute (unless --dry-run) and print `run` under the project's config; a report that is not
-    ok ends the command with its exit code."""
-    from toolkit.core.config import load
-
-    cfg = load(opts.project) if run.config else None
+def _perform_one(run: Run, opts: Options, cfg: Any) -> None:
     verbose = opts.verbose or (run.live and not opts.json)
-    with ui.task(run.label, verbose=verbose, quiet=opts.json, spinner=run.spinner) as task:
-        result = run.plan(cfg, task.log)
-        if run.execute is not None and not opts.dry_run:
-            result = run.execute(result, task.log)
-        elif run.preview is not None:
-            result = run.preview(result)
-    _emit(result, run, opts)
+    plan = None
+    try:
+        label = run.label(cfg) if callable(run.label) else run.label
+        with ui.task(label, verbose=verbose, quiet=opts.json, spinner=run.spinner) as task:
+            result = plan = run.plan(cfg, task.log)
+            if run.execute is not None and not opts.dry_run:
+                result = run.execute(plan, task.log)
+            elif run.preview is not None:
+                result = run.preview(plan)
+        _emit(result, run, opts)
+    except KeyboardInterrupt:
+        if plan is None or opts.dry_run or run.interrupted is None:
+            raise  # nothing was carried out: the previous state was kept
+        # Once the plan may have been carried out, the stage says what the tree now holds.
+        raise run.interrupted(plan) from None
     failure = failure_of(result) if hasattr(result, "ok") else None
     if failure is not None:
         raise failure
+
+
+def _views(run: Run, opts: Options) -> tuple[Any, ...]:
+    """The configs `run` runs under: the project's, or one view per selected package."""
+    from toolkit.core.config import load
+
+    cfg = load(opts.project)
+    if not run.per_package:
+        return (cfg,)
+    views = cfg.selected(opts.packages)
+    if run.one_package and len(views) > 1:
+        raise ConfigError(
+            f"the project holds {len(views)} packages and this command works on one package's build/",
+            f"add --package NAME (one of {', '.join(v.name for v in views)})",
+        )
+    return views
+
+
+def perform(run: Run, opts: Options) -> None:
+    """Plan, execute (unless --dry-run) and print `run` under the project's config; a report that is not
+    ok ends the command with its exit code. Per package: one package selected is exactly the one-package
+    command; several get a heading each on stderr and, with --json, one document {"packages": {name: doc}};
+    the first failure stops the loop, its one line naming the package."""
+    views = _views(run, opts) if run.config else (None,)
+    if len(views) == 1:
+        _perform_one(run, opts, views[0])
+        return
+    docs: dict[str, Any] = {}
+    for view in views:
+        if not opts.json:
+            ui.err.print(ui.labelled("package", "bold", view.name))
+        try:
+            with ui.collect_json() as collected:
+                _perform_one(run, opts, view)
+        except VendorError as exc:
+            exc.message = f"package {view.name}: {exc.message}"
+            raise
+        if opts.json:
+            docs[view.name] = collected[0] if len(collected) == 1 else collected
+    if opts.json:
+        ui.emit_json({"packages": docs})
 
 
 def _locked(run: Run, opts: Options, command: str) -> None:
@@ -168,9 +229,10 @@ def guarded(body: Callable[[], None], verbose: bool) -> None:
         raise typer.Exit(Interrupted.exit_code) from None
 
 
-def _shared_parameters(dry_run: bool, lock: bool) -> list[inspect.Parameter]:
+def _shared_parameters(dry_run: bool, lock: bool, packages: bool) -> list[inspect.Parameter]:
     kw = inspect.Parameter.KEYWORD_ONLY
-    params = [
+    params = [inspect.Parameter("package", kw, default=[], annotation=PackageOpt)] if packages else []
+    params += [
         inspect.Parameter("project", kw, default=None, annotation=ProjectOpt),
         inspect.Parameter("as_json", kw, default=False, annotation=JsonOpt),
         inspect.Parameter("verbose", kw, default=False, annotation=VerboseOpt),
@@ -203,10 +265,12 @@ def command(
     dry_run: bool = True,
     lock: bool = True,
     lock_name: str | None = None,
+    packages: bool = False,
 ) -> Callable[[Callable[..., Run]], Callable[..., Run]]:
     """Register `fn(opts, **own_options) -> Run` as the command `name` (of `group`, default the app): its own
-    options plus the shared ones (--project/-C, --json, --verbose/-v, and --dry-run / --no-wait where
-    `dry_run` / `lock`), then `perform` its Run (under the project lock, held as `lock_name`, when `lock`)."""
+    options plus the shared ones (--project/-C, --json, --verbose/-v, and --dry-run / --no-wait / --package
+    where `dry_run` / `lock` / `packages`), then `perform` its Run (under the project lock, held as
+    `lock_name`, when `lock`; once per selected package when `packages`)."""
 
     def register(fn: Callable[..., Run]) -> Callable[..., Run]:
         # The first parameter is the Options object the wrapper builds; the others are the command's options.
@@ -215,7 +279,7 @@ def command(
             for p in list(inspect.signature(fn).parameters.values())[1:]
         ]
         context = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
-        params = [*own, *_shared_parameters(dry_run, lock), context]
+        params = [*own, *_shared_parameters(dry_run, lock, packages), context]
 
         def cli(**kwargs: Any) -> None:
             ctx = kwargs.pop("ctx")
@@ -225,10 +289,11 @@ def command(
                 verbose=kwargs.pop("verbose"),
                 dry_run=kwargs.pop("dry_run", False),
                 wait=not kwargs.pop("no_wait", False),
+                packages=tuple(kwargs.pop("package", ())),
             )
 
             def body() -> None:
-                run = fn(opts, **kwargs)
+                run = replace(fn(opts, **kwargs), per_package=packages)
                 (_locked(run, opts, lock_name or name) if lock else perform(run, opts))
 
             guarded(body, opts.verbose)

@@ -219,7 +219,7 @@ print("DEMO" + json.dumps(out))
 
 def load_with_get_kernel(endpoint: str, repo: str, version: int, cache: Path) -> dict[str, Any]:
     """kernels.get_kernel(repo, version=N, trust_remote_code=True) in a fresh process against `endpoint`."""
-    from toolkit.publish.localhub import client_env
+    from toolkit.testing.localhub import client_env
 
     env = client_env(endpoint, cache)
     proc = subprocess.run(
@@ -322,7 +322,7 @@ def _publish(ctx: Context) -> tuple[str, dict[str, Any]]:
     from toolkit import publish
 
     request = publish.Request(tuple(ctx.built), endpoint=ctx.endpoint, token=DEMO_TOKEN)
-    res = publish.execute(publish.plan(ctx.config, request), progress=ctx.log)
+    res = publish.execute(publish.plan(ctx.config, request, ctx.log), ctx.log)
     detail = (
         f"{res.target} branch v{ctx.config.version}: {len(res.commits)} commits, "
         f"{res.verified['files_checked']} files re-listed and matched"
@@ -391,7 +391,7 @@ def plan(project: Path | None, request: Request | None = None, log: Log = quiet)
 
 def execute(plan: Plan, log: Log = quiet) -> DemoReport:
     """The pipeline in a fresh workspace, task by task, with a local test Hub to publish to and load from."""
-    from toolkit.publish.localhub import HubServer, HubState
+    from toolkit.testing.localhub import HubServer, HubState
 
     ws = plan.request.workspace or Path(tempfile.mkdtemp(prefix="ggml-vendor-demo-"))
     ctx = Context(plan, ws, log=log)

@@ -33,6 +33,7 @@ from typing import Any
 from toolkit.core.config import Config
 from toolkit.core.errors import CollectError
 from toolkit.core.hashing import sha256_file
+from toolkit.core.records import sub_table
 
 RECORD = ".verified.json"
 STAGING_PREFIX = ".collect-"
@@ -206,8 +207,10 @@ def local_identity(cfg: Config) -> TreeIdentity:
 
 def _completeness(variant_dir: Path, meta: dict[str, Any]) -> str | None:
     """Why the variant's files are not exactly what its metadata.json digest lists, or None. The hashes are
-    kernels' own (`kernels._rust.Digest`, what the build wrote and what `kernels` checks)."""
-    from kernels._rust import Digest, DigestAlgorithm
+    kernels' own (kernels' `Digest`, what the build wrote and what `kernels` checks)."""
+    from toolkit.core.kernels_bindings import kernels_types
+
+    Digest, DigestAlgorithm = kernels_types("Digest", "DigestAlgorithm")
 
     digest = meta.get("digest")
     files = digest.get("files") if isinstance(digest, dict) else None
@@ -230,10 +233,8 @@ def _completeness(variant_dir: Path, meta: dict[str, Any]) -> str | None:
 
 
 def _foreign(meta: dict[str, Any], here: TreeIdentity) -> str | None:
-    prov = meta.get("provenance")
-    prov = prov if isinstance(prov, dict) else {}
-    ours = prov.get("ggml-vendor")
-    ours = ours if isinstance(ours, dict) else {}
+    prov = sub_table(meta, "provenance")
+    ours = sub_table(prov, "ggml-vendor")
     lock, source = ours.get("lock-sha256"), ours.get("source-id")
     if not lock or not source:
         return "metadata.json records no lock-sha256/source-id, so its source tree is unknown"
@@ -245,8 +246,7 @@ def _foreign(meta: dict[str, Any], here: TreeIdentity) -> str | None:
         return (
             f"built from other sources (source-id {str(source)[:12]}, here {here.source_id[:12]}): render/sync differ"
         )
-    kernel = prov.get("kernel")
-    kernel = kernel if isinstance(kernel, dict) else {}
+    kernel = sub_table(prov, "kernel")
     commit = kernel.get("commit")
     if commit and here.commit and commit != here.commit:
         return f"built from commit {str(commit)[:12]}, this checkout is at {here.commit[:12]}"

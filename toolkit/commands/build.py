@@ -238,7 +238,7 @@ ProvisionOpt = Annotated[
 ]
 
 
-@command("build", help=help_text.BUILD)
+@command("build", help=help_text.BUILD, packages=True)
 def build(
     opts: Options,
     all_variants: AllOpt = False,

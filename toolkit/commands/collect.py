@@ -80,7 +80,7 @@ def _show(result: Collected, _opts: Options) -> None:
         ui.out.print(f"{n} variant(s) would be collected; nothing changed (--dry-run)")
 
 
-@command("collect", help=help_text.COLLECT)
+@command("collect", help=help_text.COLLECT, packages=True)
 def collect_cmd(
     opts: Options,
     artifacts: Annotated[
@@ -94,4 +94,5 @@ def collect_cmd(
         execute=lambda cfg, log: _collector(artifacts, dry_run=False)(cfg, log),
         preview=lambda cfg: _collector(artifacts, dry_run=True)(cfg, quiet),
         show=_show,
+        one_package=True,  # artifacts go into one package's build/
     )

@@ -10,6 +10,8 @@ import typer
 from toolkit import help as help_text
 from toolkit.app import Options, Run, command
 from toolkit.core import ui
+from toolkit.core.errors import ConfigError
+from toolkit.core.stage import Log
 
 
 def _show(result: Any, _opts: Options) -> None:
@@ -34,7 +36,22 @@ def _show(result: Any, _opts: Options) -> None:
         )
 
 
-@command("publish", help=help_text.PUBLISH)
+def _planner(request: Any, *, repo: str | None, report: Path | None, packages: tuple[str, ...]) -> Any:
+    from toolkit import publish as publish_stage
+
+    def plan(cfg: Any, log: Log) -> Any:
+        for flag, value in (("--repo", repo), ("--report", report)):
+            if value is not None and len(cfg.selected(packages)) > 1:
+                raise ConfigError(
+                    f"{flag} names one target but several packages are selected",
+                    "add --package NAME (each package publishes to its own hub-repo, reports into its build/)",
+                )
+        return publish_stage.plan(cfg, request, log)
+
+    return plan
+
+
+@command("publish", help=help_text.PUBLISH, packages=True)
 def publish(
     opts: Options,
     variants: Annotated[list[str] | None, typer.Argument(help="Variant names under build/ (default: all).")] = None,
@@ -78,10 +95,11 @@ def publish(
         batch_size=batch_size,
         report=report,
     )
+
     return Run(
         "publishing",
-        plan=lambda cfg, log: publish_stage.plan(cfg, request, progress=log),
-        execute=lambda plan, log: publish_stage.execute(plan, progress=log),
+        plan=_planner(request, repo=repo, report=report, packages=opts.packages),
+        execute=publish_stage.execute,
         preview=lambda plan: plan.preview,
         show=_show,
         live=True,

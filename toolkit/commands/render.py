@@ -27,10 +27,11 @@ def _show(result: Any, opts: Options) -> None:
     plan = result if isinstance(result, render_stage.Plan) else result.plan
     if opts.verbose and (opts.dry_run or plan.request.check):
         for f in plan.files:
-            ui.out.print(f"  {f.path}  <- templates/{f.template}")
+            ui.out.print(f"  {plan.shown(f.path)}  <- {plan.templates}/{f.template}")
 
 
-@command("render", help=help_text.RENDER)
+@command("render", help=help_text.RENDER, packages=True)
 def render(opts: Options, check: CheckOpt = False) -> Run:
     request = render_stage.Request(check=check)
-    return stage_run("rendering templates", render_stage, request, show=_show, read_only=check)
+    label = "rendering templates"
+    return stage_run(lambda cfg: f"{label} of {cfg.name}", render_stage, request, show=_show, read_only=check)

@@ -66,6 +66,8 @@ def status_doc(cfg: config.Config) -> dict[str, Any]:
         "clean": not findings,
         "findings": [f.to_json() for f in findings],
         "patches": _patches(cfg, lock),
+        # Each package of the project with the number of vendored files it needs (one pin, one vendor/).
+        "packages": {p: len(lock.package_files(p)) if lock else 0 for p in cfg.package_names()},
     }
 
 
@@ -89,6 +91,9 @@ def _print_pin(doc: dict[str, Any], verbose: bool) -> None:
     ui.out.print(f"from    {doc['upstream']}{twin}")
     ops = ", ".join(f"{op}/{b} {n}" for op, per in doc["closures"].items() for b, n in per.items())
     ui.out.print(f"files   {doc['files']} ({ops})")
+    if len(doc["packages"]) > 1:
+        needs = ", ".join(f"{p} {n}" for p, n in doc["packages"].items())
+        ui.out.print(f"        files needed per package: {needs}")
     if verbose:
         ui.out.print(f"        locked by ggml-vendor {doc['tool_version']}")
     for path, lic in doc["licenses"].items():

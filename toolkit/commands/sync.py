@@ -166,8 +166,9 @@ def sync(
     )
     return Run(
         "sync",
-        plan=lambda cfg, log: sync_stage.plan(cfg, req, progress=log),
-        execute=lambda plan, log: sync_stage.execute(plan, progress=log),
+        plan=lambda cfg, log: sync_stage.plan(cfg, req, log),
+        execute=sync_stage.execute,
         preview=lambda plan: plan.dry_run_report(),
         show=_print_report,
+        interrupted=sync_stage.interrupted,
     )

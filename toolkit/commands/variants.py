@@ -43,15 +43,17 @@ class Listing:
 
 def _enabled_backends(cfg: Config) -> tuple[str, ...]:
     build_backends = None
-    if (cfg.root / "build.toml").is_file():
+    build_toml = cfg.package_root / "build.toml"
+    if build_toml.is_file():
         import tomlkit
 
-        general = tomlkit.parse((cfg.root / "build.toml").read_text()).unwrap().get("general", {})
-        build_backends = general.get("backends")
+        build_backends = tomlkit.parse(build_toml.read_text()).unwrap().get("general", {}).get("backends")
     return tuple(b for b in cfg.backends if build_backends is None or b in build_backends)
 
 
-def _row(v: Any, st: Any, engine: str) -> dict[str, Any]:
+def _row(v: Any, st: Any, engine: str, host_cpu: str) -> dict[str, Any]:
+    from toolkit.build.provision import installs_for
+
     return {
         "engine": engine,
         "name": v.name,
@@ -61,7 +63,7 @@ def _row(v: Any, st: Any, engine: str) -> dict[str, Any]:
         "cpu": v.cpu,
         "os": v.os,
         "buildable": st.buildable,
-        "provision": [f"{src.package}=={src.version} ({src.where})" for _, src in st.provision],
+        "provision": [i.words for i in installs_for(v, st.provision, host_cpu)],
         "executor": st.executor,
         "reason": st.reason,
         "torch_env": st.env.python if st.env else None,
@@ -82,7 +84,7 @@ def _lister(patterns: list[str]) -> Any:
         rows = []
         for v in matrix.select(patterns):
             st = judge_one(v, host, enabled, matrix, "auto")
-            rows.append(_row(v, st, engine_for(v, st, nix_ok, host.system, matrix)))
+            rows.append(_row(v, st, engine_for(v, st, nix_ok, host.system, matrix), host.cpu))
         label = matrix.path.relative_to(cfg.root) if matrix.path.is_relative_to(cfg.root) else matrix.path
         return Listing(str(matrix.path), str(label), host.system, tuple(rows))
 
@@ -123,6 +125,6 @@ def _show(listing: Listing, opts: Options) -> None:
     )
 
 
-@command("variants", help=help_text.VARIANTS, dry_run=False, lock=False)
+@command("variants", help=help_text.VARIANTS, dry_run=False, lock=False, packages=True)
 def variants(opts: Options, variant: VariantOpt = []) -> Run:  # noqa: B006
     return Run("reading the build matrix", plan=_lister(variant), show=_show)

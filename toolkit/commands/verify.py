@@ -73,7 +73,7 @@ def _show(result: Any, opts: Options) -> None:
         ui.note("verified", f"{len(result.report.variants)} variant(s); publish may ship them")
 
 
-@command("verify", help=help_text.VERIFY)
+@command("verify", help=help_text.VERIFY, packages=True)
 def verify(
     opts: Options,
     variants: Annotated[list[str] | None, typer.Argument(help="Variant names under build/ (default: all).")] = None,
@@ -103,7 +103,7 @@ def verify(
     )
     request = verify_stage.Request(tuple(variants or ()), options)
     return Run(
-        "verifying build/ variants",
+        lambda cfg: f"verifying {cfg.build_dir.relative_to(cfg.root).as_posix()}/ variants of {cfg.name}",
         plan=lambda cfg, _log: verify_stage.plan(cfg, request),
         execute=lambda plan, log: Verified(verify_stage.execute(plan, progress=log)),
         preview=Planned,

@@ -29,27 +29,35 @@ class Request:
     check: bool = False
 
 
-def _changes_json(changes: tuple[FileChange, ...]) -> list[dict[str, str]]:
-    return [{"path": d.path, "kind": d.kind} for d in changes]
-
-
 @dataclass(frozen=True)
 class Plan:
-    """The rendered files and how the tree differs from them (`drift`; empty: up to date)."""
+    """The rendered files of one package and how the tree differs from them (`drift`; empty: up to date).
+    Paths are shown relative to the project root (`prefix`: where the package renders, "" for the first)."""
 
     rendered: RenderPlan
     drift: tuple[FileChange, ...]
     request: Request = Request()
+    package: str = ""
+    prefix: str = ""
+    templates: str = "templates"  # the package's templates directory, relative to the project root
 
     @property
     def files(self) -> tuple[Any, ...]:
         return self.rendered.files
 
+    def shown(self, path: str) -> str:
+        return f"{self.prefix}/{path}" if self.prefix else path
+
+    def changes_json(self, changes: tuple[FileChange, ...]) -> list[dict[str, str]]:
+        return [{"path": self.shown(d.path), "kind": d.kind} for d in changes]
+
     def lines(self) -> list[str]:
-        return [f"{d.kind:8} {d.path}" for d in self.drift] or [f"{len(self.files)} generated files are up to date"]
+        drift = [f"{d.kind:8} {self.shown(d.path)}" for d in self.drift]
+        return drift or [f"{len(self.files)} generated files of {self.package} are up to date"]
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": not self.drift, "files": [f.path for f in self.files], "drift": _changes_json(self.drift)}
+        files = [self.shown(f.path) for f in self.files]
+        return {"ok": not self.drift, "files": files, "drift": self.changes_json(self.drift)}
 
 
 @dataclass(frozen=True)
@@ -63,7 +71,7 @@ class Report(Verdict):
     def failure(self) -> RenderError | None:
         if not (self.checked and self.changed):
             return None
-        names = ", ".join(f"{d.path} ({d.kind})" for d in self.changed)
+        names = ", ".join(f"{self.plan.shown(d.path)} ({d.kind})" for d in self.changed)
         return RenderError(
             f"generated files are out of date: {names}",
             "run `ggml-vendor render` and commit the result (never edit generated files)",
@@ -72,20 +80,23 @@ class Report(Verdict):
     def lines(self) -> list[str]:
         if self.checked:
             return self.plan.lines()
-        verbs = [f"{'removed' if d.kind == 'orphan' else 'wrote':8} {d.path}" for d in self.changed]
-        return [*verbs, f"{len(self.plan.files)} generated files, {len(self.changed)} changed"]
+        verbs = [f"{'removed' if d.kind == 'orphan' else 'wrote':8} {self.plan.shown(d.path)}" for d in self.changed]
+        return [*verbs, f"{len(self.plan.files)} generated files of {self.plan.package}, {len(self.changed)} changed"]
 
     def to_json(self) -> dict[str, Any]:
         if self.checked:
             return self.plan.to_json()
-        return {"ok": True, "files": [f.path for f in self.plan.files], "changed": _changes_json(self.changed)}
+        files = [self.plan.shown(f.path) for f in self.plan.files]
+        return {"ok": True, "files": files, "changed": self.plan.changes_json(self.changed)}
 
 
 def plan(config: Config, request: Request | None = None, log: Log = quiet) -> Plan:
     request = request or Request()
     rendered = _plan(config)
     log(f"rendered {len(rendered.files)} files from {config.templates_dir}")
-    return Plan(rendered, tuple(check(rendered)), request)
+    prefix = config.package_root.relative_to(config.root).as_posix()
+    shown = "" if prefix == "." else prefix
+    return Plan(rendered, tuple(check(rendered)), request, config.name, shown, config.package.templates)
 
 
 def execute(plan: Plan, log: Log = quiet) -> Report:
