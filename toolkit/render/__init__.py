@@ -11,6 +11,7 @@ The work is in stage.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from toolkit.core.config import Config
@@ -41,9 +42,21 @@ class Plan:
     prefix: str = ""
     templates: str = "templates"  # the package's templates directory, relative to the project root
 
+    # The rendered plan's own interface (stage.RenderPlan), for callers that check or write it directly.
     @property
     def files(self) -> tuple[Any, ...]:
         return self.rendered.files
+
+    @property
+    def root(self) -> Path:
+        return self.rendered.root
+
+    @property
+    def orphans(self) -> tuple[str, ...]:
+        return self.rendered.orphans
+
+    def by_path(self) -> dict[str, Any]:
+        return self.rendered.by_path()
 
     def shown(self, path: str) -> str:
         return f"{self.prefix}/{path}" if self.prefix else path
