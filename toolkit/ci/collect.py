@@ -34,17 +34,12 @@ from typing import Any
 
 from toolkit.core import fs
 from toolkit.core.config import Config
-from toolkit.core.errors import VendorError
+from toolkit.core.errors import CollectError
 from toolkit.core.hashing import sha256_file
+from toolkit.core.records import sub_table
 
 RECORD = ".verified.json"
 STAGING_PREFIX = ".collect-"
-
-
-class CollectError(VendorError):
-    """An artifact was refused, or collecting cannot start; build/ is unchanged."""
-
-    exit_code = 11
 
 
 @dataclass(frozen=True)
@@ -270,8 +265,8 @@ def _completeness(variant_dir: Path, meta: dict[str, Any]) -> str | None:
 
 
 def _foreign(meta: dict[str, Any], here: TreeIdentity) -> str | None:
-    prov = meta.get("provenance") if isinstance(meta.get("provenance"), dict) else {}
-    ours = prov.get("ggml-vendor") if isinstance(prov.get("ggml-vendor"), dict) else {}
+    prov = sub_table(meta, "provenance")
+    ours = sub_table(prov, "ggml-vendor")
     lock, source = ours.get("lock-sha256"), ours.get("source-id")
     if not lock or not source:
         return "metadata.json records no lock-sha256/source-id, so its source tree is unknown"
@@ -283,7 +278,7 @@ def _foreign(meta: dict[str, Any], here: TreeIdentity) -> str | None:
         return (
             f"built from other sources (source-id {str(source)[:12]}, here {here.source_id[:12]}): render/sync differ"
         )
-    kernel = prov.get("kernel") if isinstance(prov.get("kernel"), dict) else {}
+    kernel = sub_table(prov, "kernel")
     commit = kernel.get("commit")
     if commit and here.commit and commit != here.commit:
         return f"built from commit {str(commit)[:12]}, this checkout is at {here.commit[:12]}"

@@ -65,8 +65,8 @@ def _fail(exc: Exception, token: str, what: str) -> PublishError:
 
 def _network_errors() -> tuple[type[Exception], ...]:
     """The exceptions huggingface_hub's HTTP client raises when the Hub cannot be reached at all (refused,
-    DNS, timeout, TLS): httpx2 for huggingface_hub 2.x, httpx for the releases before it."""
-    found: list[type[Exception]] = []
+    DNS, timeout, TLS): OSError, and httpx2 for huggingface_hub 2.x or httpx for the releases before it."""
+    found: list[type[Exception]] = [OSError]  # connection refused, DNS, timeouts, ... below the HTTP client
     for name in ("httpx2", "httpx"):
         with contextlib.suppress(ImportError):
             found.append(__import__(name).RequestError)
@@ -100,7 +100,7 @@ def _live_state(api: Any, repo_id: str, branch: str) -> tuple[bool, dict[str, st
 def _operations(plan: PublishPlan, chunk: tuple) -> list:
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
-    ops = []
+    ops: list[CommitOperationAdd | CommitOperationDelete] = []
     for a in chunk:
         if a.action == ADD:
             f = plan.local[a.path]
@@ -213,7 +213,7 @@ def _talking_to_hub(endpoint: str | None, repo_id: str, secret: str) -> Iterator
             yield
         except HfHubHTTPError as exc:
             raise _fail(exc, secret, f"publishing to {repo_id} failed") from None
-        except (OSError, *_network_errors()) as exc:  # connection refused, DNS, timeouts, ...
+        except _network_errors() as exc:  # connection refused, DNS, timeouts, ...
             text = str(exc).replace(secret, "***") if secret else str(exc)
             raise PublishError(
                 f"cannot reach {endpoint or 'the Hub'}: {text}", "check the network / HF_ENDPOINT"

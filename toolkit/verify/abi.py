@@ -14,7 +14,7 @@ MACOS_MIN = {"metal": facts.METAL_MIN_MACOS, "cpu": facts.CPU_MIN_MACOS}
 _SHOWN = 5  # symbols listed per finding; the rest are counted
 
 
-def _names(items: list, fmt) -> str:  # type: ignore[no-untyped-def]
+def _names(items: list, fmt) -> str:
     shown = ", ".join(fmt(x) for x in items[:_SHOWN])
     return shown + (f" (+{len(items) - _SHOWN} more)" if len(items) > _SHOWN else "")
 

@@ -29,7 +29,7 @@ def check_metal(
         return []
     from toolkit.build import metallib
 
-    sources: list[tuple[str, object]] = []
+    sources: list[tuple[str, metallib.MetalLibrary]] = []
     errors: list[str] = []
     for lib_file in sorted(path.rglob("*.metallib")):
         try:

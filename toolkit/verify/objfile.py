@@ -125,7 +125,8 @@ class Elf:
 
     def _table(self, table: str) -> SymbolTableSection | None:
         kind = "SHT_DYNSYM" if table == ".dynsym" else "SHT_SYMTAB"
-        return next((s for s in self.elf.iter_sections() if s["sh_type"] == kind), None)
+        sections = (s for s in self.elf.iter_sections() if isinstance(s, SymbolTableSection))
+        return next((s for s in sections if s["sh_type"] == kind), None)
 
     def symbols(self, table: str = ".dynsym") -> list[Symbol]:
         """Every symbol of .dynsym (with its GNU version and, for imports, the library that provides that

@@ -44,7 +44,8 @@ def check_provenance(variant: str, raw: dict[str, Any] | None, lock: Any | None)
                 "rebuild with ggml-vendor build (it records upstream, patches, tool version, dirty flag)",
             )
         ]
-    up = ours.get("upstream") if isinstance(ours.get("upstream"), dict) else {}
+    up = ours.get("upstream")
+    up = up if isinstance(up, dict) else {}
     commit = str(up.get("commit", ""))
     if not up.get("url") or not _HEX40.match(commit):
         f.append(

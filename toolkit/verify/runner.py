@@ -141,7 +141,7 @@ def verify_build(
         if progress:
             progress(p.name)
         reports.append(verify_variant(cfg, p, lock=lock, options=options))
-    versions = {}
+    versions: dict[Any, list[str]] = {}
     for p in paths:
         raw, _ = load_metadata(p)
         if raw is not None:
@@ -184,7 +184,8 @@ def write_stamp(build_dir: Path, report: VerifyReport) -> None:
     variants = doc.get("variants", {}) if isinstance(doc, dict) else {}
     global_ok = not any(f.failed for f in report.global_findings)
     for v in report.variants:
-        prev = variants.get(v.variant) if isinstance(variants.get(v.variant), dict) else {}
+        prev = variants.get(v.variant)
+        prev = prev if isinstance(prev, dict) else {}
         variants[v.variant] = {
             "tree_sha256": v.tree_sha256,
             "ok": v.ok and global_ok,
