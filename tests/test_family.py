@@ -538,3 +538,12 @@ def test_a_later_package_verifies_and_publishes_to_its_own_repo(tmp_path):
         assert (root / "build/fixture-quant/publish-report.json").is_file()
         res = runner.invoke(app, ["publish", "--repo", "x/y", "--endpoint", hub.url, "-C", str(root)])
         assert res.exit_code == 2 and "several packages are selected" in res.output
+
+
+def test_a_later_package_entry_missing_at_the_pin_names_its_table(tmp_path, up):
+    root = edited(tmp_path, up, 'cuda = ["src/ggml-cuda/fattn.cu"]', 'cuda = ["src/ggml-cuda/no-such.cu"]')
+    res = runner.invoke(app, ["sync", "--rev", "v1", "-C", str(root)])
+    assert res.exit_code == 3, res.output
+    assert "entry file of fixture-quant:quant/cuda not found" in res.output
+    assert "[tool.ggml-vendor.packages.fixture-quant.ops.quant]" in res.output
+    assert not (root / "vendor" / "UPSTREAM").exists()  # nothing half written
