@@ -17,6 +17,7 @@ class Finding:
     status: str
     message: str
     remedy: str = ""
+    details: tuple[str, ...] = ()  # the full list behind a summarised message (--json carries it)
 
     @property
     def failed(self) -> bool:
@@ -26,14 +27,17 @@ class Finding:
         tail = f" — {self.remedy}" if self.remedy and self.status in (FAIL, WARN) else ""
         return f"[{self.status}] {self.variant}: {self.check}: {self.message}{tail}"
 
-    def to_json(self) -> dict[str, str]:
-        return {
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "variant": self.variant,
             "check": self.check,
             "status": self.status,
             "message": self.message,
             "remedy": self.remedy,
         }
+        if self.details:
+            out["details"] = list(self.details)
+        return out
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from toolkit.verify.abi import check_abi
 from toolkit.verify.archs import check_archs
 from toolkit.verify.binaries import check_variant_binaries
 from toolkit.verify.findings import FAIL, PASS, SKIP, Finding, VariantReport, VerifyReport
+from toolkit.verify.imports import torch_lib_dirs
 from toolkit.verify.layout import check_layout, so_files, variant_backend
 from toolkit.verify.metadata import check_metadata, load_metadata
 from toolkit.verify.metal import check_metal
@@ -80,7 +81,10 @@ def tree_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def verify_variant(cfg: Any, path: Path, *, lock: Any | None, options: VerifyOptions) -> VariantReport:
+def verify_variant(
+    cfg: Any, path: Path, *, lock: Any | None, options: VerifyOptions, torch_libs: tuple[Path, ...] | None = None
+) -> VariantReport:
+    """Every check on one variant. `torch_libs`: its torch build environment's lib/ (None: look it up)."""
     variant = path.name
     raw, err = load_metadata(path)
     findings: list[Finding] = []
@@ -96,7 +100,8 @@ def verify_variant(cfg: Any, path: Path, *, lock: Any | None, options: VerifyOpt
             variant, sos, os_name=str(os_name), backend=backend, host_toolchain_ok=options.host_toolchain_ok
         )
         if os_name == "linux":
-            findings += check_symbols(variant, sos, host_toolchain_ok=options.host_toolchain_ok)
+            libs = torch_lib_dirs(variant) if torch_libs is None else torch_libs
+            findings += check_symbols(variant, sos, host_toolchain_ok=options.host_toolchain_ok, torch_lib_dirs=libs)
         findings += check_metal(variant, path, backend, sos, options.metal_required)
     findings += check_provenance(variant, raw, lock)
     if options.smoke:
