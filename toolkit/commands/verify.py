@@ -70,7 +70,7 @@ def verify(
                     ui.out.print(line, markup=False)
             return
         with ui.task("verifying build/ variants", verbose=verbose, quiet=json_out) as task:
-            report = verify_stage.execute(plan, progress=task.log)
+            report = verify_stage.execute(plan, task.log)
         if json_out:
             ui.emit_json(report.to_json())
         else:

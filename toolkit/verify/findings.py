@@ -76,6 +76,24 @@ class VerifyReport:
             bool(self.variants) and all(v.ok for v in self.variants) and not any(f.failed for f in self.global_findings)
         )
 
+    @property
+    def exit_code(self) -> int:
+        """0 when every variant passed, else VerifyError's code (the README's exit-code table)."""
+        from toolkit.core.errors import VerifyError
+
+        return 0 if self.ok else VerifyError.exit_code
+
+    def lines(self) -> list[str]:
+        """One line per finding (whole-build findings first), then the verdict."""
+        found = [f.line() for f in self.global_findings] + [f.line() for v in self.variants for f in v.findings]
+        failed = self.failures()
+        verdict = (
+            f"verified {len(self.variants)} variant(s); publish may ship them"
+            if self.ok
+            else f"{len(failed)} check(s) failed" + (f"; first: {failed[0].line()}" if failed else "")
+        )
+        return [*found, verdict]
+
     def failures(self) -> list[Finding]:
         return [f for f in self.global_findings if f.failed] + [
             f for v in self.variants for f in v.findings if f.failed
