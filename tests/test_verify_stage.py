@@ -120,3 +120,14 @@ def test_the_record_file_is_named_in_one_module() -> None:
             if isinstance(node, ast.Constant) and node.value == ".verified.json":
                 owners.add(path.relative_to(REPO).as_posix())
     assert owners == {"toolkit/verify/record.py"}
+
+
+def test_no_function_in_the_verify_stage_is_over_60_lines() -> None:
+    long = []
+    for path in sorted((REPO / "toolkit/verify").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > 60:
+                    long.append(f"{path.name}:{node.name} ({lines} lines)")
+    assert not long, long
