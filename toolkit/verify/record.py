@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from toolkit.core import fs
 
 NAME = ".verified.json"
 # What collect keeps of the runner's own verdict next to the entry it merges.
@@ -63,10 +64,8 @@ def entry(directory: Path, variant: str) -> dict[str, Any]:
 
 def write(directory: Path, variants: Mapping[str, Mapping[str, Any]]) -> None:
     """Replace the record with `variants`, atomically (a reader sees the old or the new record, never half)."""
-    path = directory / NAME
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"variants": dict(variants)}, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    text = json.dumps({"variants": dict(variants)}, indent=2, sort_keys=True) + "\n"
+    fs.atomic_write(directory / NAME, text.encode())
 
 
 def snapshot(directory: Path) -> bytes | None:
@@ -76,15 +75,12 @@ def snapshot(directory: Path) -> bytes | None:
 
 
 def restore(directory: Path, before: bytes | None) -> None:
-    """Put back what `snapshot` saw (removing the record if there was none), and any half-written temp file."""
+    """Put back what `snapshot` saw (removing the record if there was none)."""
     path = directory / NAME
-    tmp = path.with_name(NAME + ".tmp")
-    tmp.unlink(missing_ok=True)
     if before is None:
         path.unlink(missing_ok=True)
-        return
-    tmp.write_bytes(before)
-    os.replace(tmp, path)
+    else:
+        fs.atomic_write(path, before)
 
 
 @dataclass(frozen=True)

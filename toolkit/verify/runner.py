@@ -20,6 +20,7 @@ from toolkit.verify.imports import torch_lib_dirs
 from toolkit.verify.layout import check_layout, so_files, variant_backend
 from toolkit.verify.metadata import check_metadata, load_metadata
 from toolkit.verify.metal import check_metal
+from toolkit.verify.metal import required_kernels as metal_kernels
 from toolkit.verify.provenance import check_provenance, check_vendor_clean
 from toolkit.verify.smoke import smoke_test
 from toolkit.verify.symvers import check_symbols
@@ -34,7 +35,7 @@ stamp_verdict = record.verdict
 class VerifyOptions:
     smoke: bool = True
     check_vendor: bool = True
-    metal_required: tuple[str, ...] | None = None  # None: the binding's dispatch list from ggml_facts
+    metal_required: tuple[str, ...] | None = None  # None: the package facts' METAL_KERNELS of its ops
     # Accept binaries above the manylinux_2_28 ceilings (host-toolchain builds: the demo, local use). The
     # stamp records it and publish refuses such variants for huggingface.co.
     host_toolchain_ok: bool = False
@@ -67,7 +68,12 @@ def discover(build_dir: Path, names: list[str] | None = None) -> list[Path]:
 
 
 def _binary_checks(
-    variant: str, path: Path, raw: dict[str, Any], options: VerifyOptions, torch_libs: tuple[Path, ...] | None
+    cfg: Any,
+    variant: str,
+    path: Path,
+    raw: dict[str, Any],
+    options: VerifyOptions,
+    torch_libs: tuple[Path, ...] | None,
 ) -> list[Finding]:
     """archs, abi, symbols/imports (Linux) and metallib: what the variant's shared objects contain."""
     backend = str((raw.get("backend") or {}).get("type", "")).lower()
@@ -80,7 +86,10 @@ def _binary_checks(
     if os_name == "linux":
         libs = torch_lib_dirs(variant) if torch_libs is None else torch_libs
         findings += check_symbols(variant, sos, host_toolchain_ok=options.host_toolchain_ok, torch_lib_dirs=libs)
-    return findings + check_metal(variant, path, backend, sos, options.metal_required)
+    if backend == "metal":
+        required = options.metal_required if options.metal_required is not None else metal_kernels(cfg)
+        findings += check_metal(variant, path, backend, sos, required)
+    return findings
 
 
 def verify_variant(
@@ -94,10 +103,12 @@ def verify_variant(
     findings += check_metadata(variant, path, raw, err, name=cfg.name, version=cfg.version, license=cfg.license)
     findings += check_variant_binaries(variant, path)
     if variant_backend(variant)[2] and raw is not None:
-        findings += _binary_checks(variant, path, raw, options, torch_libs)
+        findings += _binary_checks(cfg, variant, path, raw, options, torch_libs)
     findings += check_provenance(variant, raw, lock)
     findings += _smoke_findings(variant, path, raw, findings, options.smoke)
-    findings += conformance.check_after(variant, path, findings, enabled=options.conformance)
+    findings += conformance.check_after(
+        variant, path, findings, enabled=options.conformance, cases_file=conformance.cases_file_of(cfg)
+    )
     return VariantReport(variant, str(path), tuple(findings), tree_sha256(path))
 
 

@@ -116,6 +116,10 @@ class HubState:
 
     # --- git-ish model ---------------------------------------------------------------------------------
     def resolve(self, repo: Repo, rev: str) -> str:
+        """A branch name, a full ref (`refs/heads/v1`, what `kernels versions` asks for; `refs/pr/N`) or a
+        commit oid, as the Hub accepts them."""
+        if rev.startswith("refs/heads/"):
+            rev = rev.removeprefix("refs/heads/")
         if rev in repo.branches:
             return repo.branches[rev]
         if rev in repo.commits:
@@ -130,6 +134,33 @@ class HubState:
         c = Commit(oid, parent, files, title, date)
         repo.commits[oid] = c
         return c
+
+
+def _apply_operations(st: HubState, files: dict[str, FileEntry], ops: list[dict]) -> dict[str, FileEntry]:
+    """A commit's ndjson operations applied to a copy of the parent's files, with the Hub's refusals."""
+    for op in ops:
+        key, v = op["key"], op.get("value", {})
+        if key == "file":
+            data = base64.b64decode(v["content"])
+            bid = git_blob_id(data)
+            st.blobs[bid] = data
+            files[v["path"]] = FileEntry(len(data), bid, None, bid)
+        elif key == "lfsFile":
+            oid = v["oid"]
+            if oid not in st.lfs:
+                raise HubError(422, f"LFS object {oid} for {v['path']} was never uploaded")
+            size = len(st.lfs[oid])
+            pointer = LFS_POINTER.format(oid=oid, size=size).encode()
+            files[v["path"]] = FileEntry(size, git_blob_id(pointer), oid, oid)
+        elif key == "deletedFile":
+            if v["path"] not in files:
+                raise HubError(404, f"A file with this name doesn't exist: {v['path']}", "EntryNotFound")
+            del files[v["path"]]
+        elif key == "deletedFolder":
+            prefix = v["path"].rstrip("/") + "/"
+            for p in [p for p in files if p.startswith(prefix)]:
+                del files[p]
+    return files
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -329,7 +360,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._auth()
         st = self.server.state
         doc = json.loads(body)
-        rev = unquote(m.group("rev"))
+        rev = unquote(m.group("rev")).removeprefix("refs/heads/")
         with st.lock:
             repo = self._repo(m)
             files = repo.commits[st.resolve(repo, rev)].files if rev in repo.branches or rev in repo.commits else {}
@@ -386,7 +417,7 @@ class _Handler(BaseHTTPRequestHandler):
         st = self.server.state
         lines = [json.loads(line) for line in body.splitlines() if line.strip()]
         header = next((x["value"] for x in lines if x["key"] == "header"), {})
-        rev = unquote(m.group("rev"))
+        rev = unquote(m.group("rev")).removeprefix("refs/heads/")
         create_pr = bool(q.get("create_pr"))
         with st.lock:
             repo = self._repo(m)
@@ -398,29 +429,7 @@ class _Handler(BaseHTTPRequestHandler):
                     f"A commit has happened since. Please refresh and try again. "
                     f"(parent {parent_commit} != head {base})",
                 )
-            files = dict(repo.commits[base].files)
-            for op in lines:
-                key, v = op["key"], op.get("value", {})
-                if key == "file":
-                    data = base64.b64decode(v["content"])
-                    bid = git_blob_id(data)
-                    st.blobs[bid] = data
-                    files[v["path"]] = FileEntry(len(data), bid, None, bid)
-                elif key == "lfsFile":
-                    oid = v["oid"]
-                    if oid not in st.lfs:
-                        raise HubError(422, f"LFS object {oid} for {v['path']} was never uploaded")
-                    size = len(st.lfs[oid])
-                    pointer = LFS_POINTER.format(oid=oid, size=size).encode()
-                    files[v["path"]] = FileEntry(size, git_blob_id(pointer), oid, oid)
-                elif key == "deletedFile":
-                    if v["path"] not in files:
-                        raise HubError(404, f"A file with this name doesn't exist: {v['path']}", "EntryNotFound")
-                    del files[v["path"]]
-                elif key == "deletedFolder":
-                    prefix = v["path"].rstrip("/") + "/"
-                    for p in [p for p in files if p.startswith(prefix)]:
-                        del files[p]
+            files = _apply_operations(st, dict(repo.commits[base].files), lines)
             c = st.new_commit(repo, base, {}, header.get("summary", ""))
             old = repo.commits[base].files
             c.files = {
@@ -669,7 +678,7 @@ def client_env(endpoint: str, cache: Path, base: Mapping[str, str] | None = None
     return env
 
 
-def main() -> None:  # pragma: no cover - manual use: python -m toolkit.publish.localhub
+def main() -> None:  # pragma: no cover - manual use: python -m toolkit.testing.localhub
     import argparse
 
     ap = argparse.ArgumentParser(description="serve a local test Hub")
