@@ -12,7 +12,6 @@ MAX_LINES = 60
 SPLITTING = (
     "build/",
     "publish/",
-    "verify/",
     "core/config.py",
     "core/lock.py",
 )
@@ -24,11 +23,6 @@ ALLOWED_OVER = {
     "build/nix.py": {"run"},
     "build/plan.py": {"plan_variant"},
     "core/lock.py": {"render_lock", "parse_lock"},
-    "verify/abi.py": {"check_abi"},
-    "verify/layout.py": {"check_layout"},
-    "verify/metadata.py": {"check_metadata"},
-    "verify/metal.py": {"check_metal"},
-    "verify/provenance.py": {"check_provenance"},
 }
 
 

@@ -104,8 +104,8 @@ def verify(
     request = verify_stage.Request(tuple(variants or ()), options)
     return Run(
         lambda cfg: f"verifying {cfg.build_dir.relative_to(cfg.root).as_posix()}/ variants of {cfg.name}",
-        plan=lambda cfg, _log: verify_stage.plan(cfg, request),
-        execute=lambda plan, log: Verified(verify_stage.execute(plan, progress=log)),
+        plan=lambda cfg, log: verify_stage.plan(cfg, request, log),
+        execute=lambda plan, log: Verified(verify_stage.execute(plan, log)),
         preview=Planned,
         show=_show,
     )
