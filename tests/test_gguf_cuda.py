@@ -204,14 +204,16 @@ def test_mul_mat_vec_strided_x_and_row_slice(torch, gk) -> None:  # type: ignore
 # ---- mul_mat_id -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("tokens", (1, 3, 8, 11))
+@pytest.mark.parametrize(("tokens", "n"), ((1, 67), (1, 64), (3, 67), (8, 67), (9, 67), (11, 67)))
 @pytest.mark.parametrize("per_slot_x", (False, True))
 @pytest.mark.parametrize("name", ("Q4_0", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q6_K", "IQ4_XS"))
-def test_mul_mat_id(torch, gk, name: str, tokens: int, per_slot_x: bool) -> None:  # type: ignore[no-untyped-def]
-    # 11 tokens: more than one launch of ggml's MoE gemv (8 tokens at most per launch, fewer for Q3_K on
-    # pre-Ada GPUs); N = 67 odd.
-    rng = rng_for("mmid", name, tokens, per_slot_x)
-    n_experts, n, k, used = 5, 67, 512, 3
+def test_mul_mat_id(torch, gk, name: str, tokens: int, n: int, per_slot_x: bool) -> None:  # type: ignore[no-untyped-def]
+    # 9 and 11 tokens: more than one launch of ggml's MoE gemv (8 tokens at most per launch, fewer for some
+    # types on pre-Ada GPUs). One token with N = 67 (and 9 = 8 + 1) is the case the binding pads to two tokens
+    # (gguf_launchers.h: ggml's one-token launch bounds its rows by N * n_used); N = 64 takes ggml's
+    # one-token kernel itself. K = 512 is small enough that ggml uses several rows per block there.
+    rng = rng_for("mmid", name, tokens, n, per_slot_x)
+    n_experts, k, used = 5, 512, 3
     blocks = np.stack([R.make_blocks(name, n, k, rng) for _ in range(n_experts)])
     w = np.stack([R.dequantize(name, b, k) for b in blocks])
     ids = np.stack([rng.choice(n_experts, size=used, replace=False) for _ in range(tokens)])
