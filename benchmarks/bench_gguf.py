@@ -165,6 +165,22 @@ def deq_table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def bench_host(gk, timer: Timer) -> dict:  # type: ignore[no-untyped-def]
+    """Host µs to enqueue one call (GPU idle before it), 4096x4096 M = 1: what a decode step pays per linear."""
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    w = rand_blocks("Q4_K", 4096, 4096, gen)
+    x = torch.randn(1, 4096, device="cuda", generator=gen)
+    dense = torch.randn(4096, 4096, device="cuda", generator=gen)
+    calls = {
+        "mul_mat_vec (Q4_K)": lambda: gk.mul_mat_vec(w, x, 12, 4096),
+        "torch.ops mul_mat_vec (no Python checks)": lambda: gk.ops.mul_mat_vec(w, x, 12, 4096),
+        "F.linear f32 (cuBLAS)": lambda: torch.nn.functional.linear(x, dense),
+    }
+    for f in calls.values():
+        f()
+    return {name: timer.host_us(f, n=50).median for name, f in calls.items()}
+
+
 # ---- generate() -------------------------------------------------------------------------------------------
 
 
@@ -272,6 +288,10 @@ def main(argv: list[str] | None = None) -> int:
     md = [
         f"device {props.name}, torch {torch.__version__} (CUDA {torch.version.cuda}), copy bandwidth {copy_gbps:.0f} GB/s"
     ]
+    host = bench_host(gk, timer)
+    result["host_us"] = host
+    md += ["", "| host µs per call (enqueue, 4096×4096 M=1) | µs |", "|---|---|"]
+    md += [f"| {name} | {us:.1f} |" for name, us in host.items()]
     if not args.no_gemv:
         shapes = ((4096, 14336),) if args.quick else SHAPES
         ms = (1,) if args.quick else MS

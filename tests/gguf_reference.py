@@ -82,22 +82,50 @@ def q8_1_roundtrip(x: np.ndarray) -> np.ndarray:
     return (q.astype(np.float64) * d.astype(np.float16).astype(np.float64)).reshape(x.shape)
 
 
-def gemv_reference(w: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+# The legacy types whose gemv subtracts an offset or adds a min through q8_1's fp16 block sum of x (vecdotq.cuh:
+# vec_dot_q4_0_q8_1 is d4 * (sumi * d8 - 8 * s8), q4_1 d4 d8 sumi + m4 s8, likewise q5_0 with 16 and q5_1):
+# name -> (bytes per block, offset multiple of d or None for a stored min at byte 2).
+_SUM_TERM = {"Q4_0": (18, 8.0), "Q5_0": (22, 16.0), "Q4_1": (20, None), "Q5_1": (24, None)}
+
+
+def _offsets(name: str, blocks: np.ndarray, n: int) -> np.ndarray:
+    """(N, K/32) float64 constant c of each weight block, where w = d*q + c (c = -8d, -16d or the min m)."""
+    nbytes, mult = _SUM_TERM[name]
+    raw = np.ascontiguousarray(blocks).reshape(n, -1, nbytes)
+    d = raw[:, :, 0:2].copy().view(np.float16)[..., 0].astype(np.float64)
+    if mult is not None:
+        return -mult * d
+    return raw[:, :, 2:4].copy().view(np.float16)[..., 0].astype(np.float64)
+
+
+def gemv_reference(
+    w: np.ndarray, x: np.ndarray, name: str | None = None, blocks: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ref, ref_q8, tol) for y = x @ w.T with w (N, K) dequantized weights and x (M, K) activations:
 
     ref     the float64 product of the dequantized weight and x;
-    ref_q8  the same with x replaced by its q8_1 rounding (what ggml's gemv multiplies);
-    tol     an elementwise bound on |y - ref| for ggml's gemv. Its first term is exactly what the q8_1 rounding
-            of x can move each output, sum_k |w_nk| |x_mk - xq_mk| (about amax/254 per value), doubled because
-            the kernels of the types with an offset or a min (Q4_0, Q4_1, Q5_*, K-quants) also apply it to
-            the block sum of x; the second, 2^-9 sum_k |w_nk x_mk|, covers that block sum's own fp16 storage
-            (q8_1 keeps sum(x) as fp16: 2^-11 relative) and float32 accumulation.
+    ref_q8  what ggml's gemv computes in exact arithmetic: x replaced by its q8_1 rounding xq, and for Q4_0,
+            Q4_1, Q5_0, Q5_1 (given `name` and their `blocks`) each weight block's offset or min multiplied by
+            q8_1's fp16 sum of the block's unrounded x, as vecdotq.cuh does, instead of by the sum of xq;
+    tol     an elementwise bound on |y - ref| for ggml's gemv. Its first term is what the q8_1 rounding of x can
+            move each output, sum_k |w_nk| |x_mk - xq_mk| (about amax/254 per value), doubled because for the
+            types above the offset part of each weight (up to 16 d) meets that rounding too; the second,
+            2^-9 sum_k |w_nk x_mk|, covers the fp16 storage of the block sums (2^-11 relative) and float32
+            accumulation.
     """
     w64 = w.astype(np.float64)
     x64 = np.asarray(x, dtype=np.float64)
     xq = q8_1_roundtrip(x)
     ref = x64 @ w64.T
-    ref_q8 = xq @ w64.T
+    if name in _SUM_TERM and blocks is not None:
+        n, k = w.shape
+        c = _offsets(name, blocks, n)  # (N, B)
+        s = np.asarray(x, dtype=np.float32).reshape(x.shape[0], -1, 32).sum(axis=-1)
+        s = s.astype(np.float16).astype(np.float64)  # (M, B): the fp16 block sums q8_1 stores
+        xq_sum = xq.reshape(x.shape[0], -1, 32).sum(axis=-1)
+        ref_q8 = xq @ w64.T + (s - xq_sum) @ c.T  # the offset meets s instead of sum(xq)
+    else:
+        ref_q8 = xq @ w64.T
     aw = np.abs(w64)
     tol = 2.0 * (np.abs(x64 - xq) @ aw.T) + 2.0**-9 * (np.abs(x64) @ aw.T) + 1e-6
     return ref, ref_q8, tol

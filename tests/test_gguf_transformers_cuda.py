@@ -63,19 +63,19 @@ def load(setup, packed: bool):  # type: ignore[no-untyped-def]
     torch, gk, hf_kernels, file, _ = setup
     import transformers
 
+    # The packed model's layers read this cache on every forward (transformers' module-level mul_mat_vec), so
+    # it keeps our kernel after the packed load; the dequantized model never consults it.
     hf_kernels._gguf_kernel = hf_kernels.GgufKernel(gk) if packed else False
-    try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(
-            str(file.parent), gguf_file=file.name, dtype=torch.float32, device_map="cuda", attn_implementation="sdpa"
-        )
-    finally:
-        hf_kernels._gguf_kernel = None  # the next load resolves again
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        str(file.parent), gguf_file=file.name, dtype=torch.float32, device_map="cuda", attn_implementation="sdpa"
+    )
     return model.eval()
 
 
 @pytest.fixture(scope="module")
 def models(setup):  # type: ignore[no-untyped-def]
-    return load(setup, packed=False), load(setup, packed=True)
+    deq = load(setup, packed=False)
+    return deq, load(setup, packed=True)  # packed last: the kernel stays in transformers' cache
 
 
 def weight_bytes(model) -> int:  # type: ignore[no-untyped-def]
