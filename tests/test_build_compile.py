@@ -241,3 +241,26 @@ def test_ctrl_c_leaves_no_half_written_variant(tmp_path):
     build = proj / "build"
     assert not build.exists() or not any(build.iterdir())
     assert not any(tmp_dir.iterdir())  # compiler scratch cleaned up
+
+
+def test_two_clean_builds_at_different_paths_are_byte_identical_stripped_and_path_free(tmp_path):
+    """Issue 20 item 8: what ships carries no debug info and names no builder path (project, torch, python,
+    toolkit, cache, nvcc's tmpxft files); two clean builds of one tree, in two directories, are identical."""
+    sos = []
+    for name in ("one", "second-tree"):
+        proj = tmp_path / name
+        shutil.copytree(FIXTURE, proj)
+        res = _cli(proj, "--json", "-j", "2")
+        assert res.returncode == 0, res.stdout + res.stderr
+        [r] = json.loads(res.stdout)["variants"]
+        sos.append((proj, proj / r["out_dir"] / f"{r['id']}.abi3.so"))
+    data = [so.read_bytes() for _, so in sos]
+    assert data[0] == data[1], "two clean builds of one tree differ"
+    import torch
+
+    leaks = [str(tmp_path), os.path.dirname(torch.__file__), sys.prefix, "tmpxft", str(Path.home())]
+    assert [p for p in leaks if p.encode() in data[0]] == []
+    sections = subprocess.run(["readelf", "-S", "-W", str(sos[0][1])], capture_output=True, text=True).stdout
+    if not sections:
+        pytest.skip("readelf is not installed")
+    assert ".debug_" not in sections and ".symtab" not in sections, sections

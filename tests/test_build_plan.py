@@ -98,7 +98,7 @@ def test_kernel_object_flags_come_from_build_toml_and_have_no_torch(project):
     argv = " ".join(nvcc.argv)
     assert "-gencode=arch=compute_80,code=sm_80" in argv
     assert "-use_fast_math" in argv and "-Ivendor/ggml/src" in argv and "-fPIC" in argv
-    assert "torch" not in argv and "TORCH_EXTENSION_NAME" not in argv
+    assert "torch" not in argv.replace(f"-ffile-prefix-map={project}=.", "") and "TORCH_EXTENSION_NAME" not in argv
     assert nvcc.argv[0] == NVCC.compiler and nvcc.inputs == ("csrc/cuda/scale.cu",)
 
 
@@ -395,3 +395,39 @@ def test_env_creation_is_atomic(tmp_path):
     make = f"import os; os.makedirs(r'{good_path}/bin'); open(r'{good_path}/bin/python', 'w').close()"
     create_env(EnvPlan(good_path, ((sys.executable, "-c", make),)))
     assert (good_path / "bin" / "python").is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["good"]
+
+
+def test_compiles_map_every_builder_prefix_and_the_link_strips():
+    """Issue 20 item 8, GPU-free: the command lines that make the shipped .so reproducible and path-free."""
+    from fixture_repos import tiny_project_inputs
+
+    from toolkit.build.matrix import Status
+
+    env = _env("2.14.1+cu130")  # torch at /envs/2.14.1+cu130/torch, python headers at /py/include
+    judged = [(parse_name("torch214-cxx11-cu130-x86_64-linux"), Status(True, "", "local", NVCC, env))]
+    wrap = "/tc/wrap/clang++"
+    plan = make_plan(tiny_project_inputs(), judged, cxx=wrap, cxx_id="zig", ccbin=wrap, gen_include="/cache/gen")
+    want = {
+        "-ffile-prefix-map={tmp}=/out",  # the step's scratch dir: its output and nvcc's tmpxft files
+        "-ffile-prefix-map=/cache/gen=/gen",
+        f"-ffile-prefix-map={env.torch_dir}=/torch",
+        "-ffile-prefix-map=/py=/python-include",
+        "-ffile-prefix-map=/cuda-13.0=/toolkit",
+        "-ffile-prefix-map=/tc/wrap=/toolchain",
+        "-ffile-prefix-map=/p=.",  # the project root
+    }
+    torch_side = {f"-ffile-prefix-map={env.torch_dir}=/torch", "-ffile-prefix-map=/py=/python-include"}
+    toolkit = {"-ffile-prefix-map=/cuda-13.0=/toolkit"}
+    compiles = {s.label.split()[1]: s for s in plan.steps.values() if s.kind == "compile"}
+    expected = {  # torch-independent objects map no torch path: they stay shared by every torch variant
+        "a.cu": want - torch_side,
+        "b.cpp": want,
+        "glibc_compat.c": want - torch_side - toolkit,
+    }
+    for src, maps in expected.items():
+        got = {a for a in compiles[src].argv if a.startswith("-ffile-prefix-map=")}
+        assert got == maps, src
+    nvcc = compiles["a.cu"].argv  # to the host compiler, one -Xcompiler each (nvcc splits at commas)
+    assert all(nvcc[nvcc.index(a) - 1] == "-Xcompiler" for a in nvcc if a.startswith("-ffile-prefix-map="))
+    [link] = [s for s in plan.steps.values() if s.kind == "link"]
+    assert link.argv[-1] == "-s"  # what ships is stripped

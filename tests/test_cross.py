@@ -115,3 +115,78 @@ def test_plan_uses_the_cross_toolchain_and_the_target_cudart(tmp_path):
 def test_platform_tags_stop_at_manylinux_2_28(cpu):
     tags = cross_platform(cpu)
     assert tags[0] == f"manylinux_2_28_{cpu}" and not any("2_3" in t for t in tags)
+
+
+# --- issue 20 item 1: a system toolkit's headers are laid out per target CPU --------------------------------
+
+SYSTEM_NVCC = Toolkit("cuda", "13.0", "/usr/local/cuda", "/usr/local/cuda/bin/nvcc", "13.0.88", cpus=("x86_64",))
+PYPI_NVCC = Toolkit("cuda", "13.0", "/tc/cuda-13.0.3/nvidia/cu13", "/tc/cuda-13.0.3/nvidia/cu13/bin/nvcc", "13.0.88")
+SOURCES = dict(
+    torch_source=Source("torch", "2.14.1"), toolkit_source=Source("cuda-toolkit[nvcc,cccl,cudart]", "13.0.3")
+)
+
+
+def _fake_toolkit(root: Path, profile: str, targets: tuple[str, ...]) -> Path:
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "nvcc.profile").write_text(profile)
+    for t in targets:
+        (root / "targets" / t / "include").mkdir(parents=True)
+        (root / "targets" / t / "include" / "cuda_runtime.h").write_text("")
+    return root
+
+
+def test_toolkit_cpus_follow_the_layout_nvcc_profile_reads(tmp_path):
+    from toolkit.build.envs import toolkit_cpus
+
+    system = _fake_toolkit(tmp_path / "sys", 'INCLUDES += "-I$(TOP)/$(_TARGET_DIR_)/include"\n', ("x86_64-linux",))
+    both = _fake_toolkit(
+        tmp_path / "both", 'INCLUDES += "-I$(TOP)/$(_TARGET_DIR_)/include"\n', ("x86_64-linux", "sbsa-linux")
+    )
+    flat = _fake_toolkit(tmp_path / "flat", 'INCLUDES += "-I$(TOP)/include"\n', ())
+    assert toolkit_cpus(system) == ("x86_64",)
+    assert toolkit_cpus(both) == ("x86_64", "aarch64")
+    assert toolkit_cpus(flat) == ()  # any CPU
+    assert not Toolkit("cuda", "13.0", "/s", "/s/bin/nvcc", cpus=("x86_64",)).targets("aarch64")
+
+
+def test_cross_row_with_only_a_system_toolkit_provisions_the_pypi_toolkit_not_just_cudart():
+    st = _st(_host(toolkits=(SYSTEM_NVCC,)), **SOURCES)
+    assert [k for k, _ in st.provision] == ["toolkit", "cudart", "torch"], st
+    # the x86_64 row of the same host keeps the system toolkit
+    x86 = status(
+        parse_name(ROW.replace("aarch64", "x86_64")),
+        _host(toolkits=(SYSTEM_NVCC,)),
+        enabled_backends=("cuda",),
+        index="PyPI",
+        **SOURCES,
+    )
+    assert x86.buildable and x86.toolkit == SYSTEM_NVCC
+
+
+def test_cross_row_builds_with_the_provisioned_toolkit_beside_the_system_one():
+    host = _host(
+        toolkits=(SYSTEM_NVCC, PYPI_NVCC),
+        envs=(HOST_TORCH, ARM_TORCH),
+        cudart={"aarch64-13.0": "/tc/cudart-13.0.3-aarch64/nvidia/cu13/lib"},
+    )
+    st = _st(host, **SOURCES)
+    assert st.buildable and st.toolkit.compiler == PYPI_NVCC.compiler, st
+
+
+def test_cross_row_without_sources_names_the_header_layout():
+    st = _st(_host(toolkits=(SYSTEM_NVCC,)))
+    assert not st.buildable and "whose headers serve aarch64" in st.reason, st.reason
+
+
+def test_what_variants_lists_is_what_provisioning_installs():
+    from toolkit.build.provision import installs_for
+
+    st = _st(_host(toolkits=(SYSTEM_NVCC,)), **SOURCES)
+    items = installs_for(parse_name(ROW), st.provision, "x86_64", Path("/envs"), Path("/tc"))
+    assert [i.requirement for i in items] == [
+        "cuda-toolkit[nvcc,cccl,cudart]==13.0.3",
+        "cuda-toolkit[cudart]==13.0.3",
+        "torch==2.14.1,!=2.14.1+cpu",
+    ]
+    assert items[0].path == Path("/tc/cuda-13.0.3") and items[1].platform and items[2].platform
+    assert "for aarch64" in items[1].words and "for aarch64" not in items[0].words

@@ -92,6 +92,9 @@ def test_engine_nix_refuses_an_unusable_nix_in_one_line(project, tmp_path, monke
     res = _build(project, "--all", "--engine", "nix")
     assert res.exit_code == 7, res.output
     assert "nix 2.8.0" in res.output and "too old" in res.output and "--engine local" in res.output
+    # the fix says what to install and what to enable, by name and where (not "enable them")
+    assert "enable them" not in res.output and "install Nix >= 2.18" in res.output, res.output
+    assert "experimental-features = nix-command flakes" in res.output and "nix.conf" in res.output
     assert not (project / "build").exists()
 
 
@@ -100,6 +103,7 @@ def test_engine_nix_refuses_nix_without_flakes(project, tmp_path, monkeypatch):
     res = _build(project, "--all", "--engine", "nix")
     assert res.exit_code == 7, res.output
     assert "nix-command and flakes disabled" in res.output
+    assert "experimental-features = nix-command flakes" in res.output and "nix.conf" in res.output
 
 
 def test_engine_nix_plans_the_host_system_only(project, tmp_path, monkeypatch):

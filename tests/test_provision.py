@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from typer.testing import CliRunner
 from toolkit.build import provision as pv
 from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
 from toolkit.build.matrix import Source, parse_name, status
+from toolkit.core.errors import BuildError
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "build_kernel"
 NVCC130 = Toolkit("cuda", "13.0", "/cuda-13.0", "/cuda-13.0/bin/nvcc", "13.0.88", ("sm_80", "sm_90"))
@@ -93,7 +95,7 @@ def test_wrong_torch_flavour_is_refused_and_removed(tmp_path):
         (tdir / "version.py").write_text("__version__ = '2.13.0+cpu'\ncuda = None\nhip = None\n")
         return 0, "Successfully installed torch-2.13.0+cpu"
 
-    with pytest.raises(pv.ProvisionError, match=r"torch 2\.13\.0\+cpu \(CUDA None\), not a build for CUDA 13\.0"):
+    with pytest.raises(pv.ProvisionError, match=r"torch 2\.13\.0\+cpu \(built for cpu\), not torch 2\.13\.0 for cu130"):
         pv.provision(item, runner=runner)
     assert list(tmp_path.iterdir()) == []
 
@@ -167,3 +169,44 @@ def test_dry_run_lists_provisionable_rows_without_installing(tmp_path, monkeypat
         pytest.skip("a torch 2.13 cu130 environment already exists in this interpreter")
     assert row["status"] == "provisionable (local)" and "torch 2.13.0 (cu130) from PyPI" in row["reason"]
     assert not (tmp_path / "envs").exists()
+
+
+def _fake_env_commands(path: Path, version: str, cuda: str | None) -> tuple[tuple[str, ...], ...]:
+    """What `python -m venv` + `pip install torch==2.13.*` leave, when pip found `version` somewhere."""
+    tdir = path / "lib" / "python3.11" / "site-packages" / "torch"
+    content = f"__version__ = {version!r}\ncuda = {cuda!r}\nhip = None\n"
+    make = (
+        f"import os; os.makedirs(r'{path}/bin'); open(r'{path}/bin/python', 'w').close(); "
+        f"os.makedirs(r'{tdir}'); open(r'{tdir}/version.py', 'w').write({content!r})"
+    )
+    return ((sys.executable, "-c", make),)
+
+
+def test_create_envs_refuses_and_removes_a_cpu_build_found_through_pip_config(tmp_path):
+    """Issue 20 item 3: the PyTorch index unreachable, pip's find-links supplied 2.13.0+cpu."""
+    from toolkit.build.envs import EnvPlan, create_env, plan_env
+
+    want = plan_env("2.13", "cu126", "https://download.pytorch.org/whl/cu126", tmp_path)
+    bad = EnvPlan(want.path, _fake_env_commands(want.path, "2.13.0+cpu", None), "2.13", "cu126")
+    with pytest.raises(BuildError) as exc:
+        create_env(bad)
+    line = exc.value.one_line()
+    assert "refused and removed" in line and "2.13.0+cpu" in line and "cu126" in line, line
+    assert "--create-envs" not in line  # the flag just passed is not the advice
+    assert list(tmp_path.iterdir()) == []  # nothing kept
+
+
+def test_create_envs_checks_the_local_tag_and_replaces_a_wrong_existing_env(tmp_path):
+    from toolkit.build.envs import EnvPlan, create_env, torch_build_problem
+
+    path = tmp_path / "torch213-cu126"
+    # a right CUDA version under another local tag is refused too
+    wrong = EnvPlan(path, _fake_env_commands(path, "2.13.0+cu128", "12.6"), "2.13", "cu126")
+    with pytest.raises(BuildError, match="2.13.0\\+cu128"):
+        create_env(wrong)
+    # an environment an older run left holding +cpu is made again (and checked)
+    create_env(EnvPlan(path, _fake_env_commands(path, "2.13.0+cpu", None)))  # unchecked, as before
+    assert torch_build_problem(path, "2.13", "cu126")
+    create_env(EnvPlan(path, _fake_env_commands(path, "2.13.1+cu126", "12.6"), "2.13", "cu126"))
+    assert torch_build_problem(path, "2.13", "cu126") == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["torch213-cu126"]

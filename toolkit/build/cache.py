@@ -21,6 +21,39 @@ from pathlib import Path
 from toolkit.core.hashing import sha256_file
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists (one we may not signal counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return pid > 0
+
+
+def scratch_dir(base: Path, prefix: str) -> Path:
+    """A new scratch dir under `base`, named after this process (`<prefix>.<pid>-XXXX`), so a later run can
+    tell a dead run's leftovers (SIGKILL skips every cleanup) from a live one's."""
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}.{os.getpid()}-", dir=base))
+
+
+def clean_dead_scratch(base: Path) -> int:
+    """Remove the scratch dirs of runs that are no longer alive (and unnamed leftovers of older versions);
+    returns how many were removed."""
+    removed = 0
+    if not base.is_dir():
+        return 0
+    for p in base.iterdir():
+        pid_text = p.name.rpartition(".")[2].partition("-")[0]
+        if pid_text.isdigit() and pid_alive(int(pid_text)):
+            continue
+        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
 def digest_strings(*parts: str) -> str:
     h = hashlib.sha256()
     for part in parts:

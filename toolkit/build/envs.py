@@ -42,6 +42,14 @@ class Toolkit:
     cublas_headers: str = ""
     # A cross build links the target architecture's libcudart: the lib dir of a provisioned cudart tree.
     cudart_dir: str = ""
+    # The CPUs whose programs this toolkit's nvcc can compile: () = any. A system toolkit keeps its headers
+    # per target (targets/x86_64-linux/include, read through nvcc.profile's $(_TARGET_DIR_)), so with an
+    # aarch64 host compiler it looks for targets/sbsa-linux/ and finds no cuda_runtime.h; PyPI's toolkit is
+    # flat (include/ at the root), which serves every CPU.
+    cpus: tuple[str, ...] = ()
+
+    def targets(self, cpu: str) -> bool:
+        return not self.cpus or cpu in self.cpus
 
     @property
     def major(self) -> int:
@@ -270,10 +278,12 @@ def with_probe(env: TorchEnv, cache_file: Path, *, store: bool = True) -> TorchE
 
 @dataclass(frozen=True)
 class EnvPlan:
-    """How an isolated torch environment for a variant would be created."""
+    """How an isolated torch environment for a variant would be created, and the torch build it must hold."""
 
     path: Path
     commands: tuple[tuple[str, ...], ...]
+    torch_minor: str = ""  # "2.13": the environment must hold torch 2.13.x ...
+    compute: str = ""  # ... built for this compute tag (cu126, rocm72, cpu), local tag included
 
 
 def plan_env(torch_minor: str, compute: str, index: str | None, envs_dir: Path | None = None) -> EnvPlan:
@@ -294,13 +304,47 @@ def plan_env(torch_minor: str, compute: str, index: str | None, envs_dir: Path |
                 *(("--index-url", index) if index else ()),
             ),
         ),
+        torch_minor,
+        compute,
     )
 
 
+def _compute_of(cuda: str | None, hip: str | None) -> str:
+    if cuda:
+        return "cu" + "".join(cuda.split(".")[:2])
+    if hip:
+        return "rocm" + "".join(hip.split(".")[:2])
+    return "cpu"
+
+
+def torch_build_problem(tree: Path, torch_minor: str, compute: str, version: str = "") -> str:
+    """Why the torch under `tree` (a venv or a --target tree) is not the build a row names, or "". The row
+    names a torch version (minor, or exact `version`) and a compute tag: the installed build's version,
+    its local tag (`+cu130`, when it has one) and torch.version.cuda/hip must all say so. pip picks any
+    build that satisfies `torch==2.13.*` (a `+cpu` one from a find-links folder, say), so this is checked."""
+    found = sorted(tree.glob("lib/python3*/site-packages/torch/version.py")) + sorted(tree.glob("torch/version.py"))
+    got = read_torch_version(found[0].parent) if found else None
+    if got is None:
+        return "no readable torch/version.py in it"
+    ver, cuda, hip = got
+    base, _, local = ver.partition("+")
+    built_for = _compute_of(cuda, hip)
+    if compute == "metal":
+        built_for = "metal" if not cuda and not hip else built_for
+    wrong_version = (base != version) if version else not base.startswith(f"{torch_minor}.")
+    if wrong_version or (local and local != compute) or built_for != compute:
+        return f"it holds torch {ver} (built for {built_for}), not torch {version or torch_minor} for {compute}"
+    return ""
+
+
 def create_env(plan: EnvPlan) -> None:
-    """Create the venv next to its final place and rename it in, so a failed install leaves nothing."""
+    """Create the venv next to its final place and rename it in, so a failed install leaves nothing. The
+    torch it ends up with must be the row's build (`torch_build_problem`), else nothing is kept; an existing
+    environment holding another build is replaced."""
     if (plan.path / "bin" / "python").exists():
-        return
+        if not plan.compute or not torch_build_problem(plan.path, plan.torch_minor, plan.compute):
+            return
+        shutil.rmtree(plan.path)  # a wrong build left by an older tool: made again, checked this time
     staging = plan.path.with_name(plan.path.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     staging.parent.mkdir(parents=True, exist_ok=True)
@@ -314,6 +358,14 @@ def create_env(plan: EnvPlan) -> None:
                     f"creating torch environment {plan.path.name} failed: {tail[0]}",
                     "check that the torch index is reachable, or set [torch-index] in the matrix",
                 )
+        problem = torch_build_problem(staging, plan.torch_minor, plan.compute) if plan.compute else ""
+        if problem:
+            index = next((c[c.index("--index-url") + 1] for c in plan.commands if "--index-url" in c), None)
+            raise BuildError(
+                f"torch environment {plan.path.name} refused and removed: {problem}",
+                f"make {index or 'the torch index'} reachable from this machine (pip fell back to another "
+                "source, e.g. its configured find-links), or point [torch-index] at a mirror; then rerun",
+            )
         staging.rename(plan.path)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -362,8 +414,25 @@ def _cublas_wheel_headers(major: int) -> str:
     return ""
 
 
+_TARGET_CPUS = {"x86_64-linux": "x86_64", "sbsa-linux": "aarch64"}  # nvcc's targets/<dir> per CPU
+
+
+def toolkit_cpus(root: Path) -> tuple[str, ...]:
+    """The CPUs a CUDA toolkit root can compile for (see Toolkit.cpus): () when its headers are not laid out
+    per target (nvcc.profile without $(_TARGET_DIR_))."""
+    try:
+        profile = (root / "bin" / "nvcc.profile").read_text()
+    except OSError:
+        return ()
+    if "$(_TARGET_DIR_)" not in profile:
+        return ()
+    return tuple(
+        cpu for d, cpu in _TARGET_CPUS.items() if (root / "targets" / d / "include" / "cuda_runtime.h").is_file()
+    )
+
+
 def detect_cuda_toolkits(toolchains_dir: Path | None = None) -> tuple[Toolkit, ...]:
-    found: dict[str, Toolkit] = {}
+    found: dict[tuple[str, tuple[str, ...]], Toolkit] = {}
     for root in _cuda_roots(toolchains_dir):
         nvcc = str(root / "bin" / "nvcc")
         m = _NVCC_RELEASE.search(_run([nvcc, "--version"]))
@@ -372,7 +441,9 @@ def detect_cuda_toolkits(toolchains_dir: Path | None = None) -> tuple[Toolkit, .
         version = f"{m[1]}.{m[2]}"
         archs = tuple(_run([nvcc, "--list-gpu-code"]).split())
         cublas = "" if (root / "include" / "cublas_v2.h").is_file() else _cublas_wheel_headers(int(m[1]))
-        found.setdefault(version, Toolkit("cuda", version, str(root), nvcc, m[3], archs, cublas))
+        cpus = toolkit_cpus(root)
+        # one toolkit per version and reach: a system 13.0 does not hide a provisioned 13.0 that cross-builds
+        found.setdefault((version, cpus), Toolkit("cuda", version, str(root), nvcc, m[3], archs, cublas, cpus=cpus))
     return tuple(found.values())
 
 
@@ -401,10 +472,15 @@ class NixInfo:
     version: str = ""
     features: tuple[str, ...] = ()
     problem: str = ""  # empty when usable
+    fix: str = ""  # what to do about `problem`, in words a user can follow
 
     @property
     def usable(self) -> bool:
         return not self.problem
+
+
+NIX_FEATURES_LINE = "experimental-features = nix-command flakes"
+_NIX_CONF = "~/.config/nix/nix.conf (or /etc/nix/nix.conf for every user)"
 
 
 def probe_nix(nix: str, timeout: float = 10.0) -> NixInfo:
@@ -419,11 +495,20 @@ def probe_nix(nix: str, timeout: float = 10.0) -> NixInfo:
     proc = ask("--version")
     m = _NIX_VERSION.search(proc.stdout) if proc is not None and proc.returncode == 0 else None
     if m is None:
-        return NixInfo(nix, problem=f"`{nix} --version` gave no version")
+        return NixInfo(
+            nix, problem=f"`{nix} --version` gave no version", fix="repair that Nix install, or use --engine local"
+        )
     version = m.group(0)
     if (int(m[1]), int(m[2])) < NIX_MIN_VERSION:
         need = ".".join(map(str, NIX_MIN_VERSION))
-        return NixInfo(nix, version, problem=f"nix {version} at {nix} is too old (kernel-builder needs >= {need})")
+        return NixInfo(
+            nix,
+            version,
+            problem=f"nix {version} at {nix} is too old (kernel-builder needs >= {need})",
+            fix=f"install Nix >= {need} (its installer, or a newer distribution package), then turn on its "
+            f"experimental features nix-command and flakes with `{NIX_FEATURES_LINE}` in {_NIX_CONF}; "
+            "or use --engine local (the default)",
+        )
     text = ""
     for cmd in (("config", "show"), ("show-config",)):  # `config show` from Nix 2.20, `show-config` before
         proc = ask(*cmd)
@@ -438,8 +523,9 @@ def probe_nix(nix: str, timeout: float = 10.0) -> NixInfo:
             nix,
             version,
             features,
-            f"nix {version} at {nix} has {' and '.join(missing)} disabled "
-            "(add `experimental-features = nix-command flakes` to nix.conf)",
+            f"nix {version} at {nix} has {' and '.join(missing)} disabled",
+            f"turn on Nix's experimental features nix-command and flakes: add `{NIX_FEATURES_LINE}` to "
+            f"{_NIX_CONF}, or use --engine local (the default)",
         )
     return NixInfo(nix, version, features)
 

@@ -22,7 +22,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolkit.build.cache import BuildCache, digest_strings, parse_depfile
+from toolkit.build.cache import BuildCache, clean_dead_scratch, digest_strings, parse_depfile, scratch_dir
 from toolkit.build.inputs import Provenance, toolchain_env
 from toolkit.build.metal import embed_metallib
 from toolkit.build.plan import GLIBC_COMPAT_C, BuildPlan, Step, VariantPlan
@@ -158,6 +158,38 @@ def clean_stale_stages(build_dir: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
+def spawn_compiler(argv: list[str], cwd: Path, tmp: Path) -> subprocess.Popen:
+    """One compiler, in the build's own process group (no new session): a signal to the group, SIGKILL
+    included, reaches the compilers too, and Ctrl-C stops them with us. Its temp files go to `tmp`."""
+    return subprocess.Popen(
+        argv,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        env=toolchain_env(tmp),
+    )
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of `pid`, deepest first (Linux /proc; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    out: list[int] = []
+    todo = list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += children.get(p, [])
+    return out[::-1]
+
+
 def swap_into_place(stage: Path, final: Path) -> None:
     """Make `stage` the new `final` in one step where the OS allows (renameat2 RENAME_EXCHANGE), so readers
     see the old variant or the new one, never a missing or half-written one."""
@@ -230,7 +262,7 @@ class LocalExecutor:
         if entry is not None:
             res.entry, res.hit = entry.path, True
             return res
-        tmp = Path(tempfile.mkdtemp(prefix=f"{step.id}.", dir=self.cache.root / "tmp"))
+        tmp = scratch_dir(self.cache.root / "tmp", step.id)
         t0 = time.monotonic()
         try:
             out, dep = tmp / step.output, tmp / (step.output + ".d")
@@ -240,14 +272,14 @@ class LocalExecutor:
                 if a == "{inputs}":
                     argv += inputs
                 else:
-                    argv.append(a.replace("{out}", str(out)).replace("{dep}", str(dep)))
+                    argv.append(a.replace("{out}", str(out)).replace("{dep}", str(dep)).replace("{tmp}", str(tmp)))
             if step.tool == "python":  # in-process helper (not a compiler invocation)
                 # The checking, atomic embed of the Metal backend (the metallib must parse and target
                 # macOS >= facts.METAL_MIN_MACOS; verify checks the kernels it holds).
                 embed_metallib(Path(inputs[0]), out, argv[-1])
                 rc, text = 0, ""
             else:
-                rc, text = self._spawn(argv)
+                rc, text = self._spawn(argv, tmp)
                 with self._lock:
                     self.stats.compiler_invocations += 1
                     self.stats.per_tool[step.tool] = self.stats.per_tool.get(step.tool, 0) + 1
@@ -267,24 +299,14 @@ class LocalExecutor:
             shutil.rmtree(tmp, ignore_errors=True)
         return res
 
-    def _spawn(self, argv: list[str]) -> tuple[int, str]:
+    def _spawn(self, argv: list[str], tmp: Path) -> tuple[int, str]:
         # Spawned and registered under the lock that _kill_all takes, after checking for cancellation: a
         # compiler can never start unseen by an interrupt (and then run on for minutes).
         with self._lock:
             if self._cancel.is_set():
                 return 130, "interrupted"
             try:
-                # Own session: Ctrl-C reaches us, and we stop the compilers we started (and only those).
-                proc = subprocess.Popen(
-                    argv,
-                    cwd=self.root,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                    errors="replace",
-                    env=toolchain_env(),
-                    start_new_session=True,
-                )
+                proc = spawn_compiler(argv, self.root, tmp)
             except OSError as exc:
                 return 127, f"cannot run {argv[0]}: {exc}"
             self._procs.add(proc)
@@ -299,22 +321,24 @@ class LocalExecutor:
         with self._lock:
             procs = list(self._procs)
         for proc in procs:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except (ProcessLookupError, PermissionError):
-                pass
+            for pid in (*descendants(proc.pid), proc.pid):  # nvcc's cicc/ptxas/host compiler, zig's clang
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except (ProcessLookupError, PermissionError):
+                    pass
 
     # -- the run ------------------------------------------------------------------------------------------
     def run(self, variants: tuple[VariantPlan, ...]) -> list[VariantResult]:
         t_start = time.monotonic()
         (self.cache.root / "tmp").mkdir(parents=True, exist_ok=True)
+        clean_dead_scratch(self.cache.root / "tmp")  # what killed runs left (SIGKILL skips our cleanup)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.gen_dir.mkdir(parents=True, exist_ok=True)
         for name, text in (("registration.h", REGISTRATION_H), (GLIBC_COMPAT_C, GLIBC_COMPAT)):
             f = self.gen_dir / name
             if not f.is_file() or f.read_text() != text:
                 f.write_text(text)
-        clean_stale_stages(self.root / "build")
+        clean_stale_stages(self.root / self.plan.project.out_base)
         self._materialize_cublas(variants)
         steps = self.plan.steps_for(variants)
         pending = {s.id: s for s in steps}
@@ -565,7 +589,9 @@ class LocalExecutor:
             for rel, data in py.items():
                 (stage / rel).parent.mkdir(parents=True, exist_ok=True)
                 (stage / rel).write_bytes(data)
-            from kernels._rust import Digest, DigestAlgorithm, Metadata  # deferred: heavy import
+            from toolkit.core.kernels_bindings import kernels_types  # deferred: heavy import
+
+            Digest, DigestAlgorithm, Metadata = kernels_types("Digest", "DigestAlgorithm", "Metadata")
 
             digest = Digest.hash_variant(DigestAlgorithm.SHA256, str(stage))  # computed last
             meta["digest"] = {"algorithm": "sha256", "files": dict(sorted(digest.files.items()))}

@@ -358,7 +358,8 @@ def status(
         if not host.metal:
             return Status(False, "needs the Metal toolchain (`xcodebuild -downloadComponent MetalToolchain`)")
     elif variant.backend in BACKENDS_WITH_TOOLKIT:
-        toolkit = pick_toolkit(variant, host.toolkits)
+        # a cross build needs a toolkit whose headers serve the target CPU (PyPI's flat one, not the system's)
+        toolkit = pick_toolkit(variant, tuple(t for t in host.toolkits if t.targets(variant.cpu)))
         if toolkit is None:
             ok, why = can_provision(toolkit_source)
             if ok and toolkit_source is not None:
@@ -368,19 +369,21 @@ def status(
                 if variant.backend == "cuda":
                     major = (variant.toolkit or "").split(".")[0]
                     need = f"needs a CUDA toolkit {major}.0-{variant.toolkit} (nvcc) for {variant.compute}"
+                    if cross and pick_toolkit(variant, host.toolkits) is not None:
+                        need += f" whose headers serve {variant.cpu} (a system toolkit's are x86_64-only)"
                 else:
                     need = f"needs ROCm {variant.toolkit} (hipcc)"
                 return Status(False, f"{need}; found: {found}" + (f"; {why}" if why else ""))
-    if cross and toolkit is not None:
+    if cross and variant.backend == "cuda":
         # the host's nvcc compiles; the link needs the target CPU's libcudart (provisioned from PyPI)
-        cudart = host.cudart.get(f"{variant.cpu}-{variant.toolkit}") or host.cudart.get(
-            f"{variant.cpu}-{toolkit.version}"
+        cudart = host.cudart.get(f"{variant.cpu}-{variant.toolkit}") or (
+            host.cudart.get(f"{variant.cpu}-{toolkit.version}") if toolkit else None
         )
-        if cudart:
+        if cudart and toolkit is not None:
             from dataclasses import replace as _replace
 
             toolkit = _replace(toolkit, cudart_dir=cudart)
-        else:
+        elif not cudart:
             ok, why = can_provision(toolkit_source)
             if ok and toolkit_source is not None:
                 provision.append(("cudart", toolkit_source))

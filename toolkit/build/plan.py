@@ -70,6 +70,9 @@ class ProjectInputs:
     source_id: str  # sha256 over every build input file; the op id's uid is its first 7 hex digits
     has_registration_h: bool = False
     tool_version: str = __version__
+    # Where variants land, relative to `root`: "build" for the first package (rendered at the project root),
+    # "../../build/<package>" for one rendered at packages/<package> (build/<package>/<variant>/).
+    out_base: str = "build"
 
     @property
     def uid(self) -> str:
@@ -249,6 +252,7 @@ class _Tools:
     cxx_standard: str
     cxx11_abi: bool
     runnable: bool
+    torch_dir: str = ""
 
 
 def cublas_dir(gen_include: str, source: str) -> str:
@@ -264,10 +268,12 @@ def _tools_for(variant: Variant, status: Status, cxx: str | None, cxx_id: str, g
     if env is not None and env.include_dirs:
         torch_includes, torch_lib, py_inc = env.include_dirs, env.lib_dir, env.python_include
         torch_id, std, abi = f"torch {env.version} @ {env.torch_dir}", env.cxx_standard, env.cxx11_abi
+        torch_dir = env.torch_dir
     else:  # symbolic: what would be used once the environment exists
         t = f"<torch {variant.torch} {variant.compute}>"
         torch_includes = (f"{t}/include", f"{t}/include/torch/csrc/api/include")
         torch_lib, py_inc, torch_id, abi = f"{t}/lib", "<python>/include", t, True
+        torch_dir = t
     extra: tuple[str, ...] = ()
     if tk is not None:
         compiler, root, tk_id, archs = tk.compiler, tk.root, f"{tk.backend} {tk.full_version or tk.version}", tk.archs
@@ -295,6 +301,7 @@ def _tools_for(variant: Variant, status: Status, cxx: str | None, cxx_id: str, g
         std,
         abi,
         runnable,
+        torch_dir,
     )
 
 
@@ -314,6 +321,39 @@ def _object_flags(*pic: str) -> tuple[str, ...]:
     return ("-o", "{out}", "-MD", "-MF", "{dep}", *(pic or ("-fPIC",)), "-O3")
 
 
+# Reproducible, path-free objects: every absolute prefix a compile reads from is mapped to a fixed name, so
+# __FILE__ strings and debug info name no builder's paths (two clean builds of one tree at different paths
+# are byte-identical). {tmp} is the step's scratch dir (its output and nvcc's tmpxft files), filled by the
+# executor. Debug info stays in the cached objects; the shipped .so is stripped at the link.
+def _prefix_maps(*pairs: tuple[str, str]) -> tuple[str, ...]:
+    usable = {old: new for old, new in pairs if old and not old.startswith("<") and old != "/"}
+    return tuple(f"-ffile-prefix-map={old}={new}" for old, new in usable.items())
+
+
+@dataclass(frozen=True)
+class _Maps:
+    """The prefix maps per kind of step: a torch-independent object maps no torch path (so it stays shared
+    by every torch variant), a C++ one no toolkit path (shared by every toolkit)."""
+
+    common: tuple[str, ...]
+    toolkit: tuple[str, ...]
+    torch: tuple[str, ...]
+
+
+def _maps_for(root: str, tools: _Tools, gen_include: str) -> _Maps:
+    toolchain_dir = os.path.dirname(tools.cxx) if os.path.isabs(tools.cxx) else ""
+    return _Maps(
+        _prefix_maps(("{tmp}", "/out"), (gen_include, "/gen"), (toolchain_dir, "/toolchain"), (root, ".")),
+        _prefix_maps((tools.toolkit_root, "/toolkit")),
+        _prefix_maps((tools.torch_dir, "/torch"), (os.path.dirname(tools.python_include), "/python-include")),
+    )
+
+
+def _nvcc_host(flags: tuple[str, ...]) -> tuple[str, ...]:
+    """Host-compiler flags through nvcc, one -Xcompiler each (nvcc splits its argument at commas)."""
+    return tuple(a for f in flags for a in ("-Xcompiler", f))
+
+
 def _macos_target(backend: str) -> tuple[str, ...]:
     return (f"-mmacosx-version-min={facts.METAL_MIN_MACOS}", "-arch", "arm64") if backend == "metal" else ()
 
@@ -331,7 +371,7 @@ def plan_variant(
     """The steps of one variant. Off-host variants get the same shape with symbolic tool paths and
     runnable=False, so --dry-run shows the whole matrix."""
     ops_id = project.ops_id(variant.backend)
-    out_dir = f"build/{variant.name}"
+    out_dir = f"{project.out_base}/{variant.name}"
     sections = project.sections(variant.backend)
     if not sections:
         reason = status.reason or f'build.toml has no [kernel.*] section with backend = "{variant.backend}"'
@@ -346,6 +386,7 @@ def plan_variant(
     torch_side = tuple(f"-I{d}" for d in tools.torch_includes) + (f"-I{tools.python_include}",)
     # nvcc's host compiler: the hermetic toolchain's wrapper when there is one (its identity joins the key).
     host_cc = ("-ccbin", ccbin) if ccbin and variant.backend == "cuda" and variant.os == "linux" else ()
+    maps = _maps_for(str(project.root), tools, gen_include)
 
     for sec in sections:
         incs = tuple(f"-I{d}" for d in sec.include)
@@ -385,6 +426,7 @@ def plan_variant(
         per_torch = sec.torch_dependent
         abi = (f"-D_GLIBCXX_USE_CXX11_ABI={int(tools.cxx11_abi)}",) if variant.os == "linux" else ()
         extra = (torch_side + abi) if per_torch else ()
+        sec_maps = maps.common + (maps.torch if per_torch else ())
         tc_gpu = (
             tools.toolkit_id
             + (f" | {tools.cxx_id}" if host_cc else "")
@@ -412,6 +454,7 @@ def plan_variant(
                     *extra,
                     *sec.cuda_flags,
                     *arch_flags,
+                    *_nvcc_host(sec_maps + maps.toolkit),
                 )
                 tool, tc = "nvcc", tc_gpu
                 label = f"nvcc {src} [{', '.join(sort_archs(caps))}]"
@@ -430,6 +473,8 @@ def plan_variant(
                     *extra,
                     *sec.hip_flags,
                     *arch_flags,
+                    *sec_maps,
+                    *maps.toolkit,
                 )
                 tool, tc = "hipcc", tc_gpu
                 label = f"hipcc {src} [{', '.join(caps)}]"
@@ -447,6 +492,7 @@ def plan_variant(
                     *incs,
                     *extra,
                     *sec.cxx_flags,
+                    *sec_maps,
                 )
                 tool, tc = "c++", tc_cxx
                 label = f"c++ {src}"
@@ -563,6 +609,9 @@ def plan_variant(
             *torch_side,
             *toolkit_inc,
             *project.torch_cxx_flags,
+            *maps.common,
+            *maps.torch,
+            *maps.toolkit,
         )
         tc = f"{tools.cxx_id} | {tools.torch_id} | {tools.toolkit_id} | {tool_tag}"
         sid = _step_id("bind", tc, argv)
@@ -586,7 +635,18 @@ def plan_variant(
     # "maybe multi-threaded": atomics always used, which is always correct) keeps that symbol out of the
     # .so's imports. Torch-independent: compiled once per host compiler.
     if variant.os == "linux" and variant.backend in ("cuda", "rocm", "cpu"):
-        compat_argv = (tools.cxx, "-x", "c", "-c", f"{gen_include}/{GLIBC_COMPAT_C}", "-o", "{out}", "-fPIC", "-O2")
+        compat_argv = (
+            tools.cxx,
+            "-x",
+            "c",
+            "-c",
+            f"{gen_include}/{GLIBC_COMPAT_C}",
+            "-o",
+            "{out}",
+            "-fPIC",
+            "-O2",
+            *maps.common,
+        )
         compat = _step_id("obj", f"{tools.cxx_id} | {tool_tag}", compat_argv)
         steps.append(
             Step(
@@ -640,7 +700,10 @@ def plan_variant(
         ),
         "cpu": ("-ltorch", "-ltorch_cpu", "-lc10"),
     }[variant.backend]
-    link_argv = (tools.cxx, "-shared", "-o", "{out}", "{inputs}", f"-L{tools.torch_lib}", *libs)
+    # -s: what ships carries no debug info nor static symbol table (the builder's paths, nvcc's tmpxft
+    # names); the cached objects keep their debug info. macOS's ld strips with -S/-x, done the same way.
+    strip = ("-s",) if variant.os == "linux" else ("-Wl,-S", "-Wl,-x")
+    link_argv = (tools.cxx, "-shared", "-o", "{out}", "{inputs}", f"-L{tools.torch_lib}", *libs, *strip)
     tc = f"{tools.cxx_id} | {tools.torch_id} | {tools.toolkit_id} | {tool_tag}"
     after = tuple(objects + bind_objs)
     link_id = _step_id("link", tc, link_argv + after)

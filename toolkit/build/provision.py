@@ -62,6 +62,12 @@ class Install:
     platform: tuple[str, ...] = ()  # another CPU's wheels (pip --platform tags, --target only)
 
     @property
+    def words(self) -> str:
+        """What the plan and `variants` print for this install (the exact requirement pip gets)."""
+        plat = f" for {self.platform[0].split('_', 3)[-1]}" if self.platform else ""
+        return f"{self.what}: {self.requirement}{plat} from {index_words(self.index)}"
+
+    @property
     def ready(self) -> bool:
         return (self.path / ".complete").is_file()
 
@@ -297,29 +303,15 @@ def torch_install(
     """A venv with exactly torch==version for `compute`. Only torch itself is installed (--no-deps): the
     build needs its headers and libraries, not the GBs of runtime wheels it imports at run time. A local CPU
     build of the same version (e.g. `2.13.0+cpu` in a find-links folder) is excluded in the requirement, and
-    the installed build's torch/version.py must say the wanted CUDA version."""
-    from toolkit.build.envs import env_dir_name, read_torch_version
+    the installed build's torch/version.py must name the row's build (version, local tag, CUDA)."""
+    from toolkit.build.envs import env_dir_name, torch_build_problem
 
     requirement = f"torch=={version}"
-    want_cuda = None
     if compute.startswith("cu"):
-        digits = compute[2:]
-        want_cuda = f"{digits[:-1]}.{digits[-1]}"
         requirement += f",!={version}+cpu"
 
     def check(stage: Path) -> str:
-        found = sorted(stage.glob("lib/python3*/site-packages/torch/version.py")) + sorted(
-            stage.glob("torch/version.py")
-        )
-        if not found:
-            return "no torch/version.py in the environment"
-        got = read_torch_version(found[0].parent)
-        if got is None:
-            return "unreadable torch/version.py"
-        ver, cuda, hip = got
-        if want_cuda and (cuda or "")[: len(want_cuda)] != want_cuda:
-            return f"pip installed torch {ver} (CUDA {cuda}), not a build for CUDA {want_cuda}"
-        return ""
+        return torch_build_problem(stage, torch_minor, compute, version)
 
     if cpu:  # a cross-build tree for another CPU: no interpreter, just torch's headers and libraries
         return Install(
@@ -344,3 +336,23 @@ def torch_install(
         no_deps=True,
         check=check,
     )
+
+
+def installs_for(  # type: ignore[no-untyped-def]
+    variant, provision: tuple, host_cpu: str, envs_dir: Path | None = None, toolchains_dir: Path | None = None
+) -> tuple[Install, ...]:
+    """The installs a variant's Status.provision stands for: a toolkit (host binaries, any CPU's headers),
+    another CPU's libcudart, a torch build (a venv here, a headers-and-libraries tree for another CPU)."""
+    from toolkit.build.envs import default_envs_dir
+
+    cpu = variant.cpu if variant.cpu != host_cpu else None
+    out = []
+    for kind, src in provision:
+        if kind == "toolkit":
+            out.append(toolkit_install(variant.backend, src.package, src.version, src.index, toolchains_dir))
+        elif kind == "cudart":
+            out.append(cudart_install(src.version, variant.cpu, src.index, toolchains_dir))
+        else:
+            envs = envs_dir or default_envs_dir()
+            out.append(torch_install(variant.torch, variant.compute, src.version, src.index, envs, cpu=cpu))
+    return tuple(out)

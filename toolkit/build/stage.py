@@ -38,7 +38,7 @@ def check_nix(host: HostFacts) -> None:
         raise BuildError("--engine nix: no `nix` on PATH", "install Nix >= 2.18 with flakes, or use --engine local")
     info = probe_nix(host.nix)
     if not info.usable:
-        raise BuildError(f"--engine nix: {info.problem}", "enable them, or use --engine local (the default)")
+        raise BuildError(f"--engine nix: {info.problem}", info.fix)
 
 
 def host_variant(host: HostFacts) -> Variant:
@@ -242,24 +242,16 @@ def provision_missing(
     (each once, atomically, into the user cache), then re-detect. A package that cannot be installed stops
     the build with one line naming it, its version and the index; nothing half-made is left."""
     from toolkit.build.envs import default_envs_dir, detect_cuda_toolkits, detect_rocm_toolkits, provisioned_cudart
-    from toolkit.build.provision import cudart_install, provision, toolkit_install, torch_install
+    from toolkit.build.provision import installs_for, provision
 
     envs_dir = envs_dir or default_envs_dir()
-    done: set[tuple[str, str, str]] = set()
+    done: set[Path] = set()
     for v in chosen:
         st = judge_one(v, host, enabled, matrix, "auto")
-        for kind, src in st.provision:
-            cpu = v.cpu if v.cpu != host.cpu else None
-            key = (kind, src.package, src.version, cpu or "")
-            if key in done:
-                continue
-            done.add(key)
-            if kind == "toolkit":
-                provision(toolkit_install(v.backend, src.package, src.version, src.index, toolchains_dir), say=say)
-            elif kind == "cudart":
-                provision(cudart_install(src.version, v.cpu, src.index, toolchains_dir), say=say)
-            else:
-                provision(torch_install(v.torch, v.compute, src.version, src.index, envs_dir, cpu=cpu), say=say)
+        for item in installs_for(v, st.provision, host.cpu, envs_dir, toolchains_dir):
+            if item.path not in done:
+                done.add(item.path)
+                provision(item, say=say)
     if not done:
         return host
     return replace(
@@ -304,13 +296,13 @@ class BuildReport:
 
 def execute(prep: Prepared, *, jobs: int | None = None, progress: bool = True) -> BuildReport:
     plan = prep.plan
-    root = prep.cfg.root
+    root = plan.project.root  # the package's rendered tree: step paths are relative to it
     cache = BuildCache(prep.cache, root)
     results: dict[str, VariantResult] = {}
     local = plan.buildable()
     stats = RunStats()
     if local:
-        prov = read_provenance(root)
+        prov = read_provenance(prep.cfg.root)  # the project's pin and HEAD, whichever package
         ex = LocalExecutor(
             plan,
             cache,

@@ -9,9 +9,20 @@ from rich.markup import escape
 from rich.table import Table
 
 from toolkit import help as help_text
-from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VariantOpt, VerboseOpt, app, run_guarded
+from toolkit.app import (
+    DryRunOpt,
+    JsonOpt,
+    Locked,
+    NoWaitOpt,
+    PackageOpt,
+    ProjectOpt,
+    VariantOpt,
+    VerboseOpt,
+    app,
+    for_each_package,
+    run_guarded,
+)
 from toolkit.core import ui
-from toolkit.core.config import load
 from toolkit.core.errors import BuildError
 
 if TYPE_CHECKING:
@@ -112,7 +123,7 @@ def _print_report(report: BuildReport) -> None:
 
 
 def _build(
-    project,  # type: ignore[no-untyped-def]
+    cfg,  # type: ignore[no-untyped-def]
     all_variants: bool,
     patterns: list[str],
     jobs: int | None,
@@ -127,7 +138,6 @@ def _build(
     from toolkit import build as build_stage  # deferred: keeps CLI start-up light
     from toolkit.build.stage import NothingToBuildError
 
-    cfg = load(project)
     if provision is None:  # `build --all` (and --create-envs) provision what rows lack; --no-provision opts out
         provision = all_variants or create_envs
     request = build_stage.Request(
@@ -175,6 +185,7 @@ def _build(
 @app.command("build", help=help_text.BUILD)
 def build(
     project: ProjectOpt = None,
+    package: PackageOpt = [],  # noqa: B006
     all_variants: Annotated[bool, typer.Option("--all", help="Every variant of the matrix (variants/*.toml).")] = False,
     variant: VariantOpt = [],  # noqa: B006
     jobs: Annotated[
@@ -228,18 +239,13 @@ def build(
     no_wait: NoWaitOpt = False,
 ) -> None:
     run_guarded(
-        _build,
+        for_each_package,
         project,
-        all_variants,
-        variant,
-        jobs,
-        dry_run,
-        json_,
-        create_envs,
-        verbose,
-        engine,
-        toolchain,
-        provision,
+        package,
+        lambda cfg: _build(
+            cfg, all_variants, variant, jobs, dry_run, json_, create_envs, verbose, engine, toolchain, provision
+        ),
+        as_json=json_,
         verbose=verbose,
         lock=Locked(project, "build", no_wait, shared=dry_run),
     )
