@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -50,9 +49,10 @@ EXTRA_HALF_FIELDS = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2),
 
 
 def load_module():  # type: ignore[no-untyped-def]
-    path = os.environ.get("GGUF_KERNELS_PATH")
-    if path:
-        sys.path.insert(0, path)
+    path, why = R.find_build(HERE.parent)
+    if path is None:
+        raise SystemExit(f"error: {why}")
+    sys.path.insert(0, path)
     return importlib.import_module("gguf_kernels")
 
 

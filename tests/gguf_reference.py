@@ -129,3 +129,28 @@ def gemv_reference(
     aw = np.abs(w64)
     tol = 2.0 * (np.abs(x64 - xq) @ aw.T) + 2.0**-9 * (np.abs(x64) @ aw.T) + 1e-6
     return ref, ref_q8, tol
+
+
+def find_build(repo) -> tuple[str | None, str]:  # type: ignore[no-untyped-def]
+    """Where a gguf_kernels build is: $GGUF_KERNELS_PATH (a folder holding gguf_kernels/, e.g. what
+    benchmarks/gguf_local_build.py lays out), else the CUDA variant `ggml-vendor build -p gguf-kernels` wrote
+    under build/gguf-kernels/ that matches this torch. Returns (folder or None, why not)."""
+    import os
+    from pathlib import Path
+
+    path = os.environ.get("GGUF_KERNELS_PATH")
+    if path:
+        return path, ""
+    try:
+        import torch
+
+        tag = "torch" + "".join(torch.__version__.split("+")[0].split(".")[:2])
+    except ImportError:
+        return None, "torch is not installed"
+    for variant in sorted((Path(repo) / "build" / "gguf-kernels").glob(f"{tag}-*-cu*-*-linux")):
+        if (variant / "gguf_kernels" / "__init__.py").exists():
+            return str(variant), ""
+    return None, (
+        "no gguf_kernels build: set GGUF_KERNELS_PATH (benchmarks/gguf_local_build.py) or run "
+        "`ggml-vendor build -p gguf-kernels` for this torch"
+    )

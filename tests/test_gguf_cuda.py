@@ -1,9 +1,9 @@
 """gguf-kernels on a real GPU: every op and type against ggml-org's `gguf` package (numpy), and bad input.
 
 Loads the `gguf_kernels` module from $GGUF_KERNELS_PATH (a folder holding gguf_kernels/, e.g. what
-benchmarks/gguf_local_build.py lays out under OUT/pkg), else the package's build under
-packages/gguf-kernels/ through kernels.get_local_kernel. Skipped, saying why, where there is no CUDA device,
-no `gguf` package, or no build.
+benchmarks/gguf_local_build.py lays out under OUT/pkg), else the CUDA variant for this torch that
+`ggml-vendor build -p gguf-kernels` wrote under build/gguf-kernels/. Skipped, saying why, where there is no
+CUDA device, no `gguf` package, or no build.
 
     python3 benchmarks/gguf_local_build.py --out /tmp/gguf-build
     GGUF_KERNELS_PATH=/tmp/gguf-build/pkg python3 -m pytest -q -m gpu tests/test_gguf_cuda.py
@@ -24,7 +24,6 @@ block's scale, sub-block or min shows up far above both.
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 import zlib
 from pathlib import Path
@@ -52,18 +51,11 @@ def torch(cuda_torch):  # type: ignore[no-untyped-def]
 def gk(torch):  # type: ignore[no-untyped-def]
     """The gguf_kernels module under test."""
     pytest.importorskip("gguf", reason="needs ggml-org's gguf package (pip install gguf) for the references")
-    path = os.environ.get("GGUF_KERNELS_PATH")
-    if path:
-        sys.path.insert(0, path)
-        return importlib.import_module("gguf_kernels")
-    root = REPO / "packages" / "gguf-kernels"
-    if not any((root / "build").glob("torch*-cu*")):
-        pytest.skip(
-            f"no gguf-kernels build: set GGUF_KERNELS_PATH or build {root} (`ggml-vendor build -p gguf-kernels`)"
-        )
-    import kernels
-
-    return kernels.get_local_kernel(root)
+    path, why = R.find_build(REPO)
+    if path is None:
+        pytest.skip(why)
+    sys.path.insert(0, path)
+    return importlib.import_module("gguf_kernels")
 
 
 def poison(torch, nbytes: int) -> None:

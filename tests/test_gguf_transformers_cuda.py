@@ -22,7 +22,6 @@ step's measured logit difference.
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from pathlib import Path
 
@@ -32,6 +31,7 @@ pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "tests"))
 PROMPT = 12  # > MAX_GEMV_ROWS: the prefill takes transformers' dequantize + matmul path
 NEW = 24
 LOGIT_REL_TOL = 0.05  # q8_1 activations through 4 layers and the head; measured ~1e-2 (docs/benchmarks.md)
@@ -47,9 +47,11 @@ def setup(cuda_torch, tmp_path_factory):  # type: ignore[no-untyped-def]
         from transformers.integrations.gguf.utils import GgufLinear  # noqa: F401
     except ImportError as exc:
         pytest.skip(f"this transformers has no packed GGUF path (5.22.2 has it): {exc}")
-    path = os.environ.get("GGUF_KERNELS_PATH")
-    if not path:
-        pytest.skip("set GGUF_KERNELS_PATH to a folder holding a gguf_kernels build (benchmarks/gguf_local_build.py)")
+    import gguf_reference
+
+    path, why = gguf_reference.find_build(REPO)
+    if path is None:
+        pytest.skip(why)
     sys.path.insert(0, path)
     gk = importlib.import_module("gguf_kernels")
     import gguf_model
