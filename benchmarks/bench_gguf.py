@@ -24,7 +24,6 @@ asserts on time.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import statistics
 import sys
@@ -49,11 +48,10 @@ EXTRA_HALF_FIELDS = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2),
 
 
 def load_module():  # type: ignore[no-untyped-def]
-    path, why = R.find_build(HERE.parent)
-    if path is None:
+    module, why = R.load_build(HERE.parent)
+    if module is None:
         raise SystemExit(f"error: {why}")
-    sys.path.insert(0, path)
-    return importlib.import_module("gguf_kernels")
+    return module
 
 
 def rand_blocks(name: str, rows: int, cols: int, gen: torch.Generator) -> torch.Tensor:

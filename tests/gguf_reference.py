@@ -131,26 +131,31 @@ def gemv_reference(
     return ref, ref_q8, tol
 
 
-def find_build(repo) -> tuple[str | None, str]:  # type: ignore[no-untyped-def]
-    """Where a gguf_kernels build is: $GGUF_KERNELS_PATH (a folder holding gguf_kernels/, e.g. what
-    benchmarks/gguf_local_build.py lays out), else the CUDA variant `ggml-vendor build -p gguf-kernels` wrote
-    under build/gguf-kernels/ that matches this torch. Returns (folder or None, why not)."""
+def load_build(repo):  # type: ignore[no-untyped-def]
+    """The gguf_kernels module under test, and why not when there is none: $GGUF_KERNELS_PATH (a folder holding
+    gguf_kernels/, e.g. what benchmarks/gguf_local_build.py lays out) imported as `gguf_kernels`, else the CUDA
+    variant for this torch that `ggml-vendor build -p gguf-kernels` wrote under build/gguf-kernels/, loaded
+    with kernels.get_local_kernel (the path a user's code takes). Returns (module or None, why not)."""
+    import importlib
     import os
+    import sys
     from pathlib import Path
 
     path = os.environ.get("GGUF_KERNELS_PATH")
     if path:
-        return path, ""
+        sys.path.insert(0, path)
+        return importlib.import_module("gguf_kernels"), ""
     try:
         import torch
-
-        tag = "torch" + "".join(torch.__version__.split("+")[0].split(".")[:2])
     except ImportError:
         return None, "torch is not installed"
-    for variant in sorted((Path(repo) / "build" / "gguf-kernels").glob(f"{tag}-*-cu*-*-linux")):
-        if (variant / "gguf_kernels" / "__init__.py").exists():
-            return str(variant), ""
-    return None, (
-        "no gguf_kernels build: set GGUF_KERNELS_PATH (benchmarks/gguf_local_build.py) or run "
-        "`ggml-vendor build -p gguf-kernels` for this torch"
-    )
+    tag = "torch" + "".join(torch.__version__.split("+")[0].split(".")[:2])
+    root = Path(repo) / "build" / "gguf-kernels"
+    if not any(root.glob(f"{tag}-*-cu*-*-linux/__init__.py")):
+        return None, (
+            f"no gguf_kernels build for {tag}: set GGUF_KERNELS_PATH (benchmarks/gguf_local_build.py) or run "
+            "`ggml-vendor build -p gguf-kernels`"
+        )
+    import kernels
+
+    return kernels.get_local_kernel(root), ""

@@ -23,7 +23,6 @@ block's scale, sub-block or min shows up far above both.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import zlib
 from pathlib import Path
@@ -51,11 +50,10 @@ def torch(cuda_torch):  # type: ignore[no-untyped-def]
 def gk(torch):  # type: ignore[no-untyped-def]
     """The gguf_kernels module under test."""
     pytest.importorskip("gguf", reason="needs ggml-org's gguf package (pip install gguf) for the references")
-    path, why = R.find_build(REPO)
-    if path is None:
+    module, why = R.load_build(REPO)
+    if module is None:
         pytest.skip(why)
-    sys.path.insert(0, path)
-    return importlib.import_module("gguf_kernels")
+    return module
 
 
 def poison(torch, nbytes: int) -> None:

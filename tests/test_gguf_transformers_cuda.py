@@ -21,7 +21,6 @@ step's measured logit difference.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 
@@ -49,11 +48,9 @@ def setup(cuda_torch, tmp_path_factory):  # type: ignore[no-untyped-def]
         pytest.skip(f"this transformers has no packed GGUF path (5.22.2 has it): {exc}")
     import gguf_reference
 
-    path, why = gguf_reference.find_build(REPO)
-    if path is None:
+    gk, why = gguf_reference.load_build(REPO)
+    if gk is None:
         pytest.skip(why)
-    sys.path.insert(0, path)
-    gk = importlib.import_module("gguf_kernels")
     import gguf_model
 
     file = tmp_path_factory.mktemp("gguf") / "tiny-qwen35.gguf"
