@@ -287,14 +287,6 @@ def built_binding(tmp_path_factory) -> tuple[Path, dict]:
     return root, json.loads(res.stdout)
 
 
-def other_package_templates(directory: str, names: list[str]) -> list[str]:
-    """shutil.copytree's `ignore` for copying templates/ into a one-package project: leaves out the template
-    directories of the family's other packages (a subdirectory of templates/ holding its own facts.py)."""
-    if Path(directory).resolve() != (REPO_ROOT / "templates").resolve():
-        return []
-    return [n for n in names if (Path(directory) / n / "facts.py").is_file()]
-
-
 def first_package_pyproject(text: str) -> str:
     """pyproject.toml text with the family's later packages ([tool.ggml-vendor.packages.*]) left out: for tests
     that build a one-package project (or add their own later packages) from this repository's configuration."""

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import other_package_templates
 from fixture_repos import RENDER_PYPROJECT, build_upstream, git, make_project, sync_project
 
 from toolkit.core import config
@@ -341,7 +340,7 @@ def test_llama_cpp_pin_names_both_commits_in_rendered_sources(tmp_path):
     root = tmp_path / "render"
     root.mkdir()
     (root / "pyproject.toml").write_text(RENDER_PYPROJECT.format(backends='"cuda", "metal"', archs='"9.0"'))
-    shutil.copytree(REPO / "templates", root / "templates", ignore=other_package_templates)
+    shutil.copytree(REPO / "templates", root / "templates")
     got = render.plan(config.load(root), lock).by_path()
     for path in ("csrc/cuda/gdn_kernels.cu", "csrc/cuda/fa_vec_kernels.cu", "csrc/metal/ggml_metal_kernels.metal"):
         text = got[path].content

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import tomlkit
-from conftest import other_package_templates
 from fixture_repos import RENDER_PYPROJECT
 from typer.testing import CliRunner
 
@@ -37,7 +36,7 @@ def make_project(
             backends=", ".join(f'"{b}"' for b in backends), archs=", ".join(f'"{a}"' for a in archs)
         )
     )
-    shutil.copytree(templates or REPO / "templates", root / "templates", ignore=other_package_templates)
+    shutil.copytree(templates or REPO / "templates", root / "templates")
     (root / "vendor").mkdir()
     return root
 
