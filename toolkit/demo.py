@@ -132,7 +132,7 @@ def _later_packages_for_demo(dest: Path, *, embedded: bool) -> None:
 
     cfg = load_config(dest)
     doc = parse_toml(dest / "pyproject.toml")
-    tables = doc["tool"][TABLE].get("packages", {})  # type: ignore[index, union-attr]
+    tables = doc["tool"][TABLE].get("packages", {})
     for pkg in cfg.packages[1:]:
         if embedded and missing_in_miniature(pkg):
             del tables[pkg.name]
