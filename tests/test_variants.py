@@ -301,3 +301,18 @@ def test_rocm_index_template_spells_the_toolkit_version_with_its_dot(tmp_path):
         'torch = ["2.14"]\ntoolkits = ["7.2"]\nsystems = ["x86_64-linux"]\n'
     )
     assert load_matrix(f).index_for(parse_name("torch214-cxx11-rocm72-x86_64-linux")) == "https://idx.example/rocm7.2"
+
+
+def test_variants_text_prints_every_reason_whole_within_80_columns():
+    """Issue 20 item 6: the table held the reasons and cut nearly all of them off in a pipe."""
+    from toolkit.cli import app
+
+    doc = json.loads(CliRunner().invoke(app, ["variants", "-C", str(REPO), "--json"]).stdout)
+    res = CliRunner().invoke(app, ["variants", "-C", str(REPO)])
+    assert res.exit_code == 0, res.output
+    body = res.output.splitlines()[1:]  # the title names the matrix path
+    assert max(len(ln) for ln in body) <= 80, max(body, key=len)
+    text = " ".join(" ".join(ln.split()) for ln in body)
+    for r in doc["variants"]:
+        want = r["reason"] if not r["buildable"] and not r["provision"] else r["engine"]
+        assert " ".join(want.split()) in text, r["name"]

@@ -216,7 +216,7 @@ def _render(cfg: Config) -> tuple[None, str, dict]:
 def _build(cfg: Config, jobs: int | None, engine: str = "auto", toolchain: str = "auto") -> tuple[list[str], str, dict]:
     from toolkit import build
 
-    rep = build.execute(build.plan(cfg, build.Request(engine=engine, toolchain=toolchain)), jobs=jobs, progress=False)
+    rep = build.execute(build.plan(cfg, build.Request(engine=engine, toolchain=toolchain, jobs=jobs, progress=False)))
     built = [r.name for r in rep.results if r.result in ("built", "up-to-date")]
     skipped = [r for r in rep.results if r.result == "skipped"]
     if rep.failed:

@@ -99,7 +99,7 @@ class VariantResult:
     id: str = ""
     archs: tuple[str, ...] = ()
     seconds: float = 0.0
-    compiles: int = 0  # compiler invocations run for this variant (shared ones counted for each user)
+    compiles: int = 0  # compiler invocations run for this variant (a shared one only for its first user)
     hits: int = 0
     log: str = ""
     failed_step: str = ""
@@ -234,6 +234,7 @@ class LocalExecutor:
         self._lock = threading.Lock()
         self._cancel = threading.Event()
         self._results: dict[str, StepResult] = {}
+        self._owner: dict[str, str] = {}  # step id -> the first variant using it (counted there only)
 
     # -- one step -----------------------------------------------------------------------------------------
     def step_key(self, step: Step) -> str:
@@ -346,6 +347,7 @@ class LocalExecutor:
         for v in variants:
             for sid in v.steps:
                 users.setdefault(sid, []).append(v)
+        self._owner = {sid: vs[0].name for sid, vs in users.items()}
         results: dict[str, VariantResult] = {}
         t_variant = {v.name: time.monotonic() for v in variants}
         progress, tasks = self._progress(variants)
@@ -469,7 +471,9 @@ class LocalExecutor:
         return progress, tasks
 
     def _counts(self, v: VariantPlan) -> tuple[int, int]:
-        rs = [self._results[s] for s in v.steps if s in self._results]
+        """(compiled, cached) steps of `v`, a step shared by several variants counted once, for the first of
+        them in the plan (so the column adds up to the run's totals)."""
+        rs = [self._results[s] for s in v.steps if s in self._results and self._owner.get(s, v.name) == v.name]
         return (sum(1 for r in rs if not r.hit and r.step.compiles), sum(1 for r in rs if r.hit))
 
     def _failed(self, v: VariantPlan, failed: dict[str, StepResult], t0: float) -> VariantResult:

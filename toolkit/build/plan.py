@@ -374,7 +374,9 @@ def plan_variant(
         reason = status.reason or f'build.toml has no [kernel.*] section with backend = "{variant.backend}"'
         return VariantPlan(variant, Status(False, reason), ops_id, out_dir), []
     tools = _tools_for(variant, status, cxx, cxx_id, gen_include)
-    tool_tag = f"ggml-vendor {project.tool_version}"
+    # The target system joins every step's identity: an aarch64 row never shares an x86_64 row's steps, even
+    # where both are planned with the same placeholder tools (off-host rows).
+    tool_tag = f"ggml-vendor {project.tool_version} | {variant.system}"
     steps: list[Step] = []
     notes: list[str] = []
     archs: set[str] = set()

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from rich.markup import escape
-from rich.table import Table
-
 from toolkit import help as help_text
 from toolkit.app import JsonOpt, ProjectOpt, VariantOpt, VerboseOpt, app, run_guarded
 from toolkit.core import ui
@@ -28,6 +25,7 @@ def _variants(project, patterns: list[str], as_json: bool, verbose: bool) -> Non
     from toolkit.build.envs import detect_host, probe_nix  # deferred: keeps CLI start-up light
     from toolkit.build.matrix import load_matrix
     from toolkit.build.provision import installs_for
+    from toolkit.build.report import table_lines, wrapped
     from toolkit.build.stage import judge_one
 
     cfg = load(project)
@@ -65,36 +63,33 @@ def _variants(project, patterns: list[str], as_json: bool, verbose: bool) -> Non
     if as_json:
         ui.emit_json({"matrix": str(matrix.path), "host": host.system, "variants": rows})
         return
-    table = Table(
-        title=f"{matrix.path.relative_to(cfg.root) if matrix.path.is_relative_to(cfg.root) else matrix.path}"
-        f" on this host ({host.system})"
-    )
-    table.add_column("variant", no_wrap=True)
-    table.add_column("status")
-    table.add_column("engine")
-    table.add_column("why not / with what")
-    if verbose:
-        table.add_column("torch / backend / toolkit / cpu / os")
+    title = matrix.path.relative_to(cfg.root) if matrix.path.is_relative_to(cfg.root) else matrix.path
+    # Short cells in the table; the engine and the reason (long) below it, wrapped whole (a pipe or an
+    # 80-column terminal must not cut them off).
+    head = ("variant", "status", *(("torch / backend / toolkit / cpu / os",) if verbose else ()))
+    table, why = [head], []
     for r in rows:
         if r["buildable"]:
-            how = ", ".join(x for x in (r["compiler"], r["torch_env"]) if x) or r["executor"]
-            cells = [r["name"], f"[green]buildable ({r['executor']})[/]", escape(r["engine"]), escape(how)]
+            state, what = f"buildable ({r['executor']})", ", ".join(x for x in (r["compiler"], r["torch_env"]) if x)
         elif r["provision"]:
-            what = "installs " + ", ".join(r["provision"])
-            cells = [r["name"], "[cyan]provisionable[/]", escape(r["engine"]), escape(what)]
+            state, what = "provisionable", "installs " + ", ".join(r["provision"])
         else:
-            cells = [r["name"], "[yellow]elsewhere[/]", escape(r["engine"]), escape(r["reason"])]
-        if verbose:
-            cells.append(" / ".join(str(r[k] or "-") for k in ("torch", "backend", "toolkit", "cpu", "os")))
-        table.add_row(*cells)
-    ui.out.print(table, markup=True)  # cells carry styles; dynamic text in them is escaped
+            state, what = "elsewhere", r["reason"]
+        extra = (" / ".join(str(r[k] or "-") for k in ("torch", "backend", "toolkit", "cpu", "os")),)
+        table.append((r["name"], state, *(extra if verbose else ())))
+        why += wrapped(f"  {r['name']}: ", f"{r['engine']}" + (f"; {what}" if what else ""))
+    ui.out.print(f"{title} on this host ({host.system})")
+    for line in [*table_lines(table), "engine, and why not / with what:", *why]:
+        ui.out.print(line)
     n = sum(r["buildable"] for r in rows)
     p = sum(bool(r["provision"]) for r in rows)
-    ui.out.print(
+    summary = (
         f"{n} of {len(rows)} variants buildable here"
         + (f", {p} more after provisioning (`ggml-vendor build --all`)" if p else "")
         + "; the others name the engine that builds them."
     )
+    for line in wrapped("", summary, ""):
+        ui.out.print(line)
 
 
 @app.command("variants", help=help_text.VARIANTS)
