@@ -184,3 +184,19 @@ def test_a_shared_step_is_counted_for_its_first_variant_only():
     counts = [ex._counts(v)[0] for v in plan.variants]
     assert sum(counts) == sum(1 for s in plan.steps.values() if isinstance(s, Step) and s.compiles)
     assert counts[1] < len(plan.variants[1].steps)  # the shared object is not counted again
+
+
+def test_the_build_stage_imports_nothing_from_ci():
+    """Issue 18: build imported ci (inside a function, for the engine labels) and ci imports build; the labels
+    now live in build/engines.py. Every import statement of build/, deferred ones included, is read."""
+    import ast
+
+    import toolkit.build as b
+
+    found = []
+    for path in sorted(Path(b.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.name}: {n}" for n in names if n.startswith("toolkit.ci")]
+    assert found == []

@@ -396,7 +396,7 @@ def _local_executor(planned: BuildPlanned, jobs: int) -> LocalExecutor:
 
 def _skipped(planned: BuildPlanned, results: dict[str, VariantResult]) -> None:
     """A result for every variant nobody built here, naming who builds it instead."""
-    from toolkit.ci.workflow import engine_label
+    from toolkit.build.engines import engine_label
 
     for v in planned.plan.variants:
         if v.name not in results:

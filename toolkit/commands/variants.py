@@ -9,7 +9,7 @@ from toolkit.core.config import load
 
 
 def engine_for(v, st, nix_ok: bool, host_system: str, matrix=None) -> str:  # type: ignore[no-untyped-def]
-    from toolkit.ci.workflow import engine_label
+    from toolkit.build.engines import engine_label
 
     cross = v.system != host_system
     if st.buildable and st.executor == "local":
