@@ -160,12 +160,30 @@ def _strings(value: Any, what: str, where: str) -> list[str]:
     return list(value)
 
 
+TOP_KEYS = ("schema", "torch", "build", "sources", "torch-index")
+ROW_KEYS = ("backend", "torch", "toolkits", "systems")
+
+
+def refuse_unknown(keys: object, known: tuple[str, ...], where: str) -> None:
+    """One line naming the first key outside `known` and the nearest valid one: a misspelt table
+    (`[sourcs.torch]`, `[torch-indx]`) must not be ignored (it would turn provisionable rows into "built
+    elsewhere")."""
+    import difflib
+
+    for key in keys:  # type: ignore[attr-defined]
+        if key not in known:
+            near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.5)
+            hint = f"did you mean {near[0]!r}?" if near else f"valid: {', '.join(known)}"
+            raise ConfigError(f"{where}: unknown key {key!r}", f"{hint} (fix the matrix file)")
+
+
 def parse_matrix(text: str, path: Path) -> Matrix:
     where = str(path)
     try:
         doc = tomlkit.parse(text).unwrap()
     except Exception as exc:  # tomlkit raises several parse error types
         raise ConfigError(f"{where}: not valid TOML ({exc})", "fix the matrix file") from None
+    refuse_unknown(doc, TOP_KEYS, where)
     if doc.get("schema", 1) != 1:
         raise ConfigError(f"{where}: unsupported schema {doc.get('schema')!r}", "use schema = 1")
     default_torch = doc.get("torch")
@@ -175,9 +193,7 @@ def parse_matrix(text: str, path: Path) -> Matrix:
     seen: dict[str, Variant] = {}
     for i, row in enumerate(rows):
         here = f"{where} [[build]] #{i + 1}"
-        unknown = set(row) - {"backend", "torch", "toolkits", "systems"}
-        if unknown:
-            raise ConfigError(f"{here}: unknown key(s) {sorted(unknown)}", "use backend, torch, toolkits, systems")
+        refuse_unknown(row, ROW_KEYS, here)
         backend = row.get("backend")
         if backend not in ALL_BACKENDS:
             raise ConfigError(f"{here}: backend {backend!r} is not one of {ALL_BACKENDS}", "fix the matrix file")
@@ -206,9 +222,11 @@ def parse_matrix(text: str, path: Path) -> Matrix:
     index = doc.get("torch-index", {})
     if not isinstance(index, dict) or not all(isinstance(v, str) for v in index.values()):
         raise ConfigError(f"{where}: [torch-index] must map backend -> index URL", "fix the matrix file")
+    refuse_unknown(index, ALL_BACKENDS, f"{where} [torch-index]")
     sources = doc.get("sources", {})
-    if not isinstance(sources, dict) or set(sources) - {"torch", "toolkit"}:
+    if not isinstance(sources, dict):
         raise ConfigError(f"{where}: [sources] has only [sources.torch] and [sources.toolkit]", "fix the matrix file")
+    refuse_unknown(sources, ("torch", "toolkit"), f"{where} [sources]")
     torch_sources = {
         k: _source(f"{where} [sources.torch] {k!r}", v, "torch", _TORCH_KEY)
         for k, v in sources.get("torch", {}).items()
