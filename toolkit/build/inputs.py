@@ -159,6 +159,9 @@ def load_project(
             f"build.toml names the kernel {name!r} but pyproject.toml says {cfg.name!r}", "re-run `ggml-vendor render`"
         )
     module = name.replace("-", "_")
+    for rel in ("torch-ext/registration.h", f"torch-ext/{module}/_ops.py"):
+        if not (root / rel).is_file():  # render writes both; the build keeps no second copy of either
+            raise BuildError(f"{rel} does not exist", "run `ggml-vendor render` (it writes the torch-ext/ files)")
     proj = ProjectInputs(
         root=root,
         name=name,
@@ -173,7 +176,6 @@ def load_project(
         kernels=_kernel_sections(doc),
         python_files=python_files(root, module, _tuple(torch, "pyext")),
         source_id="0" * 64,
-        has_registration_h=(root / "torch-ext" / "registration.h").is_file(),
         tool_version=tool_version,
     )
     from dataclasses import replace

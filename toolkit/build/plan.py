@@ -68,7 +68,6 @@ class ProjectInputs:
     kernels: tuple[KernelSection, ...]
     python_files: tuple[str, ...]  # relative to torch-ext/<module>/
     source_id: str  # sha256 over every build input file; the op id's uid is its first 7 hex digits
-    has_registration_h: bool = False
     tool_version: str = __version__
 
     @property
@@ -590,7 +589,6 @@ def plan_variant(
     for src in project.torch_src:
         if src.endswith(HEADER_SUFFIXES):
             continue
-        gen = () if project.has_registration_h else (f"-I{gen_include}",)
         toolkit_inc = (f"-I{tools.toolkit_root}/include",) if variant.backend in ("cuda", "rocm") else ()
         osx = _macos_target(variant.backend)
         argv = (
@@ -604,7 +602,6 @@ def plan_variant(
             *(("-fno-gnu-unique",) if variant.os == "linux" else ()),
             *_binding_defines(variant.backend, ops_id, tools.cxx11_abi),
             *(f"-I{d}" for d in project.torch_include),
-            *gen,
             *torch_side,
             *toolkit_inc,
             *project.torch_cxx_flags,
