@@ -200,3 +200,16 @@ def test_the_build_stage_imports_nothing_from_ci():
             names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
             found += [f"{path.name}: {n}" for n in names if n.startswith("toolkit.ci")]
     assert found == []
+
+
+def test_no_function_in_the_build_stage_is_over_60_lines():
+    import ast
+
+    import toolkit.build as b
+
+    long = []
+    for path in sorted(Path(b.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                long.append(f"{path.name}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert long == []
