@@ -1,5 +1,8 @@
 """Gated delta net at decode, side by side in one process: ggml's kernel unpatched vs with our patches
-(vendor/patches) vs this op vs fla, over B in {1, 8, 32, 64} x T in {1, 2, 4, 8}.
+(vendor/patches) vs this op vs fla, over B in {1, 8, 32, 64} x T in {1, 2, 4, 8}; with --prefill, the prefill
+grid instead (B in {1, 8} x T in {512, 2048, 8192, 32768}): transformers' `chunk_gated_delta_rule` call through our
+layer vs fla's chunked kernel vs transformers' torch chunk, as the model makes it (bf16 q/k/v/beta, f32 g, l2 norm
+in the kernel, final state out), plus upstream's token-sequential kernel on the same values in f32.
 
 32 value heads, head_dim 128, f32 throughout, q and k already L2-normalised with one head per value head (the op's
 contract), state [value][key] for ggml and the op and [key][value] for fla (plus fla's `state_v_first` on ggml's
@@ -9,6 +12,7 @@ is checked against a float64 recurrence before it is timed (device time with the
 a CUDA graph). Prints ratios and the issue's targets beside them; asserts nothing.
 
     python3 benchmarks/bench_gdn.py [--out benchmarks/out] [--kernel build/<variant>] [--quick] [--eager]
+    python3 benchmarks/bench_gdn.py --prefill [--prefill-cases 1x512,8x2048]
 """
 
 from __future__ import annotations
@@ -425,7 +429,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help=f"only {QUICK}")
     p.add_argument("--loop", action="store_true", help="also time back-to-back Python calls (host-bound)")
     p.add_argument("--eager", action="store_true", help="also time transformers' eager recurrence (slow)")
+    p.add_argument("--prefill", action="store_true", help="the prefill grid (bench_gdn_prefill.py) instead of decode")
+    p.add_argument("--prefill-cases", default=None, help="BxT list for --prefill, e.g. 1x512,8x2048 (default: all)")
     args = p.parse_args(argv)
+    if args.prefill:
+        from bench_gdn_prefill import run_prefill  # it imports this module's helpers: loaded on demand
+
+        return run_prefill(args)
     return run(args)
 
 

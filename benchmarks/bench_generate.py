@@ -175,11 +175,11 @@ def set_mode(model, switch: GdnSwitch, mode: str) -> None:
         model.set_attn_implementation(attn)
 
 
-def prompt(model, batch: int):
+def prompt(model, batch: int, length: int = PROMPT):
     import torch
 
     gen = torch.Generator().manual_seed(7)
-    return torch.randint(0, model.config.vocab_size, (batch, PROMPT), generator=gen).cuda()
+    return torch.randint(0, model.config.vocab_size, (batch, length), generator=gen).cuda()
 
 
 def timed_generate(model, ids, new_tokens: int, **kw) -> dict:
@@ -331,6 +331,74 @@ def table(title: str, res: dict, modes) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_sweep(model, switch, modes, prompts, new_tokens: int, rounds: int, deadline: float) -> dict:
+    """Batch 1, eager: per prompt length, the time to first token (the prefill: every GDN layer's
+    chunk_gated_delta_rule call over the whole prompt, plus attention and the rest of the model) and the decode
+    rate after it (tok/s from the median step), for each mode; modes interleaved, order rotated per round."""
+    import torch
+
+    res: dict = {}
+    for n in prompts:
+        ids = prompt(model, 1, n)
+        cell: dict = {m: [] for m in modes}
+        for m in modes:  # warm-up at this length (fla's Triton kernels autotune per shape)
+            set_mode(model, switch, m)
+            timed_generate(model, ids, 2)
+        for r in range(rounds):
+            if time.time() > deadline:
+                log(f"  deadline reached: prompt {n} after {r} rounds")
+                break
+            for m in list(modes[r % len(modes) :]) + list(modes[: r % len(modes)]):
+                set_mode(model, switch, m)
+                x = timed_generate(model, ids, new_tokens)
+                x.pop("tokens")
+                cell[m].append(x)
+        res[n] = {
+            m: {
+                "ttft_ms": statistics.median(x["ttft_ms"] for x in xs),
+                "decode_tok_s": 1e3 / statistics.median(x["step_ms"] for x in xs),
+                "rounds": len(xs),
+            }
+            for m, xs in cell.items()
+            if xs
+        }
+        torch.cuda.empty_cache()
+    return res
+
+
+def sweep_table(title: str, res: dict, modes) -> str:
+    lines = [
+        f"#### {title}",
+        "",
+        "| prompt | mode | time to first token ms | ÷ torch | ÷ fla | decode tok/s (median step) | ÷ torch | ÷ fla | rounds |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for n, cell in res.items():
+        t0, f0 = cell.get("torch", {}), cell.get("fla", {})
+        for m in modes:
+            r = cell.get(m)
+            if not r:
+                lines.append(f"| {n} | {m} | not run | | | | | | |")
+                continue
+            lines.append(
+                f"| {n} | {m} | {r['ttft_ms']:.1f} | {_ratio(r['ttft_ms'], t0.get('ttft_ms'))} | "
+                f"{_ratio(r['ttft_ms'], f0.get('ttft_ms'))} | {r['decode_tok_s']:.1f} | "
+                f"{_ratio(r['decode_tok_s'], t0.get('decode_tok_s'))} | {_ratio(r['decode_tok_s'], f0.get('decode_tok_s'))} | "
+                f"{r['rounds']} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def compile_label(backend: str) -> str:
+    """How a compiled row names its configuration: 'default' is transformers' own CompileConfig()."""
+    if backend == "default":
+        from transformers import CompileConfig
+
+        cc = CompileConfig()
+        return f"default CompileConfig: backend={cc.backend}, mode={cc.mode}"
+    return f"backend={backend}" + (", mode=reduce-overhead" if backend == "inductor" else "")
+
+
 def ttft_child(mode: str, shape: str, kernel_root: Path) -> None:
     """One fresh process: the first generate() (1 new token, batch 1, bf16) on a given path."""
     t0 = time.perf_counter()
@@ -378,16 +446,34 @@ def main() -> int:
     ap.add_argument("--modes", default=",".join(MODES), help="modes to run (comma-separated)")
     ap.add_argument("--profile", action="store_true", help="forward-only decode profile per mode")
     ap.add_argument("--compile", action="store_true", help="static cache + torch.compile rows (qwen3.5-4b)")
-    ap.add_argument("--compile-backend", default="cudagraphs", help="torch.compile backend for --compile")
+    ap.add_argument(
+        "--compile-backend",
+        default="cudagraphs",
+        help="torch.compile backend for --compile; 'default' = transformers' own CompileConfig() (inductor, "
+        "reduce-overhead), what a user gets",
+    )
     ap.add_argument("--compile-rounds", type=int, default=3)
     ap.add_argument(
         "--compile-modes", default="torch,fla,ours", help="modes of the --compile rows (independent of --modes)"
     )
     ap.add_argument("--budget-s", type=float, default=1e9, help="stop starting new rounds after this many seconds")
     ap.add_argument("--ttft", choices=["ours", "fla"], help="time the first generate() of this fresh process")
+    ap.add_argument(
+        "--prompts",
+        default=None,
+        help="prompt-length sweep at batch 1 (e.g. 32,512,4096,16384): time to first token and decode tok/s per "
+        "mode (--sweep-modes), eager, before the other rows",
+    )
+    ap.add_argument("--sweep-modes", default="torch,fla,ours", help="modes of the --prompts sweep")
+    ap.add_argument("--sweep-new-tokens", type=int, default=32, help="new tokens per generate() in the sweep")
+    ap.add_argument("--sweep-only", action="store_true", help="only the --prompts sweep")
     ap.add_argument("--ttft-shape", default="qwen3.5-4b")
     args = ap.parse_args()
-    for flag, names in (("--modes", args.modes), ("--compile-modes", args.compile_modes)):
+    for flag, names in (
+        ("--modes", args.modes),
+        ("--compile-modes", args.compile_modes),
+        ("--sweep-modes", args.sweep_modes),
+    ):
         unknown = sorted(set(names.split(",")) - set(MODES))
         if unknown:
             ap.error(f"{flag}: unknown mode(s) {', '.join(unknown)}; choose from {', '.join(MODES)}")
@@ -408,6 +494,9 @@ def main() -> int:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "kernel": kernel.__name__,
+        "compile": ("eager rows: no torch.compile; compiled rows: " + compile_label(args.compile_backend))
+        if args.compile
+        else "eager (no torch.compile)",
     }
     try:
         import fla
@@ -424,9 +513,25 @@ def main() -> int:
         (args.out / "bench_generate.json").write_text(json.dumps(report, indent=1, default=str))
         (args.out / "bench_generate.md").write_text("\n".join(md))
 
+    shapes = args.shapes.split(",")
+    if args.prompts:
+        prompts = [int(n) for n in args.prompts.split(",")]
+        model, family = build_model(shapes[0], torch.bfloat16)
+        switch = GdnSwitch(family, kernel)
+        modes = [m for m in MODES if m in args.sweep_modes.split(",") and (m != "fla" or switch.fla_active)]
+        key = f"{shapes[0]} bf16 eager b1 prompt sweep ({args.sweep_new_tokens} new tokens)"
+        log(f"== {key}")
+        res = run_sweep(model, switch, modes, prompts, args.sweep_new_tokens, args.rounds, deadline)
+        report["cases"][key] = res
+        md.append(sweep_table(key, res, modes))
+        print(md[-1], flush=True)
+        save()
+        del model, switch
+        torch.cuda.empty_cache()
+        if args.sweep_only:
+            return 0
     # in order of importance (the budget cuts from the end): Qwen3.5 eager, its compiled rows, the other
     # shapes, float32
-    shapes = args.shapes.split(",")
     plan = [] if args.f32_only else [(shapes[0], "bf16", "eager")]
     if args.compile and not args.f32_only:
         plan.append(("qwen3.5-4b", "bf16", "compile"))
@@ -453,12 +558,17 @@ def main() -> int:
             from transformers import CompileConfig
 
             inductor = args.compile_backend == "inductor"
-            cc = CompileConfig(backend=args.compile_backend, mode="reduce-overhead" if inductor else None)
+            if args.compile_backend == "default":  # transformers' own defaults, what generate() uses unasked
+                cc = CompileConfig()
+            else:
+                cc = CompileConfig(backend=args.compile_backend, mode="reduce-overhead" if inductor else None)
             gen_kw = {"cache_implementation": "static", "compile_config": cc}
             profile, rounds = False, args.compile_rounds
         for batch in batches if dname == "bf16" else [1]:
             key = (
-                f"{shape} {dname} " + (f"static+compile({args.compile_backend})" if gen_kw else "eager") + f" b{batch}"
+                f"{shape} {dname} "
+                + (f"static+compile({compile_label(args.compile_backend)})" if gen_kw else "eager (no compile)")
+                + f" b{batch}"
             )
             if time.time() > deadline:
                 log(f"budget spent: {key} not run")

@@ -4,7 +4,7 @@
 
 CLONE is a local ggml or llama.cpp clone (default: $GGML_VENDOR_REAL_UPSTREAM). Measured, each as the
 median of N runs on fresh temporary projects:
-  * sync, first       run_sync in-process into an empty vendor/ (what the library costs)
+  * sync, first       the sync stage's plan + execute in-process into an empty vendor/ (what the library costs)
   * sync, no-op       the same revision again (must write 0 files: bytes, mtimes and inodes compared)
   * CLI first / no-op the `ggml-vendor sync` command in a subprocess (adds Python start-up and imports)
   * baseline          `git clone <CLONE>` (local, full checkout) + copying the same files into vendor/ggml;
@@ -30,9 +30,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from toolkit import sync  # noqa: E402
 from toolkit.core import config  # noqa: E402
 from toolkit.core.lock import read_lock  # noqa: E402
-from toolkit.sync.stage import SyncRequest, run_sync  # noqa: E402
+from toolkit.sync.stage import SyncRequest  # noqa: E402
 
 TARGET_FIRST_S = 2.0
 TARGET_NOOP_S = 0.5
@@ -60,6 +61,11 @@ def written_between(a: dict, b: dict) -> int:
     return sum(1 for k in set(a) | set(b) if a.get(k) != b.get(k))
 
 
+def sync_once(cfg: config.Config, rev: str) -> None:
+    """What `ggml-vendor sync --rev REV` runs, without the process start-up: plan, then execute."""
+    sync.execute(sync.plan(cfg, SyncRequest(rev=rev)))
+
+
 def timed(fn) -> float:  # type: ignore[no-untyped-def]
     t = time.perf_counter()
     fn()
@@ -77,9 +83,9 @@ def bench(clone: Path, rev: str, repeat: int) -> dict[str, object]:
     try:
         for i in range(repeat):
             cfg = make_project(tmp / f"lib{i}", clone)
-            rows["sync_first"].append(timed(lambda: run_sync(cfg, SyncRequest(rev=rev))))
+            rows["sync_first"].append(timed(lambda: sync_once(cfg, rev)))
             before = snapshot(cfg.vendor_dir)
-            rows["sync_noop"].append(timed(lambda: run_sync(cfg, SyncRequest(rev=rev))))
+            rows["sync_noop"].append(timed(lambda: sync_once(cfg, rev)))
             noop_written.append(written_between(before, snapshot(cfg.vendor_dir)))
             lock = read_lock(cfg.vendor_dir)
             files = sorted(lock.files)

@@ -9,13 +9,16 @@ sized K/V (read in place: the kernel stops at n_kv, vendor/patches/0002), from a
 odd n_q (two query
 columns per block), bf16, a broadcast mask; gated_delta_net with GQA, KDA, in-place state and head dim 16; the
 transformers layers' one-call op (its preparation kernel, csrc/cuda/gdn_prep.cu) on strided bf16/f16 views with
-grouped heads, l2 norm and KDA gates.
+grouped heads, l2 norm and KDA gates. `--chunked` runs the same with vendor/patches/0003's chunked prefill path
+switched on (GGML_CUDA_GDN_CHUNKED=1: every call of head dim 128 with more than one token), which covers a
+partial last chunk, GQA, in-place state and the layers' path through it.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 from pathlib import Path
 
 import torch
@@ -24,7 +27,10 @@ import torch
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", default=str(Path(__file__).resolve().parents[1]))
+    ap.add_argument("--chunked", action="store_true", help="switch the chunked prefill path on first")
     args = ap.parse_args()
+    if args.chunked:  # read by the op once per process, at its first gated_delta_net call
+        os.environ["GGML_CUDA_GDN_CHUNKED"] = "1"
     import kernels
 
     op = kernels.get_local_kernel(Path(args.root))
@@ -54,6 +60,8 @@ def main() -> None:
         (8, 2, 16, 32, 128, False),  # the vectorised decode path (vendor/patches)
         (3, 3, 32, 32, 128, True),
         (6, 2, 22, 22, 64, False),
+        (1, 130, 2, 4, 128, False),  # with --chunked: the chunked prefill path, a partial last chunk
+        (2, 256, 32, 32, 128, False),
     ]:
         q = F.normalize(torch.randn(B, T, Hk, D, device=dev), dim=-1)
         k = F.normalize(torch.randn(B, T, Hk, D, device=dev), dim=-1)

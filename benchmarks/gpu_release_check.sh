@@ -49,7 +49,7 @@ echo "== GPU op tests"; timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovi
 echo "== silent change (state flipped) must fail conformance"
 timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_conformance.py -k flipped -rs 2>&1 | tail -3
 echo "== publish to a local test Hub, then get_kernel"
-python3 -m toolkit.publish.localhub --port 8765 --token hf_test_token >"$RESULTS/hub.log" 2>&1 &
+python3 -m toolkit.testing.localhub --port 8765 --token hf_test_token >"$RESULTS/hub.log" 2>&1 &
 HUB=$!
 sleep 2
 export HF_ENDPOINT=http://127.0.0.1:8765 HF_TOKEN=hf_test_token HF_HOME=/tmp/ggml-vendor-hf

@@ -292,17 +292,37 @@ def build_upstream(path: Path, layout: str = "ggml") -> FixtureRepo:
     return repo
 
 
+def sync_project(cfg, req=None, **kw):  # type: ignore[no-untyped-def]
+    """Sync `cfg` as `ggml-vendor sync` does: under the project lock (shared for a dry run), the sync stage's
+    plan, then its execute (a dry run: the plan's report). `req` is a SyncRequest, or its fields as `kw`."""
+    from toolkit import sync
+    from toolkit.core.projectlock import project_lock
+    from toolkit.sync.stage import SyncRequest
+
+    req = req if req is not None else SyncRequest(**kw)
+    with project_lock(cfg.root, command="sync", shared=req.dry_run, wait=req.wait):
+        plan = sync.plan(cfg, req)
+        return plan.dry_run_report() if req.dry_run else sync.execute(plan)
+
+
+# The first package's op facts (kernel names, fingerprinted regions, behaviour functions): a fixture project
+# declares the same ops, so it carries the same facts file beside its (absent) templates.
+FACTS_FILE = Path(__file__).resolve().parents[1] / "templates" / "facts.py"
+
+
 def make_project(path: Path, upstream: str) -> Path:
-    """A kernel-package project (pyproject.toml + vendor/patches/) using `upstream`."""
+    """A kernel-package project (pyproject.toml + templates/facts.py + vendor/patches/) using `upstream`."""
     path.mkdir(parents=True, exist_ok=True)
     (path / "pyproject.toml").write_text(PROJECT_TOML.format(upstream=upstream))
+    (path / "templates").mkdir(exist_ok=True)
+    (path / "templates" / "facts.py").write_bytes(FACTS_FILE.read_bytes())
     (path / "vendor" / "patches").mkdir(parents=True, exist_ok=True)
     return path
 
 
 def tree_state(path: Path) -> dict[str, tuple[bytes, int]]:
-    """Every file under `path` (symlinks as their target text) -> (bytes, mtime_ns): equal states mean
-    nothing was written."""
+    """Every file under `path` (symlinks as their target text, special files by their mode) -> (bytes,
+    mtime_ns): equal states mean nothing was written."""
     state: dict[str, tuple[bytes, int]] = {}
     if not path.exists():
         return state
@@ -311,7 +331,12 @@ def tree_state(path: Path) -> dict[str, tuple[bytes, int]]:
             full = Path(dirpath) / name
             rel = full.relative_to(path).as_posix()
             st = full.lstat()
-            data = os.readlink(full).encode() if full.is_symlink() else full.read_bytes()
+            if full.is_symlink():
+                data = os.readlink(full).encode()
+            elif full.is_file():
+                data = full.read_bytes()
+            else:  # a FIFO or other special file: never opened (it could block)
+                data = f"<special file, mode {st.st_mode:o}>".encode()
             state[rel] = (data, st.st_mtime_ns)
     return state
 

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fixture_repos import git, make_project
+from fixture_repos import git, make_project, sync_project
 from gdn_flip import flip_state_indexing
 
 from toolkit.core import config, ggml_facts
@@ -21,7 +21,7 @@ from toolkit.core.lock import read_lock
 from toolkit.sync import behaviour
 from toolkit.sync.drift import BODY_CHANGED, SIGNATURE_CHANGED
 from toolkit.sync.embedded import mini_files
-from toolkit.sync.stage import SyncRequest, run_sync
+from toolkit.sync.stage import SyncRequest
 
 REPO = Path(__file__).resolve().parents[1]
 GDN_KERNEL = "gated_delta_net: cuda kernel gated_delta_net_cuda"
@@ -64,7 +64,7 @@ def test_calls_and_declarations_are_not_definitions():
 
 # --- the miniature replay (always runs) -----------------------------------------------------------------
 
-# A CPU reference of our own, shaped like ggml-cpu's (the function ggml_facts.BEHAVIOUR names), for the
+# A CPU reference of our own, shaped like ggml-cpu's (the function templates/facts.py BEHAVIOUR names), for the
 # miniature: the state row of value column c is contiguous ([value][key]).
 MINI_OPS_CPP = """// Miniature CPU reference (written by the ggml-vendor authors).
 #include "ggml.h"
@@ -126,13 +126,15 @@ def _replay(tmp_path: Path, upstream: Path, pins: list[str]) -> list:
     root = tmp_path / "proj"
     root.mkdir()
     (root / "pyproject.toml").write_text((REPO / "pyproject.toml").read_text())
+    (root / "templates").mkdir()
+    (root / "templates" / "facts.py").write_bytes((REPO / "templates" / "facts.py").read_bytes())  # the ops' facts
     (root / "vendor" / "patches").mkdir(parents=True)
     config.set_value(root, "upstream", str(upstream))
     cfg = config.load(root)
-    run_sync(cfg, SyncRequest(rev=pins[0]))
+    sync_project(cfg, SyncRequest(rev=pins[0]))
     drifts = []
     for rev in pins[1:]:
-        rep = run_sync(cfg, SyncRequest(rev=rev, force=True))
+        rep = sync_project(cfg, SyncRequest(rev=rev, force=True))
         assert rep.drift is not None
         drifts.append(rep.drift)
     return drifts
@@ -168,7 +170,7 @@ def test_mini_replay_flags_body_only_changes_for_review(tmp_path, mini_history):
 def test_lock_records_behaviour_without_vendoring_the_reference(tmp_path, mini_history):
     repo, pins = mini_history
     cfg = config.load(make_project(tmp_path / "p", str(repo)))
-    run_sync(cfg, SyncRequest(rev=pins["p0"]))
+    sync_project(cfg, SyncRequest(rev=pins["p0"]))
     lock = read_lock(cfg.vendor_dir)
     assert lock.behaviour[GDN_CPU].path == ggml_facts.CPU_OPS_SOURCE
     assert len(lock.behaviour[GDN_CPU].body) == 64

@@ -190,7 +190,40 @@ def test_generate_report_ratios_rounds_and_token_agreement():
     assert bench_generate.first_diff([[1, 2]], [[1, 2]]) is None
 
 
-@pytest.mark.parametrize("flag", ["--modes", "--compile-modes"])
+def test_generate_prompt_sweep_reports_first_token_and_decode_apart():
+    import bench_generate
+
+    res = {
+        4096: {
+            "torch": {"ttft_ms": 400.0, "decode_tok_s": 20.0, "rounds": 2},
+            "fla": {"ttft_ms": 100.0, "decode_tok_s": 25.0, "rounds": 2},
+            "ours": {"ttft_ms": 200.0, "decode_tok_s": 30.0, "rounds": 1},
+        }
+    }
+    md = bench_generate.sweep_table("t", res, ["torch", "fla", "ours", "ours-fa"])
+    rows = {line.split("|")[2].strip(): line for line in md.splitlines() if line.startswith("| 4096")}
+    assert "| 200.0 | 0.500 | 2.000 | 30.0 | 1.500 | 1.200 | 1 |" in rows["ours"]  # ttft ÷ torch/fla, tok/s ÷
+    assert "not run" in rows["ours-fa"]
+
+
+def test_prefill_report_judges_ours_against_fla_chunk():
+    import bench_gdn_prefill as pre
+
+    def row(impl, ms, B=1, T=512):
+        return {"B": B, "T": T, "impl": impl, "t": Stat(ms * 1000, ms * 900, ms * 1100), "err_out": 1e-3,
+                "err_state": 1e-6, "ref": "float64"}  # fmt: skip
+
+    results = [row("ours", 0.5), row("fla chunk", 0.4), row("ggml unpatched", 2.0), row("ours", 0.3, T=2048),
+               row("fla chunk", 0.6, T=2048), {"B": 8, "T": 512, "impl": "ours", "error": "boom"}]  # fmt: skip
+    md = pre.render_prefill(results, {}, [(1, 512), (1, 2048), (8, 512)])
+    assert "B=1 T=512: ours 0.500 ms ÷ fla 0.400 ms = **1.25** → MISSED" in md
+    assert "B=1 T=2048: ours 0.300 ms ÷ fla 0.600 ms = **0.50** → MET" in md
+    assert "B=8 T=512: not judged" in md and "error: boom" in md
+    assert "| 1 | 512 | ours | **0.500** (0.450–0.550) | 1.25 | 0.25 | 1.0 |" in md
+    assert pre.parse_cases("1x512,8x2048") == [(1, 512), (8, 2048)]
+
+
+@pytest.mark.parametrize("flag", ["--modes", "--compile-modes", "--sweep-modes"])
 def test_generate_refuses_unknown_modes_in_one_line(flag):
     bench = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_generate.py"
     r = subprocess.run([sys.executable, str(bench), flag, "torch,flaa"], capture_output=True, text=True)

@@ -345,6 +345,49 @@ def _why_no_real_build() -> str | None:
     return None
 
 
+def _relabelled_torch_env(venv: Path, cuda: str) -> Path:
+    """A real virtual environment (so its python starts as it, inside a venv or not) whose torch/version.py
+    says CUDA `cuda`; a .pth puts the running interpreter's torch behind it, so importing torch there loads
+    the real package (a regular package wins over the version.py-only directory). Returns its
+    site-packages."""
+    import sysconfig
+    import venv as venv_module
+
+    import torch
+
+    venv_module.EnvBuilder(with_pip=False, symlinks=os.name != "nt").create(venv)
+    rel = Path(sysconfig.get_path("purelib")).relative_to(sysconfig.get_path("data"))
+    site = venv / rel
+    (site / "torch").mkdir(parents=True)
+    real = Path(torch.__file__).parent
+    lines = [
+        (f"cuda: Optional[str] = {cuda!r}" if ln.startswith("cuda") else ln)
+        for ln in (real / "version.py").read_text().splitlines()
+    ]
+    (site / "torch" / "version.py").write_text("\n".join(lines) + "\n")
+    (site / "real-torch.pth").write_text(str(real.parent) + "\n")
+    return site
+
+
+def test_the_relabelled_torch_env_imports_the_real_torch(tmp_path: Path) -> None:
+    # Runner B's environment must start as itself and find torch inside a virtualenv too (it once was a
+    # symlink to this interpreter, which starts the base interpreter there, without torch).
+    pytest.importorskip("torch", reason="the relabelled environment wraps this interpreter's torch")
+    import torch
+
+    site = _relabelled_torch_env(tmp_path / "env", "13.2")
+    python = tmp_path / "env" / "bin" / "python"
+    code = "import sys, torch, torch.utils.cpp_extension as ce; print(sys.prefix); print(torch.__file__)"
+    proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    prefix, torch_file = proc.stdout.split()[-2:]
+    assert Path(prefix) == tmp_path / "env" and Path(torch_file) == Path(torch.__file__)
+    from toolkit.build.envs import discover_envs
+
+    env = next(e for e in discover_envs(tmp_path) if e.managed)
+    assert env.cuda == "13.2" and Path(env.torch_dir) == site / "torch"
+
+
 @pytest.mark.slow
 def test_two_runners_collected_verified_published_and_loaded(tmp_path: Path) -> None:
     """Runner A builds the host variant (torch 2.14, cu130). This machine has one torch, so runner B builds the
@@ -354,9 +397,8 @@ def test_two_runners_collected_verified_published_and_loaded(tmp_path: Path) -> 
     why = _why_no_real_build()
     if why:
         pytest.skip(why)
-    import torch
 
-    from toolkit.publish.localhub import HubServer, HubState
+    from toolkit.testing.localhub import HubServer, HubState
 
     a, b, c = (tmp_path / n for n in ("runner-a", "runner-b", "publisher"))
     for d in (a, b, c):
@@ -364,13 +406,8 @@ def test_two_runners_collected_verified_published_and_loaded(tmp_path: Path) -> 
     with (b / "variants" / "matrix.toml").open("a") as fh:
         fh.write('\n[[build]]\nbackend = "cuda"\ntorch = ["2.14"]\ntoolkits = ["13.2"]\nsystems = ["x86_64-linux"]\n')
     envs = tmp_path / "envs"
-    site = envs / "torch214-cu132" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
-    (site / "torch").mkdir(parents=True)
-    real = Path(torch.__file__).parent / "version.py"
-    lines = [("cuda: Optional[str] = '13.2'" if ln.startswith("cuda") else ln) for ln in real.read_text().splitlines()]
-    (site / "torch" / "version.py").write_text("\n".join(lines) + "\n")
-    (envs / "torch214-cu132" / "bin").mkdir()
-    os.symlink(sys.executable, envs / "torch214-cu132" / "bin" / "python")
+    site = _relabelled_torch_env(envs / "torch214-cu132", "13.2")
+    assert (site / "torch" / "version.py").is_file()
 
     arts = tmp_path / "artifacts"
     for root, variant, extra_env in (

@@ -155,9 +155,11 @@ def test_ops_are_registered_under_the_variant_namespace(checks) -> None:
 
 
 def test_supports_answers_from_the_compiled_instances(checks) -> None:
-    from toolkit.core import ggml_facts
+    from toolkit.core import package_facts
 
-    assert tuple(checks["gdn_dims"]) == ggml_facts.GDN_CUDA_HEAD_DIMS
+    facts = package_facts.load(Path(__file__).resolve().parents[1] / "templates", "ggml-attn-kernels")
+
+    assert tuple(checks["gdn_dims"]) == facts.GDN_CUDA_HEAD_DIMS
     assert checks["fa"] == {
         "1,64,64": True,
         "1,128,128": True,

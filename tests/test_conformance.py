@@ -127,12 +127,13 @@ def test_not_run_says_why_in_record_report_and_card(tmp_path):
     status = next(iter(stamp["variants"].values()))["conformance"]
     assert status.startswith("not run (") and status.endswith(")")
 
-    from toolkit.publish.hub import publish_hub
+    from toolkit import publish
 
     with HubServer(HubState(tokens=("tok",))) as hub:
         if conf.runnable_here(next(iter(stamp["variants"])))[0]:
             pytest.skip("this host can run the gate, so publish would (rightly) refuse a not-run variant")
-        result = publish_hub(cfg, endpoint=hub.url, token="tok", check_vendor=False)
+        request = publish.Request(endpoint=hub.url, token="tok", check_vendor=False)
+        result = publish.execute(publish.plan(cfg, request))
     doc = json.loads(Path(result.report_path).read_text())
     assert doc["conformance"] == {next(iter(stamp["variants"])): status}
     assert f"conformance: {status}" in result.plan.card_text

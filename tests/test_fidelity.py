@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from fixture_repos import RENDER_PYPROJECT, build_upstream, git, make_project
+from fixture_repos import RENDER_PYPROJECT, build_upstream, git, make_project, sync_project
 
 from toolkit.core import config
 from toolkit.core.lock import LOCK_NAME, read_lock
 from toolkit.core.projectlock import project_lock
 from toolkit.render import stage as render
-from toolkit.sync.stage import SyncRequest, run_sync
+from toolkit.sync.stage import SyncRequest
 from toolkit.sync.vendor_tree import INT_ENV
 
 REPO = Path(__file__).resolve().parents[1]
@@ -128,7 +128,7 @@ def test_d2_variants_message_keeps_double_brackets(tmp_path):
     ],
 )
 def test_d3_interrupt_reports_the_state_on_disk(proj, up, label, exchange, lands_on):
-    run_sync(proj, SyncRequest(rev="v1"))
+    sync_project(proj, SyncRequest(rev="v1"))
     env = {INT_ENV: label, **({} if exchange else {"GGML_VENDOR_NO_EXCHANGE": "1"})}
     res = cli(proj.root, "sync", "--rev", "v2", env=env)
     assert res.returncode == 130, res.stdout + res.stderr
@@ -139,6 +139,47 @@ def test_d3_interrupt_reports_the_state_on_disk(proj, up, label, exchange, lands
     else:
         assert f"kept its previous pin {on_disk[:12]}" in res.stderr, res.stderr
     assert cli(proj.root, "sync", "--check").returncode == 0  # and the tree is consistent
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_interrupt_between_the_report_and_its_print_reports_the_new_pin(proj, up, monkeypatch, as_json):
+    """Ctrl-C after execute returned (the swap and drift report done) but before the report is printed:
+    the line says vendor/ is at the new pin, not "previous state kept"."""
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+    from toolkit.commands import sync as sync_command
+
+    sync_project(proj, SyncRequest(rev="v1"))
+
+    def ctrl_c(*_args, **_kw):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(
+        sync_command.ui if as_json else sync_command, "emit_json" if as_json else "_print_report", ctrl_c
+    )
+    res = CliRunner().invoke(app, ["sync", "--rev", "v2", "-C", str(proj.root), *(["--json"] if as_json else [])])
+    assert res.exit_code == 130, res.output
+    assert locked_commit(proj) == up.commits["v2"]
+    assert "previous state kept" not in res.output and "previous pin" not in res.output, res.output
+    assert f"new pin {up.commits['v2'][:12]}" in res.output and "the drift report is in" in res.output, res.output
+
+
+def test_interrupt_while_planning_keeps_the_previous_state(proj, up, monkeypatch):
+    from typer.testing import CliRunner
+
+    from toolkit import sync
+    from toolkit.cli import app
+
+    sync_project(proj, SyncRequest(rev="v1"))
+
+    def ctrl_c(*_args, **_kw):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sync, "plan", ctrl_c)
+    res = CliRunner().invoke(app, ["sync", "--rev", "v2", "-C", str(proj.root)])
+    assert res.exit_code == 130 and "previous state kept" in res.output, res.output
+    assert locked_commit(proj) == up.commits["v1"]
 
 
 # --- D4 / D5: a damaged lock ---------------------------------------------------------------------------
@@ -154,7 +195,7 @@ def _corrupt_sha(cfg, path: str) -> None:
 
 
 def test_d4_corrupted_sha_refused_by_sync_like_check(proj, up):
-    run_sync(proj, SyncRequest(rev="v1"))
+    sync_project(proj, SyncRequest(rev="v1"))
     # LICENSE is the same at v1 and v2: the new tree would hold the same bytes
     assert git(up.path, "rev-parse", "v1:LICENSE") == git(up.path, "rev-parse", "v2:LICENSE")
     _corrupt_sha(proj, "LICENSE")
@@ -170,7 +211,7 @@ def test_d4_corrupted_sha_refused_by_sync_like_check(proj, up):
 
 
 def test_d5_lock_commit_that_is_not_a_sha_is_a_corrupt_lock(proj):
-    run_sync(proj, SyncRequest(rev="v1"))
+    sync_project(proj, SyncRequest(rev="v1"))
     lock = proj.vendor_dir / LOCK_NAME
     lock.write_text(re.sub(r'commit = "[0-9a-f]{40}"', 'commit = "zzzz"', lock.read_text(), count=1))
     res = cli(proj.root, "sync")
@@ -201,12 +242,12 @@ def _wait_for(proc: subprocess.Popen, needle: str, timeout: float = 60) -> str:
 def test_noop_sync_is_judged_under_the_lock(proj, up):
     """(a): while one sync moves the pin, a second that would find nothing to do waits, then reports what
     is on disk afterwards, never "already at A" over a tree at B."""
-    run_sync(proj, SyncRequest(rev="v1"))
+    sync_project(proj, SyncRequest(rev="v1"))
     with project_lock(proj.root, command="test"):
         second = spawn(proj.root, "sync", "--rev", "v1")
         seen = _wait_for(second, "waiting")
         assert "waiting" in seen, f"the second sync did not wait: {seen}{second.communicate()}"
-        run_sync(proj, SyncRequest(rev="v2"))  # the first command moves the pin, holding the lock
+        sync_project(proj, SyncRequest(rev="v2"))  # the first command moves the pin, holding the lock
     out, err = second.communicate(timeout=120)
     assert second.returncode == 0, err
     assert locked_commit(proj) == up.commits["v1"]
@@ -215,7 +256,7 @@ def test_noop_sync_is_judged_under_the_lock(proj, up):
 
 def test_two_writers_serialise_and_both_report_truthfully(proj, up):
     """(b): two syncs to different pins both succeed one after the other; the last report is the disk."""
-    run_sync(proj, SyncRequest(rev="v1"))
+    sync_project(proj, SyncRequest(rev="v1"))
     with project_lock(proj.root, command="test"):
         a = spawn(proj.root, "sync", "--rev", "v2")
         assert "waiting" in _wait_for(a, "waiting")
@@ -244,7 +285,7 @@ def test_two_writers_serialise_and_both_report_truthfully(proj, up):
     ],
 )
 def test_no_wait_refuses_clearly_while_another_command_holds_the_project(proj, args):
-    run_sync(proj, SyncRequest(rev="v1"))
+    sync_project(proj, SyncRequest(rev="v1"))
     before = (proj.vendor_dir / LOCK_NAME).read_bytes()
     with project_lock(proj.root, command="test"):
         res = cli(proj.root, *args, "--no-wait")
@@ -260,7 +301,7 @@ def test_no_wait_refuses_clearly_while_another_command_holds_the_project(proj, a
 def test_upstream_path_records_the_configured_url(tmp_path, up):
     url = "https://example.invalid/ggml-org/ggml"
     cfg = config.load(make_project(tmp_path / "p", url))
-    rep = run_sync(cfg, SyncRequest(rev="v1", upstream=str(up.path)))
+    rep = sync_project(cfg, SyncRequest(rev="v1", upstream=str(up.path)))
     assert rep.plan.lock.upstream == url
     assert str(tmp_path) not in (cfg.vendor_dir / LOCK_NAME).read_text()
 
@@ -270,17 +311,17 @@ def test_upstream_path_records_the_clones_origin(tmp_path, up):
     git(tmp_path, "clone", "-q", "--bare", str(up.path), str(clone))
     git(clone, "remote", "set-url", "origin", "https://example.invalid/someone/ggml.git")
     cfg = config.load(make_project(tmp_path / "p", str(up.path)))
-    rep = run_sync(cfg, SyncRequest(rev="v1", upstream=str(clone)))
+    rep = sync_project(cfg, SyncRequest(rev="v1", upstream=str(clone)))
     assert rep.plan.lock.upstream == "https://example.invalid/someone/ggml.git"
 
 
 def test_switching_to_another_clone_keeps_the_commit_list(tmp_path, up):
     cfg = config.load(make_project(tmp_path / "p", str(up.path)))
-    run_sync(cfg, SyncRequest(rev="v1"))
+    sync_project(cfg, SyncRequest(rev="v1"))
     other = tmp_path / "other-clone"
     git(tmp_path, "clone", "-q", "--bare", "--no-local", str(up.path), str(other))
     git(other, "remote", "remove", "origin")
-    rep = run_sync(cfg, SyncRequest(rev="v2", upstream=str(other)))
+    rep = sync_project(cfg, SyncRequest(rev="v2", upstream=str(other)))
     assert rep.drift is not None and rep.drift.commits is not None, rep.drift.history_note
     assert [c for c, _ in rep.drift.commits] == [up.commits["v2"], up.commits["v1b"]]
 
@@ -292,7 +333,7 @@ def test_llama_cpp_pin_names_both_commits_in_rendered_sources(tmp_path):
     (llama.path / "scripts" / "sync-ggml.last").write_text(ggml_sha + "\n")
     llama.commit("sync", "scripts : sync ggml")
     cfg = config.load(make_project(tmp_path / "p", str(llama.path)))
-    lock = run_sync(cfg, SyncRequest(rev="master")).plan.lock
+    lock = sync_project(cfg, SyncRequest(rev="master")).plan.lock
     assert lock.layout == "llama.cpp" and lock.ggml_commit == ggml_sha
     assert read_lock(cfg.vendor_dir).ggml_commit == ggml_sha  # round-trips through the lock file
 

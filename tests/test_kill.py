@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from fixture_repos import build_upstream, make_patch, make_project
+from fixture_repos import build_upstream, make_patch, make_project, sync_project
 
 from toolkit.core import config
-from toolkit.sync.stage import SyncRequest, run_sync
+from toolkit.sync.stage import SyncRequest
 from toolkit.sync.vendor_tree import KILL_ENV, recover
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ def world(tmp_path_factory):
     for rev in ("v1", "v2"):
         cfg = config.load(make_project(base / f"ref-{rev}", str(up.path)))
         _write_patch(cfg)
-        run_sync(cfg, SyncRequest(rev=rev))
+        sync_project(cfg, SyncRequest(rev=rev))
         states[rev] = contents(cfg.vendor_dir)
     assert states["v1"] != states["v2"]
     yield up, states
@@ -62,7 +62,7 @@ def _fork_sync(cfg, rev: str, kill_at: int) -> int:
         code = 0
         try:
             os.environ[KILL_ENV] = str(kill_at)
-            run_sync(cfg, SyncRequest(rev=rev))
+            sync_project(cfg, SyncRequest(rev=rev))
         except BaseException:  # noqa: BLE001 - report through the exit code only
             code = 1
         os._exit(code)
@@ -85,7 +85,7 @@ def test_sigkill_at_every_checkpoint(tmp_path, monkeypatch, world, mode, start):
     tcfg = config.load(template)
     _write_patch(tcfg)
     if start == "v1":
-        run_sync(tcfg, SyncRequest(rev="v1"))
+        sync_project(tcfg, SyncRequest(rev="v1"))
     old, new = contents(tcfg.vendor_dir), states["v2"]
     killed_at = 0
     for n in range(1, 200):
@@ -107,7 +107,7 @@ def test_sigkill_at_every_checkpoint(tmp_path, monkeypatch, world, mode, start):
         assert contents(cfg.vendor_dir) in (old, new), f"checkpoint {n}: not old/new after recovery"
         assert not list(cfg.root.glob(".vendor.*")), f"checkpoint {n}: leftovers after recovery"
         if n % 4 == 1:  # and a later sync succeeds from whatever was left
-            run_sync(cfg, SyncRequest(rev="v2"))
+            sync_project(cfg, SyncRequest(rev="v2"))
             assert contents(cfg.vendor_dir) == new
         shutil.rmtree(root)
     else:
@@ -124,7 +124,7 @@ def test_sigkill_cli_subprocess(tmp_path, world):
     for i, (how, arg) in enumerate(runs):
         cfg = config.load(make_project(tmp_path / f"p{i}", str(up.path)))
         _write_patch(cfg)
-        run_sync(cfg, SyncRequest(rev="v1"))
+        sync_project(cfg, SyncRequest(rev="v1"))
         cmd = [sys.executable, "-m", "toolkit.cli", "sync", "--rev", "v2", "-C", str(cfg.root)]
         run_env = {**env, KILL_ENV: str(arg)} if how == "hook" else env
         proc = subprocess.Popen(cmd, env=run_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -135,5 +135,5 @@ def test_sigkill_cli_subprocess(tmp_path, world):
         if how == "hook":
             assert proc.returncode == -signal.SIGKILL, f"{how} {arg}: the hook did not fire"
         assert contents(cfg.vendor_dir) in (states["v1"], states["v2"]), f"{how} {arg}"
-        run_sync(cfg, SyncRequest(rev="v2"))
+        sync_project(cfg, SyncRequest(rev="v2"))
         assert contents(cfg.vendor_dir) == states["v2"] and not list(cfg.root.glob(".vendor.*"))

@@ -2,7 +2,7 @@
 random inputs (GQA, l2norm, T = 1, 4, 64, state carried over several calls, float32 and bfloat16),
 flash_attn_forward against transformers' sdpa_attention_forward, and a tiny random-initialised Qwen3.5 model
 loaded through `from_pretrained(kernel_config=...)` with the kernel fetched from the local test Hub
-(toolkit.publish.localhub): greedy tokens identical to the torch fallback in float32 over 128 tokens.
+(toolkit.testing.localhub): greedy tokens identical to the torch fallback in float32 over 128 tokens.
 
 Runs the variant under GGML_VENDOR_KERNEL_ROOT (default: this repository's build/), as tests/test_ops_cuda.py.
 

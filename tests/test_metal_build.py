@@ -17,9 +17,12 @@ import pytest
 from conftest import real_upstream_text
 
 from toolkit.build import metal, metallib
-from toolkit.core import ggml_facts
+from toolkit.core import package_facts
 from toolkit.core.errors import BuildError, VendorStateError
 from toolkit.core.lock import Lock
+
+# The first package's op facts over ggml's shared ones (templates/facts.py), as render sees them.
+FACTS = package_facts.load(Path(__file__).resolve().parents[1] / "templates", "ggml-attn-kernels")
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -91,13 +94,13 @@ def test_sources_refuse_what_cannot_build() -> None:
 
 
 def test_required_kernels_follow_the_facts() -> None:
-    names = metal.required_kernels(["gated_delta_net"])
+    names = metal.required_kernels(["gated_delta_net"], FACTS)
     assert names == ("kernel_gated_delta_net_f32_1", "kernel_gated_delta_net_f32_2", "kernel_gated_delta_net_f32_4")
-    fa = metal.required_kernels(["flash_attn"])
+    fa = metal.required_kernels(["flash_attn"], FACTS)
     assert "kernel_flash_attn_ext_vec_reduce" in fa and "kernel_flash_attn_ext_pad" in fa
     assert "kernel_flash_attn_ext_vec_bf16_dk576_dv512" in fa and "kernel_flash_attn_ext_vec_f16_dk128_dv128" in fa
-    assert len(fa) == len(ggml_facts.METAL_FA_VEC_HEAD_DIMS) * len(ggml_facts.METAL_FA_VEC_KV_TYPES) + 2
-    assert metal.required_kernels([]) == ()
+    assert len(fa) == len(FACTS.METAL_FA_VEC_HEAD_DIMS) * len(FACTS.METAL_FA_VEC_KV_TYPES) + 2
+    assert metal.required_kernels([], FACTS) == ()
 
 
 @pytest.mark.real_upstream
@@ -106,7 +109,9 @@ def test_required_kernels_exist_in_the_real_monolith() -> None:
     text = real_upstream_text(MONO)
     host_names = set(re.findall(r'host_name\("([A-Za-z0-9_]+)"\)', text))
     plain = set(re.findall(r"^kernel void (kernel_flash_attn_ext_(?:vec_reduce|pad))\(", text, re.M))
-    missing = [n for n in metal.required_kernels(["gated_delta_net", "flash_attn"]) if n not in host_names | plain]
+    missing = [
+        n for n in metal.required_kernels(["gated_delta_net", "flash_attn"], FACTS) if n not in host_names | plain
+    ]
     assert missing == []
 
 
@@ -220,7 +225,7 @@ def test_the_local_executor_runs_the_metal_steps_against_a_simulated_xcode(tmp_p
         (bindir / name).write_text(body)
         (bindir / name).chmod(0o755)
     fixture = tmp_path / "fixture.metallib"
-    fixture.write_bytes(metallib.build_fixture(metal.required_kernels(["gated_delta_net", "flash_attn"])))
+    fixture.write_bytes(metallib.build_fixture(metal.required_kernels(["gated_delta_net", "flash_attn"], FACTS)))
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FIXTURE_METALLIB", str(fixture))
     monkeypatch.setenv("CALLS", str(tmp_path / "calls"))
@@ -259,7 +264,7 @@ def test_embed_refuses_non_metallibs_and_writes_nothing(tmp_path: Path) -> None:
     (tmp_path / "few.metallib").write_bytes(metallib.build_fixture(["kernel_gated_delta_net_f32_1"]))
     with pytest.raises(BuildError, match="lacks 2 kernel"):
         metal.embed_metallib(
-            tmp_path / "few.metallib", header, "x_metal", required=metal.required_kernels(["gated_delta_net"])
+            tmp_path / "few.metallib", header, "x_metal", required=metal.required_kernels(["gated_delta_net"], FACTS)
         )
     assert not header.exists() and list((tmp_path / "h").glob("*")) == []
 

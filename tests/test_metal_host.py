@@ -23,8 +23,11 @@ from pathlib import Path
 import pytest
 from conftest import REAL_UPSTREAM_ENV, real_upstream_export
 
-from toolkit.core import ggml_facts
+from toolkit.core import package_facts
 from toolkit.render import stage as render
+
+# The first package's op facts over ggml's shared ones (templates/facts.py), as render sees them.
+FACTS = package_facts.load(Path(__file__).resolve().parents[1] / "templates", "ggml-attn-kernels")
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATE = REPO / "templates" / "csrc" / "metal" / "ggml_metal_dispatch.h.j2"
@@ -38,7 +41,7 @@ def render_dispatch_header(dest: Path) -> Path:
     text = (
         render.template_environment(REPO / "templates")
         .get_template("csrc/metal/ggml_metal_dispatch.h.j2")
-        .render(notice="generated for tests by tests/test_metal_host.py", facts=ggml_facts)
+        .render(notice="generated for tests by tests/test_metal_host.py", facts=FACTS)
     )
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / "ggml_metal_dispatch.h"
@@ -58,9 +61,9 @@ def real_ggml_tree(tmp: Path) -> Path:
 
 
 def _kargs_printer() -> str:
-    """C++ that prints every kargs field ggml_facts lists, by name (a missing field fails to compile)."""
+    """C++ that prints every kargs field the package facts list, by name (a missing field fails to compile)."""
     out = []
-    for struct, fields in ggml_facts.METAL_KARGS.items():
+    for struct, fields in FACTS.METAL_KARGS.items():
         body = ' + "," + '.join(f'F("{name}", a.{name})' for name, _ in fields)
         out.append(
             f"static std::string kargs_{struct}(const std::vector<uint8_t> & b) {{\n"

@@ -7,7 +7,7 @@ What runs:
   (ggml-metal.metal) and post-split (ggml-metal/kernels/*.metal) layouts. Regenerate with
   GGML_VENDOR_UPDATE_GOLDEN=1 after an intended template change, and review the diff;
 * the dispatch header compiled with g++ against ggml-metal-impl.h headers of both generations (the
-  post-split one adds `nb_out`), checking every kargs field offset against ggml_facts;
+  post-split one adds `nb_out`), checking every kargs field offset against the package facts;
 * clang++ -fsyntax-only over the three .mm files in Objective-C++ mode (with and without ARC) against the
   real torch headers and minimal stand-ins for Foundation/Metal/dispatch that declare exactly the Apple
   API the files use.
@@ -28,9 +28,12 @@ from fixture_repos import RENDER_PYPROJECT
 
 from toolkit.build import metal, metallib
 from toolkit.core import config as config_mod
-from toolkit.core import ggml_facts
+from toolkit.core import package_facts
 from toolkit.core.lock import Lock
 from toolkit.render import stage as render
+
+# The first package's op facts over ggml's shared ones (templates/facts.py), as render sees them.
+FACTS = package_facts.load(Path(__file__).resolve().parents[1] / "templates", "ggml-attn-kernels")
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "metal"
@@ -166,8 +169,8 @@ def test_translation_unit_includes_the_layouts_entries(tmp_path: Path) -> None:
     assert inc.findall(post) == ["kernels/gated_delta_net.metal", "kernels/fa.metal"]
     for text in (pre, post):
         defines = re.findall(r"^#define (\w+)", text, re.M)
-        assert defines == list(ggml_facts.METAL_DEFINES)
-        assert not set(defines) & set(ggml_facts.METAL_UNDEFINED_MACROS)
+        assert defines == list(FACTS.METAL_DEFINES)
+        assert not set(defines) & set(FACTS.METAL_UNDEFINED_MACROS)
 
 
 def test_metal_section_compiles_one_unit_and_tracks_vendored_headers(tmp_path: Path) -> None:
@@ -229,14 +232,14 @@ def impl_header(post_split: bool) -> str:
     lines = [
         "#pragma once",
         "#include <cstdint>",
-        f"#define FC_FLASH_ATTN_EXT_PAD {ggml_facts.FC_FLASH_ATTN_EXT_PAD}",
-        f"#define FC_FLASH_ATTN_EXT_VEC {ggml_facts.FC_FLASH_ATTN_EXT_VEC}",
-        f"#define FC_FLASH_ATTN_EXT_VEC_REDUCE {ggml_facts.FC_FLASH_ATTN_EXT_VEC_REDUCE}",
-        f"#define FC_GATED_DELTA_NET {ggml_facts.FC_GATED_DELTA_NET}",
+        f"#define FC_FLASH_ATTN_EXT_PAD {FACTS.FC_FLASH_ATTN_EXT_PAD}",
+        f"#define FC_FLASH_ATTN_EXT_VEC {FACTS.FC_FLASH_ATTN_EXT_VEC}",
+        f"#define FC_FLASH_ATTN_EXT_VEC_REDUCE {FACTS.FC_FLASH_ATTN_EXT_VEC_REDUCE}",
+        f"#define FC_GATED_DELTA_NET {FACTS.FC_GATED_DELTA_NET}",
         "#define OP_FLASH_ATTN_EXT_VEC_NQPSG 1",
-        f"#define OP_FLASH_ATTN_EXT_VEC_NCPSG {ggml_facts.METAL_FA_VEC_NCPSG}",
+        f"#define OP_FLASH_ATTN_EXT_VEC_NCPSG {FACTS.METAL_FA_VEC_NCPSG}",
     ]
-    for struct, fields in ggml_facts.METAL_KARGS.items():
+    for struct, fields in FACTS.METAL_KARGS.items():
         body = [f"    {t} {n};" for n, t in fields]
         if post_split and struct == "ggml_metal_kargs_gated_delta_net":
             body.insert(27, "    uint64_t nb_out;")  # after ns22: position does not matter, names do
@@ -273,7 +276,7 @@ def test_dispatch_header_kargs_layout(tmp_path: Path, post_split: bool) -> None:
     gen.mkdir()
     (gen / "ggml_metal_dispatch.h").write_text(files["csrc/metal/ggml_metal_dispatch.h"])
     (gen / "ggml-metal-impl.h").write_text(impl_header(post_split))
-    offsets = "\n".join(f"    OFF({s}, {n})" for s, fields in ggml_facts.METAL_KARGS.items() for n, _ in fields)
+    offsets = "\n".join(f"    OFF({s}, {n})" for s, fields in FACTS.METAL_KARGS.items() for n, _ in fields)
     (gen / "drv.cpp").write_text(DRIVER.replace("@OFFSETS@", offsets))
     exe = tmp_path / "drv"
     cc = subprocess.run(
@@ -295,7 +298,7 @@ def test_dispatch_header_kargs_layout(tmp_path: Path, post_split: bool) -> None:
     assert cc.returncode == 0, cc.stderr[-3000:]
     out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.splitlines()
     got = dict(line.rsplit(" ", 1) for line in out)
-    for struct, fields in ggml_facts.METAL_KARGS.items():
+    for struct, fields in FACTS.METAL_KARGS.items():
         if post_split and struct == "ggml_metal_kargs_gated_delta_net":
             continue  # nb_out shifts the tail; the names are what we set
         for name, off in facts_offsets(fields):

@@ -11,6 +11,7 @@ from memory poisoned with NaN first, so an element the kernel never writes shows
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 import textwrap
@@ -120,6 +121,101 @@ def test_gdn_state_carried_across_calls_equals_one_call(torch, op, kda):
         outs.append(o)
     assert rel_err(torch.cat(outs, 1), whole_out.double()) < 1e-6
     assert rel_err(st, whole_state.double()) < 1e-6
+
+
+# ---- the chunked prefill path (vendor/patches/0003): S_v 128, scalar gates, opt-in (GGML_CUDA_GDN_CHUNKED=1) ----
+# The op reads the switch once per process, so these tests run twice: here (the default dispatch: the
+# token-sequential kernels) and in a fresh process with the chunked path on (the last test of this group).
+CHUNK_FORCED = os.environ.get("GGML_CUDA_GDN_CHUNKED") == "1"
+
+
+def strong_decay_gates(torch, g, strengths=(1.0, 8.0, 40.0)):
+    """g scaled per head: mild (exp(g) ~ 0.95), strong and very strong decay (exp(g) down to ~1e-50 per token)."""
+    H = g.shape[2]
+    scale = torch.tensor([strengths[h % len(strengths)] for h in range(H)], device=g.device)
+    return g * scale
+
+
+CHUNK_CASES = [
+    # B, T, H_k, H: whole chunks, a partial last chunk with tiled GQA, several sequences, a long call
+    (1, 128, 2, 2),
+    (2, 200, 2, 4),
+    (3, 1000, 3, 3),
+    (1, 4133, 1, 2),
+]
+
+
+@pytest.mark.parametrize("B,T,Hk,H", CHUNK_CASES)
+def test_gdn_chunked_prefill_matches_float64_with_strong_decay(torch, op, B, T, Hk, H):
+    q, k, v, g, beta, state = gdn_inputs(torch, B, T, Hk, H, 128, seed=B * 31 + T)
+    g = strong_decay_gates(torch, g)
+    ref_out, ref_state = gdn_reference(torch, q, k, v, g, beta, state)
+    poison(torch, (B, T, H, 128), (B, H, 128, 128))
+    out, final = op.gated_delta_net(q, k, v, g, beta, state)
+    torch.cuda.synchronize()
+    assert not out.isnan().any() and not final.isnan().any()
+    assert rel_err(out, ref_out) < GDN_TOL
+    assert rel_err(final, ref_state) < GDN_TOL
+
+
+def test_gdn_chunked_prefill_at_32k_tokens_matches_float64(torch, op):
+    B, T, H = 1, 32768, 2
+    q, k, v, g, beta, state = gdn_inputs(torch, B, T, H, H, 128, seed=32768)
+    g = strong_decay_gates(torch, g, strengths=(1.0, 0.05))  # one head keeps memory over thousands of tokens
+    ref_out, ref_state = gdn_reference(torch, q, k, v, g, beta, state)
+    out, final = op.gated_delta_net(q, k, v, g, beta, state)
+    assert rel_err(out, ref_out) < GDN_TOL
+    assert rel_err(final, ref_state) < GDN_TOL
+
+
+def test_gdn_chunked_prefill_equals_the_token_sequential_path(torch, op):
+    """One 640-token call (chunked where enabled) against the same tokens fed one per call (always the
+    token-sequential kernels), and both against float64."""
+    B, T, H = 2, 640, 4
+    q, k, v, g, beta, state = gdn_inputs(torch, B, T, H, H, 128, seed=640)
+    g = strong_decay_gates(torch, g)
+    whole_out, whole_state = op.gated_delta_net(q, k, v, g, beta, state)
+    st, outs = state, []
+    for lo in range(T):
+        sl = slice(lo, lo + 1)
+        o, st = op.gated_delta_net(q[:, sl], k[:, sl], v[:, sl], g[:, sl], beta[:, sl], st)
+        outs.append(o)
+    ref_out, ref_state = gdn_reference(torch, q, k, v, g, beta, state)
+    seq_out = torch.cat(outs, 1)
+    assert rel_err(seq_out, ref_out) < GDN_TOL and rel_err(st, ref_state) < GDN_TOL
+    assert rel_err(whole_out, ref_out) < GDN_TOL and rel_err(whole_state, ref_state) < GDN_TOL
+    assert rel_err(whole_out, seq_out.double()) < GDN_TOL
+
+
+def test_gdn_state_carried_from_chunked_prefill_into_decode(torch, op):
+    B, T, H, steps = 2, 300, 16, 6  # few enough sequences x heads for the chunked path; the decode steps are not
+    q, k, v, g, beta, state = gdn_inputs(torch, B, T + steps, 8, H, 128, seed=306)
+    g = strong_decay_gates(torch, g)
+    ref_out, ref_state = gdn_reference(torch, q, k, v, g, beta, state)
+    outs = []
+    o, st = op.gated_delta_net(q[:, :T], k[:, :T], v[:, :T], g[:, :T], beta[:, :T], state)  # chunked
+    outs.append(o)
+    for t in range(T, T + steps):  # decode: one token per call, the state updated in place
+        o, st = op.gated_delta_net(q[:, t : t + 1], k[:, t : t + 1], v[:, t : t + 1], g[:, t : t + 1],
+                                   beta[:, t : t + 1], st, inplace=True)  # fmt: skip
+        outs.append(o)
+    out = torch.cat(outs, 1)
+    assert rel_err(out, ref_out) < GDN_TOL
+    assert rel_err(out[:, T:], ref_out[:, T:]) < GDN_TOL
+    assert rel_err(st, ref_state) < GDN_TOL
+
+
+def test_gdn_chunked_path_enabled_in_a_fresh_process_passes_the_same_tests(torch, op):
+    if CHUNK_FORCED:
+        pytest.skip("this is the process with the chunked path enabled")
+    argv = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", __file__, "-rs", "-k",
+            "chunked_prefill or from_chunked_prefill"]  # fmt: skip
+    env = dict(os.environ, GGML_CUDA_GDN_CHUNKED="1")
+    res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    tail = (res.stdout + res.stderr)[-3000:]
+    assert res.returncode == 0, tail
+    passed = [line for line in res.stdout.splitlines() if " passed" in line]
+    assert passed and int(passed[-1].split(" passed")[0].split()[-1]) >= 7, tail  # none skipped away
 
 
 def test_gdn_inplace_updates_the_state_and_matches_functional(torch, op):

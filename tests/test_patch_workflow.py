@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from fixture_repos import GDN_CU_V1, build_upstream, make_patch, make_project, tree_state
+from fixture_repos import GDN_CU_V1, build_upstream, make_patch, make_project, sync_project, tree_state
 from typer.testing import CliRunner
 
 from toolkit.cli import app
 from toolkit.core import config
 from toolkit.core.lock import read_lock
 from toolkit.sync.patches import describe, message_of
-from toolkit.sync.stage import SyncRequest, run_sync
+from toolkit.sync.stage import SyncRequest
 from toolkit.sync.vendor_tree import check_vendor_dir
 
 runner = CliRunner()
@@ -33,7 +33,7 @@ def _cache(isolated_upstream_cache):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def proj(tmp_path, up):
     cfg = config.load(make_project(tmp_path / "proj", str(up.path)))
-    run_sync(cfg, SyncRequest(rev="v1"))
+    sync_project(cfg, SyncRequest(rev="v1"))
     return cfg
 
 
@@ -79,7 +79,7 @@ def test_save_writes_a_format_patch_and_relocks(proj):
     assert lock.info(GDN).patched_by == ("0001-scale.patch",)
     assert check_vendor_dir(proj.vendor_dir) == []  # edits and lock agree: clean
     # sync at the pin applies the saved patch and reproduces the edit: nothing to write
-    assert run_sync(proj, SyncRequest()).status == "unchanged"
+    assert sync_project(proj, SyncRequest()).status == "unchanged"
     assert "2.0f * q[0]" in gdn(proj).read_text()
 
 
@@ -252,3 +252,50 @@ def test_describe_plain_diffs_and_folded_subjects():
     folded = b"From 0 Mon\nFrom: a <b>\nDate: now\nSubject: [PATCH] a long\n subject line\n\nbody\n---\n x | 1 +\n"
     assert describe(folded) == "a long subject line"
     assert message_of(folded) == "a long subject line\n\nbody"
+
+
+# --- save: odd files and odd edits ---------------------------------------------------------------------
+
+
+def test_save_refuses_a_symlink_out_of_the_tree(proj, tmp_path):
+    outside = tmp_path / "outside.cu"
+    outside.write_text(gdn(proj).read_text() + "// a secret from outside the tree\n")
+    gdn(proj).unlink()
+    gdn(proj).symlink_to(outside)
+    assert_one_line_refusal(proj, ["patch", "save", "x", "-m", "x"], 4, "is a symbolic link")
+    assert not list((proj.vendor_dir / "patches").glob("*.patch"))
+
+
+def test_save_refuses_a_directory_in_place_of_a_vendored_file(proj):
+    gdn(proj).unlink()
+    gdn(proj).mkdir()
+    assert_one_line_refusal(proj, ["patch", "save", "x", "-m", "x"], 4, "is a directory")
+
+
+def test_save_refuses_a_fifo_without_hanging(proj):
+    import os
+
+    gdn(proj).unlink()
+    os.mkfifo(gdn(proj))
+    assert_one_line_refusal(proj, ["patch", "save", "x", "-m", "x"], 4, "is a named pipe")
+
+
+def test_save_refuses_a_name_too_long_for_a_file(proj):
+    edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = 2.0f * q[0] * k[0];")
+    assert_one_line_refusal(proj, ["patch", "save", "a" * 300, "-m", "x"], 5, "is too long")
+
+
+@pytest.mark.parametrize("kind", ["crlf", "binary"])
+def test_save_keeps_crlf_and_binary_edits_exactly(proj, kind):
+    if kind == "crlf":
+        new = gdn(proj).read_bytes().replace(b"\n", b"\r\n")
+    else:
+        new = gdn(proj).read_bytes() + b"\x00\xff\xfe binary \x00\r\n\x80"
+    gdn(proj).write_bytes(new)
+    res = cli(proj, "patch", "save", kind, "-m", f"a {kind} edit")
+    assert res.exit_code == 0, res.output
+    assert gdn(proj).read_bytes() == new and check_vendor_dir(proj.vendor_dir) == []
+    # and the saved patch re-creates the edit from the pristine upstream: a fresh sync gives the same bytes
+    (proj.vendor_dir / "ggml").rename(proj.vendor_dir.parent / "old-ggml")
+    assert sync_project(proj, SyncRequest()).status == "synced"
+    assert gdn(proj).read_bytes() == new

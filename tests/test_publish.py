@@ -17,7 +17,6 @@ from hubserver.variants import host_variant_name, make_variant, provenance, writ
 
 from toolkit.core import config
 from toolkit.core.errors import PublishError
-from toolkit.publish.localhub import client_env
 from toolkit.publish.plan import (
     ADD,
     DELETE,
@@ -30,6 +29,7 @@ from toolkit.publish.plan import (
     make_plan,
     plan_branch,
 )
+from toolkit.testing.localhub import client_env
 from toolkit.verify import VerifyOptions, verify_build
 
 TOKEN = "hf_test_token"
@@ -114,11 +114,20 @@ def hub():  # type: ignore[no-untyped-def]
         yield h
 
 
-def _publish(cfg, hub, **kw):  # type: ignore[no-untyped-def]
-    from toolkit.publish.hub import publish_hub
+def _publish(cfg, hub, *, dry_run: bool = False, **kw):  # type: ignore[no-untyped-def]
+    """The stage as the CLI runs it: plan, then (unless a dry run) execute that plan."""
+    from toolkit import publish
 
     kw.setdefault("token", TOKEN)
-    return publish_hub(cfg, endpoint=hub.url, check_vendor=False, **kw)
+    plan = publish.plan(cfg, publish.Request(endpoint=hub.url, check_vendor=False, **kw))
+    return plan.preview if dry_run else publish.execute(plan)
+
+
+def _publish_git(cfg, remote: str, *, dry_run: bool = False):  # type: ignore[no-untyped-def]
+    from toolkit import publish
+
+    plan = publish.plan(cfg, publish.Request(to=remote, check_vendor=False))
+    return plan.preview if dry_run else publish.execute(plan)
 
 
 def _writes(hub) -> list:  # type: ignore[no-untyped-def]
@@ -168,6 +177,17 @@ def test_publish_then_get_kernel_in_a_fresh_process(project, hub, tmp_path: Path
     assert proc.returncode != 0 and "trust" in proc.stderr
 
 
+@requires_torch
+def test_kernels_versions_lists_what_was_published(project, hub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # `kernels versions` (kernels' own CLI) asks for the tree of each version by its full ref, refs/heads/v1.
+    _publish(project, hub)
+    code = f"import sys; sys.argv = ['kernels', 'versions', {REPO!r}]; from kernels.cli import main; main()"
+    proc = _load_in_fresh_process(hub, tmp_path / "cache", code)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Version 1:" in proc.stdout and host_variant_name() in proc.stdout, proc.stdout
+    assert any("/tree/refs%2Fheads%2Fv1/build" in r[1] for r in hub.state.requests)
+
+
 def test_second_publish_is_a_no_op(project, hub) -> None:  # type: ignore[no-untyped-def]
     first = _publish(project, hub)
     before = len(_writes(hub))
@@ -208,6 +228,16 @@ def test_refuses_dirty_builds_mixed_versions_and_stubs(tmp_path: Path, hub) -> N
     verify_build(cfg, options=NO_VENDOR)
     with pytest.raises(PublishError, match="dirty build"):
         _publish(cfg, hub)
+    # built from a checkout with uncommitted changes (vendor/ itself clean): refused too, as the docs say
+    make_variant(root / "build", prov=provenance(checkout_dirty=True))
+    verify_build(cfg, options=NO_VENDOR)
+    with pytest.raises(PublishError, match="built from a checkout with uncommitted changes"):
+        _publish(cfg, hub)
+    with pytest.raises(PublishError, match="uncommitted changes"):
+        _publish(cfg, hub, dry_run=True)
+    make_variant(root / "build", prov=provenance(checkout_dirty=False))
+    assert verify_build(cfg, options=NO_VENDOR).ok
+    assert _publish(cfg, hub, dry_run=True).status == "dry-run"
     make_variant(root / "build")
     make_variant(root / "build", variant="torch213-cxx11-cu130-x86_64-linux", version=2, uid="fx2")
     with pytest.raises(PublishError, match="mixed versions"):
@@ -289,7 +319,7 @@ def test_interrupted_publish_resumes_without_duplicates(project, hub) -> None:  
         if method == "POST" and "/commit/" in path:
             calls["n"] += 1
             if calls["n"] == 2:
-                from toolkit.publish.localhub import HubError
+                from toolkit.testing.localhub import HubError
 
                 raise HubError(500, "connection dropped (injected)")
 
@@ -329,6 +359,48 @@ def test_parent_commit_guard_refuses_a_moved_branch(project, hub) -> None:  # ty
         _publish(project, hub)
     assert "build/" + variant.name + "/extra.py" not in hub.state.history("kernel", REPO, "v1")[0].files
     assert _publish(project, hub).verified["ok"]  # re-running on the new head succeeds
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(root.rglob("*"))}
+
+
+def test_plan_only_reads_and_execute_pushes_exactly_its_batches(project, hub) -> None:  # type: ignore[no-untyped-def]
+    from toolkit import publish
+
+    before = _snapshot(project.root)
+    plan = publish.plan(project, publish.Request(endpoint=hub.url, token=TOKEN, check_vendor=False, batch_size=2))
+    assert _snapshot(project.root) == before, "plan wrote into the project"
+    assert hub.state.repos == {} and _writes(hub) == [], "plan wrote to the Hub"
+    batches_v1 = plan.commit_batches["v1"]
+    assert [len(b) for b in batches_v1] == [2, 2] and plan.to_json()["status"] == "dry-run"
+    assert plan.lines() == plan.preview.plan.lines() and "branch v1 (new)" in plan.lines()[1]
+    report = publish.execute(plan)
+    assert report.ok and report.exit_code == 0 and report.status == "published"
+    history = hub.state.history("kernel", REPO, "v1")
+    pushed = [c for c in history if c.title.startswith("Upload")]
+    assert len(pushed) == len(batches_v1)  # one commit per planned batch, newest first
+    assert all(f"(batch {i + 1}/2)" in c.title for i, c in enumerate(reversed(pushed)))
+    assert report.lines()[0].startswith(f"publish {REPO} (")
+
+
+def test_execute_refuses_a_branch_that_moved_since_the_plan(project, hub) -> None:  # type: ignore[no-untyped-def]
+    from toolkit import publish
+
+    _publish(project, hub)
+    variant = project.build_dir / host_variant_name()
+    (variant / "extra.py").write_text("EXTRA = 1\n")
+    write_metadata(variant, ident="_ggml_attn_kernels_cuda_fx00001", backend="cuda", archs=["8.0", "9.0"])
+    assert verify_build(project, options=NO_VENDOR).ok
+    plan = publish.plan(project, publish.Request(endpoint=hub.url, token=TOKEN, check_vendor=False))
+    st = hub.state
+    repo = st.repo("kernel", REPO)
+    head = repo.commits[repo.branches["v1"]]
+    moved = st.new_commit(repo, head.oid, dict(head.files), "someone else's push").oid
+    repo.branches["v1"] = moved
+    with pytest.raises(PublishError, match="branch moved"):
+        publish.execute(plan)
+    assert repo.branches["v1"] == moved  # their push is kept, ours was not laid over it
 
 
 def test_create_pr_leaves_the_branch_alone(project, hub) -> None:  # type: ignore[no-untyped-def]
@@ -375,19 +447,19 @@ def test_stale_files_deleted_only_inside_reuploaded_variants(tmp_path: Path, hub
 
 
 def test_git_transport_to_a_bare_repository(project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from toolkit.publish.git import git_lfs_available, publish_git
+    from toolkit.publish.git import git_lfs_available
 
     ok, why = git_lfs_available()
     if not ok:
         pytest.skip(f"git transport needs git-lfs: {why}")
     remote = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
-    dry = publish_git(project, remote=str(remote), dry_run=True, check_vendor=False)
+    dry = _publish_git(project, str(remote), dry_run=True)
     assert (
         dry.status == "dry-run"
         and subprocess.run(["git", "-C", str(remote), "branch"], capture_output=True, text=True).stdout == ""
     )
-    result = publish_git(project, remote=str(remote), check_vendor=False)
+    result = _publish_git(project, str(remote))
     assert result.status == "published" and result.verified["ok"] and result.verified["files_checked"] == 5
     variant = host_variant_name()
     so = f"build/{variant}/_ggml_attn_kernels_cuda_fx00001.abi3.so"
@@ -400,8 +472,36 @@ def test_git_transport_to_a_bare_repository(project, tmp_path: Path) -> None:  #
     assert "*.so filter=lfs" in attrs and "*.metallib filter=lfs" in attrs and "*.dylib filter=lfs" in attrs
     readme = subprocess.run(["git", "-C", str(remote), "show", "main:README.md"], capture_output=True, text=True).stdout
     assert "library_name: kernels" in readme
-    again = publish_git(project, remote=str(remote), check_vendor=False)
+    again = _publish_git(project, str(remote))
     assert again.status == "up-to-date" and again.commits == ()
+
+
+def test_git_transport_refuses_a_remote_that_moved_since_the_plan(project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from toolkit import publish
+    from toolkit.publish.git import git_lfs_available
+
+    ok, why = git_lfs_available()
+    if not ok:
+        pytest.skip(f"git transport needs git-lfs: {why}")
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    plan = publish.plan(project, publish.Request(to=str(remote), check_vendor=False))
+    # someone else creates main after the plan was made against an empty remote
+    other = tmp_path / "other"
+    git = ["git", "-C", str(other), "-c", "user.name=o", "-c", "user.email=o@o"]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(other)], check=True)
+    (other / "NOTES").write_text("theirs\n")
+    subprocess.run([*git, "add", "NOTES"], check=True)
+    subprocess.run([*git, "commit", "-qm", "theirs"], check=True)
+    subprocess.run([*git, "push", "-q", str(remote), "main"], check=True)
+    theirs = subprocess.run(["git", "-C", str(remote), "rev-parse", "main"], capture_output=True, text=True).stdout
+    with pytest.raises(PublishError, match="moved on .* since the plan"):
+        publish.execute(plan)
+    after = subprocess.run(["git", "-C", str(remote), "branch"], capture_output=True, text=True).stdout.split()
+    assert after == ["main"]  # no v1 pushed
+    assert (
+        subprocess.run(["git", "-C", str(remote), "rev-parse", "main"], capture_output=True, text=True).stdout == theirs
+    )
 
 
 def test_a_hub_client_too_old_for_kernel_repos_is_refused_in_one_line() -> None:

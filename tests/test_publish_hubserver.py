@@ -92,3 +92,33 @@ def test_cli_dry_run_prints_the_plan_and_pushes_nothing(tmp_path: Path, hub) -> 
     assert "branch v1 (new): 4 to add, 0 to delete, 0 unchanged" in proc.stdout
     assert f"+ build/{v.name}/metadata.json" in proc.stdout and "dry run: nothing was pushed" in proc.stdout
     assert [r for r in hub.state.requests if r[0] != "GET"] == []
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_an_unreachable_hub_is_one_line_and_exit_9(tmp_path: Path, dry_run: bool) -> None:
+    root = write_project(tmp_path / "p", hub_repo="o/kern")
+    make_variant(root / "build")
+    write_lock(root)
+    assert verify_build(config.load(root), options=VerifyOptions(smoke=False)).ok
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    cmd = [sys.executable, "-m", "toolkit.cli", "publish", "-C", str(root), "--endpoint", endpoint]
+    proc = subprocess.run(
+        cmd + (["--dry-run"] if dry_run else []),
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_TOKEN": "tok"},
+        timeout=120,
+    )
+    assert proc.returncode == 9, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"cannot reach {endpoint}" in errors[0] and "HF_ENDPOINT" in errors[0]
+    assert not (root / "build" / "publish-report.json").exists()

@@ -15,10 +15,13 @@ from typer.testing import CliRunner
 
 from toolkit.cli import app
 from toolkit.core import config as config_mod
-from toolkit.core import ggml_facts
-from toolkit.core.errors import RenderError
+from toolkit.core import package_facts
+from toolkit.core.errors import ConfigError, RenderError
 from toolkit.core.lock import Lock
 from toolkit.render import stage as render
+
+# The first package's op facts over ggml's shared ones (templates/facts.py), as render sees them.
+FACTS = package_facts.load(Path(__file__).resolve().parents[1] / "templates", "ggml-attn-kernels")
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,7 +117,7 @@ def test_build_toml_is_edition_5_valid_and_follows_config(tmp_path: Path) -> Non
     for name, k in kernels.items():
         assert k["backend"] == "cuda" and k["depends"] == [], name  # torch-independent objects
         assert k["cuda-capabilities"] == ["7.5", "9.0a"]
-        assert k["cuda-flags"] == list(ggml_facts.CUDA_FLAGS)
+        assert k["cuda-flags"] == list(FACTS.CUDA_FLAGS)
         assert k["include"] == ["vendor/ggml/include", "vendor/ggml/src", "vendor/ggml/src/ggml-cuda"]
         for src in k["src"]:
             assert src.startswith("csrc/cuda/") and (root / src).is_file(), src  # never a vendored .cu
@@ -143,21 +146,21 @@ def test_instance_tables_come_from_the_facts(tmp_path: Path) -> None:
     gdn = (root / "csrc" / "cuda" / "gdn_kernels.cu").read_text()
     switch = gdn[gdn.index("ggml_vendor_gdn_supports(int64_t head_dim)") :]
     switch = switch[: switch.index("default:")]
-    assert tuple(int(d) for d in re.findall(r"case (\d+):", switch)) == ggml_facts.GDN_CUDA_HEAD_DIMS
+    assert tuple(int(d) for d in re.findall(r"case (\d+):", switch)) == FACTS.GDN_CUDA_HEAD_DIMS
     fa = (root / "csrc" / "cuda" / "fa_vec_kernels.cu").read_text()
     instances = set(re.findall(r"flash_attn_ext_vec<(\d+), (\d), (\w+), (\w+), false>", fa))
     expected = {
         (str(d), str(n), t, t)
-        for d in ggml_facts.FA_VEC_CUDA_HEAD_DIMS
-        for n in ggml_facts.FA_VEC_CUDA_NCOLS
-        for _, t in ggml_facts.FA_VEC_CUDA_KV_TYPES
+        for d in FACTS.FA_VEC_CUDA_HEAD_DIMS
+        for n in FACTS.FA_VEC_CUDA_NCOLS
+        for _, t in FACTS.FA_VEC_CUDA_KV_TYPES
     }
     assert instances == expected
-    assert f"kFaMaxQueries = {ggml_facts.FA_VEC_MAX_QUERIES};" in (root / "torch-ext" / "torch_binding.cpp").read_text()
+    assert f"kFaMaxQueries = {FACTS.FA_VEC_MAX_QUERIES};" in (root / "torch-ext" / "torch_binding.cpp").read_text()
     shim = (root / "csrc" / "cuda" / "ggml_shim.cu").read_text()
-    for field, _expr in ggml_facts.CUDA_DEVICE_INFO_FIELDS:
+    for field, _expr in FACTS.CUDA_DEVICE_INFO_FIELDS:
         assert f"info.devices[id].{field} = " in shim  # by name, never positionally
-    for sym in (*ggml_facts.SHIM_SYMBOLS_CXX, *ggml_facts.SHIM_SYMBOLS_C):
+    for sym in (*FACTS.SHIM_SYMBOLS_CXX, *FACTS.SHIM_SYMBOLS_C):
         assert re.search(rf"\b{sym}\(", shim), sym
 
 
@@ -251,7 +254,8 @@ def test_config_without_a_cuda_entry_is_a_render_error(tmp_path: Path) -> None:
     root = make_project(tmp_path)
     pp = root / "pyproject.toml"
     pp.write_text(pp.read_text().replace('cuda = ["src/ggml-cuda/fattn-vec.cuh"]\n', ""))
-    with pytest.raises(RenderError, match="no CUDA entry for op 'flash_attn'"):
+    # Caught when the config loads (exit 2), before render: the op has no entry for the package's backends.
+    with pytest.raises(ConfigError, match="op 'flash_attn' has no entry file for any of the package's backends"):
         rendered(root)
 
 

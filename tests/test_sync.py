@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ from fixture_repos import (
     git,
     make_patch,
     make_project,
+    sync_project,
     tree_state,
 )
 from typer.testing import CliRunner
@@ -28,9 +32,10 @@ from toolkit.core import config
 from toolkit.core.errors import PatchError, UpstreamError, VendorStateError
 from toolkit.core.lock import read_lock, sha256_bytes
 from toolkit.sync.embedded import EMBEDDED, materialize_mini_upstream
-from toolkit.sync.stage import SyncRequest, run_sync
+from toolkit.sync.stage import SyncRequest
 
 runner = CliRunner()
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
@@ -54,7 +59,7 @@ def proj(tmp_path, up):
 
 
 def sync(cfg, **kw):
-    return run_sync(cfg, SyncRequest(**kw))
+    return sync_project(cfg, SyncRequest(**kw))
 
 
 def cli(cfg, *args):
@@ -159,6 +164,55 @@ def test_embedded_upstream_offline(tmp_path):
     assert sync(cfg).status == "unchanged"
     # and --upstream embedded needs no --rev: the miniature has one commit (master)
     assert sync(cfg, upstream=EMBEDDED).status == "unchanged"
+
+
+_FIRST_USE = """
+import os, sys, time
+from pathlib import Path
+from toolkit.sync.embedded import materialize_mini_upstream
+from toolkit.sync.upstream import Source
+ready, go = Path(sys.argv[1]), Path(sys.argv[2])
+ready.write_text("")
+while not go.exists():
+    time.sleep(0.002)
+path, commit = materialize_mini_upstream()
+for _ in range(10):  # read it the way sync does, while the others are still materialising theirs
+    src = Source(path, "embedded")
+    snap = src.snapshot(src.resolve("master"))
+    assert snap.commit == commit and snap.read("include/ggml.h"), "unreadable"
+    src.close()
+"""
+
+
+def test_embedded_first_use_by_concurrent_processes(tmp_path):
+    """Several projects using the embedded upstream for the first time at once, sharing one cache: each one
+    reads a complete repository (none deletes the one another reads), and one repository is left."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for round_ in range(3):
+        env["GGML_VENDOR_CACHE"] = str(tmp_path / f"cache{round_}")
+        sync_dir = tmp_path / f"sync{round_}"
+        sync_dir.mkdir()
+        go = sync_dir / "go"
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _FIRST_USE, str(sync_dir / f"ready{i}"), str(go)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for i in range(4)
+        ]
+        deadline = time.monotonic() + 60
+        while len(list(sync_dir.glob("ready*"))) < len(procs) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        go.write_text("")
+        outs = [p.communicate(timeout=120)[0] for p in procs]
+        failed = [out for p, out in zip(procs, outs, strict=True) if p.returncode != 0]
+        assert not failed, f"round {round_}: {len(failed)} of {len(procs)} failed:\n{failed[0]}"
+        built = Path(env["GGML_VENDOR_CACHE"]) / "mini-upstream"
+        assert len([p for p in built.iterdir() if not p.name.startswith(".")]) == 1
+        assert not [p for p in built.iterdir() if p.name.startswith(".mini-upstream-")], "staging left behind"
 
 
 def test_mirror_reads_locally_but_records_the_url(proj, up):
@@ -367,6 +421,25 @@ def test_noop_resync_writes_nothing(proj):
     res = cli(proj, "sync", "--rev", "v1")
     assert res.exit_code == 0 and "nothing written" in res.output
     assert tree_state(proj.root) == before
+
+
+@pytest.mark.parametrize("digits", [40, 12])
+def test_naming_the_pinned_commit_by_its_sha_is_a_noop(proj, up, digits):
+    """Pinned as `master`: `sync --rev <sha of that commit>` keeps the lock's rev, writing nothing at all."""
+    sync(proj, rev="master")
+    before = tree_state(proj.root)
+    sha = up.commits["v2"][:digits]
+    res = cli(proj, "sync", "--rev", sha)
+    assert res.exit_code == 0 and "nothing written" in res.output, res.output
+    assert tree_state(proj.root) == before  # the lock's bytes too: rev stays "master"
+    assert read_lock(proj.vendor_dir).rev == "master"
+    assert sync(proj, rev=sha).status == "unchanged"
+
+
+def test_naming_another_commit_by_sha_records_the_sha(proj, up):
+    sync(proj, rev="master")
+    sync(proj, rev=up.commits["v1"])
+    assert read_lock(proj.vendor_dir).rev == up.commits["v1"]
 
 
 def test_fresh_clone_resync_restores_sources_from_the_lock(proj):

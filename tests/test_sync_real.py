@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-from fixture_repos import git
+from fixture_repos import git, sync_project
 
 from toolkit.core import config
 from toolkit.core.lock import read_lock
-from toolkit.sync.stage import SyncRequest, run_sync
+from toolkit.sync.stage import SyncRequest
 
 pytestmark = pytest.mark.real_upstream
 REAL = os.environ.get("GGML_VENDOR_REAL_UPSTREAM")
@@ -104,10 +104,10 @@ def _project(tmp: Path, upstream: Path) -> config.Config:
 
 def _sync_twice(cfg) -> tuple[float, float, object]:
     t = time.perf_counter()
-    first = run_sync(cfg, SyncRequest(rev="HEAD"))
+    first = sync_project(cfg, SyncRequest(rev="HEAD"))
     t1 = time.perf_counter() - t
     t = time.perf_counter()
-    again = run_sync(cfg, SyncRequest(rev="HEAD"))
+    again = sync_project(cfg, SyncRequest(rev="HEAD"))
     t2 = time.perf_counter() - t
     assert first.status == "synced" and again.status == "unchanged" and again.written == ()
     return t1, t2, read_lock(cfg.vendor_dir)
@@ -161,10 +161,10 @@ def test_real_upstream_both_layouts(real_repo, llama_shaped, tmp_path):
 def test_real_upstream_pin_move_drift(real_repo, tmp_path):
     """Moving the pin back 40 commits and forward again lists the subset's commits with subjects."""
     cfg = _project(tmp_path / "p", real_repo)
-    run_sync(cfg, SyncRequest(rev="HEAD"))
+    sync_project(cfg, SyncRequest(rev="HEAD"))
     old = git(real_repo, f"--git-dir={_git_dir(real_repo)}", "rev-parse", "HEAD~40")
-    run_sync(cfg, SyncRequest(rev=old, force=True))
-    rep = run_sync(cfg, SyncRequest(rev="HEAD"))
+    sync_project(cfg, SyncRequest(rev=old, force=True))
+    rep = sync_project(cfg, SyncRequest(rev="HEAD"))
     assert rep.drift is not None and rep.drift.commits is not None
     print(
         f"\n{len(rep.drift.commits)} commits touched the subset in HEAD~40..HEAD; "

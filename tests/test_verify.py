@@ -340,8 +340,8 @@ def test_metallib_file_and_absence(tmp_path: Path) -> None:
     assert check_metal(v.name, v, "cuda", [so]) == []
 
 
-def test_required_metal_kernels_come_from_the_facts() -> None:
-    names = required_kernels()
+def test_required_metal_kernels_come_from_the_facts(repo_root: Path) -> None:
+    names = required_kernels(config.load(repo_root))
     assert "kernel_gated_delta_net_f32_1" in names and "kernel_gated_delta_net_f32_4" in names
     assert "kernel_flash_attn_ext_vec_reduce" in names and "kernel_flash_attn_ext_pad" in names
     assert any(n.startswith("kernel_flash_attn_ext_vec_f16_dk128_dv128") for n in names)

@@ -4,9 +4,10 @@ into exit codes. Command help texts are in toolkit/help.py."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -39,6 +40,47 @@ VerboseOpt = Annotated[
 VariantOpt = Annotated[
     list[str], typer.Option("--variant", help="Only variants whose name matches this glob (repeatable).")
 ]
+
+
+# A project may hold a family of packages ([tool.ggml-vendor.packages.<name>]); per-package commands take
+# `--package/-p NAME` (repeatable) and otherwise run for every package, the first one first.
+PackageOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--package",
+        "-p",
+        help="Only this package of the project (repeatable; default: every package, in pyproject.toml order).",
+        show_default=False,
+    ),
+]
+
+
+def for_each_package(project: Path | None, packages: list[str], body: Callable[[Any], None], *, as_json: bool) -> None:
+    """Run a command body once per selected package (a Config view each, toolkit.core.config.Config.selected).
+
+    One package selected: exactly the one-package command (same output, same JSON document). Several: a
+    heading per package on stderr and, with --json, one document {"packages": {name: document}}. The first
+    failure stops the loop; its one line names the package."""
+    from toolkit.core.config import load
+
+    views = load(project).selected(packages)
+    if len(views) == 1:
+        body(views[0])
+        return
+    docs: dict[str, Any] = {}
+    for view in views:
+        if not as_json:
+            ui.err.print(ui.labelled("package", "bold", view.name))
+        try:
+            with ui.collect_json() as collected:
+                body(view)
+        except VendorError as exc:
+            exc.message = f"package {view.name}: {exc.message}"
+            raise
+        if as_json:
+            docs[view.name] = collected[0] if len(collected) == 1 else collected
+    if as_json:
+        ui.emit_json({"packages": docs})
 
 
 NoWaitOpt = Annotated[

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "demo",
     "ci",
     "collect",
+    "init",
 )
 
 

@@ -173,7 +173,7 @@ print("DEMO" + json.dumps(out))
 
 def load_with_get_kernel(endpoint: str, repo: str, version: int, cache: Path) -> dict[str, Any]:
     """kernels.get_kernel(repo, version=N, trust_remote_code=True) in a fresh process against `endpoint`."""
-    from toolkit.publish.localhub import client_env
+    from toolkit.testing.localhub import client_env
 
     env = client_env(endpoint, cache)
     proc = subprocess.run(
@@ -263,7 +263,7 @@ def _publish(cfg: Config, variants: list[str], endpoint: str, say: Callable[[str
     from toolkit import publish
 
     request = publish.Request(tuple(variants), endpoint=endpoint, token=DEMO_TOKEN)
-    res = publish.execute(publish.plan(cfg, request), progress=say)
+    res = publish.execute(publish.plan(cfg, request, say), say)
     detail = (
         f"{res.target} branch v{cfg.version}: {len(res.commits)} commits, "
         f"{res.verified['files_checked']} files re-listed and matched"
@@ -300,7 +300,7 @@ def run_demo(
 ) -> DemoReport:
     """The pipeline in a fresh workspace, stage by stage. `upstream`/`rev` replace the embedded miniature
     with a real ggml or llama.cpp (a local clone or URL); `engine`/`toolchain` are `build`'s options."""
-    from toolkit.publish.localhub import HubServer, HubState
+    from toolkit.testing.localhub import HubServer, HubState
 
     say = say or (lambda _m: None)
     source = _source_project(project)

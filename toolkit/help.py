@@ -111,3 +111,17 @@ layout). Refuses, naming it, an artifact that is incomplete (files missing or no
 from another source tree (lock, build inputs or commit differ from this checkout), unverified, or that
 fails verify's checks again on this host; build/ is then unchanged. Otherwise swaps the variants in
 atomically (others in build/ are kept) and keeps each one's verification record. Exit 11 on a refusal."""
+
+INIT = """Add a package to this project: one more Hub kernel from the same pin and the same vendor/.
+
+Appends [tool.ggml-vendor.packages.NAME] to pyproject.toml (comments and layout kept) with its version,
+hub-repo and ops, and creates templates/NAME/ (a skeleton: build.toml, the torch binding, the ggml runtime
+shim, one CUDA unit per op including its upstream entry once, and facts.py for the ops' facts),
+variants/NAME.toml (a copy of the first package's matrix) and tests/test_<module>.py. The new config is
+validated before anything is written; --dry-run lists what would be written. Then: `ggml-vendor sync`
+(vendors the union of every package's closure) and `ggml-vendor render -p NAME`.
+
+Examples:
+  ggml-vendor init gguf-kernels --op mul_mat_vec=src/ggml-cuda/mmvq.cu --dry-run
+  ggml-vendor init gguf-kernels --op dequantize=cuda:src/ggml-cuda/convert.cu --hub-repo me/gguf-kernels
+"""

@@ -32,7 +32,7 @@ RAW_API int raw_gdn_launch(const float * q, const float * k, const float * v, co
 }
 
 // For benchmarks/patch_sweep.py: the patched vector path (vendor/patches) with a forced number of columns per
-// warp, instead of the launcher's choice. Sources without that path (upstream's) report it unavailable.
+// warp, instead of the launcher's choice; cols = -1: the chunked prefill kernel (bench_gdn_prefill.py). Sources without that path (upstream's) report it unavailable.
 #ifdef GGML_CUDA_GDN_VEC_AVAILABLE
 template <int C>
 static void raw_gdn_cols(const float * q, const float * k, const float * v, const float * g, const float * beta,
@@ -54,6 +54,16 @@ RAW_API int raw_gdn_launch_cols(const float * q, const float * k, const float * 
                                 int64_t sv1, int64_t sv2, int64_t sv3,
                                 int64_t sb1, int64_t sb2, int64_t sb3,
                                 int64_t neqk1, int64_t rq3, int cols, void * stream) {
+#ifdef GGML_CUDA_GDN_CHUNK_AVAILABLE
+    if (cols == -1) {  // the chunked prefill kernel (vendor/patches/0003), whatever the launcher would choose
+        RAW_GUARD({
+            launch_gated_delta_net_chunk(q, k, v, g, beta, state_in, out, state_out, H, n_tokens, n_seqs,
+                                         sq1, sq2, sq3, sv1, sv2, sv3, sb1, sb2, sb3, init_fastdiv_values(neqk1),
+                                         init_fastdiv_values(rq3), 1.0f / sqrtf((float) S_v), (cudaStream_t) stream);
+            CUDA_CHECK(cudaGetLastError());
+        })
+    }
+#endif // GGML_CUDA_GDN_CHUNK_AVAILABLE
 #ifdef GGML_CUDA_GDN_VEC_AVAILABLE
     RAW_GUARD({
         auto * const fn = cols == 4 ? raw_gdn_cols<4> : cols == 8 ? raw_gdn_cols<8> : cols == 16 ? raw_gdn_cols<16> : nullptr;

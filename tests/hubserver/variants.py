@@ -204,8 +204,11 @@ def provenance(
     patches: list[dict] | None = None,
     dirty: bool = False,
     url: str = "https://github.com/ggml-org/ggml",
+    checkout_dirty: bool | None = None,
 ) -> dict:
-    return {
+    """`dirty`: vendor/ differed from the lock; `checkout_dirty`: the repository had uncommitted changes
+    (provenance.kernel, which build writes when the project is a git checkout; None: not a checkout)."""
+    prov: dict = {
         "kernel-builder": {"version": f"ggml-vendor {__version__}"},
         "ggml-vendor": {
             "tool-version": __version__,
@@ -214,6 +217,9 @@ def provenance(
             "dirty": dirty,
         },
     }
+    if checkout_dirty is not None:
+        prov["kernel"] = {"commit": "c0ffee" + "0" * 34, "dirty": checkout_dirty}
+    return prov
 
 
 def write_metadata(

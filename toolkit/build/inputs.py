@@ -33,7 +33,7 @@ def _tuple(table: dict[str, Any], key: str) -> tuple[str, ...]:
 
 
 def validate_build_toml(root: Path, memo: Path | None, *, store: bool = True) -> None:
-    """kernels._rust.Build.open on the rendered build.toml; remembered per content hash because importing
+    """kernels' Build.open on the rendered build.toml; remembered per content hash because importing
     `kernels` costs half a second (a no-op build must stay fast). `store=False` reads the memo, never writes it."""
     text = (root / "build.toml").read_bytes()
     digest = hashlib.sha256(text).hexdigest()
@@ -43,7 +43,9 @@ def validate_build_toml(root: Path, memo: Path | None, *, store: bool = True) ->
                 return
         except (OSError, ValueError):
             pass
-    from kernels._rust import Build  # deferred: heavy import
+    from toolkit.core.kernels_bindings import kernels_type  # deferred: heavy import
+
+    Build = kernels_type("Build")
 
     try:
         Build.open(str(root))
@@ -143,7 +145,7 @@ def source_identity(root: Path, files: list[str]) -> str:
 def load_project(
     cfg: Config, *, memo: Path | None = None, tool_version: str = __version__, store: bool = True
 ) -> ProjectInputs:
-    root = cfg.root
+    root = cfg.package_root  # the package's rendered tree (the project root for the first package)
     path = root / "build.toml"
     if not path.is_file():
         raise BuildError(f"{path} does not exist", "run `ggml-vendor render` first")
@@ -158,7 +160,7 @@ def load_project(
         raise BuildError(
             f"build.toml names the kernel {name!r} but pyproject.toml says {cfg.name!r}", "re-run `ggml-vendor render`"
         )
-    module = name.replace("-", "_")
+    module = cfg.module
     for rel in ("torch-ext/registration.h", f"torch-ext/{module}/_ops.py"):
         if not (root / rel).is_file():  # render writes both; the build keeps no second copy of either
             raise BuildError(f"{rel} does not exist", "run `ggml-vendor render` (it writes the torch-ext/ files)")
@@ -177,6 +179,7 @@ def load_project(
         python_files=python_files(root, module, _tuple(torch, "pyext")),
         source_id="0" * 64,
         tool_version=tool_version,
+        out_base=Path(os.path.relpath(cfg.build_dir, root)).as_posix(),
     )
     from dataclasses import replace
 

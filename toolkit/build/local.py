@@ -347,7 +347,7 @@ class LocalExecutor:
         f = self.gen_dir / GLIBC_COMPAT_C
         if not f.is_file() or f.read_text() != GLIBC_COMPAT:
             f.write_text(GLIBC_COMPAT)
-        clean_stale_stages(self.root / "build")
+        clean_stale_stages(self.root / self.plan.project.out_base)
         self._materialize_cublas(variants)
 
     def _schedule(self, run: _Run) -> None:
@@ -577,7 +577,9 @@ class LocalExecutor:
             for rel, data in py.items():
                 (stage / rel).parent.mkdir(parents=True, exist_ok=True)
                 (stage / rel).write_bytes(data)
-            from kernels._rust import Digest, DigestAlgorithm, Metadata  # deferred: heavy import
+            from toolkit.core.kernels_bindings import kernels_types  # deferred: heavy import
+
+            Digest, DigestAlgorithm, Metadata = kernels_types("Digest", "DigestAlgorithm", "Metadata")
 
             digest = Digest.hash_variant(DigestAlgorithm.SHA256, str(stage))  # computed last
             meta["digest"] = {"algorithm": "sha256", "files": dict(sorted(digest.files.items()))}

@@ -32,6 +32,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from toolkit.build import metallib as mtlb
 from toolkit.core import ggml_facts as facts
@@ -105,20 +106,12 @@ def metal_sources(lock) -> MetalSources:  # lock: toolkit.core.lock.Lock (duck-t
     return MetalSources(layout, tuple(entries), tuple(headers))
 
 
-def required_kernels(ops: Iterable[str]) -> tuple[str, ...]:
-    """Every Metal function the binding may look up for these ops (what the metallib must contain)."""
-    names: list[str] = []
-    ops = set(ops)
-    if "gated_delta_net" in ops:
-        names += [facts.GDN_METAL_KERNEL.format(nsg=d // facts.METAL_GDN_LANES) for d in facts.GDN_METAL_HEAD_DIMS]
-    if "flash_attn" in ops:
-        names += [
-            facts.FA_VEC_METAL_KERNEL.format(t=t, dk=dk, dv=dv)
-            for t in facts.METAL_FA_VEC_KV_TYPES
-            for dk, dv in facts.METAL_FA_VEC_HEAD_DIMS
-        ]
-        names += [facts.FA_VEC_REDUCE_METAL_KERNEL, facts.FA_PAD_METAL_KERNEL]
-    return tuple(names)
+def required_kernels(ops: Iterable[str], op_facts: Any) -> tuple[str, ...]:
+    """Every Metal function the binding may look up for these ops (what the metallib must contain): the
+    package facts' METAL_KERNELS (op -> names), in its order."""
+    wanted = set(ops)
+    table = getattr(op_facts, "own", {}).get("METAL_KERNELS", {})
+    return tuple(name for op, names in table.items() if op in wanted for name in names)
 
 
 # --- the host ------------------------------------------------------------------------------------------

@@ -69,6 +69,9 @@ class ProjectInputs:
     python_files: tuple[str, ...]  # relative to torch-ext/<module>/
     source_id: str  # sha256 over every build input file; the op id's uid is its first 7 hex digits
     tool_version: str = __version__
+    # Where variants land, relative to `root`: "build" for the first package (rendered at the project root),
+    # "../../build/<package>" for one rendered at packages/<package> (build/<package>/<variant>/).
+    out_base: str = "build"
 
     @property
     def uid(self) -> str:
@@ -421,7 +424,7 @@ def plan_variant(
     """The steps of one variant. Off-host variants get the same shape with symbolic tool paths and
     runnable=False, so --dry-run shows the whole matrix."""
     ops_id = project.ops_id(variant.backend)
-    out_dir = f"build/{variant.name}"
+    out_dir = f"{project.out_base}/{variant.name}"
     sections = project.sections(variant.backend)
     if not sections:
         reason = status.reason or f'build.toml has no [kernel.*] section with backend = "{variant.backend}"'

@@ -332,7 +332,7 @@ def _remember(planned: BuildPlanned) -> None:
     and the zig wrapper dirs the plan computed."""
     from toolkit.build.zig import materialize
 
-    remember_validated(planned.cfg.root, planned.cache / "validated-build-toml.json")
+    remember_validated(planned.plan.project.root, planned.cache / "validated-build-toml.json")
     for v in planned.plan.buildable():
         if v.status.env is not None:
             remember_probe(v.status.env, planned.cache / "torch-envs.json")
@@ -380,11 +380,10 @@ def execute(planned: BuildPlanned, log: Log = quiet) -> BuildReport:
 def _local_executor(planned: BuildPlanned, jobs: int) -> LocalExecutor:
     from toolkit.build.cache import BuildCache
 
-    root = planned.cfg.root
-    prov = read_provenance(root)
+    prov = read_provenance(planned.cfg.root)  # the project's pin and HEAD, whichever package
     return LocalExecutor(
         planned.plan,
-        BuildCache(planned.cache, root),
+        BuildCache(planned.cache, planned.plan.project.root),  # the package's rendered tree: steps are relative to it
         jobs=jobs,
         provenance=prov,
         log_dir=planned.cache / "logs",

@@ -212,8 +212,10 @@ def local_identity(cfg: Config) -> TreeIdentity:
 
 def _completeness(variant_dir: Path, meta: dict[str, Any]) -> str | None:
     """Why the variant's files are not exactly what its metadata.json digest lists, or None. The hashes are
-    kernels' own (`kernels._rust.Digest`, what the build wrote and what `kernels` checks)."""
-    from kernels._rust import Digest, DigestAlgorithm  # type: ignore[import-not-found]
+    kernels' own (kernels' `Digest`, what the build wrote and what `kernels` checks)."""
+    from toolkit.core.kernels_bindings import kernels_types
+
+    Digest, DigestAlgorithm = kernels_types("Digest", "DigestAlgorithm")
 
     digest = meta.get("digest")
     files = digest.get("files") if isinstance(digest, dict) else None

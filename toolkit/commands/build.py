@@ -8,13 +8,24 @@ import typer
 from rich.markup import escape
 
 from toolkit import help as help_text
-from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VariantOpt, VerboseOpt, app, run_guarded
+from toolkit.app import (
+    DryRunOpt,
+    JsonOpt,
+    Locked,
+    NoWaitOpt,
+    PackageOpt,
+    ProjectOpt,
+    VariantOpt,
+    VerboseOpt,
+    app,
+    for_each_package,
+    run_guarded,
+)
 from toolkit.core import ui
-from toolkit.core.config import load
 
 
 def _build(
-    project,  # type: ignore[no-untyped-def]
+    cfg,  # type: ignore[no-untyped-def]
     all_variants: bool,
     patterns: list[str],
     jobs: int | None,
@@ -28,7 +39,6 @@ def _build(
 ) -> None:
     from toolkit import build as build_stage  # deferred: keeps CLI start-up light
 
-    cfg = load(project)
     request = build_stage.Request(
         all_variants,
         tuple(patterns),
@@ -71,6 +81,7 @@ def _print(lines: list[str]) -> None:
 @app.command("build", help=help_text.BUILD)
 def build(
     project: ProjectOpt = None,
+    package: PackageOpt = [],  # noqa: B006
     all_variants: Annotated[bool, typer.Option("--all", help="Every variant of the matrix (variants/*.toml).")] = False,
     variant: VariantOpt = [],  # noqa: B006
     jobs: Annotated[
@@ -124,18 +135,13 @@ def build(
     no_wait: NoWaitOpt = False,
 ) -> None:
     run_guarded(
-        _build,
+        for_each_package,
         project,
-        all_variants,
-        variant,
-        jobs,
-        dry_run,
-        json_,
-        create_envs,
-        verbose,
-        engine,
-        toolchain,
-        provision,
+        package,
+        lambda cfg: _build(
+            cfg, all_variants, variant, jobs, dry_run, json_, create_envs, verbose, engine, toolchain, provision
+        ),
+        as_json=json_,
         verbose=verbose,
         lock=Locked(project, "build", no_wait, shared=dry_run),
     )

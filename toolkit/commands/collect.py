@@ -10,9 +10,10 @@ from rich.table import Table
 from rich.text import Text
 
 from toolkit import help as help_text
-from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
+from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, PackageOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import ui
 from toolkit.core.config import load
+from toolkit.core.errors import ConfigError
 
 
 def _table(report) -> Table:  # type: ignore[no-untyped-def]
@@ -36,10 +37,16 @@ def _table(report) -> Table:  # type: ignore[no-untyped-def]
     return table
 
 
-def _collect(project, artifacts: list[Path], dry_run: bool, as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
+def _collect(project, package: list[str], artifacts: list[Path], dry_run: bool, as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
     from toolkit.ci.collect import CollectError, collect  # deferred: keeps CLI start-up light
 
-    cfg = load(project)
+    views = load(project).selected(package)
+    if len(views) > 1:
+        raise ConfigError(
+            f"the project holds {len(views)} packages and artifacts go into one package's build/",
+            f"add --package NAME (one of {', '.join(v.name for v in views)})",
+        )
+    cfg = views[0]
     try:
         with ui.task("collecting artifacts", verbose=verbose, quiet=as_json) as t:
             report = collect(cfg, artifacts, dry_run=dry_run, progress=lambda name: t.log(f"checking {name}"))
@@ -68,6 +75,7 @@ def collect_cmd(
         list[Path], typer.Argument(help="Artifact directories or .zip files, or directories holding them.")
     ],
     project: ProjectOpt = None,
+    package: PackageOpt = [],  # noqa: B006
     dry_run: DryRunOpt = False,
     json_: JsonOpt = False,
     verbose: VerboseOpt = False,
@@ -76,6 +84,7 @@ def collect_cmd(
     run_guarded(
         _collect,
         project,
+        package,
         artifacts,
         dry_run,
         json_,

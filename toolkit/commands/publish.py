@@ -8,14 +8,27 @@ from typing import Annotated
 import typer
 
 from toolkit import help as help_text
-from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
-from toolkit.core import config, ui
+from toolkit.app import (
+    DryRunOpt,
+    JsonOpt,
+    Locked,
+    NoWaitOpt,
+    PackageOpt,
+    ProjectOpt,
+    VerboseOpt,
+    app,
+    for_each_package,
+    run_guarded,
+)
+from toolkit.core import ui
+from toolkit.core.errors import ConfigError
 
 
 @app.command("publish", help=help_text.PUBLISH)
 def publish(
     variants: Annotated[list[str] | None, typer.Argument(help="Variant names under build/ (default: all).")] = None,
     project: ProjectOpt = None,
+    package: PackageOpt = [],  # noqa: B006
     json_out: JsonOpt = False,
     dry_run: DryRunOpt = False,
     repo: Annotated[
@@ -48,8 +61,13 @@ def publish(
     verbose: VerboseOpt = False,
     no_wait: NoWaitOpt = False,
 ) -> None:
-    def body() -> None:
-        cfg = config.load(project)
+    def body(cfg) -> None:  # type: ignore[no-untyped-def]
+        for flag, value in (("--repo", repo), ("--report", report)):
+            if value is not None and len(cfg.selected(package)) > 1:
+                raise ConfigError(
+                    f"{flag} names one target but several packages are selected",
+                    "add --package NAME (each package publishes to its own hub-repo, reports into its build/)",
+                )
         from toolkit import publish as publish_stage
 
         request = publish_stage.Request(
@@ -63,8 +81,8 @@ def publish(
             report=report,
         )
         with ui.task("publishing", verbose=verbose or not json_out, quiet=json_out) as task:
-            plan = publish_stage.plan(cfg, request, progress=task.log)
-            result = plan.preview if dry_run else publish_stage.execute(plan, progress=task.log)
+            plan = publish_stage.plan(cfg, request, task.log)
+            result = plan.preview if dry_run else publish_stage.execute(plan, task.log)
         if json_out:
             ui.emit_json(result.to_json())
             return
@@ -89,4 +107,12 @@ def publish(
                 f"report: {result.report_path}",
             )
 
-    run_guarded(body, verbose=verbose, lock=Locked(project, "publish", no_wait, shared=dry_run))
+    run_guarded(
+        for_each_package,
+        project,
+        package,
+        body,
+        as_json=json_out,
+        verbose=verbose,
+        lock=Locked(project, "publish", no_wait, shared=dry_run),
+    )

@@ -8,8 +8,18 @@ import typer
 
 from toolkit import help as help_text
 from toolkit import render as render_stage
-from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
-from toolkit.core import config as config_mod
+from toolkit.app import (
+    DryRunOpt,
+    JsonOpt,
+    Locked,
+    NoWaitOpt,
+    PackageOpt,
+    ProjectOpt,
+    VerboseOpt,
+    app,
+    for_each_package,
+    run_guarded,
+)
 from toolkit.core import ui
 from toolkit.core.errors import RenderError
 
@@ -23,9 +33,13 @@ CheckOpt = Annotated[
 ]
 
 
-def _render(project, check: bool, dry_run: bool, as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
-    cfg = config_mod.load(project)
-    with ui.task("rendering templates", verbose=verbose, quiet=as_json):
+def _shown(cfg, path: str) -> str:  # type: ignore[no-untyped-def]
+    """A rendered path as the user sees it: relative to the project root (packages/<name>/... for a later package)."""
+    return (cfg.package_root / path).relative_to(cfg.root).as_posix()
+
+
+def _render(cfg, check: bool, dry_run: bool, as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
+    with ui.task(f"rendering templates of {cfg.name}", verbose=verbose, quiet=as_json):
         plan = render_stage.plan(cfg)
     if check or dry_run:
         drift = render_stage.check(plan)
@@ -33,44 +47,47 @@ def _render(project, check: bool, dry_run: bool, as_json: bool, verbose: bool) -
             ui.emit_json(
                 {
                     "ok": not drift,
-                    "files": [f.path for f in plan.files],
-                    "drift": [{"path": d.path, "kind": d.kind} for d in drift],
+                    "files": [_shown(cfg, f.path) for f in plan.files],
+                    "drift": [{"path": _shown(cfg, d.path), "kind": d.kind} for d in drift],
                 }
             )
         else:
             for d in drift:
-                ui.out.print(f"{d.kind:8} {d.path}")
+                ui.out.print(f"{d.kind:8} {_shown(cfg, d.path)}")
             if verbose:
                 for f in plan.files:
-                    ui.out.print(f"  {f.path}  [dim]<- templates/{f.template}[/]", markup=True)
+                    ui.out.print(
+                        f"  {_shown(cfg, f.path)}  [dim]<- {cfg.package.templates}/{f.template}[/]", markup=True
+                    )
         if check and drift:
-            names = ", ".join(f"{d.path} ({d.kind})" for d in drift)
+            names = ", ".join(f"{_shown(cfg, d.path)} ({d.kind})" for d in drift)
             raise RenderError(
                 f"generated files are out of date: {names}",
                 "run `ggml-vendor render` and commit the result (never edit generated files)",
             )
         if not as_json and not drift:
-            ui.out.print(f"{len(plan.files)} generated files are up to date")
+            ui.out.print(f"{len(plan.files)} generated files of {cfg.name} are up to date")
         return
     report = render_stage.execute(plan)
     if as_json:
         ui.emit_json(
             {
                 "ok": True,
-                "files": [f.path for f in plan.files],
-                "changed": [{"path": d.path, "kind": d.kind} for d in report.changed],
+                "files": [_shown(cfg, f.path) for f in plan.files],
+                "changed": [{"path": _shown(cfg, d.path), "kind": d.kind} for d in report.changed],
             }
         )
         return
     for d in report.changed:
         verb = "removed" if d.kind == "orphan" else "wrote"
-        ui.out.print(f"{verb:8} {d.path}")
-    ui.out.print(f"{len(plan.files)} generated files, {len(report.changed)} changed")
+        ui.out.print(f"{verb:8} {_shown(cfg, d.path)}")
+    ui.out.print(f"{len(plan.files)} generated files of {cfg.name}, {len(report.changed)} changed")
 
 
 @app.command("render", help=help_text.RENDER)
 def render(
     project: ProjectOpt = None,
+    package: PackageOpt = [],  # noqa: B006
     check: CheckOpt = False,
     dry_run: DryRunOpt = False,
     as_json: JsonOpt = False,
@@ -78,12 +95,11 @@ def render(
     no_wait: NoWaitOpt = False,
 ) -> None:
     run_guarded(
-        _render,
+        for_each_package,
         project,
-        check,
-        dry_run,
-        as_json,
-        verbose,
+        package,
+        lambda cfg: _render(cfg, check, dry_run, as_json, verbose),
+        as_json=as_json,
         verbose=verbose,
         lock=Locked(project, "render", no_wait, shared=check or dry_run),
     )

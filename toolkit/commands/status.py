@@ -53,6 +53,8 @@ def status_doc(cfg: config.Config) -> dict[str, object]:
         "findings": [f.to_json() for f in findings],
         "patches": patches,
         "closures": {op: {b: len(v) for b, v in per.items()} for op, per in lock.closures.items()} if lock else {},
+        # Each package of the project with the number of vendored files it needs (one pin, one vendor/).
+        "packages": {p: len(lock.package_files(p)) if lock else 0 for p in cfg.package_names()},
         # The license inventory: SPDX ids from the lock, notice texts read back from the vendored files.
         "licenses": {
             lic.path: {
@@ -86,6 +88,9 @@ def status(
             )
             ops = ", ".join(f"{op}/{b} {n}" for op, per in doc["closures"].items() for b, n in per.items())  # type: ignore[union-attr]
             ui.out.print(f"files   {doc['files']} ({ops})")
+            if len(doc["packages"]) > 1:  # type: ignore[arg-type]
+                needs = ", ".join(f"{p} {n}" for p, n in doc["packages"].items())  # type: ignore[union-attr]
+                ui.out.print(f"        files needed per package: {needs}")
             if verbose:
                 ui.out.print(f"        locked by ggml-vendor {doc['tool_version']}")
             for path, lic in doc["licenses"].items():  # type: ignore[union-attr]

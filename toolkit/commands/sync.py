@@ -147,13 +147,20 @@ def sync(
             drop_upstreamed=drop_upstreamed,
             wait=not no_wait,
         )
-        with ui.task("sync", verbose=verbose, quiet=as_json) as task:
-            plan = sync_stage.plan(cfg, req, progress=task.log)
-            report = plan.dry_run_report() if dry_run else sync_stage.execute(plan, progress=task.log)
-        if as_json:
-            ui.emit_json(report.to_json())
-        else:
-            _print_report(report, verbose)
+        plan = None
+        try:
+            with ui.task("sync", verbose=verbose, quiet=as_json) as task:
+                plan = sync_stage.plan(cfg, req, task.log)
+                report = plan.dry_run_report() if dry_run else sync_stage.execute(plan, task.log)
+            if as_json:
+                ui.emit_json(report.to_json())
+            else:
+                _print_report(report, verbose)
+        except KeyboardInterrupt:
+            if plan is None or dry_run:
+                raise  # nothing was written: the previous state was kept
+            # Once a plan may have been carried out, say what vendor/ holds (the swap may be done).
+            raise sync_stage.interrupted(plan) from None
 
     # Held from reading the current pin to printing the report: "already at A" is judged under the lock.
     run_guarded(body, verbose=verbose, lock=Locked(project, "sync", no_wait=no_wait, shared=check or dry_run))

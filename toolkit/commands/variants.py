@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from toolkit import help as help_text
-from toolkit.app import JsonOpt, ProjectOpt, VariantOpt, VerboseOpt, app, run_guarded
+from toolkit.app import JsonOpt, PackageOpt, ProjectOpt, VariantOpt, VerboseOpt, app, for_each_package, run_guarded
 from toolkit.core import ui
-from toolkit.core.config import load
 
 
 def engine_for(v, st, nix_ok: bool, host_system: str, matrix=None) -> str:  # type: ignore[no-untyped-def]
@@ -21,23 +20,21 @@ def engine_for(v, st, nix_ok: bool, host_system: str, matrix=None) -> str:  # ty
     return engine_label(v, matrix)
 
 
-def _variants(project, patterns: list[str], as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
+def _variants(cfg, patterns: list[str], as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
     from toolkit.build.envs import detect_host, probe_nix  # deferred: keeps CLI start-up light
     from toolkit.build.matrix import load_matrix
     from toolkit.build.provision import installs_for
     from toolkit.build.report import table_lines, wrapped
     from toolkit.build.stage import judge_one
 
-    cfg = load(project)
     matrix = load_matrix(cfg.variants_file)
     host = detect_host()
     build_backends = None
-    if (cfg.root / "build.toml").is_file():
+    build_toml = cfg.package_root / "build.toml"
+    if build_toml.is_file():
         import tomlkit
 
-        build_backends = (
-            tomlkit.parse((cfg.root / "build.toml").read_text()).unwrap().get("general", {}).get("backends")
-        )
+        build_backends = tomlkit.parse(build_toml.read_text()).unwrap().get("general", {}).get("backends")
     enabled = tuple(b for b in cfg.backends if build_backends is None or b in build_backends)
     nix_ok = bool(host.nix) and probe_nix(host.nix).usable
     rows = []
@@ -95,8 +92,16 @@ def _variants(project, patterns: list[str], as_json: bool, verbose: bool) -> Non
 @app.command("variants", help=help_text.VARIANTS)
 def variants(
     project: ProjectOpt = None,
+    package: PackageOpt = [],  # noqa: B006
     variant: VariantOpt = [],  # noqa: B006
     json_: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    run_guarded(_variants, project, variant, json_, verbose, verbose=verbose)
+    run_guarded(
+        for_each_package,
+        project,
+        package,
+        lambda cfg: _variants(cfg, variant, json_, verbose),
+        as_json=json_,
+        verbose=verbose,
+    )

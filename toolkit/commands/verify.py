@@ -9,8 +9,19 @@ from rich.table import Table
 from rich.text import Text
 
 from toolkit import help as help_text
-from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
-from toolkit.core import config, ui
+from toolkit.app import (
+    DryRunOpt,
+    JsonOpt,
+    Locked,
+    NoWaitOpt,
+    PackageOpt,
+    ProjectOpt,
+    VerboseOpt,
+    app,
+    for_each_package,
+    run_guarded,
+)
+from toolkit.core import ui
 from toolkit.core.errors import VerifyError
 
 _STYLE = {"pass": "green", "fail": "red", "warn": "yellow", "skip": "dim"}
@@ -31,6 +42,7 @@ def render_table(report) -> Table:  # type: ignore[no-untyped-def]
 def verify(
     variants: Annotated[list[str] | None, typer.Argument(help="Variant names under build/ (default: all).")] = None,
     project: ProjectOpt = None,
+    package: PackageOpt = [],  # noqa: B006
     json_out: JsonOpt = False,
     no_smoke: Annotated[bool, typer.Option("--no-smoke", help="Skip the get_local_kernel import test.")] = False,
     host_toolchain: Annotated[
@@ -54,10 +66,9 @@ def verify(
     verbose: VerboseOpt = False,
     no_wait: NoWaitOpt = False,
 ) -> None:
-    def body() -> None:
+    def body(cfg) -> None:  # type: ignore[no-untyped-def]
         from toolkit import verify as verify_stage
 
-        cfg = config.load(project)
         options = verify_stage.VerifyOptions(
             smoke=not no_smoke, host_toolchain_ok=host_toolchain, conformance=not no_conformance
         )
@@ -69,7 +80,8 @@ def verify(
                 for line in plan.lines():
                     ui.out.print(line, markup=False)
             return
-        with ui.task("verifying build/ variants", verbose=verbose, quiet=json_out) as task:
+        where = cfg.build_dir.relative_to(cfg.root).as_posix()
+        with ui.task(f"verifying {where}/ variants of {cfg.name}", verbose=verbose, quiet=json_out) as task:
             report = verify_stage.execute(plan, progress=task.log)
         if json_out:
             ui.emit_json(report.to_json())
@@ -86,4 +98,12 @@ def verify(
         if not json_out:
             ui.note("verified", f"{len(report.variants)} variant(s); publish may ship them")
 
-    run_guarded(body, verbose=verbose, lock=Locked(project, "verify", no_wait, shared=dry_run))
+    run_guarded(
+        for_each_package,
+        project,
+        package,
+        body,
+        as_json=json_out,
+        verbose=verbose,
+        lock=Locked(project, "verify", no_wait, shared=dry_run),
+    )

@@ -5,8 +5,9 @@ Edits go through tomlkit so that comments and layout in pyproject.toml survive (
 
 from __future__ import annotations
 
+import difflib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,74 @@ class Op:
     entries: dict[str, tuple[Entry, ...]]  # backend -> entry files
 
 
+# Keys of the shared table ([tool.ggml-vendor]): the project's upstream and defaults, and the first package.
+SHARED_KEYS = (
+    "name",
+    "version",
+    "license",
+    "hub-repo",
+    "upstream",
+    "variants",
+    "backends",
+    "cuda-archs",
+    "rocm-archs",
+    "ops",
+)
+# Keys of [tool.ggml-vendor.packages.<name>]: everything that makes a package other than the shared pin.
+PACKAGE_KEYS = (
+    "version",
+    "hub-repo",
+    "module",
+    "templates",
+    "root",
+    "variants",
+    "backends",
+    "cuda-archs",
+    "rocm-archs",
+    "ops",
+)
+# Where the first package keeps its parts (the repository top level); later packages default to
+# templates/<name>, packages/<name> and variants/<name>.toml.
+FIRST_TEMPLATES = "templates"
+FIRST_ROOT = "."
+FIRST_VARIANTS = "variants/default.toml"
+# Lock keys of a later package's ops are qualified with the package name (the first package's stay bare, so
+# its lock is unchanged): "<package>:<op>".
+KEY_SEPARATOR = ":"
+
+
+@dataclass(frozen=True)
+class Package:
+    """One kernel package of the project: its Hub identity, templates, render root, matrix and ops."""
+
+    name: str
+    version: int
+    hub_repo: str
+    module: str
+    templates: str  # relative to the project root (POSIX)
+    root: str  # where render writes build.toml, torch-ext/, csrc/ ("." for the first package)
+    variants: str
+    backends: tuple[str, ...]
+    cuda_archs: tuple[str, ...]
+    ops: tuple[Op, ...]
+    first: bool = False
+    rocm_archs: tuple[str, ...] = ()  # () : kernel-builder's list (ggml_facts.ROCM_ARCHS)
+
+    def key(self, op: str) -> str:
+        """The op's key in vendor/UPSTREAM (entries, closures, needed-by, behaviour)."""
+        return op if self.first else f"{self.name}{KEY_SEPARATOR}{op}"
+
+    @property
+    def build_subdir(self) -> str:
+        """build/<variant>/ for the first package (as before families), build/<package>/<variant>/ for others."""
+        return "" if self.first else self.name
+
+
 @dataclass(frozen=True)
 class Config:
+    """The project as one package sees it: shared fields (root, license, upstream) plus the package's own.
+    `load` returns the first package's view; `for_package(name)` any other; `packages` lists them all."""
+
     root: Path
     name: str
     version: int
@@ -49,35 +116,126 @@ class Config:
     backends: tuple[str, ...]
     cuda_archs: tuple[str, ...]
     ops: tuple[Op, ...]
-    extra: dict[str, Any] = field(default_factory=dict)
+    rocm_archs: tuple[str, ...] = ()  # () : kernel-builder's list (ggml_facts.ROCM_ARCHS)
+    packages: tuple[Package, ...] = ()
+    package_name: str = ""  # the package this view is of ("" only for a hand-made Config: the first)
+
+    @property
+    def package(self) -> Package:
+        """The package this view is of."""
+        return next((p for p in self.packages if p.name == (self.package_name or self.name)), self._as_package())
+
+    def _as_package(self) -> Package:
+        return Package(
+            self.name,
+            self.version,
+            self.hub_repo,
+            self.name.replace("-", "_"),
+            FIRST_TEMPLATES,
+            FIRST_ROOT,
+            FIRST_VARIANTS,
+            self.backends,
+            self.cuda_archs,
+            self.ops,
+            first=True,
+        )
+
+    @property
+    def is_first(self) -> bool:
+        return self.package.first
 
     @property
     def module(self) -> str:
-        """Python module name of the kernel package (kernel-builder: name with - -> _)."""
-        return self.name.replace("-", "_")
+        """Python module name of the kernel package (kernel-builder: name with - -> _, unless configured)."""
+        return self.package.module
 
     @property
     def vendor_dir(self) -> Path:
         return self.root / "vendor"
 
     @property
+    def package_root(self) -> Path:
+        """Where this package's build.toml, torch-ext/ and csrc/ are rendered (the project root for the first)."""
+        return self.root / self.package.root if self.package.root != FIRST_ROOT else self.root
+
+    @property
     def build_dir(self) -> Path:
-        return self.root / "build"
+        sub = self.package.build_subdir
+        return self.root / "build" / sub if sub else self.root / "build"
 
     @property
     def templates_dir(self) -> Path:
-        return self.root / "templates"
+        return self.root / self.package.templates
+
+    def lock_key(self, op: str) -> str:
+        return self.package.key(op)
+
+    def package_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.packages) or (self.name,)
+
+    def for_package(self, name: str) -> Config:
+        """This project seen as package `name`; ConfigError naming the nearest package otherwise."""
+        pkg = next((p for p in self.packages if p.name == name), None)
+        if pkg is None:
+            raise ConfigError(
+                f"no package {name!r} in [tool.{TABLE}]{_nearest(name, self.package_names())}",
+                f"use one of {', '.join(self.package_names())}",
+            )
+        return replace(
+            self,
+            name=pkg.name,
+            version=pkg.version,
+            hub_repo=pkg.hub_repo,
+            variants_file=self.root / pkg.variants,
+            backends=pkg.backends,
+            cuda_archs=pkg.cuda_archs,
+            ops=pkg.ops,
+            rocm_archs=pkg.rocm_archs,
+            package_name=pkg.name,
+        )
+
+    def selected(self, names: tuple[str, ...] | list[str] | None = None) -> tuple[Config, ...]:
+        """One view per package named (every package, in config order, when `names` is empty or None)."""
+        wanted = list(dict.fromkeys(names or ()))
+        if not wanted:
+            return tuple(self.for_package(n) for n in self.package_names()) if self.packages else (self,)
+        return tuple(self.for_package(n) for n in wanted)
 
     def entries_for(self, backends: tuple[str, ...] | None = None) -> list[tuple[str, str, Entry]]:
-        """(op, backend, entry) for every enabled backend, in config order."""
+        """(op, backend, entry) of this package for every enabled backend, in config order."""
         wanted = backends or self.backends
         return [
             (op.name, backend, entry)
             for op in self.ops
             for backend, entries in op.entries.items()
-            if backend in wanted
+            if backend in wanted and backend in self.backends
             for entry in entries
         ]
+
+    def all_entries(self, backends: tuple[str, ...] | None = None) -> list[tuple[str, str, Entry]]:
+        """(lock key, backend, entry) of every package: what one sync extracts (the union of the closures)."""
+        if not self.packages:
+            return self.entries_for(backends)
+        return [
+            (pkg.key(op.name), backend, entry)
+            for pkg in self.packages
+            for op in pkg.ops
+            for backend, entries in op.entries.items()
+            if backend in pkg.backends and (not backends or backend in backends)
+            for entry in entries
+        ]
+
+    def package_of_key(self, key: str) -> str:
+        """The package an op key of the lock belongs to (the first package's keys are bare op names)."""
+        head, sep, _ = key.partition(KEY_SEPARATOR)
+        if sep and any(p.name == head for p in self.packages):
+            return head
+        return self.packages[0].name if self.packages else self.name
+
+
+def _nearest(word: str, choices: tuple[str, ...] | list[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def parse_toml(path: Path) -> tomlkit.TOMLDocument:
@@ -135,38 +293,168 @@ def _parse_entries(op: str, backend: str, raw: Any, where: str) -> tuple[Entry, 
     return tuple(entries)
 
 
+def _check_keys(table: dict[str, Any], known: tuple[str, ...], where: str) -> None:
+    """Refuse a key the tool does not read (a typo would otherwise be ignored silently)."""
+    for key in table:
+        if key not in known:
+            raise ConfigError(
+                f"{where}: unknown key {key!r}{_nearest(key, known)}",
+                f"valid keys: {', '.join(known)}",
+            )
+
+
+def _parse_backends(raw: Any, allowed: tuple[str, ...], where: str, key: str = "backends") -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(b, str) for b in raw):
+        raise ConfigError(f"{where}: '{key}' must be a list of backend names, got {raw!r}", "fix pyproject.toml")
+    for b in raw:
+        if b not in allowed:
+            raise ConfigError(
+                f"{where}: unknown backend {b!r}{_nearest(b, allowed)}", f"use one of {', '.join(allowed)}"
+            )
+    return tuple(raw)
+
+
+def _parse_ops(raw: Any, backends: tuple[str, ...], where: str) -> tuple[Op, ...]:
+    """The ops table: op -> backend -> entry files; every op needs an entry for one of `backends`."""
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigError(f"{where}: 'ops' must hold at least one [ops.<name>] table", "fix pyproject.toml")
+    ops = []
+    for op_name, per_backend in raw.items():
+        if not isinstance(per_backend, dict):
+            raise ConfigError(f"{where}: ops.{op_name} must be a table", "fix pyproject.toml")
+        for b in per_backend:
+            if b not in KNOWN_BACKENDS:
+                raise ConfigError(
+                    f"{where}: ops.{op_name}: unknown backend {b!r}{_nearest(b, KNOWN_BACKENDS)}",
+                    f"use one of {', '.join(KNOWN_BACKENDS)}",
+                )
+        entries = {b: _parse_entries(op_name, b, v, where) for b, v in per_backend.items()}
+        # rocm builds the CUDA sources as HIP, so a cuda entry serves it.
+        served = {b for b in entries} | ({"rocm"} if "cuda" in entries else set())
+        if not served & set(backends):
+            raise ConfigError(
+                f"{where}: op {op_name!r} has no entry file for any of the package's backends ({', '.join(backends)})",
+                f'add e.g. cuda = ["src/ggml-cuda/<file>.cu"] to the ops.{op_name} table, or drop the op',
+            )
+        ops.append(Op(op_name, entries))
+    return tuple(ops)
+
+
+def _first_package(table: dict[str, Any], where: str) -> Package:
+    name = _require(table, "name", str, where)
+    _check_name(name, where)
+    backends = _parse_backends(_require(table, "backends", list, where), KNOWN_BACKENDS, where)
+    return Package(
+        name=name,
+        version=_require(table, "version", int, where),
+        hub_repo=_require(table, "hub-repo", str, where),
+        module=name.replace("-", "_"),
+        templates=FIRST_TEMPLATES,
+        root=FIRST_ROOT,
+        variants=_rel_path(table.get("variants", FIRST_VARIANTS), "variants", where),
+        backends=backends,
+        cuda_archs=_archs(table.get("cuda-archs", ["8.0", "9.0"]), where),
+        ops=_parse_ops(_require(table, "ops", dict, where), backends, where),
+        first=True,
+        rocm_archs=_archs(table.get("rocm-archs", []), where, "rocm-archs"),
+    )
+
+
+def _later_package(name: str, table: Any, first: Package, where: str) -> Package:
+    where = f"{where.rsplit(' [', 1)[0]} [tool.{TABLE}.packages.{name}]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: must be a table", f"write it as [tool.{TABLE}.packages.{name}]")
+    _check_keys(table, PACKAGE_KEYS, where)
+    _check_name(name, where)
+    backends = _parse_backends(table["backends"], first.backends, where) if "backends" in table else first.backends
+    module = table.get("module", name.replace("-", "_"))
+    if not isinstance(module, str) or not module.isidentifier():
+        raise ConfigError(f"{where}: module {module!r} is not a Python identifier", "use e.g. gguf_kernels")
+    return Package(
+        name=name,
+        version=_require(table, "version", int, where),
+        hub_repo=_require(table, "hub-repo", str, where),
+        module=module,
+        templates=_rel_path(table.get("templates", f"templates/{name}"), "templates", where),
+        root=_rel_path(table.get("root", f"packages/{name}"), "root", where),
+        variants=_rel_path(table.get("variants", f"variants/{name}.toml"), "variants", where),
+        backends=backends,
+        cuda_archs=_archs(table["cuda-archs"], where) if "cuda-archs" in table else first.cuda_archs,
+        ops=_parse_ops(_require(table, "ops", dict, where), backends, where),
+        rocm_archs=_archs(table["rocm-archs"], where, "rocm-archs") if "rocm-archs" in table else first.rocm_archs,
+    )
+
+
+def _check_name(name: str, where: str) -> None:
+    if not _NAME_RE.match(name):
+        raise ConfigError(f"{where}: name {name!r} is not a valid kernel name", "use lowercase letters, digits, dashes")
+
+
+def _rel_path(value: Any, key: str, where: str) -> str:
+    if not isinstance(value, str) or not value or value.startswith("/") or ".." in value.split("/"):
+        raise ConfigError(f"{where}: '{key}' must be a path inside the project, got {value!r}", "fix pyproject.toml")
+    return value.rstrip("/") or "."
+
+
+def _archs(value: Any, where: str, key: str = "cuda-archs") -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        raise ConfigError(f"{where}: '{key}' must be a list of strings, got {value!r}", 'use e.g. ["8.0", "9.0"]')
+    return tuple(value)
+
+
+def _check_family(packages: list[Package], where: str) -> None:
+    """Two packages may share nothing that names them: module, Hub repo, render root, templates."""
+    for attr, what in (
+        ("module", "Python module"),
+        ("hub_repo", "Hub repo"),
+        ("root", "root"),
+        ("templates", "templates"),
+    ):
+        seen: dict[str, str] = {}
+        for pkg in packages:
+            value = getattr(pkg, attr)
+            if value in seen:
+                raise ConfigError(
+                    f"{where}: packages {seen[value]!r} and {pkg.name!r} share the {what} {value!r}",
+                    f"give [tool.{TABLE}.packages.{pkg.name}] its own {attr.replace('_', '-')}",
+                )
+            seen[value] = pkg.name
+
+
 def load(root: Path | None = None) -> Config:
-    """Load and validate [tool.ggml-vendor] from `root`/pyproject.toml (root found upwards if None)."""
+    """Load and validate [tool.ggml-vendor] from `root`/pyproject.toml (root found upwards if None): the
+    first package's view, with every package in `packages`."""
     root = find_root(root)
     where = f"{root / 'pyproject.toml'} [tool.{TABLE}]"
     doc = parse_toml(root / "pyproject.toml").unwrap()
     table = doc["tool"][TABLE]
-    name = _require(table, "name", str, where)
-    if not _NAME_RE.match(name):
-        raise ConfigError(f"{where}: name {name!r} is not a valid kernel name", "use lowercase letters, digits, dashes")
-    backends = tuple(_require(table, "backends", list, where))
-    for b in backends:
-        if b not in KNOWN_BACKENDS:
-            raise ConfigError(f"{where}: unknown backend {b!r}", f"use one of {', '.join(KNOWN_BACKENDS)}")
-    ops_raw = _require(table, "ops", dict, where)
-    ops = []
-    for op_name, per_backend in ops_raw.items():
-        if not isinstance(per_backend, dict):
-            raise ConfigError(f"{where}: ops.{op_name} must be a table", "fix pyproject.toml")
-        ops.append(Op(op_name, {b: _parse_entries(op_name, b, v, where) for b, v in per_backend.items()}))
-    known = {"name", "version", "license", "hub-repo", "upstream", "variants", "backends", "cuda-archs", "ops"}
+    _check_keys(table, (*SHARED_KEYS, "packages"), where)
+    first = _first_package(table, where)
+    later = table.get("packages", {})
+    if not isinstance(later, dict):
+        raise ConfigError(f"{where}: 'packages' must be a table of [packages.<name>] tables", "fix pyproject.toml")
+    packages = [first] + [_later_package(n, t, first, where) for n, t in later.items()]
+    if len({p.name for p in packages}) != len(packages):
+        raise ConfigError(f"{where}: package {first.name!r} is declared twice", "give the second package another name")
+    _check_family(packages, where)
+    from toolkit.core import package_facts  # lazily: it loads the packages' own facts files
+
+    for pkg in packages:
+        package_facts.check_ops(root, pkg, where)
     return Config(
         root=root,
-        name=name,
-        version=_require(table, "version", int, where),
+        name=first.name,
+        version=first.version,
         license=_require(table, "license", str, where),
-        hub_repo=_require(table, "hub-repo", str, where),
+        hub_repo=first.hub_repo,
         upstream=_require(table, "upstream", str, where),
-        variants_file=root / table.get("variants", "variants/default.toml"),
-        backends=backends,
-        cuda_archs=tuple(table.get("cuda-archs", ["8.0", "9.0"])),
-        ops=tuple(ops),
-        extra={k: v for k, v in table.items() if k not in known},
+        variants_file=root / first.variants,
+        backends=first.backends,
+        cuda_archs=first.cuda_archs,
+        ops=first.ops,
+        rocm_archs=first.rocm_archs,
+        packages=tuple(packages),
+        package_name=first.name,
     )
 
 

@@ -104,6 +104,10 @@ class Lock:
     llama_cpp_commit: str = ""  # ggml layout: the llama.cpp commit it was synced from (scripts/sync-llama.last)
     ggml_commit: str = ""  # llama.cpp layout: the last ggml commit synced into it (scripts/sync-ggml.last)
     behaviour: Mapping[str, BehaviourPrint] = field(default_factory=dict)  # ggml_facts.Behaviour.key -> hashes
+    # package -> the op keys (of entries/closures) it owns; written only for a family of two or more packages,
+    # so a one-package lock keeps its bytes. The first package's keys are bare op names, later ones
+    # "<package>:<op>" (toolkit.core.config.Package.key).
+    packages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def provenance_line(self) -> str:
         """What the pinned commit is, in words: the repository it belongs to and the twin commit when known."""
@@ -119,6 +123,12 @@ class Lock:
     def closure(self, op: str, backend: str) -> tuple[str, ...]:
         """Files of one op/backend closure (entry first), standalone layout; () if not vendored."""
         return tuple(self.closures.get(op, {}).get(backend, ()))
+
+    def package_files(self, package: str) -> tuple[str, ...]:
+        """Every vendored file a package needs (the union of its ops' closures), sorted; for a lock without a
+        package table (one package), every closure file."""
+        keys = self.packages.get(package, tuple(self.closures)) if self.packages else tuple(self.closures)
+        return tuple(sorted({f for k in keys for files in self.closures.get(k, {}).values() for f in files}))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -150,6 +160,7 @@ class Lock:
                 }
                 for lic in self.licenses
             },
+            "packages": {name: list(keys) for name, keys in self.packages.items()},
             "entries": {op: {b: list(v) for b, v in per.items()} for op, per in self.entries.items()},
             "closures": {op: {b: list(v) for b, v in per.items()} for op, per in self.closures.items()},
             "fingerprints": dict(self.fingerprints),
@@ -190,6 +201,8 @@ def render_lock(lock: Lock) -> str:
     if lock.ggml_commit:
         lines.append(f"ggml-commit = {_q(lock.ggml_commit)}  # from scripts/sync-ggml.last")
     lines += ["", "[tool]", f"name = {_q('ggml-vendor')}", f"version = {_q(lock.tool_version)}"]
+    for name, keys in lock.packages.items():  # config order; absent for a single package
+        lines += ["", f"[packages.{_q(name)}]", f"ops = {_array(list(keys))}"]
     for op in lock.entries:  # config order: ops as the project lists them
         lines += ["", f"[entries.{_q(op)}]"]
         lines += [f"{b} = {_array(v)}" for b, v in lock.entries[op].items()]
@@ -223,14 +236,14 @@ def render_lock(lock: Lock) -> str:
     if lock.fingerprints:
         lines += [
             "",
-            "# sha256 of the upstream regions our bindings depend on (ggml_facts.FINGERPRINTS).",
+            "# sha256 of the upstream regions our bindings depend on (FINGERPRINTS of ggml_facts and the packages).",
             "[fingerprints]",
         ]
         lines += [f"{_q(k)} = {_q(v)}" for k, v in sorted(lock.fingerprints.items())]
     if lock.behaviour:
         lines += [
             "",
-            "# sha256 of the functions each op's semantics live in (ggml_facts.BEHAVIOUR): the kernels and",
+            "# sha256 of the functions each op's semantics live in (the packages' BEHAVIOUR): the kernels and",
             "# ggml-cpu's reference, declaration and body apart, comments and whitespace out. The CPU reference",
             "# is read from upstream's git objects at the pin and is not vendored.",
         ]
@@ -303,6 +316,7 @@ def parse_lock(text: str, where: str = LOCK_NAME) -> Lock:
                 str(k): BehaviourPrint(str(v.get("path", "")), str(v["signature"]), str(v["body"]))
                 for k, v in doc.get("behaviour", {}).items()
             },
+            packages={str(n): tuple(str(k) for k in v["ops"]) for n, v in doc.get("packages", {}).items()},
         )
     except (KeyError, TypeError, ValueError, AttributeError, tomlkit.exceptions.ParseError, *_TomlError) as exc:
         raise VendorStateError(

@@ -5,8 +5,8 @@ releases it when the process dies, even on SIGKILL. Writers take it exclusively,
 the project (`sync --check`, `status`, dry runs) take it shared, so they never report a tree that another
 command is halfway through replacing. The second command waits with a message, or refuses with --no-wait.
 
-The lock is reentrant within a process: a command holds it, and the library calls it makes (run_sync,
-replace_vendor, recover) take it again without blocking on themselves. Who holds it is
+The lock is reentrant within a process: a command holds it, and the library calls it makes (sync's
+execute, replace_vendor, recover) take it again without blocking on themselves. Who holds it is
 never written down: the waiting command reads the holder's pid from /proc/locks (Linux) to say what it
 waits for.
 """
@@ -69,12 +69,16 @@ def holder(root: Path) -> str:
                 continue
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             words = [a.decode("utf-8", "replace") for a in argv if a]
-            command = next((w for w in words if w in _COMMANDS), "command")
+            command = next((w for w in words if w in _commands()), "command")
             return f"ggml-vendor {command} (pid {pid})"
     return "another ggml-vendor command"
 
 
-_COMMANDS = ("sync", "patch", "render", "build", "verify", "publish", "status", "demo", "ci")
+def _commands() -> tuple[str, ...]:
+    """The command names, from the entry point's own list (one source: a new command is named too)."""
+    from toolkit.cli import COMMAND_MODULES
+
+    return COMMAND_MODULES
 
 
 @contextlib.contextmanager

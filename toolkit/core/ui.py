@@ -94,7 +94,26 @@ def task(label: str, *, verbose: bool = False, quiet: bool = False) -> Iterator[
         err.print(labelled("✓", "green", label))
 
 
+_collected: list[list[Any]] = []
+
+
+@contextlib.contextmanager
+def collect_json() -> Iterator[list[Any]]:
+    """Hold the documents emit_json is given in a list instead of writing them (one command run per package,
+    printed as one document)."""
+    docs: list[Any] = []
+    _collected.append(docs)
+    try:
+        yield docs
+    finally:
+        _collected.remove(docs)
+
+
 def emit_json(doc: Any) -> None:
-    """Write one JSON document to stdout (sorted keys, so output is diffable)."""
+    """Write one JSON document to stdout (sorted keys, so output is diffable), or hand it to the innermost
+    collect_json."""
+    if _collected:
+        _collected[-1].append(doc)
+        return
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
     sys.stdout.flush()

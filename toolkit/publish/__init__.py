@@ -1,15 +1,17 @@
 """The publish stage: verified build/ variants -> branch v<N> of a Hub kernel repo (or a git remote).
 
-The stage protocol (the same in every stage package):
-    plan(config, request) -> Plan     preflight, read the live repository and diff it against build/
-                                      (plan.py, pure over both trees); pushes and writes nothing
-    execute(plan) -> Report           push in parent-commit-guarded batches, re-list and compare, write the
-                                      report (hub.py over the HTTP API, git.py with git-lfs)
+The stage protocol (toolkit/core/stage.py):
+    plan(config, request, log) -> Plan      preflight (offline, read-only), read the live repository and diff
+                                             it against build/ (plan.py), cut the changes into commit batches;
+                                             pushes and writes nothing
+    execute(plan, log) -> Report             push exactly those batches, each guarded by the head the plan
+                                             read (a branch that moved since is refused, not overwritten),
+                                             re-list and compare, write the report (hub.py over the HTTP
+                                             API, git.py with git-lfs)
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 # Imported before `plan` below is defined: the function, not the submodule, is `toolkit.publish.plan`
 # as an attribute (`from toolkit.publish.plan import X` still reads the module).
 import toolkit.publish.plan as _plan_module  # noqa: F401
+from toolkit.core.stage import Log, quiet
 
 if TYPE_CHECKING:
-    from toolkit.publish.hub import PublishResult as Report
+    from toolkit.publish.stage import Plan, Report
 
-__all__ = ["Request", "Plan", "plan", "execute"]
+__all__ = ["Request", "Plan", "Report", "plan", "execute"]
 
 
 @dataclass(frozen=True)
@@ -37,51 +40,23 @@ class Request:
     check_vendor: bool = True
 
 
-@dataclass(frozen=True)
-class Plan:
-    config: Any
-    request: Request
-    preview: Report  # the dry run: its .plan lists every file action per branch
-
-    def lines(self) -> list[str]:
-        return self.preview.plan.lines()
-
-
-def _run(config: Any, request: Request, *, dry_run: bool, progress: Callable[[str], None] | None) -> Report:
-    names = list(request.variants) or None
+def plan(config: Any, request: Request, log: Log = quiet) -> Plan:
+    """What a publish would push, read from build/ and the live repository; refusals raise PublishError."""
     if request.to:
-        from toolkit.publish.git import publish_git
+        from toolkit.publish.git import plan_git
 
-        return publish_git(
-            config,
-            names,
-            remote=request.to,
-            dry_run=dry_run,
-            report_path=request.report,
-            check_vendor=request.check_vendor,
-            progress=progress,
-        )
-    from toolkit.publish.hub import publish_hub
+        return plan_git(config, request, log)
+    from toolkit.publish.hub import plan_hub
 
-    return publish_hub(
-        config,
-        names,
-        repo_id=request.repo,
-        token=request.token,
-        endpoint=request.endpoint,
-        create_pr=request.create_pr,
-        dry_run=dry_run,
-        batch_size=request.batch_size,
-        report_path=request.report,
-        check_vendor=request.check_vendor,
-        progress=progress,
-    )
+    return plan_hub(config, request, log)
 
 
-def plan(config: Any, request: Request, *, progress: Callable[[str], None] | None = None) -> Plan:
-    return Plan(config, request, _run(config, request, dry_run=True, progress=progress))
+def execute(plan: Plan, log: Log = quiet) -> Report:
+    """Push the plan's batches and verify them; a branch that moved since the plan is refused (exit 9)."""
+    if plan.transport == "git":
+        from toolkit.publish.git import execute_git
 
+        return execute_git(plan, log)
+    from toolkit.publish.hub import execute_hub
 
-def execute(plan: Plan, *, progress: Callable[[str], None] | None = None) -> Report:
-    """Push. The live tree is read again under the parent-commit guard: it may have moved since the plan."""
-    return _run(plan.config, plan.request, dry_run=False, progress=progress)
+    return execute_hub(plan, log)

@@ -4,21 +4,20 @@ proves every file arrives with the right bytes."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from toolkit import __version__
 from toolkit.core.errors import PublishError
 from toolkit.core.hashing import sha256_file
-from toolkit.publish.hub import REPORT_NAME, PublishResult, write_report
-from toolkit.publish.plan import ADD, DELETE, RemoteFile, plan_publish
+from toolkit.core.stage import Log
+from toolkit.publish.plan import ADD, DELETE, BranchPlan, PublishPlan, RemoteFile, plan_publish
 from toolkit.publish.preflight import preflight
+from toolkit.publish.stage import REPORT_NAME, Plan, PublishResult, finish
 from toolkit.verify.binaries import BINARY_SUFFIXES, LFS_POINTER_PREFIX, check_gitattributes, gitattributes_text
 
 
@@ -89,106 +88,133 @@ def _remote_tree(git: _Git, ref: str) -> dict[str, RemoteFile] | None:
     return out
 
 
-def publish_git(
-    cfg: Any,
-    names: list[str] | None = None,
-    *,
-    remote: str,
-    dry_run: bool = False,
-    report_path: Path | None = None,
-    check_vendor: bool = True,
-    progress: Callable[[str], None] | None = None,
-) -> PublishResult:
-    progress = progress or (lambda _m: None)
+def _fetched(work: Path, remote: str, log: Log) -> _Git:
+    """A scratch repository (outside the project) holding the remote's branches as origin/*."""
+    work.mkdir(parents=True)
+    git = _Git(work)
+    git("init", "-q")
+    git("lfs", "install", "--local")
+    git("remote", "add", "origin", remote)
+    log(f"fetching {remote}")
+    git("fetch", "-q", "origin")
+    return git
+
+
+def _heads(git: _Git) -> dict[str, str]:
+    out = git("for-each-ref", "--format=%(refname:strip=3) %(objectname)", "refs/remotes/origin/")
+    return dict(line.split(" ", 1) for line in out.splitlines() if " " in line and not line.startswith("HEAD "))
+
+
+def plan_git(cfg: Any, request: Any, log: Log) -> Plan:
+    """Preflight build/, fetch the remote into a scratch repository (deleted on return) and diff."""
     ok, why = git_lfs_available()
     if not ok:
         raise PublishError(f"cannot publish with git: {why}", "install git-lfs, or publish over HTTP (drop --to)")
-    ready = preflight(cfg, names, check_vendor=check_vendor)
-    names_ = [d.name for d in ready.variant_dirs]
-    branch = f"v{ready.version}"
-    report_path = report_path or (ready.variant_dirs[0].parent / REPORT_NAME)
+    ready = preflight(cfg, list(request.variants) or None, check_vendor=request.check_vendor)
+    remote = request.to
     with tempfile.TemporaryDirectory(prefix="ggml-vendor-git-") as tmp:
-        work = Path(tmp) / "work"
-        work.mkdir()
-        git = _Git(work)
-        git("init", "-q")
-        git("lfs", "install", "--local")
-        git("remote", "add", "origin", remote)
-        progress(f"fetching {remote}")
-        git("fetch", "-q", "origin")
-        tree_b = _remote_tree(git, f"origin/{branch}")
+        git = _fetched(Path(tmp) / "work", remote, log)
+        tree_b = _remote_tree(git, f"origin/v{ready.version}")
         tree_m = _remote_tree(git, "origin/main")
-        plan = plan_publish(cfg, ready, repo_id=remote, target=remote, remote_branch=tree_b, remote_main=tree_m)
-        if dry_run:
-            return PublishResult("dry-run", plan, remote, conformance=ready.conformance)
-        commits: list[str] = []
-        for bp in plan.branches:
-            start = (
-                f"origin/{bp.branch}"
-                if bp.exists
-                else ("origin/main" if tree_m is not None and bp.branch != "main" else None)
-            )
-            if start:
-                git("checkout", "-q", "-B", bp.branch, start)
+        heads = _heads(git)
+    files = plan_publish(cfg, ready, repo_id=remote, target=remote, remote_branch=tree_b, remote_main=tree_m)
+    report = request.report or (ready.variant_dirs[0].parent / REPORT_NAME)
+    return Plan("git", request, ready, files, remote, report, repo_exists=True, heads=heads)
+
+
+def _start_branch(git: _Git, bp: BranchPlan, plan: Plan) -> None:
+    """Check out where the plan's diff started: the branch as it was, a new branch from main, or nothing."""
+    if bp.exists:
+        git("checkout", "-q", "-B", bp.branch, plan.heads[bp.branch])
+    elif bp.branch != "main" and "main" in plan.heads:
+        git("checkout", "-q", "-B", bp.branch, plan.heads["main"])
+    else:
+        git("checkout", "-q", "--orphan", bp.branch)
+        git("rm", "-rfq", "--cached", ".", check=False)
+        git("clean", "-fdxq")  # files of the branch handled before must not leak into this one
+
+
+def _write_gitattributes(git: _Git, bp: BranchPlan) -> None:
+    """Route every binary through LFS (.gitattributes), refusing one that would not."""
+    attrs_path = git.cwd / ".gitattributes"
+    old_attrs = attrs_path.read_text() if attrs_path.exists() else None
+    new_attrs = gitattributes_text(old_attrs)
+    if bp.branch == "main" and old_attrs is None:
+        return
+    bad = check_gitattributes(new_attrs)
+    if any(f.failed for f in bad):
+        raise PublishError(bad[0].message, bad[0].remedy)
+    if new_attrs != old_attrs:
+        attrs_path.write_text(new_attrs)
+        git("add", ".gitattributes")
+
+
+def _stage_actions(git: _Git, bp: BranchPlan, files: PublishPlan) -> None:
+    for a in bp.actions:
+        dest = git.cwd / a.path
+        if a.action == DELETE:
+            git("rm", "-q", "--cached", "--ignore-unmatch", a.path)
+            if dest.exists():
+                dest.unlink()
+        elif a.action == ADD:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            f = files.local[a.path]
+            if f.local:
+                shutil.copyfile(f.local, dest)
             else:
-                git("checkout", "-q", "--orphan", bp.branch)
-                git("rm", "-rfq", "--cached", ".", check=False)
-                git("clean", "-fdxq")  # files of the branch handled before must not leak into this one
-            attrs_path = work / ".gitattributes"
-            old_attrs = attrs_path.read_text() if attrs_path.exists() else None
-            new_attrs = gitattributes_text(old_attrs)
-            if bp.branch != "main" or old_attrs is not None:
-                bad = check_gitattributes(new_attrs)
-                if any(f.failed for f in bad):
-                    raise PublishError(bad[0].message, bad[0].remedy)
-                if new_attrs != old_attrs:
-                    attrs_path.write_text(new_attrs)
-                    git("add", ".gitattributes")
-            for a in bp.actions:
-                dest = work / a.path
-                if a.action == DELETE:
-                    git("rm", "-q", "--cached", "--ignore-unmatch", a.path)
-                    if dest.exists():
-                        dest.unlink()
-                elif a.action == ADD:
-                    dest.parent.mkdir(parents=True, exist_ok=True)
-                    f = plan.local[a.path]
-                    if f.local:
-                        shutil.copyfile(f.local, dest)
-                    else:
-                        dest.write_text(plan.card_text)
-                    git("add", a.path)
-            # Every binary must enter git as an LFS pointer: a plain blob would be rejected by the Hub.
-            for a in bp.actions:
-                if a.action == ADD and a.path.endswith(tuple(BINARY_SUFFIXES)):
-                    if not git.cat(f":{a.path}").startswith(LFS_POINTER_PREFIX):
-                        raise PublishError(
-                            f"{a.path} would be committed as a plain git blob, not through LFS",
-                            "check that git-lfs is installed and .gitattributes covers it",
-                        )
-            staged = subprocess.run(["git", "diff", "--cached", "--quiet"], cwd=work, env=git.env).returncode != 0
-            if staged:
-                progress(f"{bp.branch}: committing {len(bp.changes)} changes")
-                msg = (
-                    f"Upload {', '.join(names_)} with ggml-vendor {__version__}"
-                    if bp.branch != "main"
-                    else f"Update the kernel card (ggml-vendor {__version__})"
+                dest.write_text(files.card_text)
+            git("add", a.path)
+    # Every binary must enter git as an LFS pointer: a plain blob would be rejected by the Hub.
+    for a in bp.actions:
+        if a.action == ADD and a.path.endswith(tuple(BINARY_SUFFIXES)):
+            if not git.cat(f":{a.path}").startswith(LFS_POINTER_PREFIX):
+                raise PublishError(
+                    f"{a.path} would be committed as a plain git blob, not through LFS",
+                    "check that git-lfs is installed and .gitattributes covers it",
                 )
-                git("commit", "-q", "-m", msg)
-                commits.append(git("rev-parse", "HEAD").strip())
-                progress(f"{bp.branch}: pushing (git-lfs uploads the binaries)")
-                git("push", "-q", "origin", f"HEAD:refs/heads/{bp.branch}")
-        progress("cloning the remote afresh to verify")
-        verified = _verify_clone(remote, plan, Path(tmp) / "verify")
-    status = "published" if commits else "up-to-date"
-    result = PublishResult(status, plan, remote, tuple(commits), (), verified, conformance=ready.conformance)
-    result = dataclasses.replace(result, report_path=write_report(report_path, result))
-    if not verified["ok"]:
-        raise PublishError(
-            "the push did not verify: " + "; ".join(verified["mismatches"][:3]),
-            f"see {report_path}; re-run publish to repair",
-        )
-    return result
+
+
+def _commit_and_push(git: _Git, bp: BranchPlan, plan: Plan, log: Log) -> str | None:
+    """Commit what is staged and push it; the push is refused by the remote (non-fast-forward) when the
+    branch moved since the plan, so nothing is overwritten."""
+    if subprocess.run(["git", "diff", "--cached", "--quiet"], cwd=git.cwd, env=git.env).returncode == 0:
+        return None
+    log(f"{bp.branch}: committing {len(bp.changes)} changes")
+    msg = (
+        f"Upload {', '.join(plan.files.variants)} with ggml-vendor {__version__}"
+        if bp.branch != "main"
+        else f"Update the kernel card (ggml-vendor {__version__})"
+    )
+    git("commit", "-q", "-m", msg)
+    oid = git("rev-parse", "HEAD").strip()
+    log(f"{bp.branch}: pushing (git-lfs uploads the binaries)")
+    lease = f"--force-with-lease=refs/heads/{bp.branch}:{plan.heads.get(bp.branch, '')}"
+    git("push", "-q", lease, "origin", f"HEAD:refs/heads/{bp.branch}")
+    return oid
+
+
+def execute_git(plan: Plan, log: Log) -> PublishResult:
+    """Commit and push each branch of the plan on top of the head it was planned against, then clone afresh
+    and compare every published file's bytes."""
+    commits: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="ggml-vendor-git-") as tmp:
+        git = _fetched(Path(tmp) / "work", plan.target, log)
+        now = _heads(git)
+        moved = sorted(b.branch for b in plan.files.branches if now.get(b.branch) != plan.heads.get(b.branch))
+        if moved:
+            raise PublishError(
+                f"{', '.join(moved)} moved on {plan.target} since the plan (someone else pushed)",
+                "re-run ggml-vendor publish: it re-plans against the live tree and resumes",
+            )
+        for bp in plan.files.branches:
+            _start_branch(git, bp, plan)
+            _write_gitattributes(git, bp)
+            _stage_actions(git, bp, plan.files)
+            oid = _commit_and_push(git, bp, plan, log)
+            commits += [oid] if oid else []
+        log("cloning the remote afresh to verify")
+        verified = _verify_clone(plan.target, plan.files, Path(tmp) / "verify")
+    return finish(plan, tuple(commits), (), verified)
 
 
 def _verify_clone(remote: str, plan: Any, dest: Path) -> dict[str, Any]:

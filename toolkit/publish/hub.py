@@ -5,27 +5,16 @@ arrived with the right size and hash. Re-running after an interruption resumes f
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import os
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from toolkit import __version__
 from toolkit.core.errors import PublishError
-from toolkit.publish.plan import (
-    ADD,
-    DELETE,
-    BranchPlan,
-    PublishPlan,
-    RemoteFile,
-    batches,
-    plan_publish,
-    same_content,
-)
+from toolkit.core.stage import Log
+from toolkit.publish.plan import ADD, DELETE, FileAction, PublishPlan, RemoteFile, plan_publish, same_content
 from toolkit.publish.preflight import preflight, resolve_token
+from toolkit.publish.stage import REPORT_NAME, Plan, PublishResult, finish
 from toolkit.verify.binaries import BINARY_SUFFIXES
 
 REPO_TYPE = "kernel"
@@ -33,31 +22,6 @@ REPO_TYPE = "kernel"
 # create_commit with "Invalid repo type"): pyproject.toml pins the floor, this names it when an older one is found.
 MIN_HUB = (2, 3, 0)
 BATCH_SIZE = 1000  # operations per commit, as kernel-builder's upload does
-REPORT_NAME = "publish-report.json"
-
-
-@dataclass(frozen=True)
-class PublishResult:
-    status: str  # "dry-run", "published" or "up-to-date"
-    plan: PublishPlan
-    target: str
-    commits: tuple[str, ...] = ()
-    pull_requests: tuple[str, ...] = ()
-    verified: dict[str, Any] = field(default_factory=dict)
-    report_path: str = ""
-    conformance: dict[str, str] = field(default_factory=dict)  # variant -> "passed: ..." / "not run (why)"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "conformance": dict(self.conformance),
-            "target": self.target,
-            "tool_version": __version__,
-            "plan": self.plan.to_json(),
-            "commits": list(self.commits),
-            "pull_requests": list(self.pull_requests),
-            "verified": self.verified,
-        }
 
 
 @contextlib.contextmanager
@@ -99,6 +63,16 @@ def _fail(exc: Exception, token: str, what: str) -> PublishError:
     return PublishError(f"{what}: {text}", "re-run ggml-vendor publish: it resumes from the live tree")
 
 
+def _network_errors() -> tuple[type[Exception], ...]:
+    """The exceptions huggingface_hub's HTTP client raises when the Hub cannot be reached at all (refused,
+    DNS, timeout, TLS): httpx2 for huggingface_hub 2.x, httpx for the releases before it."""
+    found: list[type[Exception]] = []
+    for name in ("httpx2", "httpx"):
+        with contextlib.suppress(ImportError):
+            found.append(__import__(name).RequestError)
+    return tuple(found)
+
+
 def _tree(api: Any, repo_id: str, rev: str) -> dict[str, RemoteFile]:
     from huggingface_hub.hf_api import RepoFile
 
@@ -137,35 +111,35 @@ def _operations(plan: PublishPlan, chunk: tuple) -> list:
     return ops
 
 
+def _commit_message(plan: PublishPlan, branch: str, i: int, n: int) -> str:
+    msg = (
+        f"Upload {', '.join(plan.variants)} with ggml-vendor {__version__}"
+        if branch != "main"
+        else f"Update the kernel card (ggml-vendor {__version__})"
+    )
+    return msg + (f" (batch {i + 1}/{n})" if n > 1 else "")
+
+
 def _push_branch(
     api: Any,
-    repo_id: str,
-    bp: BranchPlan,
-    plan: PublishPlan,
+    plan: Plan,
+    branch: str,
+    chunks: list[tuple[FileAction, ...]],
     head: str,
-    *,
-    create_pr: bool,
-    batch_size: int,
-    progress: Callable[[str], None],
+    log: Log,
 ) -> tuple[list[str], list[str], str]:
-    """Commit one branch's changes in batches; returns (commit oids, PR urls, revision holding the result)."""
-    commits, prs = [], []
-    revision = bp.branch
-    chunks = batches(bp.actions, batch_size)
+    """Commit the plan's batches for one branch, each on top of the previous (the first on `head`, the
+    commit the plan read); returns (commit oids, PR urls, revision holding the result)."""
+    commits: list[str] = []
+    prs: list[str] = []
+    revision = branch
     for i, chunk in enumerate(chunks):
-        msg = (
-            f"Upload {', '.join(plan.variants)} with ggml-vendor {__version__}"
-            if bp.branch != "main"
-            else f"Update the kernel card (ggml-vendor {__version__})"
-        )
-        if len(chunks) > 1:
-            msg += f" (batch {i + 1}/{len(chunks)})"
-        progress(f"{bp.branch}: commit {i + 1}/{len(chunks)} ({len(chunk)} changes)")
-        first_pr = create_pr and not prs
+        log(f"{branch}: commit {i + 1}/{len(chunks)} ({len(chunk)} changes)")
+        first_pr = plan.request.create_pr and not prs
         info = api.create_commit(
-            repo_id,
-            _operations(plan, chunk),
-            commit_message=msg,
+            plan.files.repo_id,
+            _operations(plan.files, chunk),
+            commit_message=_commit_message(plan.files, branch, i, len(chunks)),
             repo_type=REPO_TYPE,
             revision=revision,
             parent_commit=head,
@@ -205,14 +179,6 @@ def _verify_after(api: Any, repo_id: str, plan: PublishPlan, revisions: dict[str
     return {"ok": not mismatches, "files_checked": checked, "mismatches": mismatches, "revisions": revisions}
 
 
-def write_report(path: Path, result: PublishResult) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-    return str(path)
-
-
 def check_hub_version(version: str | None = None) -> None:
     """Refuse, in one line, a huggingface_hub too old to commit to a kernel repo (before anything is pushed)."""
     import huggingface_hub
@@ -227,90 +193,104 @@ def check_hub_version(version: str | None = None) -> None:
         )
 
 
-def publish_hub(
-    cfg: Any,
-    names: list[str] | None = None,
-    *,
-    repo_id: str | None = None,
-    token: str | None = None,
-    endpoint: str | None = None,
-    create_pr: bool = False,
-    dry_run: bool = False,
-    batch_size: int = BATCH_SIZE,
-    report_path: Path | None = None,
-    check_vendor: bool = True,
-    progress: Callable[[str], None] | None = None,
-) -> PublishResult:
-    """Plan against the live repo and (unless dry_run) push; see the module docstring."""
-    check_hub_version()
+def _endpoint(request: Any) -> str | None:
+    return request.endpoint or os.environ.get("HF_ENDPOINT") or None
+
+
+def _api(endpoint: str | None, token: str | None) -> Any:
     from huggingface_hub import HfApi
+
+    return HfApi(endpoint=endpoint, token=token or None, library_name="ggml-vendor", library_version=__version__)
+
+
+@contextlib.contextmanager
+def _talking_to_hub(endpoint: str | None, repo_id: str, secret: str) -> Iterator[None]:
+    """Xet off for local hubs; every HTTP or network failure as one PublishError line (exit 9), token masked."""
     from huggingface_hub.errors import HfHubHTTPError
 
-    progress = progress or (lambda _msg: None)
-    repo_id = repo_id or cfg.hub_repo
-    endpoint = endpoint or os.environ.get("HF_ENDPOINT") or None
-    ready = preflight(cfg, names, check_vendor=check_vendor, official_hub=_is_official(endpoint))
-    secret = resolve_token(token) if not dry_run else (token or os.environ.get("HF_TOKEN") or "")
-    target = f"{(endpoint or 'https://huggingface.co').rstrip('/')}/kernels/{repo_id}"
-    report_path = report_path or (ready.variant_dirs[0].parent / REPORT_NAME)
-    api = HfApi(endpoint=endpoint, token=secret or None, library_name="ggml-vendor", library_version=__version__)
-    branch = f"v{ready.version}"
     with lfs_only(not _is_official(endpoint)):
         try:
-            progress("reading the live repository")
-            exists, heads, tree_b, tree_m = _live_state(api, repo_id, branch)
-            plan = plan_publish(cfg, ready, repo_id=repo_id, target=target, remote_branch=tree_b, remote_main=tree_m)
-            if dry_run:
-                return PublishResult("dry-run", plan, target, conformance=ready.conformance)
-            if create_pr and (not exists or branch not in heads):
-                raise PublishError(
-                    f"--create-pr needs an existing repo with branch {branch}",
-                    "publish once without --create-pr (needs write access), then open PRs",
-                )
-            if not exists:
-                progress(f"creating kernel repo {repo_id}")
-                api.create_repo(repo_id, repo_type=REPO_TYPE, exist_ok=True)
-                exists, heads, tree_b, tree_m = _live_state(api, repo_id, branch)
-            if branch not in heads:
-                # Created from main, so it starts with main's tree: the plan (made against main's tree for
-                # a missing branch) already prunes whatever build/ files it inherits.
-                progress(f"creating branch {branch} from main")
-                api.create_branch(
-                    repo_id, branch=branch, repo_type=REPO_TYPE, revision=heads.get("main"), exist_ok=True
-                )
-                heads = _live_state(api, repo_id, branch)[1]
-            commits: list[str] = []
-            prs: list[str] = []
-            revisions: dict[str, str] = {}
-            for bp in plan.branches:
-                c, p, rev = _push_branch(
-                    api,
-                    repo_id,
-                    bp,
-                    plan,
-                    heads[bp.branch],
-                    create_pr=create_pr,
-                    batch_size=batch_size,
-                    progress=progress,
-                )
-                commits += c
-                prs += p
-                revisions[bp.branch] = c[-1] if c else heads[bp.branch]
-            progress("re-listing the repository to verify the upload")
-            verified = _verify_after(api, repo_id, plan, revisions)
+            yield
         except HfHubHTTPError as exc:
             raise _fail(exc, secret, f"publishing to {repo_id} failed") from None
-        except OSError as exc:  # connection refused, DNS, ...
+        except (OSError, *_network_errors()) as exc:  # connection refused, DNS, timeouts, ...
             text = str(exc).replace(secret, "***") if secret else str(exc)
             raise PublishError(
                 f"cannot reach {endpoint or 'the Hub'}: {text}", "check the network / HF_ENDPOINT"
             ) from None
-    status = "up-to-date" if not commits else "published"
-    result = PublishResult(status, plan, target, tuple(commits), tuple(prs), verified, conformance=ready.conformance)
-    result = dataclasses.replace(result, report_path=write_report(report_path, result))
-    if not verified["ok"]:
+
+
+def _token_if_any(token: str | None) -> str:
+    try:
+        return resolve_token(token)
+    except PublishError:
+        return ""
+
+
+def plan_hub(cfg: Any, request: Any, log: Log) -> Plan:
+    """Preflight build/, read the repository's refs and trees (reads only: no token needed) and diff."""
+    check_hub_version()
+    repo_id = request.repo or cfg.hub_repo
+    endpoint = _endpoint(request)
+    ready = preflight(
+        cfg, list(request.variants) or None, check_vendor=request.check_vendor, official_hub=_is_official(endpoint)
+    )
+    target = f"{(endpoint or 'https://huggingface.co').rstrip('/')}/kernels/{repo_id}"
+    branch = f"v{ready.version}"
+    token = _token_if_any(request.token)  # reads of a private repo need it; a dry run needs none
+    with _talking_to_hub(endpoint, repo_id, token):
+        log("reading the live repository")
+        exists, heads, tree_b, tree_m = _live_state(_api(endpoint, token), repo_id, branch)
+    if request.create_pr and branch not in heads:
         raise PublishError(
-            "the upload did not verify: " + "; ".join(verified["mismatches"][:3]),
-            f"see {report_path}; re-run publish to repair",
+            f"--create-pr needs an existing repo with branch {branch}",
+            "publish once without --create-pr (needs write access), then open PRs",
         )
-    return result
+    files = plan_publish(cfg, ready, repo_id=repo_id, target=target, remote_branch=tree_b, remote_main=tree_m)
+    return Plan(
+        "hub",
+        request,
+        ready,
+        files,
+        target,
+        request.report or (ready.variant_dirs[0].parent / REPORT_NAME),
+        repo_exists=exists,
+        heads=heads,
+        batch_size=request.batch_size,
+        endpoint=endpoint,
+    )
+
+
+def _ensure_branches(api: Any, plan: Plan, log: Log) -> dict[str, str]:
+    """The heads to commit on: the plan's, plus the repo and the version branch where the plan found them
+    missing (the branch starts at the main the plan read, so its inherited tree is the one it diffed)."""
+    repo_id, branch = plan.files.repo_id, f"v{plan.files.version}"
+    heads = dict(plan.heads)
+    if not plan.repo_exists:
+        log(f"creating kernel repo {repo_id}")
+        api.create_repo(repo_id, repo_type=REPO_TYPE, exist_ok=True)
+        heads = _live_state(api, repo_id, branch)[1]
+    if branch not in heads:
+        log(f"creating branch {branch} from main")
+        api.create_branch(repo_id, branch=branch, repo_type=REPO_TYPE, revision=heads.get("main"), exist_ok=True)
+        heads[branch] = heads["main"] if "main" in heads else _live_state(api, repo_id, branch)[1][branch]
+    return heads
+
+
+def execute_hub(plan: Plan, log: Log) -> PublishResult:
+    """Push the plan's batches over the HTTP API, re-list, write the report."""
+    secret = resolve_token(plan.request.token)
+    api = _api(plan.endpoint, secret)
+    commits: list[str] = []
+    prs: list[str] = []
+    revisions: dict[str, str] = {}
+    with _talking_to_hub(plan.endpoint, plan.files.repo_id, secret):
+        heads = _ensure_branches(api, plan, log)
+        for branch, chunks in plan.commit_batches.items():
+            c, p, rev = _push_branch(api, plan, branch, chunks, heads[branch], log)
+            commits += c
+            prs += p
+            revisions[branch] = c[-1] if c else heads[branch]
+        log("re-listing the repository to verify the upload")
+        verified = _verify_after(api, plan.files.repo_id, plan.files, revisions)
+    return finish(plan, tuple(commits), tuple(prs), verified)

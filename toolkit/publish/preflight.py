@@ -45,6 +45,25 @@ def resolve_token(token: str | None) -> str:
     )
 
 
+def _dirty(name: str, meta: dict[str, Any]) -> list[str]:
+    """A dirty build is one whose vendor/ differed from the lock (provenance["ggml-vendor"].dirty, which
+    must say false) or whose checkout had uncommitted changes (provenance.kernel.dirty, written when the
+    project is a git checkout): neither can be re-created from a commit, so neither ships."""
+    prov = meta.get("provenance") if isinstance(meta.get("provenance"), dict) else {}
+    ours = prov.get("ggml-vendor") if isinstance(prov.get("ggml-vendor"), dict) else {}
+    kernel = prov.get("kernel") if isinstance(prov.get("kernel"), dict) else {}
+    out = []
+    if ours.get("dirty") is not False:
+        out.append(f"{name} is a dirty build (provenance dirty={ours.get('dirty')!r})")
+    if kernel.get("dirty") is not None and kernel.get("dirty") is not False:
+        commit = str(kernel.get("commit") or "?")[:12]
+        out.append(
+            f"{name} is a dirty build: built from a checkout with uncommitted changes (at {commit}); "
+            "commit them and build again"
+        )
+    return out
+
+
 def preflight(
     cfg: Any,
     names: list[str] | None,
@@ -78,9 +97,7 @@ def preflight(
             problems.append(f"{d.name} has no readable metadata.json")
             continue
         versions.setdefault(meta.get("version"), []).append(d.name)
-        ours = (meta.get("provenance") or {}).get("ggml-vendor") or {}
-        if ours.get("dirty") is not False:
-            problems.append(f"{d.name} is a dirty build (provenance dirty={ours.get('dirty')!r})")
+        problems += _dirty(d.name, meta)
         # Stubs are re-checked here even though verify passed: the tree may have been re-checked-out since.
         for f in sorted(p for p in d.rglob("*") if p.is_file()):
             with f.open("rb") as fh:

@@ -23,7 +23,10 @@ Template context (``build_context``), the keys every template sees:
 ``backends``             enabled backends, config order (subset of cuda, metal, rocm)
 ``cuda_archs``           CUDA capabilities compiled into CUDA variants (kernel-builder syntax)
 ``cuda_flags``           nvcc flags for the CUDA translation units (``ggml_facts.CUDA_FLAGS``)
-``facts``                the :mod:`toolkit.core.ggml_facts` module (every upstream fact)
+``facts``                the package's facts over ggml's (:class:`toolkit.core.package_facts.Facts`): its
+                         templates' facts.py first (op facts), then :mod:`toolkit.core.ggml_facts`
+``package``              the :class:`toolkit.core.config.Package` rendered (``.name``, ``.module``, ``.root``...)
+``packages``             every package of the project, config order (a card or README may list the family)
 ``lock``                 the parsed vendor/UPSTREAM (:class:`toolkit.core.lock.Lock`) or ``None`` before sync
 ``upstream_commit``      ``lock.commit`` or ``""``
 ``upstream_line``        ``lock.provenance_line()``: which repository the commit is in (ggml or llama.cpp) and
@@ -31,9 +34,12 @@ Template context (``build_context``), the keys every template sees:
 ``ops``                  op name -> backend -> tuple of entry paths (standalone-ggml layout), resolved
                          against the lock when there is one (first existing alternative), else the first
                          alternative of each config entry
-``vendor_dir``           ``"vendor/ggml"`` (relative to the project root, POSIX)
+``vendor_dir``           the vendored ggml tree relative to the package's render root, POSIX: ``"vendor/ggml"``
+                         for the first package (rendered at the project root), ``"../../vendor/ggml"`` for
+                         one rendered at ``packages/<name>``
 ``vendor_includes``      ``ggml_facts.INCLUDE_ROOTS`` under ``vendor_dir``
-``cuda_units``           our CUDA translation units, keyed ``gated_delta_net``, ``flash_attn``, ``shim``, ``prep``: each
+``cuda_units``           our CUDA translation units, from the package facts' ``CUDA_TU_FOR_OP`` (keyed by op)
+                         and ``CUDA_OWN_UNITS`` (keyed ``shim``, ``prep``, ...; none when absent): each
                          a dict with ``kernel`` (build.toml section), ``name``, ``path`` (the .cu), ``entry``
                          and ``include`` (the upstream file it includes, and its #include spelling), ``src``,
                          ``include_dirs``, ``comment``
@@ -55,7 +61,7 @@ from typing import Any
 
 import jinja2
 
-from toolkit.core import ggml_facts
+from toolkit.core import ggml_facts, package_facts
 from toolkit.core.config import Config
 from toolkit.core.errors import RenderError, VendorStateError
 from toolkit.core.lock import Lock, read_lock
@@ -110,7 +116,7 @@ def _resolved_entries(config: Config, lock: Lock | None) -> dict[str, dict[str, 
     for op in config.ops:
         per_backend: dict[str, tuple[str, ...]] = {}
         for backend, entries in op.entries.items():
-            locked = lock.entries.get(op.name, {}).get(backend) if lock is not None else None
+            locked = lock.entries.get(config.lock_key(op.name), {}).get(backend) if lock is not None else None
             if locked:
                 per_backend[backend] = tuple(locked)
             else:
@@ -130,11 +136,13 @@ def include_spelling(path: str) -> str:
 
 
 def _cuda_units(
-    config: Config, ops: dict[str, dict[str, tuple[str, ...]]], vendor_includes: list[str]
+    facts: package_facts.Facts, ops: dict[str, dict[str, tuple[str, ...]]], vendor_includes: list[str]
 ) -> dict[str, dict[str, Any]]:
     units: dict[str, dict[str, Any]] = {}
-    launchers = "csrc/cuda/ggml_launchers.h"
-    for op_name, tu in ggml_facts.CUDA_TU_FOR_OP.items():
+    # The header of extern "C" launchers the package's units share, when it has one (its facts say where).
+    header = facts.own.get("CUDA_LAUNCHERS_HEADER")
+    launchers = [header] if header else []
+    for op_name, tu in facts.own.get("CUDA_TU_FOR_OP", {}).items():
         entries = ops.get(op_name, {}).get("cuda")
         if not entries:
             raise RenderError(
@@ -153,28 +161,12 @@ def _cuda_units(
             "path": path,
             "entry": entries[0],
             "include": include_spelling(entries[0]),
-            "src": [path, launchers],
+            "src": [path, *launchers],
             "include_dirs": vendor_includes,
             "comment": f"{op_name}: includes {entries[0]} exactly once",
         }
     # Our own units: no upstream entry; ggml's common.cuh for the CUDA/HIP mapping and its helpers.
-    own = (
-        (
-            "shim",
-            ggml_facts.CUDA_SHIM_TU,
-            "ggml_shim_cuda",
-            False,
-            "the ggml runtime symbols the vendored sources reference (docs/upstream.md §1.6)",
-        ),
-        (
-            "prep",
-            ggml_facts.CUDA_PREP_TU,
-            "gdn_prep_cuda",
-            True,
-            "our own: the transformers layers' input preparation for gated_delta_net (one launch)",
-        ),
-    )
-    for key, name, kernel, uses_launchers, comment in own:
+    for key, name, kernel, uses_launchers, comment in facts.own.get("CUDA_OWN_UNITS", ()):
         path = f"csrc/cuda/{name}.cu"
         units[key] = {
             "kernel": kernel,
@@ -182,7 +174,7 @@ def _cuda_units(
             "path": path,
             "entry": "",
             "include": "ggml-cuda/common.cuh",
-            "src": [path, launchers] if uses_launchers else [path],
+            "src": [path, *launchers] if uses_launchers else [path],
             "include_dirs": vendor_includes,
             "comment": comment,
         }
@@ -191,12 +183,16 @@ def _cuda_units(
 
 def build_context(config: Config, lock: Lock | None) -> dict[str, Any]:
     """Everything a template may use (documented in this module's docstring)."""
-    vendor_dir = f"vendor/{ggml_facts.VENDOR_SUBDIR}"
+    vendored = config.vendor_dir / ggml_facts.VENDOR_SUBDIR
+    vendor_dir = Path(os.path.relpath(vendored, config.package_root)).as_posix()
     vendor_includes = [f"{vendor_dir}/{root}" for root in ggml_facts.INCLUDE_ROOTS if "metal" not in root]
     ops = _resolved_entries(config, lock)
+    facts = package_facts.of(config)
     needs_cuda_units = "cuda" in config.backends or "rocm" in config.backends
     return {
         "config": config,
+        "package": config.package,
+        "packages": config.packages or (config.package,),
         "name": config.name,
         "module": config.module,
         "version": config.version,
@@ -207,14 +203,14 @@ def build_context(config: Config, lock: Lock | None) -> dict[str, Any]:
         "backends": tuple(config.backends),
         "cuda_archs": tuple(config.cuda_archs),
         "cuda_flags": tuple(ggml_facts.CUDA_FLAGS),
-        "facts": ggml_facts,
+        "facts": facts,
         "lock": lock,
         "upstream_commit": lock.commit if lock is not None else "",
         "upstream_line": lock.provenance_line() if lock is not None else "",
         "ops": ops,
         "vendor_dir": vendor_dir,
         "vendor_includes": vendor_includes,
-        "cuda_units": _cuda_units(config, ops, vendor_includes) if needs_cuda_units else {},
+        "cuda_units": _cuda_units(facts, ops, vendor_includes) if needs_cuda_units else {},
         "ops_name_placeholder": OPS_NAME_PLACEHOLDER,
     }
 
@@ -252,9 +248,9 @@ def template_environment(templates_dir: Path, **syntax: object) -> jinja2.Enviro
     )
 
 
-def _notice(template: str) -> str:
+def _notice(template: str, templates: str = "templates") -> str:
     return (
-        f"{GENERATED_MARKER} from templates/{template}. Do not edit: change the template or "
+        f"{GENERATED_MARKER} from {templates}/{template}. Do not edit: change the template or "
         "pyproject.toml and re-run `ggml-vendor render`."
     )
 
@@ -291,13 +287,15 @@ def plan(config: Config, lock: Lock | None = None, *, read_vendor_lock: bool = T
     context = build_context(config, lock)
     env = template_environment(templates_dir)
     files: list[RenderedFile] = []
+    nested = _nested_templates(config)
     for path in sorted(templates_dir.rglob(f"*{TEMPLATE_SUFFIX}")):
         rel = PurePosixPath(path.relative_to(templates_dir).as_posix())
-        if not _wanted(rel, context["backends"]):
+        if not _wanted(rel, context["backends"]) or any(rel.is_relative_to(n) for n in nested):
             continue
         name = str(rel)
         try:
-            text = env.get_template(name).render(**context, notice=_notice(name), template=name)
+            notice = _notice(name, config.package.templates)
+            text = env.get_template(name).render(**context, notice=notice, template=name)
         except jinja2.TemplateError as exc:
             where = f"{getattr(exc, 'filename', None) or name}"
             lineno = getattr(exc, "lineno", None)
@@ -314,7 +312,21 @@ def plan(config: Config, lock: Lock | None = None, *, read_vendor_lock: bool = T
         files.append(RenderedFile(path=out, template=name, content=text))
     _validate_build_toml(files)
     produced = {f.path for f in files}
-    return RenderPlan(root=config.root, files=tuple(files), orphans=_orphans(config.root, produced))
+    root = config.package_root
+    return RenderPlan(root=root, files=tuple(files), orphans=_orphans(root, produced))
+
+
+def _nested_templates(config: Config) -> tuple[PurePosixPath, ...]:
+    """Other packages' template directories inside this one's (templates/<name> under the first package's
+    templates/), relative to it: they are not this package's templates."""
+    own = PurePosixPath(config.package.templates)
+    return tuple(
+        PurePosixPath(p.templates).relative_to(own)
+        for p in config.packages
+        if p.name != config.package.name
+        and PurePosixPath(p.templates).is_relative_to(own)
+        and p.templates != own.as_posix()
+    )
 
 
 def _validate_build_toml(files: list[RenderedFile]) -> None:
@@ -323,7 +335,9 @@ def _validate_build_toml(files: list[RenderedFile]) -> None:
     if rendered is None:
         return
     try:
-        from kernels._rust import Build  # type: ignore[import-not-found]
+        from toolkit.core.kernels_bindings import kernels_type
+
+        Build = kernels_type("Build")
     except ImportError:  # pragma: no cover - kernels is a hard dependency; keep render usable without it
         return
     with tempfile.TemporaryDirectory(prefix="ggml-vendor-build-toml-") as tmp:

@@ -1,11 +1,11 @@
 """Behaviour fingerprints: where each op's semantics live upstream, hashed so that `sync` sees them move.
 
-A signature fingerprint (ggml_facts.FINGERPRINTS) catches a changed parameter list; it cannot see that
+A signature fingerprint (a package facts file's FINGERPRINTS) catches a changed parameter list; it cannot see that
 ggml transposed the recurrent state or reversed the snapshot order with the same parameters (docs/upstream.md
 §4.1: three such silent changes in four months). Those changes live in function *bodies*: the CUDA/Metal
 kernels we compile, and ggml-cpu's reference implementation (ggml's own statement of what the op computes).
 
-For each function named in ggml_facts.BEHAVIOUR we hash, separately, its declaration (everything before
+For each function named in a package facts file's BEHAVIOUR we hash, separately, its declaration (everything before
 the body's `{`: template, qualifiers, parameter list) and its body, both normalised (comments out,
 whitespace reduced to what separates two words), so formatting churn does not count. The files are read
 from the upstream's git objects at the pin; the CPU reference is never vendored.
@@ -130,12 +130,15 @@ def function_source(text: str | None, name: str) -> str:
     return "\n".join(d.signature + d.body + "\n" for d in find_definitions(text, name))
 
 
-def wanted(ops: Iterable[str], backends: Iterable[str]) -> tuple[ggml_facts.Behaviour, ...]:
-    """The BEHAVIOUR entries of the configured ops: their kernels on enabled backends, and the CPU reference."""
+def wanted(
+    ops: Iterable[str], backends: Iterable[str], specs: Iterable[ggml_facts.Behaviour]
+) -> tuple[ggml_facts.Behaviour, ...]:
+    """The `specs` (the packages' BEHAVIOUR, toolkit.core.package_facts.behaviour) of the configured ops: their
+    kernels on enabled backends, and the CPU reference."""
     ops, backends = set(ops), set(backends)
     if "rocm" in backends:
         backends.add("cuda")  # the HIP build compiles the CUDA sources
-    return tuple(b for b in ggml_facts.BEHAVIOUR if b.op in ops and (b.backend in backends or b.backend == "cpu"))
+    return tuple(b for b in specs if b.op in ops and (b.backend in backends or b.backend == "cpu"))
 
 
 def behaviour_of(

@@ -1,6 +1,6 @@
 """What changed upstream when the pin moves: files of the vendored subset added/removed/renamed/changed, the
 upstream commits between the two pins that touched them, and drift in the fingerprinted regions our
-bindings depend on (ggml_facts.FINGERPRINTS). Rendered as Markdown and JSON.
+bindings depend on (FINGERPRINTS: ggml_facts' shared ones and each package's). Rendered as Markdown and JSON.
 
 The report is written to build/reports/drift-<old>-<new>.{md,json} (build/ is ignored by git; vendor/
 only tracks the lock and patches, and the lock diff already shows the new pin in review).
@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.core import ggml_facts
+from toolkit.core import fs, ggml_facts
 from toolkit.core.ggml_facts import Fingerprint
 from toolkit.core.lock import Lock, sha256_bytes
 from toolkit.sync import behaviour
@@ -66,7 +65,7 @@ APPEARED, GONE = "appeared", "gone"
 
 @dataclass(frozen=True)
 class BehaviourDrift:
-    """One function an op's semantics live in (ggml_facts.BEHAVIOUR) that moved between the pins."""
+    """One function an op's semantics live in (a package's BEHAVIOUR) that moved between the pins."""
 
     key: str
     op: str
@@ -245,6 +244,7 @@ def compute_drift(
     new_text: Callable[[str], bytes | None] | None = None,
     fingerprints: tuple[Fingerprint, ...] = ggml_facts.FINGERPRINTS,
     log_function: Callable[[str, str, str, str], list[tuple[str, str]] | None] | None = None,
+    behaviour_specs: tuple[ggml_facts.Behaviour, ...] = (),
 ) -> Drift:
     """Compare two locks. `log(old, new, repo_paths)` lists commits (None when history is unavailable);
     `old_text`/`new_text` read pristine upstream files at each pin, for region diffs."""
@@ -303,7 +303,7 @@ def compute_drift(
                 )
             )
         regions.append(RegionDrift(fp.name, fp.path, o, n, diff))
-    behaviour_drift = _behaviour_drift(old, new, old_text, new_text, log_function)
+    behaviour_drift = _behaviour_drift(old, new, old_text, new_text, log_function, behaviour_specs)
     return Drift(
         new.upstream,
         old.commit,
@@ -326,10 +326,11 @@ def _behaviour_drift(
     old_text: Callable[[str], bytes | None] | None,
     new_text: Callable[[str], bytes | None] | None,
     log_function: Callable[[str, str, str, str], list[tuple[str, str]] | None] | None,
+    behaviour_specs: tuple[ggml_facts.Behaviour, ...] = (),
 ) -> tuple[BehaviourDrift, ...]:
     if not old.behaviour:
         return ()  # a lock written before behaviour fingerprints: nothing to compare against
-    specs = {s.key: s for s in ggml_facts.BEHAVIOUR}
+    specs = {s.key: s for s in behaviour_specs}
     prefix = ggml_facts.LAYOUT_PREFIX.get(new.layout, "")
     out = []
     for key in [k for k in specs if k in new.behaviour] + sorted(set(new.behaviour) - set(specs)):
@@ -392,17 +393,15 @@ def _text(read: Callable[[str], bytes | None], path: str) -> str | None:
     return data.decode("utf-8", "replace") if data is not None else None
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+def report_paths(build_dir: Path, drift: Drift) -> tuple[Path, Path]:
+    """Where the drift report of `drift` goes: build/reports/drift-<old12>-<new12>.md and .json."""
+    stem = Path(build_dir) / "reports" / f"drift-{drift.old_commit[:12]}-{drift.new_commit[:12]}"
+    return stem.with_suffix(".md"), stem.with_suffix(".json")
 
 
 def write_report(build_dir: Path, drift: Drift) -> tuple[Path, Path]:
-    """build/reports/drift-<old12>-<new12>.md and .json; returns both paths."""
-    stem = Path(build_dir) / "reports" / f"drift-{drift.old_commit[:12]}-{drift.new_commit[:12]}"
-    md, js = stem.with_suffix(".md"), stem.with_suffix(".json")
-    _atomic_write(md, drift.to_markdown())
-    _atomic_write(js, json.dumps(drift.to_json(), indent=2, sort_keys=True) + "\n")
+    """Write the drift report (report_paths), each file atomically; returns both paths."""
+    md, js = report_paths(build_dir, drift)
+    fs.atomic_write(md, drift.to_markdown().encode("utf-8"))
+    fs.atomic_write(js, (json.dumps(drift.to_json(), indent=2, sort_keys=True) + "\n").encode("utf-8"))
     return md, js

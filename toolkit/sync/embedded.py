@@ -7,16 +7,19 @@ toolkit always yields the same pin, and `sync --upstream embedded` works offline
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
 import platformdirs
 
+from toolkit.core import fs
 from toolkit.core.errors import UpstreamError
 
 EMBEDDED = "embedded"  # the --upstream value (and lock url) that means this miniature
@@ -30,6 +33,7 @@ _IDENTITY = {
     "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+00:00",
     "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+00:00",
 }
+_STAGING = ".mini-upstream-"  # a repository being built beside its final place
 MESSAGE = "mini-upstream: a miniature ggml written by the ggml-vendor authors"
 
 
@@ -77,39 +81,72 @@ def default_dest() -> Path:
     return base / "mini-upstream"
 
 
+def _built(repo: Path, key: str) -> str | None:
+    """The commit of a complete miniature repository at `repo` built from `key`, else None."""
+    marker = repo / ".git" / "ggml-vendor-commit"
+    if not marker.is_file():
+        return None
+    commit, _, built_from = marker.read_text().strip().partition(" ")
+    return commit if len(commit) == 40 and built_from == key else None
+
+
+@contextlib.contextmanager
+def _build_lock(repo: Path) -> Iterator[None]:
+    """An flock beside `repo`, so concurrent first uses build it once (the kernel drops it if we die)."""
+    fd = os.open(repo.with_name(f".{repo.name}.lock"), os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def materialize_mini_upstream(dest: Path | None = None) -> tuple[Path, str]:
     """A git repository holding the miniature at `dest` (default: <user cache>/mini-upstream/<hash>),
-    built once per content. Returns (repository path, full commit id). The commit is deterministic."""
+    built once per content. Returns (repository path, full commit id). The commit is deterministic.
+
+    Safe when several processes use it for the first time at once: a complete repository is never
+    replaced or deleted (others may be reading it), and it appears in one rename, built beside it under a
+    lock, so nobody ever sees half of one."""
     files = mini_files()
     key = _content_key(files)
     repo = Path(dest) if dest is not None else default_dest() / key
-    marker = repo / ".git" / "ggml-vendor-commit"
-    if marker.is_file():
-        commit, _, built_from = marker.read_text().strip().partition(" ")
-        if len(commit) == 40 and built_from == key:
-            return repo, commit
-    elif repo.exists() and any(repo.iterdir()):
-        raise UpstreamError(f"{repo} exists and is not a mini-upstream repository", "pass an empty or new directory")
+    commit = _built(repo, key)
+    if commit is not None:
+        return repo, commit
     repo.parent.mkdir(parents=True, exist_ok=True)
-    # Build beside the destination and rename into place, so a concurrent or killed build never leaves
-    # a half repository where the next run would trust it.
-    tmp = Path(tempfile.mkdtemp(prefix=".mini-upstream-", dir=repo.parent))
-    try:
-        _git(tmp, "init", "-q")
-        _git(tmp, "symbolic-ref", "HEAD", f"refs/heads/{BRANCH}")
-        for path, data in files.items():
-            target = tmp / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        _git(tmp, "add", "-A")
-        _git(tmp, "commit", "-q", "--no-gpg-sign", "-m", MESSAGE)
-        _git(tmp, "tag", TAG)
-        commit = _git(tmp, "rev-parse", "HEAD")
-        (tmp / ".git" / "ggml-vendor-commit").write_text(f"{commit} {key}\n")
-        if repo.exists():
-            shutil.rmtree(repo)
-        os.rename(tmp, repo)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with _build_lock(repo):
+        commit = _built(repo, key)  # another process may have built it while we waited
+        if commit is not None:
+            return repo, commit
+        if repo.exists() and any(repo.iterdir()):
+            raise UpstreamError(
+                f"{repo} exists and is not a mini-upstream repository", "pass an empty or new directory"
+            )
+        fs.stale_staging(repo.parent, _STAGING)  # builds a killed run left behind
+        tmp = fs.new_staging(repo.parent, _STAGING)
+        try:
+            commit = _build(tmp, files, key)
+            if repo.exists():
+                repo.rmdir()  # empty (checked above, under the lock)
+            os.rename(tmp, repo)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return repo, commit
+
+
+def _build(tmp: Path, files: dict[str, bytes], key: str) -> str:
+    """The miniature as a one-commit repository in `tmp`, marked complete; returns its commit."""
+    _git(tmp, "init", "-q")
+    _git(tmp, "symbolic-ref", "HEAD", f"refs/heads/{BRANCH}")
+    for path, data in files.items():
+        target = tmp / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    _git(tmp, "add", "-A")
+    _git(tmp, "commit", "-q", "--no-gpg-sign", "-m", MESSAGE)
+    _git(tmp, "tag", TAG)
+    commit = _git(tmp, "rev-parse", "HEAD")
+    (tmp / ".git" / "ggml-vendor-commit").write_text(f"{commit} {key}\n")
+    return commit

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import subprocess
 import tempfile
 from collections.abc import Mapping
@@ -39,6 +40,7 @@ HEALTH_APPLIES = "applies"
 HEALTH_UPSTREAM = VERDICT_UPSTREAM
 HEALTH_CONFLICT = "conflicts"
 
+MAX_NAME = 100  # NNNN-<name>.patch stays far below the 255 bytes a file name may have
 _NAME_RE = re.compile(r"^(?:(\d{4})-)?([A-Za-z0-9][A-Za-z0-9._-]*?)(?:\.patch)?$")
 
 
@@ -114,7 +116,7 @@ def _match(existing: list[str], name: str) -> str | None:
 
 def _pristine_plan(cfg: Config, lock: Lock, patches: list[tuple[str, bytes]], *, rev: str | None, mirror, **kw):  # type: ignore[no-untyped-def]
     """plan_sync of `patches` at `rev` (None: the pinned commit) of the lock's upstream."""
-    from toolkit.sync.stage import plan_sync
+    from toolkit.sync.stage import family_facts, plan_sync
     from toolkit.sync.upstream import open_upstream
 
     if rev is None:
@@ -125,13 +127,14 @@ def _pristine_plan(cfg: Config, lock: Lock, patches: list[tuple[str, bytes]], *,
     try:
         snapshot = source.snapshot(commit)
         return plan_sync(
-            cfg.entries_for(None),
+            cfg.all_entries(None),
             snapshot,
             upstream=source.recorded,
             rev=lock.rev if rev is None else rev,
             patches=patches,
             previous=lock,
             prefetch=snapshot.prefetch,
+            **family_facts(cfg),
             **kw,
         )
     finally:
@@ -170,16 +173,19 @@ def format_patch(
             GIT_COMMITTER_EMAIL=author[1],
         )
 
-        def git(*args: str) -> str:
-            r = subprocess.run(["git", *args], cwd=work, env=env, capture_output=True, text=True, check=False)
+        def git(*args: str) -> bytes:
+            # bytes, never text: a CRLF or binary edit must reach the patch exactly as it is
+            r = subprocess.run(["git", *args], cwd=work, env=env, capture_output=True, check=False)
             if r.returncode != 0:
-                raise PatchError(f"git {args[0]} failed while writing the patch: {r.stderr.strip()}", None)
+                detail = r.stderr.decode("utf-8", "replace").strip()
+                raise PatchError(f"git {args[0]} failed while writing the patch: {detail}", None)
             return r.stdout
 
         def lay(files: Mapping[str, bytes]) -> None:
             lay_files(work, {*before, *after}, files)
 
         git("init", "-q")
+        git("config", "core.autocrlf", "false")
         lay(before)
         git("add", "-A")
         git("commit", "-q", "--allow-empty", "-m", "pinned upstream")
@@ -187,11 +193,54 @@ def format_patch(
         git("add", "-A")
         (Path(tmp) / "msg").write_text(message.strip() + "\n")
         git("commit", "-q", "-F", str(Path(tmp) / "msg"))
-        return git("format-patch", "-1", "--stdout", "--no-signature", "--zero-commit", "--no-renames").encode()
+        # --binary: an edit git sees as binary is kept as a binary diff (applies exactly), not "Binary files differ"
+        return git(
+            "-c",
+            "core.autocrlf=false",
+            "format-patch",
+            "-1",
+            "--stdout",
+            "--binary",
+            "--no-signature",
+            "--zero-commit",
+            "--no-renames",
+        )
+
+
+def _file_kind(path: Path) -> str | None:
+    """What `path` is when it is not a regular file ("a symbolic link", "a directory", ...); None for a
+    regular file or nothing. Never follows a link and never opens the file (a FIFO would block)."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kinds = (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "a device or other special file")
+
+
+def _refuse_odd_files(cfg: Config, lock: Lock) -> None:
+    """A patch saves file contents: a vendored path that is a link, directory, pipe... is vendor state
+    sync must repair first (a link would make us save a file from outside the tree, a FIFO would hang)."""
+    base = cfg.vendor_dir / SOURCES_DIR
+    for rel in sorted(lock.files):
+        kind = _file_kind(base / rel)
+        if kind is not None:
+            raise VendorStateError(
+                f"vendor/{SOURCES_DIR}/{rel} is {kind}, not a regular file: a patch can only save file contents",
+                "replace it with a regular file holding your edits, or restore it with ggml-vendor sync --force",
+            )
 
 
 def _check_pin(cfg: Config, lock: Lock, *, allow_edits: bool) -> list[str]:
     """Refuse a vendor/ that does not stand on its pin; return the edited vendored files (vendor/ggml-relative)."""
+    _refuse_odd_files(cfg, lock)
     findings = check_vendor_dir(cfg.vendor_dir, lock)
     extra = [f for f in findings if f.kind == EXTRA]
     if extra:
@@ -231,6 +280,11 @@ def save_patch(
     if not m or "/" in name:
         raise PatchError(
             f"{name!r} is not a patch name", "use letters, digits, '.', '_' and '-', e.g. gdn-decode-vectorised"
+        )
+    if len(name) > MAX_NAME:
+        raise PatchError(
+            f"the patch name ({len(name)} characters) is too long for a file name",
+            f"use at most {MAX_NAME} characters, e.g. gdn-decode-vectorised",
         )
     lock = _require_lock(cfg)
     edited = _check_pin(cfg, lock, allow_edits=True)

@@ -51,18 +51,53 @@ def patch_targets(text: str) -> tuple[int, list[tuple[str | None, str | None]]]:
     """(strip level for git apply -p, [(old path, new path)] relative to vendor/ggml; None = /dev/null)."""
     raw: list[tuple[str | None, str | None]] = []
     old: str | None = None
-    for line in text.splitlines():
-        if line.startswith("--- "):
-            old = line[4:].split("\t")[0].strip()
-        elif line.startswith("+++ ") and old is not None:
-            new = line[4:].split("\t")[0].strip()
-            raw.append((None if old == "/dev/null" else old, None if new == "/dev/null" else new))
-            old = None
+    for section in _sections(text):
+        binary = _binary_target(section)
+        if binary is not None:
+            raw.append(binary)
+            continue
+        for line in section:
+            if line.startswith("--- "):
+                old = line[4:].split("\t")[0].strip()
+            elif line.startswith("+++ ") and old is not None:
+                new = line[4:].split("\t")[0].strip()
+                raw.append((None if old == "/dev/null" else old, None if new == "/dev/null" else new))
+                old = None
     names = [p for pair in raw for p in pair if p]
     level = 1 if names and all(p.startswith(("a/", "b/")) for p in names) else 0
     if names and all(_strip(p, level).startswith("vendor/ggml/") for p in names):
         level += 2
     return level, [(_strip(o, level) if o else None, _strip(n, level) if n else None) for o, n in raw]
+
+
+def _sections(text: str) -> list[list[str]]:
+    """The patch's lines cut at each `diff --git` header (the text before the first is one section too)."""
+    sections: list[list[str]] = [[]]
+    for line in text.splitlines():
+        if line.startswith("diff --git "):
+            sections.append([])
+        sections[-1].append(line)
+    return sections
+
+
+_GIT_HEADER_RE = re.compile(r"^diff --git (\S+) (\S+)$")
+
+
+def _binary_target(section: list[str]) -> tuple[str | None, str | None] | None:
+    """(old, new) of a `git diff --binary` section (it has no ---/+++ lines); None for any other section."""
+    if not section or not any(ln == "GIT binary patch" for ln in section):
+        return None
+    if any(ln.startswith(("--- ", "+++ ")) for ln in section):
+        return None
+    m = _GIT_HEADER_RE.match(section[0])
+    if not m:
+        return None
+    old, new = m.group(1), m.group(2)
+    if any(ln.startswith("new file mode") for ln in section):
+        return None, new
+    if any(ln.startswith("deleted file mode") for ln in section):
+        return old, None
+    return old, new
 
 
 def _hunks_of(text: str, level: int, path: str) -> list[str]:

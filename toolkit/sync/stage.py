@@ -3,7 +3,7 @@
 `plan_sync` is pure over a snapshot-like object (anything with commit/layout/date/subject and `read`),
 so plans are unit-tested without git. `prepare` reads the upstream and vendor/ and writes nothing in the
 project (what --dry-run prints); `execute` finishes an interrupted replacement first, swaps the new tree in
-atomically (vendor_tree) and writes the drift report. `run_sync` is the two in a row.
+atomically (vendor_tree) and writes the drift report. The CLI, the demo and the tests run the two in a row.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from toolkit import __version__
-from toolkit.core import ggml_facts
+from toolkit.core import ggml_facts, package_facts
 from toolkit.core.config import Config, Entry
 from toolkit.core.errors import Interrupted, UpstreamError, VendorStateError
 from toolkit.core.lock import (
@@ -36,10 +36,10 @@ from toolkit.core.lock import (
 from toolkit.core.projectlock import project_lock
 from toolkit.sync import behaviour, embedded
 from toolkit.sync.closure import Closure, compute_closure
-from toolkit.sync.drift import Drift, compute_drift, fingerprints_of, write_report
+from toolkit.sync.drift import Drift, compute_drift, fingerprints_of, report_paths, write_report
 from toolkit.sync.embedded import EMBEDDED
 from toolkit.sync.patches import PatchResult, apply_patches, describe
-from toolkit.sync.upstream import open_upstream
+from toolkit.sync.upstream import check_recorded, open_upstream
 from toolkit.sync.vendor_tree import (
     JOURNAL,
     LOCK_CORRUPT,
@@ -62,7 +62,6 @@ __all__ = [
     "plan_sync",
     "prepare",
     "execute",
-    "run_sync",
     "check_vendor",
     "license_inventory",
 ]
@@ -189,12 +188,18 @@ def plan_sync(
     drop_upstreamed: bool = False,
     prefetch: Callable[[list[str]], None] | None = None,
     tool_version: str = __version__,
+    packages: Mapping[str, tuple[str, ...]] | None = None,
+    fingerprints: tuple[ggml_facts.Fingerprint, ...] = ggml_facts.FINGERPRINTS,
+    behaviour_specs: tuple[ggml_facts.Behaviour, ...] = (),
 ) -> SyncPlan:
     """Compute the new vendor/ tree and lock. `patches` are vendor/patches/*.patch (name order);
     `extra_patch_files` are other files under vendor/patches/ (kept as they are); `current` maps
-    vendor/-relative paths to the sha256 of what is there now; `findings` is check_vendor_dir's result."""
+    vendor/-relative paths to the sha256 of what is there now; `findings` is check_vendor_dir's result.
+    `entries` is the union of every package's ops (Config.all_entries); `packages` (package -> its op keys)
+    is recorded in the lock when the project holds more than one package. `fingerprints` and `behaviour_specs`
+    are the regions and functions to hash (toolkit.core.package_facts: shared ones and every package's)."""
     where = f"{snapshot.commit[:12]}"
-    behaviour_specs = behaviour.wanted({op for op, _, _ in entries}, {b for _, b, _ in entries})
+    behaviour_specs = behaviour.wanted({op for op, _, _ in entries}, {b for _, b, _ in entries}, behaviour_specs)
     if prefetch is not None:  # one round trip for the entries and the always-shipped files (URL upstreams)
         prefetch(
             [alt for _, _, e in entries for alt in e.alternatives]
@@ -273,10 +278,11 @@ def plan_sync(
         licenses=license_inventory(patched),
         entries=entries_used,
         closures=closures,
-        fingerprints=fingerprints_of(pristine),
+        fingerprints=fingerprints_of(pristine, fingerprints),
         llama_cpp_commit=llama_commit,
         ggml_commit=ggml_commit,
         behaviour=behaviour.behaviour_of(snapshot.read, behaviour_specs),
+        packages=dict(packages) if packages and len(packages) > 1 else {},
     )
     lock_text = render_lock(lock)
 
@@ -366,6 +372,16 @@ class Prepared:
         return SyncReport("dry-run", self.plan, drift=self.drift, seconds=self.seconds, timings=self.timings)
 
 
+def family_facts(cfg: Config) -> dict[str, Any]:
+    """plan_sync's keywords for a family: package -> the lock keys of its ops, in config order (the lock's
+    [packages] table), and the regions and functions every package's facts name."""
+    return {
+        "packages": {p.name: tuple(p.key(op.name) for op in p.ops) for p in cfg.packages},
+        "fingerprints": package_facts.fingerprints(cfg),
+        "behaviour_specs": package_facts.behaviour(cfg),
+    }
+
+
 def _previous_lock(root: Path) -> Lock | None:
     """vendor/UPSTREAM, or the old tree's lock while an interrupted swap awaits recovery (read-only)."""
     vendor = root / "vendor"
@@ -377,6 +393,15 @@ def _previous_lock(root: Path) -> Lock | None:
             return None
         return read_lock(old) if old.is_dir() else None
     return read_lock(vendor)
+
+
+def _recorded_rev(rev: str, commit: str, previous: Lock | None) -> str:
+    """The rev the lock records. Naming the pinned commit by its own sha (or a prefix of it) is not a new
+    pin: the lock keeps the rev it had (e.g. `master`), so that sync is a no-op and writes nothing."""
+    names_commit = re.fullmatch(r"[0-9a-fA-F]{4,64}", rev) is not None and commit.startswith(rev.lower())
+    if previous is not None and previous.commit == commit and previous.rev and names_commit:
+        return previous.rev
+    return rev
 
 
 def prepare(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] | None = None) -> Prepared:
@@ -417,16 +442,17 @@ def prepare(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] 
     source, commit = open_upstream(label, resolve_rev, mirror=req.mirror, configured=cfg.upstream)
     try:
         snapshot = source.snapshot(commit)
+        check_recorded(source, snapshot)
         t = lap("resolve", t)
         step(f"computing the include closure at {commit[:12]} ({snapshot.layout} layout)")
         patches, other_patch_files = read_patches(vendor)
         current = current_hashes(vendor)
         findings = check_vendor_dir(vendor, previous) if vendor.exists() else []
         plan = plan_sync(
-            cfg.entries_for(req.backends),
+            cfg.all_entries(req.backends),
             snapshot,
             upstream=source.recorded,
-            rev=rev,
+            rev=_recorded_rev(rev, commit, previous),
             patches=patches,
             extra_patch_files=other_patch_files,
             previous=previous,
@@ -434,6 +460,7 @@ def prepare(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] 
             findings=findings,
             drop_upstreamed=req.drop_upstreamed,
             prefetch=snapshot.prefetch,
+            **family_facts(cfg),
         )
         t = lap("plan", t)
         if plan.overwrites and not req.force:
@@ -455,6 +482,8 @@ def prepare(cfg: Config, req: SyncRequest, *, progress: Callable[[str], object] 
                 old_text=old_text,
                 new_text=snapshot.read,
                 log_function=source.log_function,
+                fingerprints=package_facts.fingerprints(cfg),
+                behaviour_specs=package_facts.behaviour(cfg),
             )
             described = {n: describe(b) for n, b in patches}
             drift = replace(drift, patches=tuple((r.name, r.verdict, described[r.name]) for r in plan.patches))
@@ -502,7 +531,7 @@ def _execute_locked(
         if drift is not None:
             drift_paths = tuple(str(p) for p in write_report(cfg.build_dir, drift))
     except KeyboardInterrupt:
-        raise _interrupted(cfg, plan) from None
+        raise _interrupted(cfg, plan, drift) from None
     return SyncReport(
         "synced",
         plan,
@@ -515,7 +544,7 @@ def _execute_locked(
     )
 
 
-def _interrupted(cfg: Config, plan: SyncPlan) -> Interrupted:
+def _interrupted(cfg: Config, plan: SyncPlan, drift: Drift | None = None) -> Interrupted:
     """Ctrl-C during or after the swap: say which tree vendor/ holds now, read back from disk."""
     try:  # the state report itself is not interruptible
         old_handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -528,35 +557,38 @@ def _interrupted(cfg: Config, plan: SyncPlan) -> Interrupted:
         except OSError:
             on_disk = None
         findings = check_vendor_dir(cfg.vendor_dir) if on_disk is not None else []
+        reported = drift is not None and all(p.is_file() for p in report_paths(cfg.build_dir, drift))
     finally:
         if old_handler is not None:
             signal.signal(signal.SIGINT, old_handler)
+    return _state_line(cfg, plan, on_disk, findings, drift, reported)
+
+
+def _state_line(
+    cfg: Config, plan: SyncPlan, on_disk: str | None, findings: list[TreeFinding], drift: Drift | None, reported: bool
+) -> Interrupted:
     lock = plan.lock
     if on_disk == plan.lock_text and not findings:
-        return Interrupted(
-            f"vendor/ is at the new pin {lock.commit[:12]} ({lock.rev}): the sync had completed",
-            "nothing to undo; the drift report was not written (ggml-vendor status shows the pin)",
-        )
+        if drift is None:
+            after = "nothing to undo (ggml-vendor status shows the pin)"
+        elif reported:
+            after = "nothing to undo; the drift report is in " + str(report_paths(cfg.build_dir, drift)[0])
+        else:
+            after = "nothing to undo; the drift report was not written (ggml-vendor status shows the pin)"
+        return Interrupted(f"vendor/ is at the new pin {lock.commit[:12]} ({lock.rev}): the sync had completed", after)
     prev = plan.previous
-    if prev is None:
+    now = read_lock(cfg.vendor_dir) if on_disk is not None else None
+    if now is None:
         return Interrupted("vendor/ was left without a pin: nothing was synced", "run ggml-vendor sync --rev REV again")
-    return Interrupted(f"vendor/ kept its previous pin {prev.commit[:12]} ({prev.rev})", "run the sync again")
+    if prev is not None and now.commit == prev.commit:
+        return Interrupted(f"vendor/ kept its previous pin {prev.commit[:12]} ({prev.rev})", "run the sync again")
+    return Interrupted(
+        f"vendor/ is at {now.commit[:12]} ({now.rev}), neither the pin planned nor the previous one",
+        "another command changed it meanwhile: ggml-vendor status shows it",
+    )
 
 
-def run_sync(
-    cfg: Config,
-    req: SyncRequest,
-    *,
-    progress: Callable[[str], object] | None = None,
-    on_wait: Callable[[str], object] | None = None,
-) -> SyncReport:
-    """Sync vendor/ to `req` (see SyncRequest): prepare, then (unless req.dry_run) execute. Raises a
-    VendorError subclass, with nothing changed, on any refusal; returns what was done.
-
-    The whole run, from reading the current pin to writing the report, holds the project lock (shared for
-    a dry run): what it reports ("already at", "synced to") is the state on disk when it returns."""
-    with project_lock(cfg.root, command="sync", shared=req.dry_run, wait=req.wait, on_wait=on_wait):
-        if req.dry_run:
-            return prepare(cfg, req, progress=progress).dry_run_report()
-        recovered = tuple(recover(cfg.root))
-        return execute(prepare(cfg, req, progress=progress), progress=progress, recovered=recovered)
+def interrupted(prep: Prepared) -> Interrupted:
+    """The Interrupted error (exit 130) for a Ctrl-C that lands anywhere after `prep` was planned, the
+    report's printing included: it says truthfully which tree vendor/ holds, read back from disk."""
+    return _interrupted(prep.cfg, prep.plan, prep.drift)

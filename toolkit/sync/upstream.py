@@ -7,6 +7,7 @@ snapshot adds llama.cpp's `ggml/` prefix itself and refuses anything that would 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import posixpath
@@ -188,6 +189,7 @@ class Source:
     def __init__(self, path: Path, recorded: str, *, partial: bool = False, url: str | None = None) -> None:
         self.path = path
         self.recorded = recorded
+        self.named_by = NAMED_URL  # how `recorded` was chosen (NAMED_*); open_upstream sets it
         self.partial = partial
         self.url = url
         self._missing: dict[str, set[str]] = {}
@@ -387,16 +389,70 @@ def _open_url(url: str, rev: str) -> tuple[Source, str]:
     return src, commit
 
 
-def canonical_name(git_dir: Path, configured: str | None) -> str:
-    """What the lock calls a local clone: its origin URL, else the configured URL, else the path itself
-    (a machine-specific name, used only when nothing better is known)."""
+# How a Source's `recorded` name was chosen (Source.named_by).
+NAMED_URL, NAMED_ORIGIN, NAMED_CONFIGURED, NAMED_PATH, NAMED_EMBEDDED = (
+    "url",
+    "origin",
+    "configured",
+    "path",
+    "embedded",
+)
+
+
+def canonical_name(git_dir: Path, configured: str | None) -> tuple[str, str]:
+    """What the lock calls a local clone, and how that was chosen: its origin URL, else the configured URL,
+    else the path itself (a machine-specific name, used only when the project's upstream is a path too)."""
     proc = _run_git(git_dir, "config", "--get", "remote.origin.url", check=False)
     origin = proc.stdout.strip()
     if origin and is_url(origin):
-        return origin
+        return origin, NAMED_ORIGIN
     if configured and is_url(configured):
-        return configured
-    return str(git_dir.parent if git_dir.name == ".git" else git_dir)
+        return configured, NAMED_CONFIGURED
+    return str(git_dir.parent if git_dir.name == ".git" else git_dir), NAMED_PATH
+
+
+def _name_of(spec: str, configured: str | None) -> tuple[str, str]:
+    """The recorded name of the upstream `spec` (a URL, 'embedded' or a local path) whose objects are read
+    from a mirror: a path is named as `canonical_name` names it, never by itself when a URL is known."""
+    if spec == EMBEDDED:
+        return EMBEDDED, NAMED_EMBEDDED
+    if is_url(spec):
+        return spec, NAMED_URL
+    path = Path(spec).expanduser()
+    with contextlib.suppress(git.InvalidGitRepositoryError, git.NoSuchPathError):
+        with git.Repo(path) as repo:
+            return canonical_name(Path(repo.git_dir), configured)
+    if configured and is_url(configured):
+        return configured, NAMED_CONFIGURED
+    return str(path.resolve()), NAMED_PATH
+
+
+def url_layout(url: str) -> str | None:
+    """The layout a URL's repository name promises (…/ggml → ggml, …/llama.cpp → llama.cpp), else None."""
+    name = re.split(r"[/:]", url.rstrip("/"))[-1].removesuffix(".git").lower()
+    return {"ggml": ggml_facts.LAYOUT_GGML, "llama.cpp": ggml_facts.LAYOUT_LLAMA_CPP}.get(name)
+
+
+def check_recorded(source: Source, snapshot: Snapshot) -> None:
+    """Refuse (UpstreamError, exit 3) a lock that would name a URL which cannot have the pinned commit: a
+    ggml URL paired with a llama.cpp commit or the reverse (a local clone without an origin falling back
+    to the configured URL of the other repository). An origin URL is the clone's own and is trusted."""
+    if source.named_by not in (NAMED_URL, NAMED_CONFIGURED):
+        return
+    promised = url_layout(source.recorded)
+    if promised is None or promised == snapshot.layout:
+        return
+    via = (
+        f"{source.path} has no origin URL, so the lock would name the configured upstream"
+        if (source.named_by == NAMED_CONFIGURED)
+        else "the lock would name"
+    )
+    raise UpstreamError(
+        f"{via} {source.recorded} (a {promised} repository) for the {snapshot.layout} commit "
+        f"{snapshot.commit[:12]}, which that URL does not have",
+        f"give the clone the URL it came from (git -C {source.path} remote add origin "
+        f"https://github.com/ggml-org/{snapshot.layout}), or pass --upstream THAT-URL --mirror {source.path}",
+    )
 
 
 def open_upstream(
@@ -407,15 +463,18 @@ def open_upstream(
     `upstream` is a URL, a local path, or "embedded". `mirror`, when given, is a local clone used as the
     object source instead of the network (the lock still says `upstream`). A local path is read like a
     mirror too: the lock records its canonical name (`canonical_name`: its origin URL or the `configured`
-    URL), so the committed lock never names a directory of one machine."""
+    URL), so the committed lock never names a directory of one machine; with a mirror, `upstream` is
+    named the same way (a path never stands for itself when a URL is known). `check_recorded` then refuses
+    a name that cannot have the commit."""
     validate_rev(rev)
     if mirror is not None:
         src = Source(Path(mirror), upstream)
-        src.recorded = upstream
+        src.recorded, src.named_by = _name_of(upstream, configured)
         return src, src.resolve(rev)
     if upstream == EMBEDDED:
         path, _ = materialize_mini_upstream()
         src = Source(path, EMBEDDED)
+        src.named_by = NAMED_EMBEDDED
         return src, src.resolve(rev)
     if is_url(upstream):
         return _open_url(upstream, rev)
@@ -426,5 +485,5 @@ def open_upstream(
             "pass --upstream https://github.com/ggml-org/ggml, a local clone path, or 'embedded'",
         )
     src = Source(path.resolve(), str(path.resolve()))
-    src.recorded = canonical_name(src.git_dir, configured)
+    src.recorded, src.named_by = canonical_name(src.git_dir, configured)
     return src, src.resolve(rev)

@@ -1,30 +1,23 @@
 """vendor/ on disk: compare it with the lock (`check_vendor`) and replace it atomically (`replace_vendor`).
 
 Replacement builds a complete copy of the new vendor/ beside it (`.vendor.stage-*`, patches/ included),
-verifies it, then swaps the two directories in one step with Linux renameat2(RENAME_EXCHANGE). A crash or
-SIGKILL at any point therefore leaves vendor/ either entirely old or entirely new; leftovers are removed
-by the next run. Where renameat2 is unavailable a journaled two-rename swap is used instead, and the next
-run rolls an interrupted swap back (see `recover`). Unchanged files are hard-linked from the old tree, so
-their bytes and mtimes survive a sync that changes other files.
+verifies it, then swaps the two directories in one step (toolkit.core.fs.swap_dir: renameat2
+RENAME_EXCHANGE, or a journaled two-rename fallback). A crash or SIGKILL at any point therefore leaves
+vendor/ either entirely old or entirely new; the next run rolls an interrupted fallback swap back and removes
+leftovers (see `recover`). Unchanged files are hard-linked from the old tree, so their bytes and mtimes
+survive a sync that changes other files.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import ctypes.util
-import errno
-import json
 import os
-import secrets
 import shutil
-import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolkit.core import ggml_facts
+from toolkit.core import fs, ggml_facts
 from toolkit.core.errors import VendorStateError
 from toolkit.core.hashing import git_blob_id
 from toolkit.core.lock import LOCK_NAME, Lock, read_lock, sha256_bytes, sha256_file
@@ -38,11 +31,10 @@ SOURCES_DIR = ggml_facts.VENDOR_SUBDIR  # vendor/ggml/<standalone path>
 STAGE_PREFIX = ".vendor.stage-"
 OLD_PREFIX = ".vendor.old-"
 JOURNAL = ".vendor.journal"
-KILL_ENV = "GGML_VENDOR_KILL_AT"  # test hook: SIGKILL ourselves at the Nth checkpoint of a replacement
-INT_ENV = "GGML_VENDOR_INTERRUPT_AT"  # test hook: SIGINT ourselves at the checkpoint with this label
-# fsync protects against power loss only (a killed process loses nothing the kernel already has); tests
-# that run hundreds of syncs on a busy disk may turn it off.
-NO_FSYNC_ENV = "GGML_VENDOR_NO_FSYNC"
+# The test hooks and the swap live in toolkit.core.fs; re-exported for the callers that import them here.
+KILL_ENV, INT_ENV, NO_FSYNC_ENV = fs.KILL_ENV, fs.INT_ENV, fs.NO_FSYNC_ENV
+checkpoint = fs.checkpoint
+exchange = fs.exchange
 
 # Kinds of TreeFinding. EDITED and EXTRA would be lost by an overwrite, so sync refuses them without --force;
 # MISSING loses nothing (a fresh clone has only the lock) but still makes `sync --check` fail.
@@ -181,63 +173,11 @@ def current_hashes(vendor_dir: Path) -> dict[str, str | None]:
 
 # --- atomic replacement ------------------------------------------------------------------------------
 
-_checkpoints = 0
-
-
-def checkpoint(label: str) -> None:
-    """A numbered point in a replacement where a test may SIGKILL us (GGML_VENDOR_KILL_AT=N)."""
-    global _checkpoints
-    _checkpoints += 1
-    want = os.environ.get(KILL_ENV)
-    if want and want.isdigit() and int(want) == _checkpoints:
-        os.kill(os.getpid(), signal.SIGKILL)
-    if os.environ.get(INT_ENV) == label:
-        os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C landing right here (KeyboardInterrupt just after)
-
-
-def _load_renameat2():  # type: ignore[no-untyped-def]
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn = libc.renameat2
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_RENAMEAT2 = _load_renameat2()
-_AT_FDCWD = -100
-_RENAME_EXCHANGE = 2
-
-
-def exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two directory entries; False if this system or filesystem cannot."""
-    if _RENAMEAT2 is None or os.environ.get("GGML_VENDOR_NO_EXCHANGE"):
-        return False
-    if _RENAMEAT2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
-        return False
-    raise OSError(code, f"renameat2({a}, {b}, RENAME_EXCHANGE): {os.strerror(code)}")
-
-
-def _fsync_dir(path: Path) -> None:
-    if os.environ.get(NO_FSYNC_ENV):
-        return
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
 
 def recover(root: Path) -> list[str]:
     """Finish what an interrupted replacement left behind: roll back a half-done journaled swap, then
-    delete stage and old trees. Returns what it did (for the report). Safe to call any time; skipped
-    while another process holds the project lock."""
+    delete stage and old trees (toolkit.core.fs). Returns what it did (for the report). Safe to call any
+    time; skipped while another process holds the project lock."""
     root = Path(root)
     actions: list[str] = []
     if held_mode(root) == SHARED:
@@ -248,21 +188,11 @@ def recover(root: Path) -> list[str]:
     except (VendorStateError, OSError):
         return actions
     try:
-        journal = root / JOURNAL
-        if journal.exists():
-            try:
-                old = root / json.loads(journal.read_text())["old"]
-            except (ValueError, KeyError, OSError):
-                old = None
-            vendor = root / "vendor"
-            if old is not None and old.is_dir() and not os.path.lexists(vendor):
-                os.rename(old, vendor)  # the swap stopped between its two renames: put the old tree back
-                actions.append("restored vendor/ from an interrupted swap")
-            journal.unlink()
-        for leftover in sorted(root.glob(STAGE_PREFIX + "*")) + sorted(root.glob(OLD_PREFIX + "*")):
-            if leftover.is_dir() and not leftover.is_symlink():
-                shutil.rmtree(leftover, ignore_errors=True)
-                actions.append(f"removed leftover {leftover.name}")
+        vendor = root / "vendor"
+        actions += fs.recover_swap(vendor)
+        # we hold the project lock exclusively: every stage/old tree is a dead run's
+        for prefix in (STAGE_PREFIX, OLD_PREFIX):
+            actions += [f"removed leftover {n}" for n in fs.stale_staging(root, prefix, only_dead=False)]
     finally:
         ctx.__exit__(None, None, None)
     return actions
@@ -285,63 +215,23 @@ def replace_vendor(root: Path, desired: Mapping[str, bytes], *, known: Mapping[s
     `known` maps vendor-relative paths to the sha256 of what vendor/ holds now (current_hashes); files whose
     bytes do not change are hard-linked from the old tree, which keeps their mtimes. Returns the paths
     actually written (new bytes)."""
-    global _checkpoints
-    _checkpoints = 0
+    fs.reset_checkpoints()
     root = Path(root)
     vendor = root / "vendor"
     if vendor.is_symlink() or (vendor.exists() and not vendor.is_dir()):
         raise VendorStateError(
             f"{vendor} is not a plain directory", "replace it with a directory (or remove it) and retry"
         )
-    known = known or {}
-    written: list[str] = []
     with project_lock(root, command="sync", wait=False):
-        stage = root / f"{STAGE_PREFIX}{secrets.token_hex(4)}"
+        stage = fs.new_staging(root, STAGE_PREFIX)
         try:
-            stage.mkdir()
             (stage / PATCHES_DIR).mkdir()  # always there, even empty: it is where users put patches
             checkpoint("stage created")
-            for rel in sorted(desired):
-                data = desired[rel]
-                dest = _safe_join(stage, rel)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                old = vendor / rel
-                if known.get(rel) == sha256_bytes(data) and old.is_file() and not old.is_symlink():
-                    try:
-                        os.link(old, dest)
-                        checkpoint(f"linked {rel}")
-                        continue
-                    except OSError:
-                        pass  # another filesystem or no hard links: fall through to a copy
-                with open(dest, "xb") as fh:
-                    fh.write(data)
-                    if not os.environ.get(NO_FSYNC_ENV):
-                        fh.flush()
-                        os.fsync(fh.fileno())
-                written.append(rel)
-                checkpoint(f"wrote {rel}")
-            # Verify the staged tree before it becomes visible: exactly the desired bytes, nothing else.
-            staged = {p: _file_sha(stage / p) for p in _all_files(stage)}
-            want = {p: sha256_bytes(b) for p, b in desired.items()}
-            if staged != want:
-                bad = sorted({p for p, _ in set(staged.items()) ^ set(want.items())})
-                shown = ", ".join(f"vendor/{p}" for p in bad[:3]) + (
-                    f" and {len(bad) - 3} more" if len(bad) > 3 else ""
-                )
-                raise VendorStateError(
-                    f"the staged vendor/ tree does not hold the planned bytes ({shown}); vendor/ was not changed",
-                    "something else wrote vendor/ meanwhile: re-run ggml-vendor sync",
-                )
-            _fsync_dir(stage)
+            written = _fill_stage(stage, vendor, desired, known or {})
+            _verify_stage(stage, desired)
+            fs.fsync_dir(stage)
             checkpoint("staged and verified")
-            if not vendor.exists():
-                os.rename(stage, vendor)
-                checkpoint("renamed into place")
-            elif exchange(stage, vendor):
-                checkpoint("swapped")  # `stage` now holds the old tree
-            else:
-                _journaled_swap(root, stage, vendor)
-            _fsync_dir(root)
+            fs.swap_dir(stage, vendor)
         finally:
             if stage.exists():
                 shutil.rmtree(stage, ignore_errors=True)
@@ -349,20 +239,39 @@ def replace_vendor(root: Path, desired: Mapping[str, bytes], *, known: Mapping[s
     return written
 
 
-def _journaled_swap(root: Path, stage: Path, vendor: Path) -> None:
-    """Two renames with a journal in between; `recover` rolls back if we die after the first."""
-    old = root / f"{OLD_PREFIX}{secrets.token_hex(4)}"
-    journal = root / JOURNAL
-    tmp = root / (JOURNAL + ".tmp")
-    tmp.write_text(json.dumps({"old": old.name, "new": stage.name}))
-    os.replace(tmp, journal)
-    checkpoint("journal written")
-    os.rename(vendor, old)
-    checkpoint("old tree moved aside")
-    os.rename(stage, vendor)
-    checkpoint("new tree in place")
-    journal.unlink()
-    shutil.rmtree(old, ignore_errors=True)
+def _fill_stage(stage: Path, vendor: Path, desired: Mapping[str, bytes], known: Mapping[str, str]) -> list[str]:
+    """Write `desired` under `stage`, hard-linking unchanged files from `vendor`; returns the paths written."""
+    written: list[str] = []
+    for rel in sorted(desired):
+        data = desired[rel]
+        dest = _safe_join(stage, rel)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        old = vendor / rel
+        if known.get(rel) == sha256_bytes(data) and old.is_file() and not old.is_symlink():
+            try:
+                os.link(old, dest)
+                checkpoint(f"linked {rel}")
+                continue
+            except OSError:
+                pass  # another filesystem or no hard links: fall through to a copy
+        fs.write_new(dest, data)
+        written.append(rel)
+        checkpoint(f"wrote {rel}")
+    return written
+
+
+def _verify_stage(stage: Path, desired: Mapping[str, bytes]) -> None:
+    """The staged tree holds exactly the desired bytes, nothing else (checked before it becomes visible)."""
+    staged = {p: _file_sha(stage / p) for p in _all_files(stage)}
+    want = {p: sha256_bytes(b) for p, b in desired.items()}
+    if staged == want:
+        return
+    bad = sorted({p for p, _ in set(staged.items()) ^ set(want.items())})
+    shown = ", ".join(f"vendor/{p}" for p in bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+    raise VendorStateError(
+        f"the staged vendor/ tree does not hold the planned bytes ({shown}); vendor/ was not changed",
+        "something else wrote vendor/ meanwhile: re-run ggml-vendor sync",
+    )
 
 
 def _all_files(base: Path) -> list[str]:

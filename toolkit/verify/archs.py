@@ -1,5 +1,6 @@
 """`backend.archs` must equal what the binary really contains: CUDA cubins/PTX read from the ELF `.nv_fatbin`
-section (no cuobjdump needed), ROCm code objects from the clang offload bundle in `.hip_fatbin`.
+section (no cuobjdump needed), ROCm code objects from the clang offload bundle in `.hip_fatbin`. pyelftools
+finds the sections; the two device-code containers inside them are read here, since no library parses them.
 
 Fatbin layout (as nvcc 12/13 write it; checked against nvcc 13.0 output in tests/test_verify.py):
 a section holds one container per translation unit, each `u32 magic 0xBA55ED50, u16 version, u16 header
@@ -10,6 +11,7 @@ u64 flags, ...`. Flag 0x100000 marks an arch-specific target (sm_90a), 0x200000 
 
 from __future__ import annotations
 
+import io
 import re
 import struct
 from dataclasses import dataclass
@@ -87,8 +89,14 @@ def parse_fatbin_section(sec: bytes) -> FatbinContents:
 
 def cuda_targets_of(data: bytes) -> FatbinContents | None:
     """The CUDA targets inside an ELF shared object; None when it has no `.nv_fatbin` section."""
-    sec = Elf(data).section_bytes(".nv_fatbin")
+    sec = Elf(io.BytesIO(data)).section_bytes(".nv_fatbin")
     return None if sec is None else parse_fatbin_section(sec)
+
+
+def _device_section(so: Path, name: str) -> bytes | None:
+    """One section of the extension, read from the file (pyelftools reads only that section)."""
+    with Elf.open(so) as elf:
+        return elf.section_bytes(name)
 
 
 def parse_caps(archs: list[str]) -> tuple[set[CudaTarget], list[str]]:
@@ -142,11 +150,15 @@ def parse_offload_bundle(blob: bytes) -> list[str]:
 # --- the check ------------------------------------------------------------------------------------------
 
 
+def _rebuild(variant: str, message: str) -> list[Finding]:
+    return [Finding(variant, "archs", FAIL, message, "rebuild the variant")]
+
+
 def check_archs(variant: str, backend: str, archs: list[str] | None, so_files: list[Path]) -> list[Finding]:
     if backend not in ("cuda", "rocm"):
         return [Finding(variant, "archs", SKIP, f"{backend} variants carry no GPU arch list")]
     if not so_files:
-        return [Finding(variant, "archs", FAIL, "no shared object to read archs from", "rebuild the variant")]
+        return _rebuild(variant, "no shared object to read archs from")
     if not archs:
         return [
             Finding(
@@ -157,65 +169,67 @@ def check_archs(variant: str, backend: str, archs: list[str] | None, so_files: l
                 "write the compiled archs into metadata (kernels' ArchValidator relies on them)",
             )
         ]
-    data = so_files[0].read_bytes()
-    if binary_format(data) != "elf":
-        return [
-            Finding(
-                variant, "archs", FAIL, f"{so_files[0].name} is not ELF; cannot read device code", "rebuild the variant"
-            )
-        ]
+    so = so_files[0]
+    with so.open("rb") as fh:
+        if binary_format(fh.read(8)) != "elf":
+            return _rebuild(variant, f"{so.name} is not ELF; cannot read device code")
     if backend == "rocm":
-        try:
-            sec = Elf(data).section_bytes(".hip_fatbin")
-        except ElfError as exc:
-            return [Finding(variant, "archs", FAIL, f"{so_files[0].name}: {exc}", "rebuild the variant")]
-        if sec is None:
-            return [
-                Finding(
-                    variant,
-                    "archs",
-                    FAIL,
-                    "no .hip_fatbin section: the binary has no GPU code",
-                    "rebuild with hipcc --offload-arch=...",
-                )
-            ]
-        if CLANG_COMPRESSED_MAGIC in sec and CLANG_BUNDLE_MAGIC not in sec:
-            return [
-                Finding(
-                    variant,
-                    "archs",
-                    SKIP,
-                    "offload bundle is compressed; cannot list gfx targets",
-                    "build with --no-offload-compress to make archs checkable",
-                )
-            ]
-        found = parse_offload_bundle(sec)
-        if sorted(archs) == found:
-            return [Finding(variant, "archs", PASS, f"backend.archs {found} match the code objects")]
+        return _check_rocm(variant, archs, so)
+    return _check_cuda(variant, archs, so)
+
+
+def _check_rocm(variant: str, archs: list[str], so: Path) -> list[Finding]:
+    try:
+        sec = _device_section(so, ".hip_fatbin")
+    except ElfError as exc:
+        return _rebuild(variant, f"{so.name}: {exc}")
+    if sec is None:
         return [
             Finding(
                 variant,
                 "archs",
                 FAIL,
-                f"backend.archs {sorted(archs)} != code objects in the binary {found}",
-                f"write archs = {found} into metadata.json (or rebuild for the declared archs)",
+                "no .hip_fatbin section: the binary has no GPU code",
+                "rebuild with hipcc --offload-arch=...",
             )
         ]
-    try:
-        contents = cuda_targets_of(data)
-    except (ElfError, ValueError, struct.error) as exc:
+    if CLANG_COMPRESSED_MAGIC in sec and CLANG_BUNDLE_MAGIC not in sec:
         return [
             Finding(
-                variant, "archs", FAIL, f"cannot read device code of {so_files[0].name}: {exc}", "rebuild the variant"
+                variant,
+                "archs",
+                SKIP,
+                "offload bundle is compressed; cannot list gfx targets",
+                "build with --no-offload-compress to make archs checkable",
             )
         ]
+    found = parse_offload_bundle(sec)
+    if sorted(archs) == found:
+        return [Finding(variant, "archs", PASS, f"backend.archs {found} match the code objects")]
+    return [
+        Finding(
+            variant,
+            "archs",
+            FAIL,
+            f"backend.archs {sorted(archs)} != code objects in the binary {found}",
+            f"write archs = {found} into metadata.json (or rebuild for the declared archs)",
+        )
+    ]
+
+
+def _check_cuda(variant: str, archs: list[str], so: Path) -> list[Finding]:
+    try:
+        sec = _device_section(so, ".nv_fatbin")
+        contents = None if sec is None else parse_fatbin_section(sec)
+    except (ElfError, ValueError, struct.error) as exc:
+        return _rebuild(variant, f"cannot read device code of {so.name}: {exc}")
     if contents is None or not contents.targets:
         return [
             Finding(
                 variant,
                 "archs",
                 FAIL,
-                f"{so_files[0].name} has no .nv_fatbin section: no GPU code",
+                f"{so.name} has no .nv_fatbin section: no GPU code",
                 "rebuild with nvcc -gencode for the declared archs",
             )
         ]
@@ -230,44 +244,42 @@ def check_archs(variant: str, backend: str, archs: list[str] | None, so_files: l
                 "use kernel-builder capability syntax, e.g. 9.0 or 12.0+PTX",
             )
         ]
-    found = contents.targets
-    findings = []
+    return [_cuda_match(variant, archs, wanted, contents.targets), *_uneven(variant, contents)]
+
+
+def _cuda_match(variant: str, archs: list[str], wanted: set[CudaTarget], found: frozenset[CudaTarget]) -> Finding:
     if wanted == set(found):
-        findings.append(
-            Finding(
-                variant, "archs", PASS, f"backend.archs {sorted(archs)} match the binary ({', '.join(caps_of(found))})"
-            )
+        return Finding(
+            variant, "archs", PASS, f"backend.archs {sorted(archs)} match the binary ({', '.join(caps_of(found))})"
         )
-    else:
-        missing = sorted(t.nvcc_name() for t in wanted - found)
-        extra = sorted(t.nvcc_name() for t in found - wanted)
-        parts = []
-        if missing:
-            parts.append(f"declared but not in the binary: {', '.join(missing)}")
-        if extra:
-            parts.append(f"in the binary but not declared: {', '.join(extra)}")
-        findings.append(
-            Finding(
-                variant,
-                "archs",
-                FAIL,
-                "backend.archs disagree with the binary — " + "; ".join(parts),
-                f"write archs = {caps_of(found)} into metadata.json (or rebuild for the declared archs)",
-            )
+    missing = sorted(t.nvcc_name() for t in wanted - found)
+    extra = sorted(t.nvcc_name() for t in found - wanted)
+    parts = []
+    if missing:
+        parts.append(f"declared but not in the binary: {', '.join(missing)}")
+    if extra:
+        parts.append(f"in the binary but not declared: {', '.join(extra)}")
+    return Finding(
+        variant,
+        "archs",
+        FAIL,
+        "backend.archs disagree with the binary — " + "; ".join(parts),
+        f"write archs = {caps_of(found)} into metadata.json (or rebuild for the declared archs)",
+    )
+
+
+def _uneven(variant: str, contents: FatbinContents) -> list[Finding]:
+    """A translation unit compiled for fewer targets than the rest fails at launch on the missing GPUs."""
+    sass = {t for t in contents.targets if not t.ptx}
+    uneven = [i for i, c in enumerate(contents.containers) if {t for t in c if not t.ptx} != sass]
+    if not uneven or len(contents.containers) <= 1:
+        return []
+    return [
+        Finding(
+            variant,
+            "archs",
+            WARN,
+            f"{len(uneven)} of {len(contents.containers)} translation units lack some of the cubins the others carry",
+            "compile every .cu with the same -gencode list",
         )
-    # A translation unit compiled for fewer targets than the rest fails at launch on the missing GPUs.
-    uneven = [
-        i for i, c in enumerate(contents.containers) if {t for t in c if not t.ptx} != {t for t in found if not t.ptx}
     ]
-    if uneven and len(contents.containers) > 1:
-        findings.append(
-            Finding(
-                variant,
-                "archs",
-                WARN,
-                f"{len(uneven)} of {len(contents.containers)} translation units lack some of the cubins "
-                f"the others carry",
-                "compile every .cu with the same -gencode list",
-            )
-        )
-    return findings

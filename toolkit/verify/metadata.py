@@ -1,5 +1,5 @@
-"""metadata.json as the kernels client reads it (kernels._rust.Metadata), our own stricter rules on top, and
-the digest recomputed the way kernels computes it (kernels._rust.Digest.hash_variant)."""
+"""metadata.json as the kernels client reads it (its Metadata type), our own stricter rules on top, and
+the digest recomputed the way kernels computes it (Digest.hash_variant)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from toolkit.core.kernels_bindings import kernels_type, kernels_types
 from toolkit.verify.findings import FAIL, PASS, Finding
 
 # Keys every client >= 0.14 needs (docs/hub-contract.md §2.6); the Rust parser accepts some of them absent.
@@ -35,7 +36,7 @@ def _curated_python_depends(backend: str) -> set[str]:
 
 def compute_digest(path: Path) -> dict[str, str]:
     """{relpath: base64 sha256} exactly as kernels computes it (skips metadata.json, bytecode)."""
-    from kernels._rust import Digest, DigestAlgorithm
+    Digest, DigestAlgorithm = kernels_types("Digest", "DigestAlgorithm")
 
     return dict(Digest.hash_variant(DigestAlgorithm.SHA256, str(path)).files)
 
@@ -53,7 +54,7 @@ def check_metadata(
                 "rebuild the variant: clients >= 0.14 refuse to load without it",
             )
         ]
-    from kernels._rust import Metadata
+    Metadata = kernels_type("Metadata")
 
     f: list[Finding] = []
     try:
@@ -124,8 +125,8 @@ def check_metadata(
         )
     if meta.kernels_minver is not None:
         import kernels
-        from kernels._rust import Version
 
+        Version = kernels_type("Version")
         if Version.from_str(kernels.__version__.split(".dev")[0]) < meta.kernels_minver:
             f.append(
                 Finding(

@@ -5,28 +5,30 @@ itself is toolkit/build/metallib.py's business (parse / find_embedded / check)."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from toolkit.core import ggml_facts as facts
 from toolkit.verify.findings import FAIL, PASS, Finding
 from toolkit.verify.objfile import macho_minos
 
 
-def required_kernels() -> tuple[str, ...]:
-    """Host names the Metal binding looks up for both ops: toolkit/build/metal.py's list, derived from the dispatch
-    facts (GDN nsg = head_dim/32, FA-vec per KV type and (DK, DV))."""
+def required_kernels(cfg: Any) -> tuple[str, ...]:
+    """Host names the package's Metal binding looks up for its ops: its facts' METAL_KERNELS (loaded through
+    toolkit.core.package_facts, the loader render uses)."""
     from toolkit.build import metal
+    from toolkit.core import package_facts
 
-    return metal.required_kernels(("gated_delta_net", "flash_attn"))
+    return metal.required_kernels([op.name for op in cfg.ops], package_facts.of(cfg))
 
 
 def check_metal(
-    variant: str, path: Path, backend: str, so_files: list[Path], required: tuple[str, ...] | None = None
+    variant: str, path: Path, backend: str, so_files: list[Path], required: tuple[str, ...] = ()
 ) -> list[Finding]:
+    """`required`: the Metal functions the metallib must hold (required_kernels of the package)."""
     if backend != "metal":
         return []
     from toolkit.build import metallib
 
-    required = required_kernels() if required is None else required
     sources: list[tuple[str, object]] = []
     errors: list[str] = []
     for lib_file in sorted(path.rglob("*.metallib")):

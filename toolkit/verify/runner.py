@@ -21,6 +21,7 @@ from toolkit.verify.findings import FAIL, PASS, SKIP, Finding, VariantReport, Ve
 from toolkit.verify.layout import check_layout, so_files, variant_backend
 from toolkit.verify.metadata import check_metadata, load_metadata
 from toolkit.verify.metal import check_metal
+from toolkit.verify.metal import required_kernels as metal_kernels
 from toolkit.verify.provenance import check_provenance, check_vendor_clean
 from toolkit.verify.smoke import smoke_test
 from toolkit.verify.symvers import check_symbols
@@ -32,7 +33,7 @@ STAMP_NAME = ".verified.json"
 class VerifyOptions:
     smoke: bool = True
     check_vendor: bool = True
-    metal_required: tuple[str, ...] | None = None  # None: the binding's dispatch list from ggml_facts
+    metal_required: tuple[str, ...] | None = None  # None: the package facts' METAL_KERNELS of its ops
     # Accept binaries above the manylinux_2_28 ceilings (host-toolchain builds: the demo, local use). The
     # stamp records it and publish refuses such variants for huggingface.co.
     host_toolchain_ok: bool = False
@@ -97,7 +98,8 @@ def verify_variant(cfg: Any, path: Path, *, lock: Any | None, options: VerifyOpt
         )
         if os_name == "linux":
             findings += check_symbols(variant, sos, host_toolchain_ok=options.host_toolchain_ok)
-        findings += check_metal(variant, path, backend, sos, options.metal_required)
+        required = options.metal_required if options.metal_required is not None else metal_kernels(cfg)
+        findings += check_metal(variant, path, backend, sos, required)
     findings += check_provenance(variant, raw, lock)
     if options.smoke:
         blocking = [f for f in findings if f.failed and f.check in ("layout", "metadata", "binaries")]

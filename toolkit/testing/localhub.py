@@ -116,6 +116,10 @@ class HubState:
 
     # --- git-ish model ---------------------------------------------------------------------------------
     def resolve(self, repo: Repo, rev: str) -> str:
+        """A branch name, a full ref (`refs/heads/v1`, what `kernels versions` asks for; `refs/pr/N`) or a
+        commit oid, as the Hub accepts them."""
+        if rev.startswith("refs/heads/"):
+            rev = rev.removeprefix("refs/heads/")
         if rev in repo.branches:
             return repo.branches[rev]
         if rev in repo.commits:
@@ -329,7 +333,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._auth()
         st = self.server.state
         doc = json.loads(body)
-        rev = unquote(m.group("rev"))
+        rev = unquote(m.group("rev")).removeprefix("refs/heads/")
         with st.lock:
             repo = self._repo(m)
             files = repo.commits[st.resolve(repo, rev)].files if rev in repo.branches or rev in repo.commits else {}
@@ -386,7 +390,7 @@ class _Handler(BaseHTTPRequestHandler):
         st = self.server.state
         lines = [json.loads(line) for line in body.splitlines() if line.strip()]
         header = next((x["value"] for x in lines if x["key"] == "header"), {})
-        rev = unquote(m.group("rev"))
+        rev = unquote(m.group("rev")).removeprefix("refs/heads/")
         create_pr = bool(q.get("create_pr"))
         with st.lock:
             repo = self._repo(m)
@@ -669,7 +673,7 @@ def client_env(endpoint: str, cache: Path, base: Mapping[str, str] | None = None
     return env
 
 
-def main() -> None:  # pragma: no cover - manual use: python -m toolkit.publish.localhub
+def main() -> None:  # pragma: no cover - manual use: python -m toolkit.testing.localhub
     import argparse
 
     ap = argparse.ArgumentParser(description="serve a local test Hub")

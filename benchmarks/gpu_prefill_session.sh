@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The prefill work (issue 19) on one CUDA machine, in one go:
+#   wheels -> ggml-vendor build (host variant, vendor/patches applied) -> the GDN GPU tests (chunked path
+#   included) -> where the chunked path wins (gdn_chunk_threshold.py) -> compute-sanitizer memcheck -> the prefill
+#   grid (bench_gdn.py --prefill) -> bench_fa.py (n_kv 512..32K) -> bench_generate.py's prompt sweep and the
+#   compiled rows under transformers' default compile config.
+# Needs vendor/ synced (ggml-vendor sync) and, on a machine without network access, a folder of wheels
+# (WHEELS=<dir>): transformers 5.22.2, kernels 0.17.2, fla-core 0.6.0, huggingface_hub 2.4.0, httpx2, httpcore2,
+# truststore, tomlkit, gitpython, gitdb, smmap, platformdirs.
+#
+#   WHEELS=wheels RESULTS_DIR=/tmp/gpu-prefill STEPS="build tests threshold prefill" bash benchmarks/gpu_prefill_session.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+RESULTS=${RESULTS_DIR:-/tmp/gpu-prefill}
+STEPS=${STEPS:-"build tests threshold prefill memcheck fa sweep compile"}
+mkdir -p "$RESULTS"
+export PYTHONUNBUFFERED=1 GIT_PYTHON_REFRESH=quiet HF_HUB_OFFLINE=1 HF_HUB_DISABLE_XET=1
+log() { printf '\n=== %s (%ss)\n' "$*" "$SECONDS" | tee -a "$RESULTS/session.log"; }
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+
+if [ -n "${WHEELS:-}" ] && ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    "$WHEELS"/*.whl >"$RESULTS/pip.log" 2>&1 || { echo "wheel install failed"; tail -5 "$RESULTS/pip.log"; }
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
+  python3 -c 'import sys, torch, transformers; print("python", sys.version.split()[0], "torch", torch.__version__, "transformers", transformers.__version__)'
+  python3 -c 'import fla; print("fla", fla.__version__)' || true; } 2>&1 | tee -a "$RESULTS/session.log"
+python3 -m toolkit.cli sync --check 2>&1 | tail -1 | tee -a "$RESULTS/session.log"
+
+if has build; then
+  log "ggml-vendor build (host variant, patches applied)"
+  python3 -m toolkit.cli build -j "$(nproc)" >"$RESULTS/build.log" 2>&1 || { echo "build failed"; grep -E "error|Error" "$RESULTS/build.log" | head -20; tail -20 "$RESULTS/build.log"; exit 1; }
+  tail -2 "$RESULTS/build.log"
+fi
+if has tests; then
+  log "GDN GPU tests (tests/test_ops_cuda.py -k gdn, the chunked path first)"
+  timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py -k "chunk" -x -rs 2>&1 | tee "$RESULTS/gpu-tests-chunk.log" | tail -6
+  [ -n "${CHUNK_TESTS_ONLY:-}" ] || timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py \
+    tests/test_layers_cuda.py -k "not chunk" -rs 2>&1 | tee "$RESULTS/gpu-tests.log" | tail -6
+fi
+if has threshold; then
+  log "chunked vs token-sequential (gdn_chunk_threshold.py)"
+  timeout 240 python3 benchmarks/gdn_chunk_threshold.py --build-dir /tmp/rawbuild ${THRESHOLD_CASES:+--cases $THRESHOLD_CASES} 2>&1 | tee "$RESULTS/threshold.md" | tail -25
+fi
+if has memcheck; then
+  log "compute-sanitizer memcheck (benchmarks/gpu_memcheck.py)"
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 \
+    python3 benchmarks/gpu_memcheck.py >"$RESULTS/memcheck.log" 2>&1
+  echo "memcheck exit code $?" | tee -a "$RESULTS/session.log"
+  grep -E 'ERROR SUMMARY|MEMCHECK-SCRIPT-DONE|Invalid' "$RESULTS/memcheck.log" | head -5
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 \
+    python3 benchmarks/gpu_memcheck.py --chunked >"$RESULTS/memcheck-chunked.log" 2>&1
+  echo "memcheck (chunked path on) exit code $?" | tee -a "$RESULTS/session.log"
+  grep -E 'ERROR SUMMARY|MEMCHECK-SCRIPT-DONE|Invalid' "$RESULTS/memcheck-chunked.log" | head -5
+fi
+if has prefill; then
+  log "prefill grid (bench_gdn.py --prefill)"
+  timeout 420 python3 benchmarks/bench_gdn.py --prefill --out "$RESULTS" --build-dir /tmp/rawbuild ${PREFILL_CASES:+--prefill-cases $PREFILL_CASES} >"$RESULTS/prefill.log" 2>&1 || tail -20 "$RESULTS/prefill.log"
+  sed -n '/^| B /,/^### Environment/p' "$RESULTS/bench_gdn_prefill.md" 2>/dev/null || tail -30 "$RESULTS/prefill.log"
+fi
+if has fa; then
+  log "bench_fa (n_kv 512, 4K, 16K, 32K)"
+  timeout 240 python3 benchmarks/bench_fa.py --out "$RESULTS" --build-dir /tmp/rawbuild >"$RESULTS/fa.log" 2>&1 || tail -20 "$RESULTS/fa.log"
+  sed -n '/### Targets/,/### Environment/p' "$RESULTS/bench_fa.md"
+fi
+if has sweep; then
+  log "bench_generate prompt sweep (32, 512, 4096, 16384; eager, batch 1)"
+  timeout 420 python3 benchmarks/bench_generate.py --out "$RESULTS" --prompts "${PROMPTS:-32,512,4096,16384}" \
+    --sweep-only --rounds "${SWEEP_ROUNDS:-2}" --budget-s "${SWEEP_BUDGET_S:-300}" 2>"$RESULTS/sweep.log" | tail -20
+fi
+if has compile; then
+  log "bench_generate compiled rows, transformers' default compile config"
+  mkdir -p "$RESULTS/compile"
+  timeout 420 python3 benchmarks/bench_generate.py --out "$RESULTS/compile" --compile --compile-backend default \
+    --modes torch --compile-modes fla,ours --rounds 1 --compile-rounds 2 --shapes qwen3.5-4b \
+    --budget-s "${COMPILE_BUDGET_S:-300}" 2>"$RESULTS/compile.log" | tail -30
+fi
+log "done"

@@ -1,0 +1,181 @@
+"""toolkit.core.fs, the one atomic write / directory swap / leftover cleanup: SIGKILLed at every checkpoint of a
+swap (both the renameat2 exchange and the journaled fallback), the target is always the old tree or the new
+one, and recovery leaves nothing behind; atomic writes keep permissions and never leave half a file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolkit.core import fs
+
+OLD = {"a.txt": b"old a\n", "sub/b.txt": b"old b\n"}
+NEW = {"a.txt": b"new a\n", "sub/c.txt": b"new c\n", "d.txt": b"d\n"}
+
+
+def tree(path: Path) -> dict[str, bytes] | None:
+    if not path.exists():
+        return None
+    return {p.relative_to(path).as_posix(): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def write_tree(path: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        (path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (path / rel).write_bytes(data)
+
+
+def _swap_in_child(parent: Path, kill_at: int) -> int:
+    """Stage NEW and swap it over parent/target in a forked child that SIGKILLs itself at checkpoint
+    `kill_at`; returns the wait status."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.environ[fs.KILL_ENV] = str(kill_at)
+            fs.reset_checkpoints()
+            staged = fs.new_staging(parent, ".target.stage-")
+            fs.checkpoint("stage created")
+            write_tree(staged, NEW)
+            fs.checkpoint("staged")
+            fs.swap_dir(staged, parent / "target")
+            fs.checkpoint("done")
+        except BaseException:  # noqa: BLE001 - reported through the exit code only
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return status
+
+
+@pytest.fixture(autouse=True)
+def _no_fsync(monkeypatch):
+    monkeypatch.setenv(fs.NO_FSYNC_ENV, "1")
+
+
+@pytest.mark.parametrize("mode", ["exchange", "journaled", "absent"])
+def test_swap_dir_sigkilled_at_every_checkpoint(tmp_path, monkeypatch, mode):
+    if mode == "journaled":
+        monkeypatch.setenv(fs.NO_EXCHANGE_ENV, "1")
+    killed = 0
+    for n in range(1, 50):
+        parent = tmp_path / f"p{n}"
+        parent.mkdir()
+        target = parent / "target"
+        if mode != "absent":
+            write_tree(target, OLD)
+        old = tree(target)
+        status = _swap_in_child(parent, n)
+        if os.WIFEXITED(status):
+            assert os.WEXITSTATUS(status) == 0 and tree(target) == NEW
+            break
+        assert os.WTERMSIG(status) == signal.SIGKILL
+        killed += 1
+        if mode == "exchange" or os.path.exists(target):
+            assert tree(target) in (old, NEW), f"checkpoint {n}: neither the old nor the new tree"
+        fs.recover_swap(target)  # the child is dead, so its journal is undone and its leftovers are stale
+        fs.stale_staging(parent, ".target.stage-")
+        fs.stale_staging(parent, fs.old_prefix(target))
+        assert tree(target) in (old, NEW), f"checkpoint {n}: neither old nor new after recovery"
+        assert sorted(p.name for p in parent.iterdir()) == (["target"] if tree(target) else []), f"checkpoint {n}"
+    else:
+        pytest.fail("the swap never completed")
+    assert killed >= (3 if mode != "journaled" else 5), "too few checkpoints exercised"
+
+
+def test_journaled_swap_is_rolled_back_after_the_first_rename(tmp_path, monkeypatch):
+    """Killed between the fallback's two renames: target is gone until recover_swap puts the old tree back."""
+    monkeypatch.setenv(fs.NO_EXCHANGE_ENV, "1")
+    write_tree(tmp_path / "target", OLD)
+    n = 1
+    while True:
+        status = _swap_in_child(tmp_path, n)
+        if os.WIFEXITED(status) or not (tmp_path / "target").exists():
+            break
+        n += 1
+    assert not (tmp_path / "target").exists(), "no checkpoint between the two renames"
+    assert fs.recover_swap(tmp_path / "target") == ["restored target/ from an interrupted swap"]
+    assert tree(tmp_path / "target") == OLD and not fs.journal_path(tmp_path / "target").exists()
+
+
+def test_recover_swap_leaves_a_live_writers_journal(tmp_path):
+    target = tmp_path / "target"
+    old = tmp_path / f"{fs.old_prefix(target)}1-ab"
+    write_tree(old, OLD)
+    fs.journal_path(target).write_text(f'{{"old": "{old.name}", "new": "x", "pid": {os.getpid()}}}')
+    assert fs.recover_swap(target) == [] and not target.exists() and old.is_dir()
+
+
+def test_stale_staging_removes_only_dead_runs(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    mine = fs.new_staging(tmp_path, ".x.stage-")
+    (tmp_path / f".x.stage-{dead_pid}-00ff").mkdir()
+    (tmp_path / ".x.stage-legacy").mkdir()
+    (tmp_path / f".x.stage-{dead_pid}-0aa").write_text("a temp file")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("keep")
+    (tmp_path / f".x.stage-{dead_pid}-0bb").symlink_to(outside)
+    (tmp_path / "other").mkdir()
+    removed = fs.stale_staging(tmp_path, ".x.stage-")
+    assert removed == sorted(
+        [f".x.stage-{dead_pid}-00ff", ".x.stage-legacy", f".x.stage-{dead_pid}-0aa", f".x.stage-{dead_pid}-0bb"]
+    )
+    assert mine.is_dir() and (outside / "keep").read_text() == "keep" and (tmp_path / "other").is_dir()
+    assert fs.stale_staging(tmp_path, ".x.stage-", only_dead=False) == [mine.name] and not mine.exists()
+
+
+def test_atomic_write_keeps_mode_and_leaves_no_temp(tmp_path):
+    path = tmp_path / "deep" / "file.txt"
+    fs.atomic_write(path, b"one")
+    assert path.read_bytes() == b"one"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_umask(), "a new file gets the umask's mode, not 0600"
+    path.chmod(0o751)
+    fs.atomic_write(path, b"two")
+    assert path.read_bytes() == b"two" and stat.S_IMODE(path.stat().st_mode) == 0o751
+    assert sorted(p.name for p in path.parent.iterdir()) == ["file.txt"]
+
+
+def test_atomic_write_killed_mid_write_keeps_the_old_bytes(tmp_path):
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"old")
+    pid = os.fork()
+    if pid == 0:
+        # die inside the write: after the temp file exists, before the rename
+        real = fs.write_new
+
+        def dying(p, data):  # type: ignore[no-untyped-def]
+            real(p, data[:3])
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        fs.write_new = dying  # type: ignore[assignment]
+        fs.atomic_write(path, b"new bytes" * 1000)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert path.read_bytes() == b"old"
+    assert fs.stale_staging(tmp_path, ".f.bin.tmp-") != [] and sorted(os.listdir(tmp_path)) == ["f.bin"]
+
+
+def test_atomic_write_failure_removes_its_temp(tmp_path, monkeypatch):
+    path = tmp_path / "f"
+    path.write_bytes(b"old")
+
+    def boom(src, dst):  # type: ignore[no-untyped-def]
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError, match="disk on fire"):
+        fs.atomic_write(path, b"new")
+    assert path.read_bytes() == b"old" and os.listdir(tmp_path) == ["f"]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,268 @@
+"""Crash-safe file-system updates, the one implementation every stage uses: write a file atomically, swap a
+staged directory into place, and clean up what runs killed mid-way left behind.
+
+    atomic_write(path, data)          a reader sees the old bytes or the new ones, never a mix or nothing
+    new_staging(parent, prefix)       a fresh, uniquely named staging directory (its creator's pid in the name)
+    swap_dir(staged, target)          `staged` becomes `target` in one step; the old tree is removed
+    recover_swap(target)              roll back a fallback swap that a SIGKILL interrupted
+    stale_staging(parent, prefix)     remove staging dirs/temp files whose creating process is dead
+
+`swap_dir` uses Linux renameat2(RENAME_EXCHANGE), so there is no instant without a complete `target`. Where
+the kernel or filesystem lacks it, it falls back to two renames with a journal (`.<name>.journal`) between
+them; if a process dies after the first rename, `recover_swap` puts the old tree back. Callers that can be
+killed call `recover_swap` and `stale_staging` at their start (the project lock makes that safe).
+
+Test hooks: GGML_VENDOR_KILL_AT=N SIGKILLs the process at the Nth `checkpoint` (counted from the last
+`reset_checkpoints`), GGML_VENDOR_INTERRUPT_AT=LABEL raises a Ctrl-C at the checkpoint so labelled;
+GGML_VENDOR_NO_EXCHANGE forces the fallback swap; GGML_VENDOR_NO_FSYNC skips fsync (power-loss safety
+only: a killed process loses nothing the kernel already has).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+KILL_ENV = "GGML_VENDOR_KILL_AT"
+INT_ENV = "GGML_VENDOR_INTERRUPT_AT"
+NO_FSYNC_ENV = "GGML_VENDOR_NO_FSYNC"
+NO_EXCHANGE_ENV = "GGML_VENDOR_NO_EXCHANGE"
+
+# --- test checkpoints ----------------------------------------------------------------------------------
+
+_checkpoints = 0
+
+
+def reset_checkpoints() -> None:
+    """Start counting checkpoints from 1 again (at the start of one replacement)."""
+    global _checkpoints
+    _checkpoints = 0
+
+
+def checkpoint(label: str) -> None:
+    """A numbered point in an update where a test may SIGKILL us (KILL_ENV=N) or Ctrl-C us (INT_ENV=label)."""
+    global _checkpoints
+    _checkpoints += 1
+    want = os.environ.get(KILL_ENV)
+    if want and want.isdigit() and int(want) == _checkpoints:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get(INT_ENV) == label:
+        os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C landing right here (KeyboardInterrupt just after)
+
+
+# --- durability ----------------------------------------------------------------------------------------
+
+
+def _fsync_wanted() -> bool:
+    return not os.environ.get(NO_FSYNC_ENV)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a directory's entries (renames, creations) durable; best effort (some filesystems refuse)."""
+    if not _fsync_wanted():
+        return
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_new(path: Path, data: bytes) -> None:
+    """Create `path` (it must not exist) holding `data`, flushed to disk."""
+    with open(path, "xb") as fh:
+        fh.write(data)
+        if _fsync_wanted():
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def _tmp_name(name: str) -> str:
+    return f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace (or create) the file `path` with `data` atomically: written to a temp file beside it, then
+    renamed over it. The parent is created if missing. The new file gets the old one's permission bits, or
+    the umask's default for a new file (not mkstemp's 0600)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(_tmp_name(path.name))
+    try:
+        write_new(tmp, data)
+        with contextlib.suppress(OSError):
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    fsync_dir(path.parent)
+
+
+# --- directory swap ------------------------------------------------------------------------------------
+
+
+def _load_renameat2() -> Callable[..., int] | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn  # type: ignore[no-any-return]
+
+
+_RENAMEAT2 = _load_renameat2()
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two existing directory entries; False if this kernel or filesystem cannot."""
+    if _RENAMEAT2 is None or os.environ.get(NO_EXCHANGE_ENV):
+        return False
+    if _RENAMEAT2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, f"renameat2({a}, {b}, RENAME_EXCHANGE): {os.strerror(code)}")
+
+
+def new_staging(parent: Path, prefix: str) -> Path:
+    """Create and return `parent/<prefix><pid>-<random>`, a directory for building a tree before
+    `swap_dir`; the pid lets `stale_staging` tell a dead run's leftovers from a live run's work."""
+    parent = Path(parent)
+    parent.mkdir(parents=True, exist_ok=True)
+    path = parent / f"{prefix}{os.getpid()}-{secrets.token_hex(4)}"
+    path.mkdir()
+    return path
+
+
+def journal_path(target: Path) -> Path:
+    """Where the fallback swap of `target` records the old tree's name while it is moved aside."""
+    return target.with_name(f".{target.name}.journal")
+
+
+def old_prefix(target: Path) -> str:
+    """The name prefix of `target`'s old tree while the fallback swap moves it aside."""
+    return f".{target.name}.old-"
+
+
+def swap_dir(staged: Path, target: Path) -> None:
+    """Make the directory `staged` the new `target` (same filesystem), atomically, and remove the old tree.
+
+    `target` missing: a plain rename. Otherwise renameat2(RENAME_EXCHANGE); where that is unavailable, the
+    journaled two-rename fallback, whose interruption `recover_swap(target)` undoes."""
+    staged, target = Path(staged), Path(target)
+    if not os.path.lexists(target):
+        os.rename(staged, target)
+        checkpoint("renamed into place")
+    elif exchange(staged, target):
+        checkpoint("swapped")  # `staged` now holds the old tree
+        fsync_dir(target.parent)
+        shutil.rmtree(staged, ignore_errors=True)
+        return
+    else:
+        _journaled_swap(staged, target)
+    fsync_dir(target.parent)
+
+
+def _journaled_swap(staged: Path, target: Path) -> None:
+    """Two renames with a journal in between; `recover_swap` rolls back if we die after the first."""
+    old = target.with_name(f"{old_prefix(target)}{os.getpid()}-{secrets.token_hex(4)}")
+    journal = journal_path(target)
+    atomic_write(journal, json.dumps({"old": old.name, "new": staged.name, "pid": os.getpid()}).encode())
+    checkpoint("journal written")
+    os.rename(target, old)
+    checkpoint("old tree moved aside")
+    os.rename(staged, target)
+    checkpoint("new tree in place")
+    journal.unlink()
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def recover_swap(target: Path) -> list[str]:
+    """Undo a fallback swap of `target` that a dead process left half done (old tree moved aside, new one
+    not yet in place): the old tree is put back. Returns what it did. A journal whose writer still runs is
+    left alone."""
+    target = Path(target)
+    journal = journal_path(target)
+    if not journal.exists():
+        return []
+    try:
+        record = json.loads(journal.read_text())
+        old, pid = target.with_name(record["old"]), int(record.get("pid", 0))
+    except (ValueError, KeyError, TypeError, OSError):
+        old, pid = None, 0
+    if pid and _alive(pid):
+        return []
+    actions = []
+    if old is not None and old.is_dir() and not os.path.lexists(target):
+        os.rename(old, target)  # the swap stopped between its two renames: put the old tree back
+        actions.append(f"restored {target.name}/ from an interrupted swap")
+    journal.unlink(missing_ok=True)
+    return actions
+
+
+# --- leftovers of dead runs ----------------------------------------------------------------------------
+
+_PID = re.compile(r"(\d+)-[0-9a-f]+$")
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
+def _owner_pid(name: str, prefix: str) -> int | None:
+    match = _PID.match(name[len(prefix) :])
+    return int(match.group(1)) if match else None
+
+
+def stale_staging(parent: Path, prefix: str, *, only_dead: bool = True) -> list[str]:
+    """Remove the entries of `parent` named `<prefix>*` (staging dirs, temp files, old trees) that a dead
+    process left. With only_dead (the default) an entry whose creator's pid (from `new_staging`'s naming)
+    still runs is kept; one without a pid in its name is treated as dead. A caller that holds a lock
+    excluding every other writer passes only_dead=False. Returns the names removed, sorted. Symlinks are
+    removed as links, never followed."""
+    parent = Path(parent)
+    if not parent.is_dir():
+        return []
+    removed = []
+    for entry in sorted(parent.glob(glob_escape(prefix) + "*")):
+        pid = _owner_pid(entry.name, prefix)
+        if only_dead and pid is not None and _alive(pid):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                entry.unlink()
+        removed.append(entry.name)
+    return removed
+
+
+def glob_escape(text: str) -> str:
+    """`text` with glob metacharacters made literal."""
+    return re.sub(r"([*?\[])", r"[\1]", text)

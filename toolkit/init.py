@@ -1,0 +1,237 @@
+"""`ggml-vendor init NAME`: scaffold one more package of the project, as `kernel-builder init` scaffolds a kernel.
+
+plan(config, request, log) -> InitPlan   the new pyproject.toml text (tomlkit: every comment kept) and every
+                                         file to create, validated by loading the new config; writes nothing
+execute(plan, log) -> InitReport         creates the files (the templates directory swapped in whole), then
+                                         replaces pyproject.toml atomically: a failure leaves the old state
+
+What it writes: a [tool.ggml-vendor.packages.NAME] table (version, hub-repo, ops), templates/NAME/ (the
+skeleton in toolkit/data/package-skeleton: build.toml, the torch binding, the ggml runtime shim, plus a
+facts.py and one CUDA unit per op), variants/NAME.toml (a copy of the first package's matrix) and
+tests/test_<module>.py (CPU checks that the package is declared and renders).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+
+from toolkit.core import config as config_mod
+from toolkit.core import fs
+from toolkit.core.config import KNOWN_BACKENDS, TABLE, Config
+from toolkit.core.errors import ConfigError
+from toolkit.core.stage import Log, quiet
+
+SKELETON = Path(__file__).resolve().parent / "data" / "package-skeleton"
+_OP_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(?:([a-z]+):)?(\S+)$")
+
+
+@dataclass(frozen=True)
+class Request:
+    name: str
+    ops: tuple[str, ...]  # "OP=PATH" (CUDA) or "OP=BACKEND:PATH", repeatable per op
+    hub_repo: str | None = None  # default: the first package's Hub owner / NAME
+    version: int = 1
+
+
+@dataclass(frozen=True)
+class InitPlan:
+    root: Path
+    name: str
+    pyproject: str  # the whole new pyproject.toml
+    files: tuple[tuple[str, str], ...]  # (project-relative path, text), in creation order
+    templates: str  # the new package's templates directory (created in one swap)
+
+    def lines(self) -> list[str]:
+        head = [f"would add [tool.{TABLE}.packages.{self.name}] to pyproject.toml"]
+        return head + [f"would create {path}" for path, _ in self.files]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"package": self.name, "pyproject": "pyproject.toml", "files": [p for p, _ in self.files]}
+
+
+@dataclass(frozen=True)
+class InitReport:
+    plan: InitPlan
+    written: tuple[str, ...]
+    ok: bool = True
+    exit_code: int = 0
+
+    def lines(self) -> list[str]:
+        return [f"wrote {p}" for p in self.written] + [
+            f"package {self.plan.name} added: next `ggml-vendor sync` (vendors its closure), "
+            f"`ggml-vendor render -p {self.plan.name}`"
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "package": self.plan.name, "written": list(self.written)}
+
+
+def _parse_ops(specs: tuple[str, ...]) -> dict[str, dict[str, list[str]]]:
+    if not specs:
+        raise ConfigError("init needs at least one --op", "e.g. --op mul_mat_vec=src/ggml-cuda/mmvq.cu")
+    ops: dict[str, dict[str, list[str]]] = {}
+    for spec in specs:
+        m = _OP_RE.match(spec)
+        if not m:
+            raise ConfigError(f"--op {spec!r} is not OP=PATH or OP=BACKEND:PATH", "e.g. --op quant=cuda:src/x.cu")
+        op, backend, path = m.group(1), m.group(2) or "cuda", m.group(3)
+        if backend not in KNOWN_BACKENDS:
+            raise ConfigError(f"--op {spec!r}: unknown backend {backend!r}", f"use one of {', '.join(KNOWN_BACKENDS)}")
+        ops.setdefault(op, {}).setdefault(backend, []).append(path)
+    return ops
+
+
+def _package_table(req: Request, cfg: Config, ops: dict[str, dict[str, list[str]]]) -> Any:
+    owner = cfg.hub_repo.split("/", 1)[0] if "/" in cfg.hub_repo else cfg.hub_repo
+    table = tomlkit.table()
+    table.add(tomlkit.comment(f"Added by `ggml-vendor init {req.name}`; defaults for module, templates, root,"))
+    table.add(tomlkit.comment("variants, backends and cuda-archs apply (docs/commands.md, init)."))
+    table.add("version", req.version)
+    table.add("hub-repo", req.hub_repo or f"{owner}/{req.name}")
+    backends = [b for b in cfg.backends if any(b in per for per in ops.values())]
+    if backends != list(cfg.backends):
+        table.add("backends", backends)
+    ops_table = tomlkit.table(is_super_table=True)
+    for op, per_backend in ops.items():
+        op_table = tomlkit.table()
+        for backend, paths in per_backend.items():
+            op_table.add(backend, paths)
+        ops_table.add(op, op_table)
+    table.add("ops", ops_table)
+    return table
+
+
+def _new_pyproject(cfg: Config, req: Request, ops: dict[str, dict[str, list[str]]]) -> str:
+    doc = config_mod.parse_toml(cfg.root / "pyproject.toml")
+    vendor_table = doc["tool"][TABLE]  # type: ignore[index]
+    if req.name in cfg.package_names():
+        raise ConfigError(f"package {req.name!r} already exists in pyproject.toml", "choose another name")
+    if "packages" not in vendor_table:  # type: ignore[operator]
+        vendor_table.add("packages", tomlkit.table(is_super_table=True))  # type: ignore[union-attr]
+    vendor_table["packages"].add(req.name, _package_table(req, cfg, ops))  # type: ignore[index]
+    return tomlkit.dumps(doc)
+
+
+def _facts_file(name: str, ops: dict[str, dict[str, list[str]]]) -> str:
+    cuda_ops = [op for op, per in ops.items() if "cuda" in per]
+    units = ", ".join(f'"{op}": "{op}_kernels"' for op in cuda_ops)
+    return (
+        f'"""The op facts of {name}: what its templates and the tool need to know about its ops (kernel names,\n'
+        "function constants, head dims, ...), read from the pinned upstream. Shared ggml facts are in\n"
+        'toolkit/core/ggml_facts.py; templates see both as `facts`."""\n\n'
+        "# The ops these templates implement: config naming another op for this package is refused.\n"
+        f"OPS = ({', '.join(repr(op) for op in ops)},)\n"
+        "# Our CUDA unit per op (csrc/cuda/<unit>.cu includes the op's upstream entry exactly once).\n"
+        f"CUDA_TU_FOR_OP = {{{units}}}\n"
+        "# Our own CUDA units: the ggml runtime symbols the vendored sources reference (docs/upstream.md §1.6).\n"
+        'CUDA_OWN_UNITS = (("shim", "ggml_shim", "ggml_shim_cuda", False, "the ggml runtime symbols the vendored '
+        'sources reference"),)\n'
+        "# Regions of upstream code the binding depends on, fingerprinted by sync (Fingerprint from\n"
+        "# toolkit.core.ggml_facts), and the functions the ops' semantics live in (Behaviour).\n"
+        "FINGERPRINTS: tuple = ()\nBEHAVIOUR: tuple = ()\n"
+    )
+
+
+def _unit_template(op: str) -> str:
+    return (
+        "// {{ notice }}\n//\n"
+        f'// {{{{ cuda_units["{op}"].comment }}}}. Define here the extern "C" launcher(s) that the torch binding\n'
+        "// calls; the upstream kernels and host helpers are visible through the include.\n\n"
+        f'#include "{{{{ cuda_units["{op}"].include }}}}"\n'
+    )
+
+
+def _test_file(name: str, module: str, ops: tuple[str, ...]) -> str:
+    return f'''"""{name}: declared in pyproject.toml with its ops, and its templates render (CPU; from `ggml-vendor init`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolkit import render
+from toolkit.core import config
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "{name}"
+OPS = {list(ops)!r}
+
+
+def test_{module}_is_declared_with_its_ops() -> None:
+    cfg = config.load(ROOT).for_package(PACKAGE)
+    assert [op.name for op in cfg.ops] == OPS
+
+
+def test_{module}_renders_every_op() -> None:
+    cfg = config.load(ROOT).for_package(PACKAGE)
+    files = render.plan(cfg).by_path()
+    assert "build.toml" in files and f"torch-ext/{{cfg.module}}/__init__.py" in files
+    for op in OPS:
+        assert op in files["torch-ext/torch_binding.cpp"].content
+'''
+
+
+def plan(cfg: Config, request: Request, log: Log = quiet) -> InitPlan:
+    """The new pyproject.toml and every file of the package, validated by loading the new config from a
+    scratch copy; reads only."""
+    ops = _parse_ops(request.ops)
+    text = _new_pyproject(cfg, request, ops)
+    with tempfile.TemporaryDirectory(prefix="ggml-vendor-init-") as tmp:
+        Path(tmp, "pyproject.toml").write_text(text, encoding="utf-8")
+        new = config_mod.load(Path(tmp)).for_package(request.name)  # every config rule, before anything is written
+    pkg = new.package
+    log(f"package {pkg.name}: module {pkg.module}, templates {pkg.templates}, root {pkg.root}")
+    files: list[tuple[str, str]] = []
+    for src in sorted(p for p in SKELETON.rglob("*") if p.is_file()):
+        files.append((f"{pkg.templates}/{src.relative_to(SKELETON).as_posix()}", src.read_text(encoding="utf-8")))
+    files.append((f"{pkg.templates}/facts.py", _facts_file(pkg.name, ops)))
+    files += [(f"{pkg.templates}/csrc/cuda/{op}_kernels.cu.j2", _unit_template(op)) for op in ops if "cuda" in ops[op]]
+    variants = cfg.variants_file
+    if variants.is_file():
+        files.append((pkg.variants, variants.read_text(encoding="utf-8")))
+    files.append((f"tests/test_{pkg.module}.py", _test_file(pkg.name, pkg.module, tuple(ops))))
+    for path, _ in files:
+        if (cfg.root / path).exists() or (cfg.root / pkg.templates).exists():
+            raise ConfigError(
+                f"{path if (cfg.root / path).exists() else pkg.templates} already exists",
+                "remove it, or pick another package name",
+            )
+    return InitPlan(cfg.root, pkg.name, text, tuple(files), pkg.templates)
+
+
+def execute(init_plan: InitPlan, log: Log = quiet) -> InitReport:
+    """Create the templates directory in one rename, the other files beside it, then pyproject.toml."""
+    root = init_plan.root
+    staged = Path(tempfile.mkdtemp(prefix=".ggml-vendor-init-", dir=root))
+    written: list[str] = []
+    try:
+        inside = [(p, t) for p, t in init_plan.files if p.startswith(init_plan.templates + "/")]
+        for path, text in inside:
+            target = staged / path[len(init_plan.templates) + 1 :]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        (root / init_plan.templates).parent.mkdir(parents=True, exist_ok=True)
+        os.rename(staged, root / init_plan.templates)
+        written += [p for p, _ in inside]
+        for path, text in init_plan.files:
+            if path not in written:
+                fs.atomic_write(root / path, text.encode("utf-8"))
+                written.append(path)
+        fs.atomic_write(root / "pyproject.toml", init_plan.pyproject.encode("utf-8"))
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        for path in reversed(written):  # back to the old state: nothing of the package stays half written
+            target = root / path
+            target.unlink(missing_ok=True)
+        if (root / init_plan.templates).is_dir() and any(p.startswith(init_plan.templates + "/") for p in written):
+            shutil.rmtree(root / init_plan.templates, ignore_errors=True)
+        raise
+    log(f"added package {init_plan.name}")
+    return InitReport(init_plan, (*written, "pyproject.toml"))
