@@ -188,6 +188,12 @@ METAL_FA_VEC_HEAD_DIMS = (
     (576, 512),
 )
 METAL_FA_VEC_KV_TYPES = ("f16", "f32", "bf16")
+# Our Metal host sources (templates/csrc/metal): the runtime and one dispatcher per op.
+METAL_HOST_SOURCES = (
+    "csrc/metal/ggml_metal_runtime.mm",
+    "csrc/metal/gated_delta_net_metal.mm",
+    "csrc/metal/flash_attn_metal.mm",
+)
 # Every Metal function the binding may look up, per op: what a Metal variant's metallib must contain (verify
 # checks it). GDN: one instance per nsg = head_dim/32; FA-vec: per KV type and (DK, DV), plus reduce and pad.
 METAL_KERNELS = {

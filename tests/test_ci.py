@@ -18,6 +18,7 @@ from toolkit.core import config
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW = REPO / workflow.OUTPUT
+PACKAGE = "ggml-attn-kernels"  # the first package: the workflow is rendered for it
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess:
@@ -60,12 +61,16 @@ def test_every_job_builds_verifies_and_uploads_its_variant_on_a_matching_runner(
     for job_id, job in _jobs(doc).items():
         steps = job["steps"]
         runs = "\n".join(s.get("run", "") for s in steps)
-        assert 'ggml-vendor build --variant "${{ matrix.variant }}"' in runs, job_id
-        assert 'ggml-vendor verify "${{ matrix.variant }}"' in runs, job_id
+        # Every command names the package the workflow is of: in a family, a plain `build --variant` would run
+        # for every package.
+        assert f'ggml-vendor build --package {PACKAGE} --variant "${{{{ matrix.variant }}}}"' in runs, job_id
+        assert f'ggml-vendor verify --package {PACKAGE} "${{{{ matrix.variant }}}}"' in runs, job_id
         verify = [s["run"] for s in steps if s.get("run", "").startswith("ggml-vendor verify")]
         # CUDA jobs load their variant (kernels.get_local_kernel) without a GPU: the aarch64 rows get loaded
         smoke = job_id in ("linux", "cuda-image")
-        assert verify == ['ggml-vendor verify "${{ matrix.variant }}"' + ("" if smoke else " --no-smoke")]
+        assert verify == [
+            f'ggml-vendor verify --package {PACKAGE} "${{{{ matrix.variant }}}}"' + ("" if smoke else " --no-smoke")
+        ]
         [upload] = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
         assert upload["with"]["name"] == "${{ matrix.variant }}"
         assert "build/${{ matrix.variant }}/" in upload["with"]["path"].splitlines()
@@ -92,8 +97,10 @@ def test_every_job_builds_verifies_and_uploads_its_variant_on_a_matching_runner(
     assert sorted(collect["needs"]) == sorted(_jobs(doc))
     steps = collect["steps"]
     runs = [s.get("run", "") for s in steps]
-    assert runs.index("ggml-vendor collect artifacts") < runs.index("ggml-vendor verify --no-smoke")
-    [publish] = [s for s in steps if s.get("run") == "ggml-vendor publish"]
+    assert runs.index(f"ggml-vendor collect --package {PACKAGE} artifacts") < runs.index(
+        f"ggml-vendor verify --package {PACKAGE} --no-smoke"
+    )
+    [publish] = [s for s in steps if s.get("run") == f"ggml-vendor publish --package {PACKAGE}"]
     assert "refs/tags/v" in publish["if"] and "workflow_dispatch" in publish["if"]
     assert publish["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
     [download] = [s for s in steps if s.get("uses", "").startswith("actions/download-artifact@")]

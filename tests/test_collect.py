@@ -306,6 +306,164 @@ def test_cli_refusal_is_one_line_exit_11_with_the_json_report(proj, tmp_path: Pa
     assert not proj.build_dir.exists()
 
 
+def _deflated(zpath: Path) -> Path:
+    """The same zip with every member deflate-compressed (what a browser download of an artifact is)."""
+    with zipfile.ZipFile(zpath) as src:
+        members = [(i.filename, src.read(i)) for i in src.infolist()]
+    with zipfile.ZipFile(zpath, "w", compression=zipfile.ZIP_DEFLATED) as dst:
+        for name, data in members:
+            dst.writestr(name, data)
+    return zpath
+
+
+def _corrupt_the_deflate_stream(zpath: Path, member_suffix: str) -> None:
+    with zipfile.ZipFile(zpath) as zf:
+        info = next(i for i in zf.infolist() if i.filename.endswith(member_suffix))
+    data = bytearray(zpath.read_bytes())
+    name_len, extra_len = (
+        int.from_bytes(data[info.header_offset + 26 : info.header_offset + 28], "little"),
+        int.from_bytes(data[info.header_offset + 28 : info.header_offset + 30], "little"),
+    )
+    start = info.header_offset + 30 + name_len + extra_len
+    middle = start + info.compress_size // 3
+    data[middle : middle + 64] = bytes(range(64))  # garbage inside the compressed bytes; the directory is intact
+    zpath.write_bytes(bytes(data))
+
+
+def test_a_zip_with_a_corrupt_deflate_stream_is_refused_in_one_line(proj, tmp_path: Path) -> None:
+    arts = tmp_path / "artifacts"
+    _artifact(proj, arts, V1)
+    zpath = _deflated(_artifact(proj, arts, V2, as_zip=True))
+    _corrupt_the_deflate_stream(zpath, ".so")
+    assert zipfile.is_zipfile(zpath)
+    res = _cli(proj.root, "collect", str(arts))
+    assert res.returncode == 11, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert f"artifact {V2}: incomplete: cannot be read" in res.stderr
+    assert not proj.build_dir.exists()
+
+
+def test_a_truncated_zip_among_the_artifacts_is_refused_not_skipped(proj, tmp_path: Path) -> None:
+    arts = tmp_path / "artifacts"
+    _artifact(proj, arts, V1)
+    zpath = _artifact(proj, arts, V2, as_zip=True)
+    zpath.write_bytes(zpath.read_bytes()[: zpath.stat().st_size // 2])  # an interrupted download
+    res = _cli(proj.root, "collect", str(arts), "--json")
+    assert res.returncode == 11, res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    assert [(r["artifact"], r["kind"]) for r in doc["refused"]] == [(V2, "incomplete")]
+    assert "not a readable zip" in doc["refused"][0]["reason"] and not doc["committed"]
+    assert not proj.build_dir.exists()
+
+
+@pytest.mark.parametrize("as_zip", [False, True])
+def test_a_named_pipe_in_a_variant_is_refused(proj, tmp_path: Path, as_zip: bool) -> None:
+    arts = tmp_path / "artifacts"
+    art = _artifact(proj, arts, V1)
+    os.mkfifo(art / V1 / "pipe")
+    if as_zip:  # a zip member whose mode says FIFO
+        zpath = arts / f"{V1}.zip"
+        with zipfile.ZipFile(zpath, "w") as zf:
+            for f in sorted(art.rglob("*")):
+                info = zipfile.ZipInfo(f.relative_to(art).as_posix())
+                if f.name == "pipe":
+                    info.external_attr = (0o010644) << 16
+                    zf.writestr(info, b"")
+                elif f.is_file():
+                    zf.write(f, info.filename)
+        shutil.rmtree(art)
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolkit.cli", "collect", str(arts), "-C", str(proj.root)],
+        capture_output=True,
+        text=True,
+        timeout=300,  # a pipe that is opened for reading would block: the test must end either way
+    )
+    assert proc.returncode == 11, proc.stdout + proc.stderr
+    assert "named pipe" in proc.stderr and "pipe" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not proj.build_dir.exists()
+
+
+def test_collected_files_are_copies_not_links_to_the_artifact(proj, tmp_path: Path) -> None:
+    art = _artifact(proj, tmp_path / "a", V1)
+    assert _cli(proj.root, "collect", str(art)).returncode == 0
+    shipped = proj.build_dir / V1 / "__init__.py"
+    before = shipped.read_bytes()
+    assert shipped.stat().st_nlink == 1
+    with (art / V1 / "__init__.py").open("a") as fh:  # the artifact directory is reused or edited later
+        fh.write("# changed in the artifact after collect\n")
+    assert shipped.read_bytes() == before
+    assert stamp_verdict(proj.build_dir, proj.build_dir / V1) == (True, "")
+
+
+def test_staging_left_by_killed_runs_is_removed_and_a_live_one_kept(proj, tmp_path: Path) -> None:
+    build = proj.build_dir
+    dead = build / ".collect-999999999-0badcafe"  # named like any run's staging, its process long gone
+    (dead / "a0" / V1).mkdir(parents=True)
+    (dead / "a0" / V1 / "x.so").write_bytes(b"\x7fELF" + b"0" * 64)
+    old_style = build / ".collect-k2j4h5"  # what runs before the pid was in the name left
+    old_style.mkdir()
+    alive = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    live = build / f".collect-{alive.pid}-0123abcd"  # a dry run still at work beside us
+    live.mkdir()
+    try:
+        res = _cli(proj.root, "collect", str(_artifact(proj, tmp_path / "a", V1)))
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert not dead.exists() and not old_style.exists() and live.is_dir()
+        assert sorted(p.name for p in build.iterdir()) == sorted([live.name, ".verified.json", V1])
+    finally:
+        assert alive.stdin is not None
+        alive.stdin.close()
+        alive.wait(timeout=30)
+
+
+def _changed_artifact(cfg, out: Path) -> Path:  # type: ignore[no-untyped-def]
+    """A newer build of V1 (one more file), complete and verified on its runner."""
+    new = _artifact(cfg, out, V1)
+    (new / V1 / "extra.txt").write_text("new build\n")
+    ident = f"_mini_kernel_cuda_{_identity(cfg)['uid']}"
+    write_metadata(new / V1, ident=ident, backend="cuda", archs=["8.0"], prov=_prov(cfg), name=cfg.name)
+    _rewrite_record(new, V1, tree_sha256=tree_sha256(new / V1))
+    return new
+
+
+@pytest.mark.parametrize(("exchange", "kill_at"), [(True, 1), (False, 1), (False, 2), (False, 3)])
+def test_a_collect_killed_mid_swap_never_loses_the_variant(proj, tmp_path: Path, exchange: bool, kill_at: int) -> None:
+    """SIGKILL at each step of the variant swap (the atomic exchange, or the journaled two-rename fallback):
+    build/ holds the old or the new variant, complete (after the fallback's second step, once the next run
+    has rolled the swap back), and the next collect finishes cleanly."""
+    assert _cli(proj.root, "collect", str(_artifact(proj, tmp_path / "old", V1, name="old"))).returncode == 0
+    old = _snapshot(proj.build_dir / V1)
+    new_art = _changed_artifact(proj, tmp_path / "new")
+    new = _snapshot(new_art / V1)
+    env = {**os.environ, "GGML_VENDOR_KILL_AT": str(kill_at)}
+    if not exchange:
+        env["GGML_VENDOR_NO_EXCHANGE"] = "1"
+    killed = _cli(proj.root, "collect", str(new_art), env=env)
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    if kill_at != 2 or exchange:  # the fallback's only gap, between its renames, is what the journal covers
+        assert _snapshot(proj.build_dir / V1) in (old, new)
+    res = _cli(proj.root, "collect", str(new_art))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert _snapshot(proj.build_dir / V1) == new
+    assert sorted(p.name for p in proj.build_dir.iterdir()) == [".verified.json", V1]  # nothing left behind
+    assert stamp_verdict(proj.build_dir, proj.build_dir / V1) == (True, "")
+
+
+def test_the_next_run_puts_back_a_variant_a_kill_left_moved_aside(proj, tmp_path: Path) -> None:
+    assert _cli(proj.root, "collect", str(_artifact(proj, tmp_path / "old", V1, name="old"))).returncode == 0
+    old = _snapshot(proj.build_dir / V1)
+    env = {**os.environ, "GGML_VENDOR_KILL_AT": "2", "GGML_VENDOR_NO_EXCHANGE": "1"}
+    new_art = _changed_artifact(proj, tmp_path / "new")
+    assert _cli(proj.root, "collect", str(new_art), env=env).returncode == -9
+    assert not (proj.build_dir / V1).exists()  # killed between the two renames
+    # a run that changes nothing else (its artifact is refused) still rolls the interrupted swap back first
+    bad = _artifact(proj, tmp_path / "bad", V2)
+    (bad / V2 / "_ops.py").unlink()
+    assert _cli(proj.root, "collect", str(bad)).returncode == 11
+    assert _snapshot(proj.build_dir / V1) == old
+    assert sorted(p.name for p in proj.build_dir.iterdir()) == [".verified.json", V1]
+
+
 def test_another_commit_is_refused(proj, tmp_path: Path) -> None:
     root = proj.root
     subprocess.run(["git", "init", "-q", str(root)], check=True)

@@ -378,6 +378,21 @@ def test_init_adds_a_package_that_syncs_and_renders(tmp_path, up):
     binding = (root / "packages/fixture-new/torch-ext/torch_binding.cpp").read_text()
     assert "quant: cuda src/ggml-cuda/fattn.cu; metal src/ggml-metal/ggml-metal.metal" in binding
     assert runner.invoke(app, ["render", "--check", "-p", "fixture-new", "-C", str(root)]).exit_code == 0
+    # The test init wrote passes in the new project, and fails once the op is gone from the binding.
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_fixture_new.py"]
+    ok = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    binding = root / "templates/fixture-new/torch-ext/torch_binding.cpp.j2"
+    binding.write_text(
+        binding.read_text().replace("{%- for op in ops %}", "{%- for op in [] %}").replace("{{ op }}:", "-")
+    )
+    bad = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
 
 
 @pytest.mark.parametrize(
@@ -398,3 +413,83 @@ def test_init_refusals_are_one_line_exit_2_and_write_nothing(tmp_path, up, args,
     assert res.exit_code == 2, res.output
     assert match in res.output
     assert tree(root) == before
+
+
+# --- the demo on a family -----------------------------------------------------------------------------------
+
+DEMO_LATER = """
+[tool.ggml-vendor.packages.mini-quant]
+version = 1
+hub-repo = "someone/mini-quant"
+backends = ["cuda"]
+
+[tool.ggml-vendor.packages.mini-quant.ops.quant]
+cuda = ["src/ggml-cuda/convert.cuh"]
+
+[tool.ggml-vendor.packages.absent-quant]
+version = 1
+hub-repo = "someone/absent-quant"
+backends = ["cuda"]
+
+[tool.ggml-vendor.packages.absent-quant.ops.quant]
+cuda = ["src/ggml-cuda/not-in-the-miniature.cu"]
+"""
+
+
+def demo_source(tmp_path: Path, repo_root: Path) -> Path:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "pyproject.toml").write_text((repo_root / "pyproject.toml").read_text() + DEMO_LATER)
+    return src
+
+
+def test_demo_workspace_keeps_what_the_miniature_serves(tmp_path, repo_root):
+    from toolkit.demo import make_workspace, missing_in_miniature
+
+    src = demo_source(tmp_path, repo_root)
+    absent = config.load(src).for_package("absent-quant").package
+    assert missing_in_miniature(absent) == ["src/ggml-cuda/not-in-the-miniature.cu"]
+    cfg = config.load(make_workspace(src, tmp_path / "ws"))
+    assert cfg.package_names() == ("ggml-attn-kernels", "mini-quant")
+    assert cfg.for_package("mini-quant").hub_repo == "ggml-demo/mini-quant"
+    assert cfg.hub_repo == "ggml-demo/ggml-attn-kernels"
+
+
+def test_demo_reports_a_skipped_package_and_runs_the_others(tmp_path, repo_root):
+    from toolkit.demo import run_demo
+
+    src = demo_source(tmp_path, repo_root)  # no templates/: the first package's render fails
+    report = run_demo(src, workspace=tmp_path / "ws")
+    status = {s.name: (s.status, s.detail) for s in report.stages}
+    names = [s.name for s in report.stages]
+    assert names[:3] == ["setup", "absent-quant", "sync"]
+    assert status["absent-quant"][0] == "skipped"
+    assert "src/ggml-cuda/not-in-the-miniature.cu are not in the embedded miniature" in status["absent-quant"][1]
+    assert status["sync"][0] == "ok" and status["render"][0] == "failed"
+    assert "render mini-quant" in names and status["get_kernel mini-quant"][0] == "skipped"
+    assert not report.ok
+
+
+def test_a_package_names_its_own_conformance_cases(synced):
+    from toolkit.verify import conformance
+
+    assert conformance.cases_file_of(synced) is None  # the first package: the built-in GDN/FA cases
+    facts = synced.root / "templates/fixture-quant/facts.py"
+    facts.write_text(facts.read_text() + 'CONFORMANCE = "conformance.py"\n')
+    quant = synced.for_package("fixture-quant")
+    assert conformance.cases_file_of(quant) == synced.root / "templates/fixture-quant/conformance.py"
+    compile(conformance._CHILD, "<conformance child>", "exec")  # the child that loads it parses
+
+
+def test_json_of_several_packages_keeps_the_failing_one(synced):
+    import json
+
+    assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
+    (synced.root / "packages/fixture-quant/build.toml").unlink()
+    res = cli(synced, "render", "--check", "--json")
+    assert res.exit_code == 6
+    doc = json.loads(res.stdout)
+    assert doc["packages"]["fixture-kernels"]["ok"] is True
+    assert doc["packages"]["fixture-quant"]["drift"] == [
+        {"path": "packages/fixture-quant/build.toml", "kind": "missing"}
+    ]

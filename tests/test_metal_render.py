@@ -181,7 +181,7 @@ def test_metal_section_compiles_one_unit_and_tracks_vendored_headers(tmp_path: P
         sec = doc["kernel"]["ggml_metal"]
         assert sec["backend"] == "metal" and sec["depends"] == ["torch"]
         assert [s for s in sec["src"] if s.endswith(".metal")] == ["csrc/metal/ggml_metal_kernels.metal"]
-        assert {s for s in sec["src"] if s.endswith(".mm")} == set(metal.HOST_SOURCES)
+        assert {s for s in sec["src"] if s.endswith(".mm")} == set(FACTS.METAL_HOST_SOURCES)
         assert sec["include"] == ["vendor/ggml/src", "vendor/ggml/src/ggml-metal", "csrc/metal"]
         vendored = [s for s in sec["src"] if s.startswith("vendor/")]
         assert vendored == ["vendor/ggml/" + h for h in metal.metal_sources(_lock(kind)).headers]
@@ -470,7 +470,7 @@ def test_objective_cxx_sources_parse(tmp_path: Path, arc: bool) -> None:
         *(f"-I{d}" for d in torch_inc),
     ]
     # Without ARC only the runtime differs (its release calls); parsing ATen is slow, so check that one.
-    sources = metal.HOST_SOURCES if arc else ("csrc/metal/ggml_metal_runtime.mm",)
+    sources = FACTS.METAL_HOST_SOURCES if arc else ("csrc/metal/ggml_metal_runtime.mm",)
     procs = {mm: subprocess.Popen([*common, str(root / mm)], stderr=subprocess.PIPE, text=True) for mm in sources}
     for mm, proc in procs.items():
         _, err = proc.communicate(timeout=600)

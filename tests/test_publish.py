@@ -375,6 +375,7 @@ def test_plan_only_reads_and_execute_pushes_exactly_its_batches(project, hub) ->
     batches_v1 = plan.commit_batches["v1"]
     assert [len(b) for b in batches_v1] == [2, 2] and plan.to_json()["status"] == "dry-run"
     assert plan.lines() == plan.preview.plan.lines() and "branch v1 (new)" in plan.lines()[1]
+    assert TOKEN not in repr(plan) and TOKEN not in json.dumps(plan.to_json())
     report = publish.execute(plan)
     assert report.ok and report.exit_code == 0 and report.status == "published"
     history = hub.state.history("kernel", REPO, "v1")
@@ -514,3 +515,22 @@ def test_a_hub_client_too_old_for_kernel_repos_is_refused_in_one_line() -> None:
         check_hub_version("1.33.0")
     assert "1.33.0" in exc.value.one_line() and ">= 2.3.0" in exc.value.one_line()
     check_hub_version("2.3.0")  # the floor itself passes
+
+
+def test_publish_collect_and_the_local_hub_have_no_function_over_60_lines() -> None:
+    import ast
+
+    import toolkit
+
+    base = Path(toolkit.__file__).parent
+    files = [
+        *sorted((base / "publish").glob("*.py")),
+        base / "ci" / "collect.py",
+        *sorted((base / "testing").glob("*.py")),
+    ]
+    long = []
+    for f in files:
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 60:  # type: ignore[operator]
+                long.append(f"{f.relative_to(base)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")  # type: ignore[operator]
+    assert long == []

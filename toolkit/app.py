@@ -68,19 +68,22 @@ def for_each_package(project: Path | None, packages: list[str], body: Callable[[
         body(views[0])
         return
     docs: dict[str, Any] = {}
-    for view in views:
-        if not as_json:
-            ui.err.print(ui.labelled("package", "bold", view.name))
-        try:
+    try:
+        for view in views:
+            if not as_json:
+                ui.err.print(ui.labelled("package", "bold", view.name))
             with ui.collect_json() as collected:
-                body(view)
-        except VendorError as exc:
-            exc.message = f"package {view.name}: {exc.message}"
-            raise
+                try:
+                    body(view)
+                except VendorError as exc:
+                    exc.message = f"package {view.name}: {exc.message}"
+                    raise
+                finally:  # a failing package's document (e.g. render --check's drift) is still printed
+                    if collected:
+                        docs[view.name] = collected[0] if len(collected) == 1 else list(collected)
+    finally:
         if as_json:
-            docs[view.name] = collected[0] if len(collected) == 1 else collected
-    if as_json:
-        ui.emit_json({"packages": docs})
+            ui.emit_json({"packages": docs})
 
 
 NoWaitOpt = Annotated[

@@ -1,6 +1,11 @@
 """`ggml-vendor demo`: the whole pipeline on the embedded miniature upstream, offline, in a throwaway
 workspace — sync, render, build what this machine can, verify, publish to a local Hub, load it back with
-`kernels.get_kernel` in a fresh process — and one report of the run."""
+`kernels.get_kernel` in a fresh process — and one report of the run.
+
+A project of several packages: one sync (the union), then render → get_kernel for each package in turn (the
+first package's stages keep their plain names, a later package's are named "<stage> <package>"). A later
+package whose entry files the embedded miniature does not hold is left out of the workspace and reported as
+one visibly skipped stage naming the missing files (the run stays green)."""
 
 from __future__ import annotations
 
@@ -53,7 +58,9 @@ class DemoReport:
 
     @property
     def ok(self) -> bool:
-        return all(s.status == OK for s in self.stages)
+        """No stage failed (a stage is only skipped after a failure, or deliberately with its reason: a package
+        the miniature cannot serve)."""
+        return bool(self.stages) and not any(s.status == FAILED for s in self.stages)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -94,7 +101,44 @@ def make_workspace(source: Path, dest: Path, upstream: str | None = None) -> Pat
     (dest / "vendor" / "patches").mkdir(parents=True, exist_ok=True)
     set_value(dest, "upstream", upstream or EMBEDDED)
     set_value(dest, "hub-repo", DEMO_REPO)
+    _later_packages_for_demo(dest, embedded=upstream is None)
     return dest
+
+
+def demo_repo(package: str, first: bool) -> str:
+    return DEMO_REPO if first else f"ggml-demo/{package}"
+
+
+def missing_in_miniature(pkg: Any) -> list[str]:
+    """The package's entry files (no alternative present) that the embedded miniature does not hold."""
+    from toolkit.sync.embedded import mini_files
+
+    have = set(mini_files())
+    return [
+        str(entry)
+        for op in pkg.ops
+        for entries in op.entries.values()
+        for entry in entries
+        if not any(alt in have for alt in entry.alternatives)
+    ]
+
+
+def _later_packages_for_demo(dest: Path, *, embedded: bool) -> None:
+    """Point each later package at its demo Hub repo; on the miniature, drop those it cannot serve."""
+    import tomlkit
+
+    from toolkit.core import fs
+    from toolkit.core.config import TABLE, parse_toml
+
+    cfg = load_config(dest)
+    doc = parse_toml(dest / "pyproject.toml")
+    tables = doc["tool"][TABLE].get("packages", {})
+    for pkg in cfg.packages[1:]:
+        if embedded and missing_in_miniature(pkg):
+            del tables[pkg.name]
+        else:
+            tables[pkg.name]["hub-repo"] = demo_repo(pkg.name, first=False)
+    fs.atomic_write(dest / "pyproject.toml", tomlkit.dumps(doc).encode("utf-8"))
 
 
 def _stage(report: DemoReport, name: str, say: Callable[[str], None], fn: Callable[[], tuple[Any, str, dict]]) -> Any:
@@ -191,8 +235,28 @@ def load_with_get_kernel(endpoint: str, repo: str, version: int, cache: Path) ->
 
 def _setup(source: Path, ws: Path, upstream: str | None) -> tuple[Config, str, dict]:
     make_workspace(source, ws, upstream)
+    cfg = load_config(ws)
     detail = f"copied {', '.join(COPIED)} from {source} into {ws}; upstream = {upstream or 'embedded miniature'}"
-    return load_config(ws), detail, {}
+    if len(cfg.packages) > 1:
+        detail += f"; packages: {', '.join(cfg.package_names())}"
+    return cfg, detail, {"packages": list(cfg.package_names())}
+
+
+def _skipped_packages(source: Path, cfg: Config | None) -> list[Stage]:
+    """One deliberately skipped stage per package of the project that the workspace left out."""
+    if cfg is None:
+        return []
+    kept = set(cfg.package_names())
+    return [
+        Stage(
+            pkg.name,
+            SKIPPED,
+            detail=f"skipped: its entry files {', '.join(missing_in_miniature(pkg))} are not in the embedded "
+            "miniature upstream (run the demo with --upstream PATH to a ggml clone to include it)",
+        )
+        for pkg in load_config(source).packages
+        if pkg.name not in kept
+    ]
 
 
 def _sync(cfg: Config, upstream: str | None, rev: str | None) -> tuple[Config, str, dict]:
@@ -272,12 +336,13 @@ def _publish(cfg: Config, variants: list[str], endpoint: str, say: Callable[[str
 
 
 def _get_kernel(cfg: Config, endpoint: str) -> tuple[None, str, dict]:
-    info = load_with_get_kernel(endpoint, DEMO_REPO, cfg.version, cfg.root / "hf-cache")
+    repo = demo_repo(cfg.name, cfg.is_first)
+    info = load_with_get_kernel(endpoint, repo, cfg.version, cfg.root / "hf-cache")
     ran = "; ".join(f"{r['op']} on {info['device']}: max rel err {r['rel_err']:.1e} vs float64" for r in info["ran"])
     if any(not r["ok"] for r in info["ran"]):
         raise VendorError(f"the loaded kernel disagrees with the float64 reference: {ran}", "run the GPU tests")
     detail = (
-        f"get_kernel({DEMO_REPO!r}, version={cfg.version}) -> {info['module']}: "
+        f"get_kernel({repo!r}, version={cfg.version}) -> {info['module']}: "
         f"{len(info['functions'])} functions, {len(info['ops'])} ops"
         + (f"; {ran}" if ran else "; no GPU here: not executed")
     )
@@ -307,11 +372,28 @@ def run_demo(
     ws = workspace or Path(tempfile.mkdtemp(prefix="ggml-vendor-demo-"))
     report = DemoReport(str(ws), [])
     cfg = _stage(report, "setup", say, lambda: _setup(source, ws, upstream))
+    report.stages += _skipped_packages(source, cfg)
     cfg = _stage(report, "sync", say, lambda: _sync(cfg, upstream, rev))
-    _stage(report, "render", say, lambda: _render(cfg))
-    built = _stage(report, "build", say, lambda: _build(cfg, jobs, engine, toolchain))
-    _stage(report, "verify", say, lambda: _verify(cfg, built))
+    views = cfg.selected(()) if cfg is not None else (None,)
     with HubServer(HubState(tokens=(DEMO_TOKEN,))) as hub:
-        _stage(report, "publish", say, lambda: _publish(cfg, built, hub.url, say))
-        _stage(report, "get_kernel", say, lambda: _get_kernel(cfg, hub.url))
+        for view in views:
+            _package_stages(report, say, view, hub.url, jobs, engine, toolchain)
     return report
+
+
+def _package_stages(
+    report: DemoReport,
+    say: Callable[[str], None],
+    cfg: Any,
+    endpoint: str,
+    jobs: int | None,
+    engine: str,
+    toolchain: str,
+) -> None:
+    """render -> get_kernel for one package (names suffixed with the package for a later one)."""
+    suffix = "" if cfg is None or cfg.is_first else f" {cfg.name}"
+    _stage(report, "render" + suffix, say, lambda: _render(cfg))
+    built = _stage(report, "build" + suffix, say, lambda: _build(cfg, jobs, engine, toolchain))
+    _stage(report, "verify" + suffix, say, lambda: _verify(cfg, built))
+    _stage(report, "publish" + suffix, say, lambda: _publish(cfg, built, endpoint, say))
+    _stage(report, "get_kernel" + suffix, say, lambda: _get_kernel(cfg, endpoint))

@@ -6,7 +6,8 @@ APP = (
     "Pipeline: sync (upstream -> vendor/) -> render (templates -> build.toml, torch-ext/) -> "
     "build (-> build/<variant>/) -> verify -> publish (-> the Hub).\n\n"
     "Every command takes --project/-C, --json and --verbose/-v; the ones that change something take --dry-run "
-    "(print the plan, change nothing)."
+    "(print the plan, change nothing). A project may hold several packages from one pin "
+    "([tool.ggml-vendor.packages.<name>], `init`): per-package commands take --package/-p NAME (default: all)."
 )
 
 SYNC = """Pin an upstream ggml/llama.cpp revision into vendor/ and write the lock vendor/UPSTREAM.

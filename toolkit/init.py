@@ -111,12 +111,12 @@ def _package_table(req: Request, cfg: Config, ops: dict[str, dict[str, list[str]
 
 def _new_pyproject(cfg: Config, req: Request, ops: dict[str, dict[str, list[str]]]) -> str:
     doc = config_mod.parse_toml(cfg.root / "pyproject.toml")
-    vendor_table = doc["tool"][TABLE]  # type: ignore[index]
+    vendor_table = doc["tool"][TABLE]
     if req.name in cfg.package_names():
         raise ConfigError(f"package {req.name!r} already exists in pyproject.toml", "choose another name")
-    if "packages" not in vendor_table:  # type: ignore[operator]
-        vendor_table.add("packages", tomlkit.table(is_super_table=True))  # type: ignore[union-attr]
-    vendor_table["packages"].add(req.name, _package_table(req, cfg, ops))  # type: ignore[index]
+    if "packages" not in vendor_table:
+        vendor_table.add("packages", tomlkit.table(is_super_table=True))
+    vendor_table["packages"].add(req.name, _package_table(req, cfg, ops))
     return tomlkit.dumps(doc)
 
 

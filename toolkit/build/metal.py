@@ -40,13 +40,9 @@ from toolkit.core.errors import BuildError, VendorStateError
 
 LAYOUT_MONOLITH = "monolith"
 LAYOUT_SPLIT = "split"
-# Our rendered Metal translation unit and host sources (templates/csrc/metal).
+# Our rendered Metal translation unit (templates/csrc/metal); a package's host sources are its facts'
+# METAL_HOST_SOURCES.
 TRANSLATION_UNIT = "csrc/metal/ggml_metal_kernels.metal"
-HOST_SOURCES = (
-    "csrc/metal/ggml_metal_runtime.mm",
-    "csrc/metal/gated_delta_net_metal.mm",
-    "csrc/metal/flash_attn_metal.mm",
-)
 OUR_INCLUDE = "csrc/metal"
 VENDOR_DIR = f"vendor/{facts.VENDOR_SUBDIR}"
 

@@ -23,13 +23,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
-import tempfile
+import stat
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from toolkit.core import fs
 from toolkit.core.config import Config
 from toolkit.core.errors import VendorError
 from toolkit.core.hashing import sha256_file
@@ -112,71 +115,100 @@ def _holds_variants(d: Path) -> bool:
     return (d / RECORD).is_file() or any(c.is_dir() and (c / "metadata.json").is_file() for c in d.iterdir())
 
 
+def _artifacts_in(p: Path) -> tuple[list[tuple[str, Path]], list[Refusal]]:
+    """The artifacts inside a directory of them (what `download-artifact` writes): sub-directories that hold
+    variants and zips. A `.zip` that does not read as one (a truncated download) is refused, never skipped:
+    skipping it would publish without its variant."""
+    found: list[tuple[str, Path]] = []
+    refused: list[Refusal] = []
+    children = sorted(c for c in p.iterdir() if not c.name.startswith("."))
+    for c in children:
+        if c.is_dir() and _holds_variants(c):
+            found.append((c.name, c))
+        elif c.is_file() and zipfile.is_zipfile(c):
+            found.append((c.name.removesuffix(".zip"), c))
+        elif c.is_dir():
+            refused.append(Refusal(c.name, "", "incomplete", f"{c} holds no <variant>/metadata.json (empty artifact?)"))
+        elif c.name.endswith(".zip"):
+            name = c.name.removesuffix(".zip")
+            refused.append(Refusal(name, "", "incomplete", f"{c} is not a readable zip (truncated download?)"))
+    if not found and not refused:
+        refused.append(
+            Refusal(p.name, "", "not-an-artifact", f"{p} holds no <variant>/metadata.json nor artifacts of them")
+        )
+    return found, refused
+
+
+def _one_argument(p: Path) -> tuple[list[tuple[str, Path]], list[Refusal]]:
+    if p.is_file() and zipfile.is_zipfile(p):
+        return [(p.name.removesuffix(".zip"), p)], []
+    if not p.exists():
+        return [], [Refusal(p.name or str(p), "", "not-an-artifact", f"{p} does not exist")]
+    if not p.is_dir():
+        return [], [Refusal(p.name, "", "not-an-artifact", f"{p} is neither a directory nor a zip file")]
+    if (p / "metadata.json").is_file():
+        why = f"{p} is a variant directory; pass the artifact that holds it (with its {RECORD})"
+        return [], [Refusal(p.name, p.name, "not-an-artifact", why)]
+    if _holds_variants(p):
+        return [(p.name, p)], []
+    return _artifacts_in(p)
+
+
 def find_artifacts(paths: list[Path]) -> tuple[list[tuple[str, Path]], list[Refusal]]:
     """(artifact name, dir or .zip) for every argument: an artifact itself, or a directory of artifacts (what
     `download-artifact` writes: one sub-directory per artifact)."""
     found: list[tuple[str, Path]] = []
     refused: list[Refusal] = []
     for p in paths:
-        if p.is_file() and zipfile.is_zipfile(p):
-            found.append((p.name.removesuffix(".zip"), p))
-        elif not p.exists():
-            refused.append(Refusal(p.name or str(p), "", "not-an-artifact", f"{p} does not exist"))
-        elif not p.is_dir():
-            refused.append(Refusal(p.name, "", "not-an-artifact", f"{p} is neither a directory nor a zip file"))
-        elif (p / "metadata.json").is_file():
-            refused.append(
-                Refusal(
-                    p.name,
-                    p.name,
-                    "not-an-artifact",
-                    f"{p} is a variant directory; pass the artifact that holds it (with its {RECORD})",
-                )
-            )
-        elif _holds_variants(p):
-            found.append((p.name, p))
-        else:
-            children = sorted(c for c in p.iterdir() if not c.name.startswith("."))
-            inner = [c for c in children if (c.is_dir() and _holds_variants(c)) or zipfile.is_zipfile(c)]
-            if not inner:
-                refused.append(
-                    Refusal(
-                        p.name, "", "not-an-artifact", f"{p} holds no <variant>/metadata.json nor artifacts of them"
-                    )
-                )
-            for c in inner:
-                found.append((c.name.removesuffix(".zip"), c))
-            for c in children:
-                if c not in inner and c.is_dir():
-                    refused.append(
-                        Refusal(c.name, "", "incomplete", f"{c} holds no <variant>/metadata.json (empty artifact?)")
-                    )
+        f, r = _one_argument(p)
+        found += f
+        refused += r
     return found, refused
 
 
+_SPECIAL = {stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
+
+
 def _extract(zip_path: Path, dest: Path) -> None:
-    """Unpack a zip, refusing members that would land outside `dest` (absolute or ../ paths) or are links."""
+    """Unpack a zip, refusing members that would land outside `dest` (absolute or ../ paths), links and
+    special files (pipes, sockets, devices): a variant is regular files and directories only."""
     with zipfile.ZipFile(zip_path) as zf:
         for info in zf.infolist():
             rel = PurePosixPath(info.filename)
             if rel.is_absolute() or ".." in rel.parts:
                 raise ValueError(f"member {info.filename!r} points outside the artifact")
-            if (info.external_attr >> 16) & 0o170000 == 0o120000:
+            kind = stat.S_IFMT(info.external_attr >> 16)
+            if kind == stat.S_IFLNK:
                 raise ValueError(f"member {info.filename!r} is a symbolic link")
+            if kind in _SPECIAL:
+                raise ValueError(f"member {info.filename!r} is {_SPECIAL[kind]}, not a regular file")
         zf.extractall(dest)
 
 
-def _link_or_copy(src: str, dst: str) -> None:
-    """Hard-link when the artifact is on the same filesystem (CUDA variants are hundreds of MB; nothing
-    rewrites a file in place), else copy."""
+def _copy_in(src: Path, dest: Path) -> None:
+    """Copy an artifact directory (never hard-link: a later write to the artifact must not change build/),
+    refusing links and special files before anything is opened (reading a named pipe would block)."""
+    for p in sorted(src.rglob("*")):
+        rel = p.relative_to(src).as_posix()
+        mode = p.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            raise ValueError(f"it contains symbolic links ({rel})")
+        if stat.S_IFMT(mode) in _SPECIAL:
+            raise ValueError(f"{rel} is {_SPECIAL[stat.S_IFMT(mode)]}, not a regular file")
+    shutil.copytree(src, dest, copy_function=shutil.copy2)
+
+
+def _read_artifact(src: Path, root: Path) -> str | None:
+    """Unpack or copy one artifact into `root`; why it cannot be read, or None. A damaged zip (bad deflate
+    stream, bad CRC, truncated member) is a refusal like any other, never a traceback."""
     try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)
-
-
-def _links(d: Path) -> list[str]:
-    return [p.relative_to(d).as_posix() for p in d.rglob("*") if p.is_symlink()]
+        if src.is_file():
+            _extract(src, root)
+        else:
+            _copy_in(src, root)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        return f"cannot be read: {exc}"
+    return None
 
 
 # --- the checks -----------------------------------------------------------------------------------------
@@ -280,6 +312,94 @@ def _read_record(root: Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
+# --- the checks of one variant -------------------------------------------------------------------------
+
+
+@dataclass
+class _Context:
+    """What every variant is checked against, and what the run has seen so far."""
+
+    cfg: Config
+    here: TreeIdentity
+    lock: Any
+    build_dir: Path
+    seen: dict[str, str] = field(default_factory=dict)  # variant -> the artifact it came from
+
+
+def _read_meta(vd: Path) -> dict[str, Any] | str:
+    try:
+        meta = json.loads((vd / "metadata.json").read_text())
+    except (OSError, ValueError) as exc:
+        return f"metadata.json is unreadable ({exc})"
+    return meta if isinstance(meta, dict) else "metadata.json is unreadable (not a JSON object)"
+
+
+def _admission(ctx: _Context, name: str, vd: Path, record_doc: dict[str, Any] | None, alone: bool) -> Refusal | None:
+    """The first reason to refuse the variant `vd` of artifact `name` on its bytes, or None."""
+    from toolkit.verify.runner import is_variant_dir, tree_sha256
+
+    variant = vd.name
+    if not is_variant_dir(vd) or not (vd / "metadata.json").is_file():
+        return Refusal(name, variant, "incomplete", "no metadata.json")
+    if _is_variant_name(name) and name != variant and alone:
+        return Refusal(name, variant, "misnamed", f"the artifact {name} holds {variant} (named after its variant)")
+    if variant in ctx.seen:
+        return Refusal(name, variant, "duplicate", f"{variant} also comes from {ctx.seen[variant]}")
+    ctx.seen[variant] = name
+    meta = _read_meta(vd)
+    if isinstance(meta, str):
+        return Refusal(name, variant, "incomplete", meta)
+    for kind, why in (
+        ("incomplete", lambda: _completeness(vd, meta)),
+        ("foreign", lambda: _foreign(meta, ctx.here)),
+        ("unverified", lambda: _unverified(record_doc, variant, tree_sha256(vd))),
+    ):
+        reason = why()
+        if reason:
+            return Refusal(name, variant, kind, reason)
+    return None
+
+
+def _recheck(ctx: _Context, name: str, vd: Path, record: dict[str, Any]) -> Refusal | Incoming:
+    """verify's host-independent checks, again on this machine; the variant as Incoming when they pass."""
+    from toolkit.verify.findings import FAIL
+    from toolkit.verify.runner import VerifyOptions, verify_variant
+
+    waived = record.get("hub_compliant") is False
+    options = VerifyOptions(smoke=False, check_vendor=False, host_toolchain_ok=waived, conformance=False)
+    rep = verify_variant(ctx.cfg, vd, lock=ctx.lock, options=options)
+    failed = [f for f in rep.findings if f.status == FAIL]
+    if failed:
+        more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+        return Refusal(name, vd.name, "recheck", f"fails here: {failed[0].check}: {failed[0].message}{more}")
+    checks = sorted({f.check for f in rep.findings if f.status != "skip"})
+    action = "replace" if (ctx.build_dir / vd.name).exists() else "add"
+    return Incoming(vd.name, name, vd, action, record, checks)
+
+
+def _check_artifact(ctx: _Context, name: str, src: Path, root: Path, report: CollectReport) -> None:
+    """Read one artifact into `root` and sort each of its variants into report.incoming or .refusals."""
+    why = _read_artifact(src, root)
+    if why:
+        report.refusals.append(Refusal(name, "", "incomplete", why))
+        return
+    record_doc = _read_record(root)
+    variant_dirs = sorted(c for c in root.iterdir() if c.is_dir() and not c.name.startswith("."))
+    if not variant_dirs:
+        report.refusals.append(Refusal(name, "", "incomplete", "it holds no variant directory"))
+        return
+    for vd in variant_dirs:
+        refusal = _admission(ctx, name, vd, record_doc, alone=len(variant_dirs) == 1)
+        if refusal is None:
+            record = dict((record_doc or {}).get("variants", {})[vd.name])
+            outcome = _recheck(ctx, name, vd, record)
+            if isinstance(outcome, Incoming):
+                report.incoming.append(outcome)
+                continue
+            refusal = outcome
+        report.refusals.append(refusal)
+
+
 # --- the merge ------------------------------------------------------------------------------------------
 
 
@@ -294,107 +414,21 @@ def collect(
     """Check every artifact, then (unless `dry_run` or anything was refused) swap the variants into build/.
     Raises CollectError when any artifact is refused (the report rides on the exception as `.report`)."""
     from toolkit.core.lock import read_lock
-    from toolkit.verify.findings import FAIL
-    from toolkit.verify.runner import VerifyOptions, is_variant_dir, tree_sha256, verify_variant
 
     build_dir = build_dir or cfg.build_dir
-    here = local_identity(cfg)
-    lock = read_lock(cfg.vendor_dir)
+    ctx = _Context(cfg, local_identity(cfg), read_lock(cfg.vendor_dir), build_dir)
     found, refusals = find_artifacts(paths)
     created_build = not build_dir.exists()
-    build_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=build_dir))
+    if not dry_run:
+        _recover(build_dir)
+    staging = fs.new_staging(build_dir, STAGING_PREFIX)
     report = CollectReport(build_dir, [n for n, _ in found], [], refusals, [], dry_run)
     try:
-        seen: dict[str, str] = {}
         for i, (name, src) in enumerate(found):
             if progress:
                 progress(name)
-            root = staging / f"a{i}"
-            try:
-                if src.is_file():
-                    _extract(src, root)
-                else:
-                    links = _links(src)
-                    if links:
-                        raise ValueError(f"it contains symbolic links ({', '.join(links[:2])})")
-                    shutil.copytree(src, root, copy_function=_link_or_copy)
-            except (ValueError, OSError, zipfile.BadZipFile) as exc:
-                refusals.append(Refusal(name, "", "incomplete", f"cannot be read: {exc}"))
-                continue
-            record_doc = _read_record(root)
-            variant_dirs = sorted(c for c in root.iterdir() if c.is_dir() and not c.name.startswith("."))
-            if not variant_dirs:
-                refusals.append(Refusal(name, "", "incomplete", "it holds no variant directory"))
-                continue
-            for vd in variant_dirs:
-                variant = vd.name
-                if not is_variant_dir(vd) or not (vd / "metadata.json").is_file():
-                    refusals.append(Refusal(name, variant, "incomplete", "no metadata.json"))
-                    continue
-                if _is_variant_name(name) and name != variant and len(variant_dirs) == 1:
-                    refusals.append(
-                        Refusal(
-                            name, variant, "misnamed", f"the artifact {name} holds {variant} (named after its variant)"
-                        )
-                    )
-                    continue
-                if variant in seen:
-                    refusals.append(Refusal(name, variant, "duplicate", f"{variant} also comes from {seen[variant]}"))
-                    continue
-                seen[variant] = name
-                try:
-                    meta = json.loads((vd / "metadata.json").read_text())
-                    if not isinstance(meta, dict):
-                        raise ValueError("not a JSON object")
-                except (OSError, ValueError) as exc:
-                    refusals.append(Refusal(name, variant, "incomplete", f"metadata.json is unreadable ({exc})"))
-                    continue
-                why = _completeness(vd, meta)
-                if why:
-                    refusals.append(Refusal(name, variant, "incomplete", why))
-                    continue
-                why = _foreign(meta, here)
-                if why:
-                    refusals.append(Refusal(name, variant, "foreign", why))
-                    continue
-                why = _unverified(record_doc, variant, tree_sha256(vd))
-                if why:
-                    refusals.append(Refusal(name, variant, "unverified", why))
-                    continue
-                record = dict((record_doc or {}).get("variants", {})[variant])
-                waived = record.get("hub_compliant") is False
-                rep = verify_variant(
-                    cfg,
-                    vd,
-                    lock=lock,
-                    options=VerifyOptions(smoke=False, check_vendor=False, host_toolchain_ok=waived, conformance=False),
-                )
-                failed = [f for f in rep.findings if f.status == FAIL]
-                if failed:
-                    f = failed[0]
-                    more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
-                    refusals.append(Refusal(name, variant, "recheck", f"fails here: {f.check}: {f.message}{more}"))
-                    continue
-                checks = sorted({f.check for f in rep.findings if f.status != "skip"})
-                action = "replace" if (build_dir / variant).exists() else "add"
-                report.incoming.append(Incoming(variant, name, vd, action, record, checks))
-        incoming = {i.variant for i in report.incoming}
-        if build_dir.is_dir():
-            report.kept = sorted(p.name for p in build_dir.iterdir() if is_variant_dir(p) and p.name not in incoming)
-        if refusals:
-            first = refusals[0]
-            err = CollectError(
-                f"refused {len(refusals)} artifact problem(s); first: {first.line()}",
-                "re-run the job that uploaded it (same commit, verify passing); build/ is unchanged",
-            )
-            err.report = report  # type: ignore[attr-defined]
-            raise err
-        if not report.incoming:
-            raise CollectError("no variants to collect", "pass the artifact directories (or zips) the jobs uploaded")
-        if not dry_run:
-            _commit(build_dir, staging, report.incoming)
-            report.committed = True
+            _check_artifact(ctx, name, src, staging / f"a{i}", report)
+        _settle(report, staging)
         return report
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -403,10 +437,84 @@ def collect(
                 build_dir.rmdir()  # only when we created it and left it empty
 
 
+def _settle(report: CollectReport, staging: Path) -> None:
+    """Refuse (build/ untouched) or commit the incoming variants (unless a dry run)."""
+    from toolkit.verify.runner import is_variant_dir
+
+    incoming = {i.variant for i in report.incoming}
+    build_dir = report.build_dir
+    if build_dir.is_dir():
+        report.kept = sorted(p.name for p in build_dir.iterdir() if is_variant_dir(p) and p.name not in incoming)
+    if report.refusals:
+        first = report.refusals[0]
+        err = CollectError(
+            f"refused {len(report.refusals)} artifact problem(s); first: {first.line()}",
+            "re-run the job that uploaded it (same commit, verify passing); build/ is unchanged",
+        )
+        err.report = report  # type: ignore[attr-defined]
+        raise err
+    if not report.incoming:
+        raise CollectError("no variants to collect", "pass the artifact directories (or zips) the jobs uploaded")
+    if not report.dry_run:
+        _commit(build_dir, staging, report.incoming)
+        report.committed = True
+
+
 def _is_variant_name(name: str) -> bool:
     from toolkit.build.matrix import NAME_RE
 
     return NAME_RE.match(name) is not None
+
+
+_JOURNAL = re.compile(r"^\.(?P<name>.+)\.journal$")
+
+
+def _recover(build_dir: Path) -> None:
+    """What killed runs left in build/: a variant swap stopped between its two renames is rolled back (the
+    previous variant put back), and their staging and moved-aside trees are removed (only those whose
+    process is dead: a dry run may be reading beside us)."""
+    if not build_dir.is_dir():
+        return
+    for entry in sorted(build_dir.iterdir()):
+        m = _JOURNAL.match(entry.name)
+        if m:
+            fs.recover_swap(build_dir / m.group("name"))
+    fs.stale_staging(build_dir, STAGING_PREFIX)
+    for entry in sorted(build_dir.iterdir()):
+        if entry.name.startswith(".") and ".old-" in entry.name:
+            fs.stale_staging(build_dir, entry.name[: entry.name.index(".old-") + len(".old-")])
+
+
+def _swap_in(staged: Path, target: Path) -> Path | None:
+    """Put the variant tree `staged` at `target`, keeping the previous one (returned) until the whole merge
+    is done, so a later failure can put it back. There is no instant without a complete `target`:
+    renameat2(RENAME_EXCHANGE) where the filesystem has it, else two renames journaled as fs.swap_dir's
+    fallback does (a SIGKILL between them is rolled back by the next run's `_recover`)."""
+    if not os.path.lexists(target):
+        os.rename(staged, target)
+        fs.checkpoint("renamed into place")
+        return None
+    if fs.exchange(staged, target):
+        fs.checkpoint("swapped")
+        return staged  # now the previous tree, removed with the staging directory
+    old = target.with_name(f"{fs.old_prefix(target)}{os.getpid()}-{os.urandom(4).hex()}")
+    journal = fs.journal_path(target)
+    fs.atomic_write(journal, json.dumps({"old": old.name, "new": staged.name, "pid": os.getpid()}).encode())
+    fs.checkpoint("journal written")
+    os.rename(target, old)
+    fs.checkpoint("old tree moved aside")
+    os.rename(staged, target)
+    fs.checkpoint("new tree in place")
+    journal.unlink()
+    return old
+
+
+def _swap_back(target: Path, old: Path | None) -> None:
+    if old is None:
+        shutil.rmtree(target, ignore_errors=True)
+    elif not fs.exchange(old, target):
+        shutil.rmtree(target, ignore_errors=True)
+        os.rename(old, target)
 
 
 def _commit(build_dir: Path, staging: Path, incoming: list[Incoming]) -> None:
@@ -414,33 +522,26 @@ def _commit(build_dir: Path, staging: Path, incoming: list[Incoming]) -> None:
     was done, so build/ ends in the old or the new state."""
     from toolkit.verify.runner import STAMP_NAME
 
-    old = staging / "old"
-    old.mkdir()
-    moved: list[tuple[Incoming, bool]] = []  # (variant, had a previous directory)
+    fs.reset_checkpoints()
+    moved: list[tuple[Path, Path | None]] = []  # (target, its previous tree or None)
     stamp = build_dir / STAMP_NAME
     stamp_before = stamp.read_bytes() if stamp.is_file() else None
     try:
         for item in incoming:
             target = build_dir / item.variant
-            had = target.exists()
-            if had:
-                os.replace(target, old / item.variant)
-            moved.append((item, had))
-            os.replace(item.staged, target)
+            moved.append((target, _swap_in(item.staged, target)))
         _merge_records(stamp, incoming)
     except BaseException:
-        for item, had in reversed(moved):
-            target = build_dir / item.variant
-            if target.exists():
-                shutil.rmtree(target, ignore_errors=True)
-            if had:
-                os.replace(old / item.variant, target)
-        stamp.with_name(stamp.name + ".tmp").unlink(missing_ok=True)
+        for target, old in reversed(moved):
+            _swap_back(target, old)
         if stamp_before is None:
             stamp.unlink(missing_ok=True)
         else:
-            _write_atomic(stamp, stamp_before)
+            fs.atomic_write(stamp, stamp_before)
         raise
+    for _target, old in moved:
+        if old is not None and staging not in old.parents:
+            shutil.rmtree(old, ignore_errors=True)  # the fallback's moved-aside trees (the rest go with staging)
 
 
 def _merge_records(stamp: Path, incoming: list[Incoming]) -> None:
@@ -458,10 +559,4 @@ def _merge_records(stamp: Path, incoming: list[Incoming]) -> None:
         }
         entry["collected"] = {"artifact": item.artifact, "rechecked": item.rechecked, "runner": runner}
         variants[item.variant] = entry
-    _write_atomic(stamp, (json.dumps({"variants": variants}, indent=2, sort_keys=True) + "\n").encode())
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    fs.atomic_write(stamp, (json.dumps({"variants": variants}, indent=2, sort_keys=True) + "\n").encode())

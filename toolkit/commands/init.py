@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,8 +12,11 @@ from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, Verbo
 from toolkit.core import ui
 from toolkit.core.config import load
 
+if TYPE_CHECKING:
+    from toolkit.init import Request
 
-def _init(project, request, dry_run: bool, as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
+
+def _init(project: Path | None, request: Request, dry_run: bool, as_json: bool, verbose: bool) -> None:
     from toolkit import init as init_stage  # deferred: keeps CLI start-up light
 
     cfg = load(project)

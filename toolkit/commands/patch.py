@@ -43,7 +43,7 @@ def save(
 ) -> None:
     def body() -> None:
         from toolkit.core.errors import PatchError
-        from toolkit.sync.patch_workflow import save_patch
+        from toolkit.sync.patch_workflow import execute_save, plan_save
 
         msg = message
         if message_file is not None:
@@ -53,20 +53,13 @@ def save(
                 raise PatchError(f"{message_file} is not a readable file", "pass -F PATH to a text file")
             msg = message_file.read_text()
         cfg = config.load(project)
-        res = save_patch(cfg, name, msg, mirror=mirror, dry_run=dry_run)
+        plan = plan_save(cfg, name, msg, mirror=mirror)
+        report = plan if dry_run else execute_save(plan)
         if as_json:
-            ui.emit_json(res.to_json())
+            ui.emit_json(report.to_json())
             return
-        verb = (
-            ("would refresh" if res.refreshed else "would save")
-            if dry_run
-            else ("refreshed" if res.refreshed else "saved")
-        )
-        ui.out.print(
-            f"{verb} vendor/patches/{res.name}: {len(res.files)} file(s), +{res.added} -{res.removed} — {res.description}"
-        )
-        for f in res.files:
-            ui.out.print(f"  {f}")
+        for line in report.lines():
+            ui.out.print(line)
 
     run_guarded(body, verbose=verbose, lock=Locked(project, "patch", no_wait, shared=dry_run))
 
@@ -83,23 +76,15 @@ def list_(
     verbose: VerboseOpt = False,
 ) -> None:
     def body() -> None:
-        from toolkit.sync.patch_workflow import HEALTH_CONFLICT, list_patches
+        from toolkit.sync.patch_workflow import list_patches
 
         cfg = config.load(project)
-        commit, health = list_patches(cfg, rev=rev, mirror=mirror)
+        report = list_patches(cfg, rev=rev, mirror=mirror)
         if as_json:
-            ui.emit_json({"rev": rev, "commit": commit, "patches": [h.to_json() for h in health]})
+            ui.emit_json(report.to_json())
             return
-        where = f"{rev} ({commit[:12]})" if rev else f"the pin ({commit[:12]})"
-        if not health:
-            ui.out.print(f"no patches in vendor/patches (checked at {where})")
-            return
-        bad = sum(h.health == HEALTH_CONFLICT for h in health)
-        ui.out.print(f"{len(health)} patch(es) at {where}" + (f": {bad} conflict(s)" if bad else ""))
-        for h in health:
-            ui.out.print(f"  {h.line()}")
-            if verbose:
-                ui.out.print(f"    {h.to_json()}", markup=False)
+        for line in report.lines(verbose):
+            ui.out.print(line, markup=False)
 
     run_guarded(body, verbose=verbose, lock=Locked(project, "patch", no_wait, shared=True))
 
@@ -115,13 +100,15 @@ def drop(
     verbose: VerboseOpt = False,
 ) -> None:
     def body() -> None:
-        from toolkit.sync.patch_workflow import drop_patch
+        from toolkit.sync.patch_workflow import execute_drop, plan_drop
 
         cfg = config.load(project)
-        dropped = drop_patch(cfg, name, mirror=mirror, dry_run=dry_run)
+        plan = plan_drop(cfg, name, mirror=mirror)
+        report = plan if dry_run else execute_drop(plan)
         if as_json:
-            ui.emit_json({"dropped": dropped, "written": not dry_run})
+            ui.emit_json(report.to_json())
         else:
-            ui.out.print(f"{'would drop' if dry_run else 'dropped'} vendor/patches/{dropped}")
+            for line in report.lines():
+                ui.out.print(line)
 
     run_guarded(body, verbose=verbose, lock=Locked(project, "patch", no_wait, shared=dry_run))

@@ -21,6 +21,7 @@ from toolkit.app import (
     run_guarded,
 )
 from toolkit.core import ui
+from toolkit.core.config import Config
 from toolkit.core.errors import RenderError
 
 CheckOpt = Annotated[
@@ -33,12 +34,12 @@ CheckOpt = Annotated[
 ]
 
 
-def _shown(cfg, path: str) -> str:  # type: ignore[no-untyped-def]
+def _shown(cfg: Config, path: str) -> str:
     """A rendered path as the user sees it: relative to the project root (packages/<name>/... for a later package)."""
     return (cfg.package_root / path).relative_to(cfg.root).as_posix()
 
 
-def _render(cfg, check: bool, dry_run: bool, as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
+def _render(cfg: Config, check: bool, dry_run: bool, as_json: bool, verbose: bool) -> None:
     with ui.task(f"rendering templates of {cfg.name}", verbose=verbose, quiet=as_json):
         plan = render_stage.plan(cfg)
     if check or dry_run:

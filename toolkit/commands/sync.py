@@ -12,54 +12,14 @@ from toolkit import sync as sync_stage
 from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
 from toolkit.core import config, ui
 from toolkit.core.errors import VendorStateError
-from toolkit.core.lock import VERDICT_UPSTREAM, read_lock
+from toolkit.core.lock import read_lock
 from toolkit.sync.stage import SyncReport, SyncRequest
 from toolkit.sync.vendor_tree import check_vendor
 
 
 def _print_report(rep: SyncReport, verbose: bool) -> None:
-    plan, lock = rep.plan, rep.plan.lock
-    short = lock.commit[:12]
-    if rep.status == "unchanged":
-        ui.out.print(f"vendor/ is already at {short} ({lock.rev}) from {lock.upstream}: nothing written")
-    elif rep.status == "dry-run":
-        ui.note(
-            "dry run:",
-            f"would sync vendor/ to {short} ({lock.rev}, {lock.layout} layout) "
-            f"from {lock.upstream}; {len(plan.changes)} changes",
-            style="bold",
-        )
-    else:
-        ui.note("synced", f"vendor/ to {short} ({lock.rev}, {lock.layout} layout) from {lock.upstream}")
-    ui.out.print(f"  {lock.date}  {lock.subject}")
-    per_op = ", ".join(f"{oc.key} {len(oc.files)}" for oc in plan.closure.ops)
-    ui.out.print(
-        f"  {len(lock.files)} files ({per_op}; plus {', '.join(p for p in lock.files if p not in plan.closure.files) or 'nothing'})"
-    )
-    if verbose or rep.status == "dry-run":
-        for f in lock.file_info:
-            ui.out.print(f"    {f.path:45} {f.reason}")
-        for path, change in plan.changes:
-            ui.out.print(f"    {change:7} vendor/{path}")
-    for p in plan.patches:
-        line = f"  patch {p.name}: {p.verdict}"
-        if p.verdict == VERDICT_UPSTREAM:
-            line += " (drop it: ggml-vendor sync --drop-upstreamed, or git rm vendor/patches/" + p.name + ")"
+    for line in rep.lines(verbose):
         ui.out.print(line)
-    for f in plan.overwrites:
-        ui.warn("overwrote" if rep.status == "synced" else "would overwrite", f.line())
-    for action in rep.recovered:
-        ui.warn("recovered:", action)
-    if rep.drift is not None:
-        for line in rep.drift.summary_lines():
-            ui.out.print(f"  {line}")
-        for path in rep.drift_paths:
-            ui.out.print(f"  drift report: {path}")
-    if rep.status == "synced":
-        ui.out.print(
-            f"  wrote {len(rep.written)} files, linked {len(plan.desired) - len(rep.written)} unchanged, "
-            f"in {rep.seconds:.2f} s"
-        )
 
 
 def _check(project: Path | None, as_json: bool) -> None:

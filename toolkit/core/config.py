@@ -462,7 +462,7 @@ def set_value(root: Path, key: str, value: Any) -> None:
     """Set [tool.ggml-vendor].<key> in place, keeping every comment and the file's layout."""
     path = root / "pyproject.toml"
     doc = parse_toml(path)
-    doc["tool"][TABLE][key] = value  # type: ignore[index]
+    doc["tool"][TABLE][key] = value
     tmp = path.with_suffix(".toml.tmp")
     tmp.write_text(tomlkit.dumps(doc))
     tmp.replace(path)

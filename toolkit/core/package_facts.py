@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from toolkit.core.config import Config, Package
 
 FACTS_FILE = "facts.py"
-_cache: dict[tuple[str, int], dict[str, Any]] = {}
+_cache: dict[tuple[str, int, int], dict[str, Any]] = {}
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,8 @@ class Facts:
 
 
 def _exec(path: Path, package: str) -> dict[str, Any]:
-    key = (str(path), path.stat().st_mtime_ns)
+    stat = path.stat()
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
     if key in _cache:
         return _cache[key]
     spec = importlib.util.spec_from_file_location(f"ggml_vendor_facts_{package.replace('-', '_')}", path)

@@ -12,7 +12,7 @@ The stage protocol (toolkit/core/stage.py):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +33,7 @@ class Request:
     repo: str | None = None  # Hub repo id (None: the config's hub-repo)
     to: str | None = None  # a git remote (URL or path): git-lfs instead of the Hub HTTP API
     endpoint: str | None = None
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)  # never printed, not even in a repr
     create_pr: bool = False
     batch_size: int = 1000
     report: Path | None = None

@@ -64,6 +64,42 @@ def _dirty(name: str, meta: dict[str, Any]) -> list[str]:
     return out
 
 
+def _verdict(build_dir: Path, d: Path, official_hub: bool) -> tuple[str, list[str]]:
+    """(recorded conformance status, problems) of one variant's verification record."""
+    problems = []
+    ok, why = stamp_verdict(build_dir, d, official_hub=official_hub)
+    if not ok:
+        problems.append(f"{d.name} is unverified ({why})")
+    status = conformance.recorded_status(build_dir, d.name)
+    if ok and not status.startswith("passed") and conformance.runnable_here(d.name)[0]:
+        # the gate is required wherever it can run
+        problems.append(
+            f"{d.name}: conformance {status}, but this host can run it "
+            "(run ggml-vendor verify without --no-conformance)"
+        )
+    return status, problems
+
+
+def _content_problems(d: Path, meta: dict[str, Any]) -> list[str]:
+    problems = _dirty(d.name, meta)
+    # Stubs are re-checked here even though verify passed: the tree may have been re-checked-out since.
+    for f in sorted(p for p in d.rglob("*") if p.is_file()):
+        with f.open("rb") as fh:
+            why = check_file(f.relative_to(d).as_posix(), fh.read(4096))
+        if why:
+            problems.append(f"{d.name}: {why}")
+    return problems
+
+
+def _version_problems(cfg: Any, versions: dict[Any, list[str]]) -> list[str]:
+    if len(versions) > 1:
+        return ["mixed versions: " + "; ".join(f"v{v}: {', '.join(n)}" for v, n in sorted(versions.items(), key=str))]
+    version = next(iter(versions), None)
+    if version is not None and version != cfg.version:
+        return [f"variants are version {version} but [tool.ggml-vendor] version is {cfg.version}"]
+    return []
+
+
 def preflight(
     cfg: Any,
     names: list[str] | None,
@@ -72,6 +108,7 @@ def preflight(
     check_vendor: bool = True,
     official_hub: bool = False,
 ) -> Ready:
+    """Everything that must hold before a byte is pushed; PublishError naming the first problems if not."""
     build_dir = build_dir or cfg.build_dir
     dirs = discover(build_dir, names)
     if not dirs:
@@ -80,37 +117,16 @@ def preflight(
     versions: dict[Any, list[str]] = {}
     statuses: dict[str, str] = {}
     for d in dirs:
-        ok, why = stamp_verdict(build_dir, d, official_hub=official_hub)
-        if not ok:
-            problems.append(f"{d.name} is unverified ({why})")
-        statuses[d.name] = conformance.recorded_status(build_dir, d.name)
-        if ok and not statuses[d.name].startswith("passed"):
-            runnable, _ = conformance.runnable_here(d.name)
-            if runnable:  # the gate is required wherever it can run
-                problems.append(
-                    f"{d.name}: conformance {statuses[d.name]}, but this host can run it "
-                    "(run ggml-vendor verify without --no-conformance)"
-                )
+        statuses[d.name], found = _verdict(build_dir, d, official_hub)
+        problems += found
         try:
             meta = json.loads((d / "metadata.json").read_text())
         except (OSError, ValueError):
             problems.append(f"{d.name} has no readable metadata.json")
             continue
         versions.setdefault(meta.get("version"), []).append(d.name)
-        problems += _dirty(d.name, meta)
-        # Stubs are re-checked here even though verify passed: the tree may have been re-checked-out since.
-        for f in sorted(p for p in d.rglob("*") if p.is_file()):
-            with f.open("rb") as fh:
-                why = check_file(f.relative_to(d).as_posix(), fh.read(4096))
-            if why:
-                problems.append(f"{d.name}: {why}")
-    if len(versions) > 1:
-        problems.append(
-            "mixed versions: " + "; ".join(f"v{v}: {', '.join(n)}" for v, n in sorted(versions.items(), key=str))
-        )
-    version = next(iter(versions)) if len(versions) == 1 else None
-    if version is not None and version != cfg.version:
-        problems.append(f"variants are version {version} but [tool.ggml-vendor] version is {cfg.version}")
+        problems += _content_problems(d, meta)
+    problems += _version_problems(cfg, versions)
     lock = None
     if check_vendor:
         from toolkit.verify.provenance import check_vendor_clean
@@ -123,4 +139,4 @@ def preflight(
             f"refusing to publish, nothing was pushed: {shown}",
             "fix the build, run ggml-vendor verify, then publish again",
         )
-    return Ready(tuple(dirs), int(version), lock, statuses)  # type: ignore[arg-type]
+    return Ready(tuple(dirs), int(next(iter(versions))), lock, statuses)

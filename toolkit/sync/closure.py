@@ -104,6 +104,68 @@ def _choose_entry(entry: Entry, read: Reader, key: str, where: str) -> str:
     )
 
 
+def _include_graph(
+    starts: list[str],
+    read: Reader,
+    fetch: Callable[[list[str]], None],
+    where: str,
+    roots: tuple[str, ...],
+    suffixes: tuple[str, ...],
+    optional: tuple[str, ...],
+) -> dict[str, list[tuple[int, str]]]:
+    """file -> [(line, resolved include)] for every file reachable from `starts`, walked breadth-first so
+    that each level's blobs are fetched in one round trip."""
+    graph: dict[str, list[tuple[int, str]]] = {}
+    frontier = starts
+    while frontier:
+        parsed = {}
+        for path in frontier:
+            data = read(path) if path.endswith(suffixes) else None
+            parsed[path] = quoted_includes(data.decode("utf-8", "replace")) if data is not None else []
+        fetch(
+            [
+                c
+                for path, incs in parsed.items()
+                for _, name in incs
+                for c in include_candidates(path, name, roots)
+                if not _escapes(c)
+            ]
+        )
+        following: list[str] = []
+        for path, incs in parsed.items():
+            edges = []
+            for line, name in incs:
+                hit = _resolve_include(path, line, name, read, where, roots, optional)
+                if hit is None:
+                    continue
+                edges.append((line, hit))
+                if hit not in graph and hit not in parsed and hit not in following:
+                    following.append(hit)
+            graph[path] = edges
+        frontier = following
+    return graph
+
+
+def _resolve_include(
+    path: str, line: int, name: str, read: Reader, where: str, roots: tuple[str, ...], optional: tuple[str, ...]
+) -> str | None:
+    """The file `#include "name"` in `path` resolves to; None for an optional include that is absent;
+    UpstreamError naming file and line otherwise."""
+    cands = include_candidates(path, name, roots)
+    hit = next((c for c in cands if not _escapes(c) and read(c) is not None), None)
+    if hit is not None or name in optional:
+        return hit
+    if _escapes(cands[0]):
+        raise UpstreamError(
+            f'{path}:{line}: #include "{name}" points outside the ggml tree',
+            "refusing to vendor it; pick another --rev or patch the include",
+        )
+    raise UpstreamError(
+        f'{path}:{line}: #include "{name}" not found at {where} (looked in {", ".join(cands)})',
+        "pick another --rev, or list it in ggml_facts.OPTIONAL_QUOTED_INCLUDES if no build takes that #if",
+    )
+
+
 def compute_closure(
     entries: list[tuple[str, str, Entry]],
     read: Reader,
@@ -123,45 +185,9 @@ def compute_closure(
     fetch([alt for _, _, entry in entries for alt in entry.alternatives])
     chosen: list[tuple[str, str, str]] = [(op, b, _choose_entry(e, read, f"{op}/{b}", where)) for op, b, e in entries]
 
-    graph: dict[str, list[tuple[int, str]]] = {}  # file -> [(line, resolved include)]
-    frontier = list(dict.fromkeys(path for _, _, path in chosen))
-    while frontier:
-        parsed = {}
-        for path in frontier:
-            data = read(path) if path.endswith(suffixes) else None
-            parsed[path] = quoted_includes(data.decode("utf-8", "replace")) if data is not None else []
-        fetch(
-            [
-                c
-                for path, incs in parsed.items()
-                for _, name in incs
-                for c in include_candidates(path, name, roots)
-                if not _escapes(c)
-            ]
-        )
-        following: list[str] = []
-        for path, incs in parsed.items():
-            edges = []
-            for line, name in incs:
-                cands = include_candidates(path, name, roots)
-                hit = next((c for c in cands if not _escapes(c) and read(c) is not None), None)
-                if hit is None:
-                    if name in optional:
-                        continue
-                    if _escapes(cands[0]):
-                        raise UpstreamError(
-                            f'{path}:{line}: #include "{name}" points outside the ggml tree',
-                            "refusing to vendor it; pick another --rev or patch the include",
-                        )
-                    raise UpstreamError(
-                        f'{path}:{line}: #include "{name}" not found at {where} (looked in {", ".join(cands)})',
-                        "pick another --rev, or list it in ggml_facts.OPTIONAL_QUOTED_INCLUDES if no build takes that #if",
-                    )
-                edges.append((line, hit))
-                if hit not in graph and hit not in parsed and hit not in following:
-                    following.append(hit)
-            graph[path] = edges
-        frontier = following
+    graph = _include_graph(
+        list(dict.fromkeys(path for _, _, path in chosen)), read, fetch, where, roots, suffixes, optional
+    )
 
     reasons: dict[str, str] = {}
     needed: dict[str, list[str]] = {}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from toolkit.core import fs, ggml_facts
 from toolkit.core.ggml_facts import Fingerprint
-from toolkit.core.lock import Lock, sha256_bytes
+from toolkit.core.lock import BehaviourPrint, Lock, sha256_bytes
 from toolkit.sync import behaviour
 
 ABSENT = "absent"
@@ -189,14 +189,14 @@ class Drift:
         out += ["", "## Behaviour: kernels and ggml-cpu reference per op", ""]
         if not self.behaviour:
             out.append("No kernel or reference function changed (comments and whitespace ignored).")
-        for b in self.behaviour:
-            out.append(f"- **{b.headline()}** (`{b.path}`)")
-            if b.commits:
-                out += [f"  - `{c[:12]}` {t}" for c, t in b.commits]
-            elif b.commits is None:
+        for bd in self.behaviour:
+            out.append(f"- **{bd.headline()}** (`{bd.path}`)")
+            if bd.commits:
+                out += [f"  - `{c[:12]}` {t}" for c, t in bd.commits]
+            elif bd.commits is None:
                 out.append("  - commits: not available from this object source")
-            if b.diff:
-                out += ["", "```diff", b.diff.rstrip("\n"), "```", ""]
+            if bd.diff:
+                out += ["", "```diff", bd.diff.rstrip("\n"), "```", ""]
         out += ["", "## Fingerprinted regions (what our bindings depend on)", ""]
         if not self.regions:
             out.append("No fingerprinted region changed.")
@@ -250,6 +250,30 @@ def compute_drift(
     `old_text`/`new_text` read pristine upstream files at each pin, for region diffs."""
     old_blobs = {f.path: f.blob for f in old.file_info}
     new_blobs = {f.path: f.blob for f in new.file_info}
+    added, removed, renamed, changed = _file_changes(old_blobs, new_blobs)
+    commits, backwards, note = _history(old, new, log, sorted(set(old_blobs) | set(new_blobs)))
+    regions = _region_drift(old, new, old_text, new_text, fingerprints)
+    behaviour_drift = _behaviour_drift(old, new, old_text, new_text, log_function, behaviour_specs)
+    return Drift(
+        new.upstream,
+        old.commit,
+        new.commit,
+        tuple(added),
+        tuple(removed),
+        tuple(renamed),
+        tuple(changed),
+        None if commits is None else tuple(commits),
+        note,
+        tuple(regions),
+        backwards,
+        behaviour_drift,
+    )
+
+
+def _file_changes(
+    old_blobs: dict[str, str], new_blobs: dict[str, str]
+) -> tuple[list[str], list[str], list[tuple[str, str]], list[str]]:
+    """(added, removed, renamed (old, new), changed) vendored files between two pins, by blob id."""
     added = sorted(set(new_blobs) - set(old_blobs))
     removed = sorted(set(old_blobs) - set(new_blobs))
     renamed = []
@@ -260,6 +284,17 @@ def compute_drift(
             removed.remove(r)
             added.remove(twin)
     changed = sorted(p for p in set(old_blobs) & set(new_blobs) if old_blobs[p] != new_blobs[p])
+    return added, removed, renamed, changed
+
+
+def _history(
+    old: Lock,
+    new: Lock,
+    log: Callable[[str, str, list[str]], list[tuple[str, str]] | None] | None,
+    files: list[str],
+) -> tuple[list[tuple[str, str]] | None, bool, str]:
+    """(the upstream commits between the pins touching `files`, None when unknown; whether the pin moved
+    backwards; a note saying why the list is missing)."""
     commits: list[tuple[str, str]] | None = None
     backwards = False
     note = ""
@@ -271,7 +306,7 @@ def compute_drift(
         # The object source decides, not the label: a local clone of the same repository as the old URL
         # (or a mirror) holds both commits and their history; a different repository simply lacks the old one.
         prefix = ggml_facts.LAYOUT_PREFIX.get(new.layout, "")
-        paths = sorted({prefix + p for p in set(old_blobs) | set(new_blobs)})
+        paths = sorted({prefix + p for p in files})
         commits = log(old.commit, new.commit, paths)
         if commits == []:
             dropped = log(new.commit, old.commit, paths)
@@ -284,6 +319,17 @@ def compute_drift(
                 else "the old pin's history is not in the object source (a shallow URL cache); "
                 "pass --mirror PATH to a full clone for the commit list"
             )
+    return commits, backwards, note
+
+
+def _region_drift(
+    old: Lock,
+    new: Lock,
+    old_text: Callable[[str], bytes | None] | None,
+    new_text: Callable[[str], bytes | None] | None,
+    fingerprints: tuple[Fingerprint, ...],
+) -> list[RegionDrift]:
+    """The fingerprinted regions whose fingerprint moved, each with its unified diff where both sides read."""
     regions = []
     for fp in fingerprints:
         o, n = old.fingerprints.get(fp.name, ABSENT), new.fingerprints.get(fp.name, ABSENT)
@@ -303,21 +349,7 @@ def compute_drift(
                 )
             )
         regions.append(RegionDrift(fp.name, fp.path, o, n, diff))
-    behaviour_drift = _behaviour_drift(old, new, old_text, new_text, log_function, behaviour_specs)
-    return Drift(
-        new.upstream,
-        old.commit,
-        new.commit,
-        tuple(added),
-        tuple(removed),
-        tuple(renamed),
-        tuple(changed),
-        None if commits is None else tuple(commits),
-        note,
-        tuple(regions),
-        backwards,
-        behaviour_drift,
-    )
+    return regions
 
 
 def _behaviour_drift(
@@ -338,38 +370,19 @@ def _behaviour_drift(
         o = old.behaviour.get(key)
         if o is None or o == n:
             continue
-        if o.body == ABSENT and n.body == ABSENT:
+        change = _change_kind(o, n)
+        if change is None:
             continue
-        if o.body == ABSENT:
-            change = APPEARED
-        elif n.body == ABSENT:
-            change = GONE
-        elif o.signature != n.signature:
-            change = SIGNATURE_CHANGED
-        elif o.body != n.body:
-            change = BODY_CHANGED
-        else:
-            continue  # only the file it was found in moved
         spec = specs.get(key)
         function = spec.function if spec else key.rsplit(" ", 1)[-1]
         path = n.path or o.path
         diff = ""
         if old_text is not None and new_text is not None:
-            before = behaviour.function_source(_text(old_text, o.path), function)
-            after = behaviour.function_source(_text(new_text, n.path), function)
-            diff = "".join(
-                difflib.unified_diff(
-                    before.splitlines(True),
-                    after.splitlines(True),
-                    f"{old.commit[:12]}:{o.path or path}",
-                    f"{new.commit[:12]}:{n.path or path}",
-                )
-            )
-        commits = None
+            diff = _function_diff(old_text, new_text, o.path, n.path, path, function, old.commit, new.commit)
+        commits: tuple[tuple[str, str], ...] | None = None
         if log_function is not None and n.path:
-            commits = log_function(old.commit, new.commit, prefix + n.path, function)
-            if commits is not None:
-                commits = tuple(commits)
+            found = log_function(old.commit, new.commit, prefix + n.path, function)
+            commits = tuple(found) if found is not None else None
         out.append(
             BehaviourDrift(
                 key,
@@ -384,6 +397,45 @@ def _behaviour_drift(
             )
         )
     return tuple(out)
+
+
+def _change_kind(o: BehaviourPrint, n: BehaviourPrint) -> str | None:
+    """How a behaviour fingerprint changed (APPEARED, GONE, SIGNATURE_CHANGED, BODY_CHANGED); None when it
+    did not (absent on both sides, or only the file it was found in moved)."""
+    if o.body == ABSENT and n.body == ABSENT:
+        return None
+    if o.body == ABSENT:
+        return APPEARED
+    if n.body == ABSENT:
+        return GONE
+    if o.signature != n.signature:
+        return SIGNATURE_CHANGED
+    if o.body != n.body:
+        return BODY_CHANGED
+    return None
+
+
+def _function_diff(
+    old_text: Callable[[str], bytes | None],
+    new_text: Callable[[str], bytes | None],
+    old_path: str,
+    new_path: str,
+    path: str,
+    function: str,
+    old_commit: str,
+    new_commit: str,
+) -> str:
+    """The unified diff of `function`'s definition between the two pins."""
+    before = behaviour.function_source(_text(old_text, old_path), function)
+    after = behaviour.function_source(_text(new_text, new_path), function)
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(True),
+            after.splitlines(True),
+            f"{old_commit[:12]}:{old_path or path}",
+            f"{new_commit[:12]}:{new_path or path}",
+        )
+    )
 
 
 def _text(read: Callable[[str], bytes | None], path: str) -> str | None:

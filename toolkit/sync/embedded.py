@@ -101,6 +101,16 @@ def _build_lock(repo: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def built_mini_upstream() -> tuple[Path, str] | None:
+    """(repository path, commit) of the default miniature when it is already built; None otherwise. Reads
+    only: what a plan may call."""
+    files = mini_files()
+    key = _content_key(files)
+    repo = default_dest() / key
+    commit = _built(repo, key)
+    return (repo, commit) if commit is not None else None
+
+
 def materialize_mini_upstream(dest: Path | None = None) -> tuple[Path, str]:
     """A git repository holding the miniature at `dest` (default: <user cache>/mini-upstream/<hash>),
     built once per content. Returns (repository path, full commit id). The commit is deterministic.

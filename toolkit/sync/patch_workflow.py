@@ -1,5 +1,8 @@
 """`ggml-vendor patch save | list | drop`: keep our changes to the vendored ggml as a patch series.
 
+Each verb is a plan (`plan_save`, `plan_drop`: computed, nothing written; what --dry-run prints) and an
+execute (`execute_save`, `execute_drop`: one atomic swap of vendor/); `list_patches` only reads.
+
 save  diffs the edited vendor/ggml against the pinned upstream with every *other* patch applied, writes
       vendor/patches/NNNN-name.patch in `git format-patch` form (the description as its message) and
       re-locks vendor/ in one atomic swap, after checking that the series reproduces the edits exactly.
@@ -19,7 +22,7 @@ import stat
 import subprocess
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from toolkit.core.config import Config
@@ -68,6 +71,9 @@ class PatchHealth:
 
 @dataclass(frozen=True)
 class SaveResult:
+    """`patch save`'s Report (stage protocol): the patch written, or with `written` false what a dry run
+    would write."""
+
     name: str
     description: str
     refreshed: bool
@@ -75,6 +81,26 @@ class SaveResult:
     added: int
     removed: int
     written: bool
+
+    @property
+    def ok(self) -> bool:
+        return True
+
+    @property
+    def exit_code(self) -> int:
+        return 0
+
+    def lines(self) -> list[str]:
+        verb = (
+            ("refreshed" if self.refreshed else "saved")
+            if self.written
+            else ("would refresh" if self.refreshed else "would save")
+        )
+        head = (
+            f"{verb} vendor/patches/{self.name}: {len(self.files)} file(s), +{self.added} -{self.removed}"
+            f" — {self.description}"
+        )
+        return [head] + [f"  {f}" for f in self.files]
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -87,6 +113,88 @@ class SaveResult:
             "lines_removed": self.removed,
             "written": self.written,
         }
+
+
+@dataclass(frozen=True)
+class SavePlan:
+    """`patch save`'s Plan: the new vendor/ (series and lock included) and the report it makes."""
+
+    root: Path
+    desired: Mapping[str, bytes]
+    result: SaveResult  # written=False
+
+    def lines(self) -> list[str]:
+        return self.result.lines()
+
+    def to_json(self) -> dict[str, object]:
+        return self.result.to_json()
+
+
+@dataclass(frozen=True)
+class ListReport:
+    """`patch list`'s Report: each patch's health at `commit` (`rev`, or the pin when rev is None)."""
+
+    rev: str | None
+    commit: str
+    health: tuple[PatchHealth, ...]
+
+    @property
+    def ok(self) -> bool:
+        return True
+
+    @property
+    def exit_code(self) -> int:
+        return 0
+
+    def lines(self, verbose: bool = False) -> list[str]:
+        where = f"{self.rev} ({self.commit[:12]})" if self.rev else f"the pin ({self.commit[:12]})"
+        if not self.health:
+            return [f"no patches in vendor/patches (checked at {where})"]
+        bad = sum(h.health == HEALTH_CONFLICT for h in self.health)
+        out = [f"{len(self.health)} patch(es) at {where}" + (f": {bad} conflict(s)" if bad else "")]
+        for h in self.health:
+            out.append(f"  {h.line()}")
+            if verbose:
+                out.append(f"    {h.to_json()}")
+        return out
+
+    def to_json(self) -> dict[str, object]:
+        return {"rev": self.rev, "commit": self.commit, "patches": [h.to_json() for h in self.health]}
+
+
+@dataclass(frozen=True)
+class DropReport:
+    """`patch drop`'s Report (and, with `written` false, its Plan's printout)."""
+
+    dropped: str
+    written: bool
+
+    @property
+    def ok(self) -> bool:
+        return True
+
+    @property
+    def exit_code(self) -> int:
+        return 0
+
+    def lines(self) -> list[str]:
+        return [f"{'dropped' if self.written else 'would drop'} vendor/patches/{self.dropped}"]
+
+    def to_json(self) -> dict[str, object]:
+        return {"dropped": self.dropped, "written": self.written}
+
+
+@dataclass(frozen=True)
+class DropPlan:
+    root: Path
+    desired: Mapping[str, bytes]
+    dropped: str
+
+    def lines(self) -> list[str]:
+        return DropReport(self.dropped, False).lines()
+
+    def to_json(self) -> dict[str, object]:
+        return DropReport(self.dropped, False).to_json()
 
 
 # --- internals -----------------------------------------------------------------------------------------
@@ -272,23 +380,12 @@ def _check_pin(cfg: Config, lock: Lock, *, allow_edits: bool) -> list[str]:
 # --- the three verbs ---------------------------------------------------------------------------------
 
 
-def save_patch(
-    cfg: Config, name: str, message: str | None, *, mirror: Path | None = None, dry_run: bool = False
-) -> SaveResult:
-    """Write (or refresh) vendor/patches/NNNN-<name>.patch from the edits in vendor/ggml and re-lock."""
-    m = _NAME_RE.match(name or "")
-    if not m or "/" in name:
-        raise PatchError(
-            f"{name!r} is not a patch name", "use letters, digits, '.', '_' and '-', e.g. gdn-decode-vectorised"
-        )
-    if len(name) > MAX_NAME:
-        raise PatchError(
-            f"the patch name ({len(name)} characters) is too long for a file name",
-            f"use at most {MAX_NAME} characters, e.g. gdn-decode-vectorised",
-        )
-    lock = _require_lock(cfg)
-    edited = _check_pin(cfg, lock, allow_edits=True)
-    patches, others_files = _series(cfg)
+def _target_name(
+    name: str, message: str | None, patches: list[tuple[str, bytes]], edited: list[str]
+) -> tuple[str, bool, str]:
+    """(the patch file to write, whether it refreshes one, its description), refusing what cannot be saved."""
+    m = _NAME_RE.match(name)
+    assert m is not None
     target = _match([n for n, _ in patches], name)
     refreshed = target is not None
     old_bytes = dict(patches).get(target or "", b"")
@@ -306,8 +403,32 @@ def save_patch(
     if target is None:
         numbers = [int(n[:4]) for n, _ in patches if re.match(r"^\d{4}-", n)]
         target = f"{(max(numbers) + 1 if numbers else 1):04d}-{m.group(2)}.patch"
-    others = [(n, b) for n, b in patches if n != target]
+    return target, refreshed, message
 
+
+def _check_name(name: str) -> None:
+    m = _NAME_RE.match(name or "")
+    if not m or "/" in name:
+        raise PatchError(
+            f"{name!r} is not a patch name", "use letters, digits, '.', '_' and '-', e.g. gdn-decode-vectorised"
+        )
+    if len(name) > MAX_NAME:
+        raise PatchError(
+            f"the patch name ({len(name)} characters) is too long for a file name",
+            f"use at most {MAX_NAME} characters, e.g. gdn-decode-vectorised",
+        )
+
+
+def plan_save(cfg: Config, name: str, message: str | None, *, mirror: Path | None = None) -> SavePlan:
+    """What `patch save` would write: vendor/patches/NNNN-<name>.patch made from the edits in vendor/ggml
+    (or refreshed), the series checked to reproduce the edits exactly, and the re-locked vendor/. Writes
+    nothing."""
+    _check_name(name)
+    lock = _require_lock(cfg)
+    edited = _check_pin(cfg, lock, allow_edits=True)
+    patches, others_files = _series(cfg)
+    target, refreshed, message = _target_name(name, message, patches, edited)
+    others = [(n, b) for n, b in patches if n != target]
     baseline = _sources(_pristine_plan(cfg, lock, others, rev=None, mirror=mirror).desired)
     base_dir = cfg.vendor_dir / SOURCES_DIR
     current = {p: (base_dir / p).read_bytes() for p in lock.files}
@@ -323,17 +444,23 @@ def save_patch(
         message,
         author=_git_identity(cfg.root),
     )
-    series = sorted([*others, (target, data)])
     plan = _pristine_plan(
         cfg,
         lock,
-        series,
+        sorted([*others, (target, data)]),
         rev=None,
         mirror=mirror,
         extra_patch_files=others_files,
         current=current_hashes(cfg.vendor_dir),
     )
-    got = _sources(plan.desired)
+    _check_reproduces(plan.desired, current, target)
+    added, removed = _counts(data)
+    result = SaveResult(target, describe(data), refreshed, tuple(changed), added, removed, False)
+    return SavePlan(cfg.root, plan.desired, result)
+
+
+def _check_reproduces(desired: Mapping[str, bytes], current: Mapping[str, bytes], target: str) -> None:
+    got = _sources(desired)
     mismatch = [p for p in current if got.get(p) != current[p]]
     if mismatch:
         raise PatchError(
@@ -341,12 +468,25 @@ def save_patch(
             "(a later patch overlaps them)",
             "save the edits under a name that sorts after the patches they build on; nothing was written",
         )
+
+
+def _counts(data: bytes) -> tuple[int, int]:
+    """(lines added, lines removed) by a patch."""
     diff_lines = data.decode("utf-8", "replace").partition("\ndiff --git ")[2].splitlines()
     added = sum(1 for ln in diff_lines if ln.startswith("+") and not ln.startswith("+++"))
     removed = sum(1 for ln in diff_lines if ln.startswith("-") and not ln.startswith("---"))
-    if not dry_run:
-        replace_vendor(cfg.root, plan.desired, known={k: v for k, v in current_hashes(cfg.vendor_dir).items() if v})
-    return SaveResult(target, describe(data), refreshed, tuple(changed), added, removed, not dry_run)
+    return added, removed
+
+
+def _write_vendor(root: Path, desired: Mapping[str, bytes]) -> None:
+    vendor = root / "vendor"
+    replace_vendor(root, desired, known={k: v for k, v in current_hashes(vendor).items() if v})
+
+
+def execute_save(plan: SavePlan) -> SaveResult:
+    """Write the planned patch and re-lock vendor/ in one atomic swap."""
+    _write_vendor(plan.root, plan.desired)
+    return replace(plan.result, written=True)
 
 
 def check_series(files: Mapping[str, bytes], patches: list[tuple[str, bytes]]) -> list[PatchHealth]:
@@ -367,16 +507,17 @@ def check_series(files: Mapping[str, bytes], patches: list[tuple[str, bytes]]) -
     return out
 
 
-def list_patches(cfg: Config, *, rev: str | None = None, mirror: Path | None = None) -> tuple[str, list[PatchHealth]]:
-    """(the commit checked, each patch's health there). Reads the upstream; writes nothing."""
+def list_patches(cfg: Config, *, rev: str | None = None, mirror: Path | None = None) -> ListReport:
+    """Each patch's health at the pin (or at `rev`). Reads the upstream; writes nothing."""
     lock = _require_lock(cfg)
     patches, _ = _series(cfg)
     plan = _pristine_plan(cfg, lock, [], rev=rev, mirror=mirror)
-    return plan.lock.commit, check_series(_sources(plan.desired), patches)
+    return ListReport(rev, plan.lock.commit, tuple(check_series(_sources(plan.desired), patches)))
 
 
-def drop_patch(cfg: Config, name: str, *, mirror: Path | None = None, dry_run: bool = False) -> str:
-    """Remove vendor/patches/<name> and un-apply it; returns the file name dropped."""
+def plan_drop(cfg: Config, name: str, *, mirror: Path | None = None) -> DropPlan:
+    """What `patch drop` would do: vendor/patches/<name> removed and un-applied (vendor/ from the pin and
+    the rest of the series). Writes nothing."""
     lock = _require_lock(cfg)
     patches, others_files = _series(cfg)
     target = _match([n for n, _ in patches], name)
@@ -400,9 +541,13 @@ def drop_patch(cfg: Config, name: str, *, mirror: Path | None = None, dry_run: b
             f"without {target} the series no longer applies: {exc.message}",
             "refresh the later patches first; nothing was written",
         ) from None
-    if not dry_run:
-        replace_vendor(cfg.root, plan.desired, known={k: v for k, v in current_hashes(cfg.vendor_dir).items() if v})
-    return target
+    return DropPlan(cfg.root, plan.desired, target)
+
+
+def execute_drop(plan: DropPlan) -> DropReport:
+    """Carry the drop out: vendor/ re-locked without the patch, in one atomic swap."""
+    _write_vendor(plan.root, plan.desired)
+    return DropReport(plan.dropped, True)
 
 
 def patch_descriptions(vendor_dir: Path) -> dict[str, str]:
@@ -418,11 +563,17 @@ __all__ = [
     "HEALTH_CONFLICT",
     "HEALTH_UPSTREAM",
     "PatchHealth",
+    "DropPlan",
+    "DropReport",
+    "ListReport",
+    "SavePlan",
     "SaveResult",
     "check_series",
-    "drop_patch",
+    "execute_drop",
+    "execute_save",
     "format_patch",
     "list_patches",
     "patch_descriptions",
-    "save_patch",
+    "plan_drop",
+    "plan_save",
 ]

@@ -158,6 +158,29 @@ def _conflict(name: str, text: str, level: int, stderr: str) -> PatchError:
     return err
 
 
+def _touched(name: str, targets: list[tuple[str | None, str | None]], files: Mapping[str, bytes]) -> list[str]:
+    """The paths patch `name` touches, in order; PatchError for a path outside vendor/ggml or a change to a
+    file that is not vendored."""
+    for path in (p for pair in targets for p in pair if p):
+        parts = path.split("/")
+        if path.startswith("/") or ".." in parts or "" in parts:
+            raise PatchError(
+                f"patch {name} touches {path!r}, which would land outside vendor/ggml",
+                f"fix the paths in vendor/patches/{name} (relative to vendor/ggml)",
+            )
+    touched: list[str] = []
+    for old, new in targets:
+        for maybe in (old, new):
+            if maybe and maybe not in touched:
+                touched.append(maybe)
+        if old and old not in files:
+            raise PatchError(
+                f"patch {name} changes {old}, which is not vendored at this pin",
+                f"refresh or remove vendor/patches/{name}, then re-run sync",
+            )
+    return touched
+
+
 def apply_patches(
     files: Mapping[str, bytes], patches: list[tuple[str, bytes]]
 ) -> tuple[dict[str, bytes], list[PatchResult]]:
@@ -179,23 +202,7 @@ def apply_patches(
                     f"vendor/patches/{name} holds no unified diff",
                     "write it with `git diff` or `diff -ru` (paths relative to vendor/ggml)",
                 )
-            touched: list[str] = []
-            for path in (p for pair in targets for p in pair if p):
-                parts = path.split("/")
-                if path.startswith("/") or ".." in parts or "" in parts:
-                    raise PatchError(
-                        f"patch {name} touches {path!r}, which would land outside vendor/ggml",
-                        f"fix the paths in vendor/patches/{name} (relative to vendor/ggml)",
-                    )
-            for old, new in targets:
-                for path in (old, new):
-                    if path and path not in touched:
-                        touched.append(path)
-                if old and old not in result:
-                    raise PatchError(
-                        f"patch {name} changes {old}, which is not vendored at this pin",
-                        f"refresh or remove vendor/patches/{name}, then re-run sync",
-                    )
+            touched = _touched(name, targets, result)
             # Lay down the current bytes of every file the patch touches (and only those).
             lay_files(work, touched, result)
             patch_file = Path(tmp) / name

@@ -22,7 +22,7 @@ import platformdirs
 
 from toolkit.core import ggml_facts
 from toolkit.core.errors import UpstreamError
-from toolkit.sync.embedded import EMBEDDED, materialize_mini_upstream
+from toolkit.sync.embedded import EMBEDDED, built_mini_upstream, materialize_mini_upstream
 
 _SHA_RE = re.compile(r"^[0-9a-f]{4,64}$")
 # A plain ref name: no leading dash (option injection), no revision syntax (~ ^ : @{ ..), no spaces.
@@ -31,6 +31,15 @@ _URL_RE = re.compile(r"^(https?|ssh|git|file)://[^\s]+$|^[A-Za-z0-9._-]+@[A-Za-z
 _MODE_LINK = 0o120000
 _MODE_GITLINK = 0o160000
 _REMOTE = "origin"
+
+
+class NeedsFetch(Exception):  # noqa: N818 - a signal to the planner, not an error the user sees
+    """Planning offline needs objects that are not local yet: `what` is the fetch (a URL into the tool's
+    cache, or building the embedded miniature there) that the plan lists as its first step."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
 
 
 def validate_rev(rev: str) -> str:
@@ -101,8 +110,8 @@ class Snapshot:
     # -- tree walking (cached per directory) --
     def _entries(self, repo_dir: str) -> dict[str, tuple[int, str]]:
         if repo_dir not in self._trees:
-            tree = self.source.repo.commit(self.commit).tree
-            if repo_dir:
+            tree: git.Tree | None = self.source.repo.commit(self.commit).tree
+            if repo_dir and tree is not None:
                 try:
                     tree = tree.join(repo_dir)
                 except KeyError:
@@ -186,12 +195,17 @@ class Snapshot:
 class Source:
     """A git repository holding upstream objects; `recorded` is what the lock calls it."""
 
-    def __init__(self, path: Path, recorded: str, *, partial: bool = False, url: str | None = None) -> None:
+    def __init__(
+        self, path: Path, recorded: str, *, partial: bool = False, url: str | None = None, offline: bool = False
+    ) -> None:
         self.path = path
         self.recorded = recorded
         self.named_by = NAMED_URL  # how `recorded` was chosen (NAMED_*); open_upstream sets it
         self.partial = partial
         self.url = url
+        # offline: never fetch (a plan). A partial cache then refuses to read a blob it lacks (git would
+        # fetch it lazily) and raises NeedsFetch instead.
+        self.offline = offline
         self._missing: dict[str, set[str]] = {}
         try:
             self.repo = git.Repo(path)
@@ -208,7 +222,16 @@ class Source:
     def close(self) -> None:
         self.repo.close()
 
+    def _missing_of(self, commit: str) -> set[str]:
+        """The objects of `commit` a filtered cache lacks (rev-list --missing=print: reads, never fetches)."""
+        if commit not in self._missing:
+            proc = _run_git(self.git_dir, "rev-list", "--objects", "--missing=print", commit, check=False)
+            self._missing[commit] = {ln[1:].split()[0] for ln in proc.stdout.splitlines() if ln.startswith("?")}
+        return self._missing[commit]
+
     def read_blob(self, sha: str) -> bytes:
+        if self.partial and self.offline and any(sha in m for m in self._missing.values()):
+            raise NeedsFetch(f"fetch the vendored files from {self.url} into the tool's cache")
         try:
             return self.repo.odb.stream(bytes.fromhex(sha)).read()
         except (ValueError, git.BadObject, OSError) as exc:
@@ -221,12 +244,13 @@ class Source:
         """One fetch for those of `shas` (blobs of `commit`) that the filtered cache does not hold yet."""
         if not shas or not self.url:
             return
-        if commit not in self._missing:
-            # Which blobs of the commit are absent, without triggering git's one-object-at-a-time lazy fetch.
-            proc = _run_git(self.git_dir, "rev-list", "--objects", "--missing=print", commit, check=False)
-            self._missing[commit] = {ln[1:].split()[0] for ln in proc.stdout.splitlines() if ln.startswith("?")}
-        missing = self._missing[commit]
+        # Which blobs of the commit are absent, without triggering git's one-object-at-a-time lazy fetch.
+        missing = self._missing_of(commit)
         wanted = sorted({s for s in shas if s in missing})
+        if wanted and self.offline:
+            raise NeedsFetch(
+                f"fetch {len(wanted)} vendored files of {commit[:12]} from {self.url} into the tool's cache"
+            )
         if wanted:
             # noop negotiation, as git's own lazy fetch: announcing the pinned commit as a "have" would make
             # the server assume we hold its blobs and send none of them.
@@ -273,6 +297,8 @@ class Source:
         return (self.git_dir / "shallow").exists()
 
     def snapshot(self, commit: str) -> Snapshot:
+        if self.partial and self.offline:
+            self._missing_of(commit)  # so that read_blob can refuse what it would fetch lazily
         c = self.repo.commit(commit)
         probe = Snapshot(self, commit, ggml_facts.LAYOUT_GGML, "", "")
         layout = None
@@ -327,28 +353,70 @@ def _cache_dir_for(url: str) -> Path:
     return cache_root() / "upstreams" / f"{slug}-{hashlib.sha1(url.encode()).hexdigest()[:10]}.git"
 
 
-def _open_url(url: str, rev: str) -> tuple[Source, str]:
-    """A filtered, shallow cache of `url` holding `rev`'s commit; (source, full commit id)."""
+def _create_cache(url: str, cache: Path) -> None:
+    """An empty filtered (blob:none) bare repository for `url` at `cache`, made beside it and renamed into
+    place; a concurrent run that made it first wins (its cache is as good as ours)."""
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_name(cache.name + f".tmp-{os.getpid()}")
+    subprocess.run(["git", "init", "-q", "--bare", str(tmp)], check=True, capture_output=True, env=_git_env())
+    for key, value in (
+        ("remote.origin.url", url),
+        ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
+        ("remote.origin.promisor", "true"),
+        ("remote.origin.partialclonefilter", "blob:none"),
+        ("core.repositoryformatversion", "1"),
+        ("extensions.partialClone", _REMOTE),
+    ):
+        _run_git(tmp, "config", key, value)
+    if cache.exists():
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        os.replace(tmp, cache)
+
+
+def _fetch_error(url: str, rev: str, msg: str) -> UpstreamError:
+    """The one line for a failed fetch of `rev`: an unknown revision, or an unreachable upstream."""
+    if re.search(
+        r"couldn't find remote ref|not our ref|no such remote ref|unadvertised object|"
+        r"did not send all necessary objects|invalid refspec",
+        msg,
+        re.I,
+    ):
+        hint = (
+            "a URL upstream needs a full 40-digit sha, a tag or a branch"
+            if _SHA_RE.match(rev) and len(rev) < 40
+            else "pass an existing branch, tag or full commit id"
+        )
+        return UpstreamError(f"unknown revision {rev!r} at {url} ({msg})", hint)
+    return UpstreamError(
+        f"cannot reach upstream {url}: {msg}",
+        "check the URL and the network, or pass --mirror PATH to a local clone",
+    )
+
+
+def _open_cached(url: str, rev: str) -> tuple[Source, str]:
+    """The cache of `url` when it already holds `rev` (a full commit id), read offline; else NeedsFetch (a
+    branch or tag may have moved: only the network can say)."""
+    cache = _cache_dir_for(url)
+    full_sha = re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", rev) is not None
+    if full_sha and (cache / "HEAD").exists():
+        src = Source(cache, url, partial=True, url=url, offline=True)
+        if src.has_commit(rev):
+            return src, rev
+        src.close()
+    raise NeedsFetch(f"fetch {rev} from {url} into the tool's cache")
+
+
+def _open_url(url: str, rev: str, *, offline: bool = False) -> tuple[Source, str]:
+    """A filtered, shallow cache of `url` holding `rev`'s commit; (source, full commit id). Offline: only
+    what the cache already holds (NeedsFetch otherwise)."""
     if url.startswith("-"):
         raise UpstreamError(f"upstream {url!r} looks like an option", "pass a URL or a path")
+    if offline:
+        return _open_cached(url, rev)
     cache = _cache_dir_for(url)
     if not (cache / "HEAD").exists():
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(cache.name + f".tmp-{os.getpid()}")
-        subprocess.run(["git", "init", "-q", "--bare", str(tmp)], check=True, capture_output=True, env=_git_env())
-        for key, value in (
-            ("remote.origin.url", url),
-            ("remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"),
-            ("remote.origin.promisor", "true"),
-            ("remote.origin.partialclonefilter", "blob:none"),
-            ("core.repositoryformatversion", "1"),
-            ("extensions.partialClone", _REMOTE),
-        ):
-            _run_git(tmp, "config", key, value)
-        if cache.exists():  # another process won the race; its cache is as good as ours
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            os.replace(tmp, cache)
+        _create_cache(url, cache)
     src = Source(cache, url, partial=True, url=url)
     # A pinned full sha already in the cache needs no network at all.
     if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", rev) and src.has_commit(rev):
@@ -366,23 +434,7 @@ def _open_url(url: str, rev: str) -> tuple[Source, str]:
         check=False,
     )
     if proc.returncode != 0:
-        msg = _last_line(proc.stderr)
-        if re.search(
-            r"couldn't find remote ref|not our ref|no such remote ref|unadvertised object|"
-            r"did not send all necessary objects|invalid refspec",
-            msg,
-            re.I,
-        ):
-            hint = (
-                "a URL upstream needs a full 40-digit sha, a tag or a branch"
-                if _SHA_RE.match(rev) and len(rev) < 40
-                else "pass an existing branch, tag or full commit id"
-            )
-            raise UpstreamError(f"unknown revision {rev!r} at {url} ({msg})", hint)
-        raise UpstreamError(
-            f"cannot reach upstream {url}: {msg}",
-            "check the URL and the network, or pass --mirror PATH to a local clone",
-        )
+        raise _fetch_error(url, rev, _last_line(proc.stderr))
     commit = _run_git(cache, "rev-parse", "--verify", "FETCH_HEAD^{commit}").stdout.strip()
     # Keep the pinned commit reachable so `git gc` in the cache never drops it.
     _run_git(cache, "update-ref", f"refs/ggml-vendor/pins/{commit}", commit)
@@ -456,7 +508,7 @@ def check_recorded(source: Source, snapshot: Snapshot) -> None:
 
 
 def open_upstream(
-    upstream: str, rev: str, *, mirror: Path | None = None, configured: str | None = None
+    upstream: str, rev: str, *, mirror: Path | None = None, configured: str | None = None, offline: bool = False
 ) -> tuple[Source, str]:
     """The source holding `rev` and its full commit id.
 
@@ -465,19 +517,24 @@ def open_upstream(
     mirror too: the lock records its canonical name (`canonical_name`: its origin URL or the `configured`
     URL), so the committed lock never names a directory of one machine; with a mirror, `upstream` is
     named the same way (a path never stands for itself when a URL is known). `check_recorded` then refuses
-    a name that cannot have the commit."""
+    a name that cannot have the commit.
+
+    `offline` (what a plan passes): nothing is fetched or built; a URL whose cache lacks the commit or its
+    files, or an embedded miniature not built yet, raises NeedsFetch."""
     validate_rev(rev)
     if mirror is not None:
         src = Source(Path(mirror), upstream)
         src.recorded, src.named_by = _name_of(upstream, configured)
         return src, src.resolve(rev)
     if upstream == EMBEDDED:
-        path, _ = materialize_mini_upstream()
-        src = Source(path, EMBEDDED)
+        built = built_mini_upstream() if offline else materialize_mini_upstream()
+        if built is None:
+            raise NeedsFetch("build the embedded miniature upstream in the tool's cache")
+        src = Source(built[0], EMBEDDED)
         src.named_by = NAMED_EMBEDDED
         return src, src.resolve(rev)
     if is_url(upstream):
-        return _open_url(upstream, rev)
+        return _open_url(upstream, rev, offline=offline)
     path = Path(upstream).expanduser()
     if not path.exists():
         raise UpstreamError(

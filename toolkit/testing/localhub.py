@@ -136,6 +136,33 @@ class HubState:
         return c
 
 
+def _apply_operations(st: HubState, files: dict[str, FileEntry], ops: list[dict]) -> dict[str, FileEntry]:
+    """A commit's ndjson operations applied to a copy of the parent's files, with the Hub's refusals."""
+    for op in ops:
+        key, v = op["key"], op.get("value", {})
+        if key == "file":
+            data = base64.b64decode(v["content"])
+            bid = git_blob_id(data)
+            st.blobs[bid] = data
+            files[v["path"]] = FileEntry(len(data), bid, None, bid)
+        elif key == "lfsFile":
+            oid = v["oid"]
+            if oid not in st.lfs:
+                raise HubError(422, f"LFS object {oid} for {v['path']} was never uploaded")
+            size = len(st.lfs[oid])
+            pointer = LFS_POINTER.format(oid=oid, size=size).encode()
+            files[v["path"]] = FileEntry(size, git_blob_id(pointer), oid, oid)
+        elif key == "deletedFile":
+            if v["path"] not in files:
+                raise HubError(404, f"A file with this name doesn't exist: {v['path']}", "EntryNotFound")
+            del files[v["path"]]
+        elif key == "deletedFolder":
+            prefix = v["path"].rstrip("/") + "/"
+            for p in [p for p in files if p.startswith(prefix)]:
+                del files[p]
+    return files
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -402,29 +429,7 @@ class _Handler(BaseHTTPRequestHandler):
                     f"A commit has happened since. Please refresh and try again. "
                     f"(parent {parent_commit} != head {base})",
                 )
-            files = dict(repo.commits[base].files)
-            for op in lines:
-                key, v = op["key"], op.get("value", {})
-                if key == "file":
-                    data = base64.b64decode(v["content"])
-                    bid = git_blob_id(data)
-                    st.blobs[bid] = data
-                    files[v["path"]] = FileEntry(len(data), bid, None, bid)
-                elif key == "lfsFile":
-                    oid = v["oid"]
-                    if oid not in st.lfs:
-                        raise HubError(422, f"LFS object {oid} for {v['path']} was never uploaded")
-                    size = len(st.lfs[oid])
-                    pointer = LFS_POINTER.format(oid=oid, size=size).encode()
-                    files[v["path"]] = FileEntry(size, git_blob_id(pointer), oid, oid)
-                elif key == "deletedFile":
-                    if v["path"] not in files:
-                        raise HubError(404, f"A file with this name doesn't exist: {v['path']}", "EntryNotFound")
-                    del files[v["path"]]
-                elif key == "deletedFolder":
-                    prefix = v["path"].rstrip("/") + "/"
-                    for p in [p for p in files if p.startswith(prefix)]:
-                        del files[p]
+            files = _apply_operations(st, dict(repo.commits[base].files), lines)
             c = st.new_commit(repo, base, {}, header.get("summary", ""))
             old = repo.commits[base].files
             c.files = {

@@ -264,22 +264,33 @@ def run_case(torch: Any, mod: Any, c: GdnCase | FaCase, device: str) -> dict[str
         return {"case": c.name, "op": op, "ok": False, "error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
 
 
+# argv: the variant directory, then (optional) a package's own cases file: a module whose run_all(mod) returns
+# the same document as run_all here ({"device", "cases": [{"case", "op", "ok", "err", "tol", ...}]} or {"skip"}).
 _CHILD = r"""
-import json, sys
+import importlib.util, json, sys
 from pathlib import Path
 from kernels import get_local_kernel
-from toolkit.verify.conformance import run_all
 mod = get_local_kernel(Path(sys.argv[1]))
-ops = [n for n in ("gated_delta_net", "flash_attn") if hasattr(mod, n)]
-print("CONFORMANCE" + json.dumps(run_all(mod, ops)), flush=True)
+if len(sys.argv) > 2:
+    spec = importlib.util.spec_from_file_location("ggml_vendor_package_conformance", sys.argv[2])
+    cases = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cases)
+    doc = cases.run_all(mod)
+else:
+    from toolkit.verify.conformance import run_all
+    doc = run_all(mod, [n for n in ("gated_delta_net", "flash_attn") if hasattr(mod, n)])
+print("CONFORMANCE" + json.dumps(doc), flush=True)
 """
 
 
 # --- the parent: the verify check ---------------------------------------------------------------------
 
 
-def conformance_check(variant: str, path: Path, *, enabled: bool = True, python: str | None = None) -> list[Finding]:
-    """The `conformance` finding of one variant: PASS, FAIL (naming the cases), or SKIP with the reason."""
+def conformance_check(
+    variant: str, path: Path, *, enabled: bool = True, python: str | None = None, cases_file: Path | None = None
+) -> list[Finding]:
+    """The `conformance` finding of one variant: PASS, FAIL (naming the cases), or SKIP with the reason.
+    `cases_file`: the package's own cases (its facts' CONFORMANCE), else this module's GDN/FA cases."""
     from toolkit.verify.smoke import host_can_load
 
     ok, why = host_can_load(variant)
@@ -298,7 +309,7 @@ def conformance_check(variant: str, path: Path, *, enabled: bool = True, python:
     }
     try:
         proc = subprocess.run(
-            [python or sys.executable, "-c", _CHILD, str(path)],
+            [python or sys.executable, "-c", _CHILD, str(path), *([str(cases_file)] if cases_file else [])],
             capture_output=True,
             text=True,
             timeout=TIMEOUT_S,
@@ -324,12 +335,23 @@ def conformance_check(variant: str, path: Path, *, enabled: bool = True, python:
     return [summarise(variant, doc)]
 
 
-def check_after(variant: str, path: Path, findings: list[Finding], *, enabled: bool = True) -> list[Finding]:
+def check_after(
+    variant: str, path: Path, findings: list[Finding], *, enabled: bool = True, cases_file: Path | None = None
+) -> list[Finding]:
     """verify's hook: the conformance finding, unless an earlier check already shows the variant is broken."""
     blocking = [f.check for f in findings if f.failed and f.check in ("layout", "metadata", "binaries", "smoke")]
     if blocking:
         return [Finding(variant, CHECK, SKIP, f"not run: {', '.join(dict.fromkeys(blocking))} failed", "")]
-    return conformance_check(variant, path, enabled=enabled)
+    return conformance_check(variant, path, enabled=enabled, cases_file=cases_file)
+
+
+def cases_file_of(cfg: Any) -> Path | None:
+    """The package's own conformance cases: the file its facts' CONFORMANCE names, relative to its templates
+    directory (None: the GDN/FA cases of this module, the first package's)."""
+    from toolkit.core import package_facts
+
+    rel = package_facts.of(cfg).own.get("CONFORMANCE")
+    return cfg.templates_dir / rel if rel else None
 
 
 def runnable_here(variant: str) -> tuple[bool, str]:

@@ -109,7 +109,9 @@ def verify_variant(cfg: Any, path: Path, *, lock: Any | None, options: VerifyOpt
             findings += smoke_test(variant, path, str(raw.get("id", "")))
     else:
         findings.append(Finding(variant, "smoke", SKIP, "disabled (--no-smoke)", ""))
-    findings += conformance.check_after(variant, path, findings, enabled=options.conformance)
+    findings += conformance.check_after(
+        variant, path, findings, enabled=options.conformance, cases_file=conformance.cases_file_of(cfg)
+    )
     return VariantReport(variant, str(path), tuple(findings), tree_sha256(path))
 
 
