@@ -14,6 +14,9 @@ import pytest
 
 from toolkit.build import metal, metallib
 from toolkit.build.metallib import FixtureFunction, MetallibError, build_fixture, check, find_embedded, parse
+from toolkit.core import package_facts
+
+FACTS = package_facts.load(Path(__file__).resolve().parents[1] / "templates", "ggml-attn-kernels")
 
 GDN = ("kernel_gated_delta_net_f32_1", "kernel_gated_delta_net_f32_2", "kernel_gated_delta_net_f32_4")
 
@@ -134,7 +137,7 @@ def test_parse_version() -> None:
 def test_embedded_header_survives_compilation_into_a_shared_object(tmp_path: Path) -> None:
     """The header toolkit/build/metal.py generates, compiled into a .so exactly as the extension would hold it,
     is found again by find_embedded with its bytes intact (the path verify takes on a real darwin build)."""
-    data = build_fixture(metal.required_kernels(["gated_delta_net", "flash_attn"]))
+    data = build_fixture(metal.required_kernels(["gated_delta_net", "flash_attn"], FACTS))
     (tmp_path / "lib.metallib").write_bytes(data)
     metal.embed_metallib(tmp_path / "lib.metallib", tmp_path / "gen" / "x_metallib.h", "x_metal")
     src = tmp_path / "use.cpp"
@@ -152,4 +155,7 @@ def test_embedded_header_survives_compilation_into_a_shared_object(tmp_path: Pat
     found = find_embedded(so.read_bytes(), where=so.name)
     assert len(found) == 1
     assert found[0].sha256 == hashlib.sha256(data).hexdigest()
-    assert check(found[0], required=metal.required_kernels(["gated_delta_net", "flash_attn"]), min_macos="26.0") == []
+    assert (
+        check(found[0], required=metal.required_kernels(["gated_delta_net", "flash_attn"], FACTS), min_macos="26.0")
+        == []
+    )
