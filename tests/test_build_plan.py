@@ -299,12 +299,18 @@ def test_the_rendered_ops_py_gets_the_namespace(project, tmp_path):
     assert ex._python_files(plan.variants[0])["_ops.py"] == f'NAME = "{plan.variants[0].ops_id}"\n'.encode()
 
 
-@pytest.mark.parametrize("rel", ["torch-ext/registration.h", "torch-ext/mini_kernel/_ops.py"])
-def test_a_project_without_its_rendered_torch_ext_file_is_refused(project, rel):
-    """Issue 18: the build kept its own fallback copies of registration.h and _ops.py; render writes both."""
-    (project / rel).unlink()
-    with pytest.raises(BuildError, match=f"{rel} does not exist.*ggml-vendor render"):
-        load_project(load(project))
+def test_the_build_supplies_registration_h_and_ops_py_only_where_render_wrote_none(project, tmp_path):
+    """The first package's render writes both (the build then uses those); a later package's may not."""
+    plan = _plan(project, TWO[:1])
+    bind = next(s for s in plan.steps.values() if s.id.startswith("bind"))
+    assert "-I/gen" not in bind.argv
+    (project / "torch-ext" / "registration.h").unlink()
+    (project / "torch-ext" / "mini_kernel" / "_ops.py").unlink()
+    plan = _plan(project, TWO[:1])
+    bind = next(s for s in plan.steps.values() if s.id.startswith("bind"))
+    assert "-I/gen" in bind.argv
+    ex = _executor(plan, project, tmp_path)
+    assert f"from . import {plan.variants[0].ops_id}" in ex._python_files(plan.variants[0])["_ops.py"].decode()
 
 
 def test_variant_intact_detects_edits_and_extra_files(tmp_path):

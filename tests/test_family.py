@@ -493,3 +493,57 @@ def test_json_of_several_packages_keeps_the_failing_one(synced):
     assert doc["packages"]["fixture-quant"]["drift"] == [
         {"path": "packages/fixture-quant/build.toml", "kind": "missing"}
     ]
+
+
+# --- verify and publish of a later package ----------------------------------------------------------------
+
+PUBLISHED_SECOND = """
+[tool.ggml-vendor.packages.fixture-quant]
+version = 2
+hub-repo = "ggml-test/fixture-quant"
+backends = ["cuda"]
+
+[tool.ggml-vendor.packages.fixture-quant.ops.quant]
+cuda = ["src/ggml-cuda/fattn.cu"]
+"""
+
+
+def test_a_later_package_verifies_and_publishes_to_its_own_repo(tmp_path):
+    import json
+
+    from hubserver import HubServer, HubState
+    from hubserver.variants import make_variant, write_lock, write_project
+
+    from toolkit.verify import VerifyOptions, verify_build
+
+    root = write_project(tmp_path / "proj", hub_repo="ggml-test/ggml-attn-kernels")
+    with (root / "pyproject.toml").open("a") as fh:
+        fh.write(PUBLISHED_SECOND)
+    write_lock(root)
+    quant = config.load(root).for_package("fixture-quant")
+    make_variant(quant.build_dir, name="fixture-quant", module="fixture_quant", version=2)
+    assert verify_build(quant, options=VerifyOptions(check_vendor=False, smoke=False)).ok
+    assert (root / "build/fixture-quant/.verified.json").is_file() and not (root / "build/.verified.json").exists()
+    with HubServer(HubState(tokens=("hf_test_token",))) as hub:
+        args = ["publish", "-p", "fixture-quant", "--endpoint", hub.url, "--token", "hf_test_token", "--json"]
+        res = runner.invoke(app, [*args, "--dry-run", "-C", str(root)])
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.stdout)
+        assert doc["status"] == "dry-run" and "ggml-test/fixture-quant" in json.dumps(doc)
+        res = runner.invoke(app, [*args, "-C", str(root)])
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.stdout)
+        assert doc["status"] == "published", doc
+        assert "ggml-test/fixture-quant" in doc["target"] and "v2" in json.dumps(doc)
+        assert (root / "build/fixture-quant/publish-report.json").is_file()
+        res = runner.invoke(app, ["publish", "--repo", "x/y", "--endpoint", hub.url, "-C", str(root)])
+        assert res.exit_code == 2 and "several packages are selected" in res.output
+
+
+def test_a_later_package_entry_missing_at_the_pin_names_its_table(tmp_path, up):
+    root = edited(tmp_path, up, 'cuda = ["src/ggml-cuda/fattn.cu"]', 'cuda = ["src/ggml-cuda/no-such.cu"]')
+    res = runner.invoke(app, ["sync", "--rev", "v1", "-C", str(root)])
+    assert res.exit_code == 3, res.output
+    assert "entry file of fixture-quant:quant/cuda not found" in res.output
+    assert "[tool.ggml-vendor.packages.fixture-quant.ops.quant]" in res.output
+    assert not (root / "vendor" / "UPSTREAM").exists()  # nothing half written

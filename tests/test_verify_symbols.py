@@ -151,7 +151,6 @@ def test_parser_agrees_with_readelf_on_every_import(objs) -> None:
         ("dlsym234", ["dlsym@GLIBC_2.34 (from libc.so.6)"]),
         ("private", ["__libc_internal@GLIBC_PRIVATE (from libc.so.6)"]),
         ("cxx_new", ["abi_new@CXXABI_1.3.15 (from libstdc++.so.6)", "cxx_new@GLIBCXX_3.4.30 (from libstdc++.so.6)"]),
-        ("unversioned", ["strlcpy (unversioned; added in glibc 2.38)"]),
         ("old_ok", []),
         ("cxx_ok", []),
         ("weak_unversioned", []),
@@ -160,6 +159,31 @@ def test_parser_agrees_with_readelf_on_every_import(objs) -> None:
 )
 def test_ceilings_per_family(objs, name: str, expected: list[str]) -> None:
     assert _bad(objs[name]) == expected
+
+
+def _host_libc_version_of(symbol: str) -> str | None:
+    """The version this host's libc defines `symbol` at (readelf, independent of verify), None if it has none."""
+    libc = subprocess.run(["gcc", "-print-file-name=libc.so.6"], capture_output=True, text=True).stdout.strip()
+    for line in _readelf("--dyn-syms", Path(libc).resolve()).splitlines():
+        f = line.split()
+        if len(f) >= 8 and f[6] != "UND" and f[7].split("@")[0] == symbol:
+            return f[7].split("@")[-1].split(" ")[0]
+    return None
+
+
+def test_an_unversioned_import_is_judged_by_the_library_that_would_supply_it(objs) -> None:
+    """strlcpy without a version (no glibc table): this host's libc either defines it at GLIBC_2.38, beyond the
+    policy, or not at all (glibc < 2.38); either way the import cannot resolve on a manylinux_2_28 system."""
+    version = _host_libc_version_of("strlcpy")
+    if version:
+        why = f"only a libc.so.6 newer than manylinux_2_28's defines it ({version} > GLIBC_2.28), and torch does not export it"
+    else:
+        why = "defined by none of the libraries it loads (libc.so.6)"
+    assert _bad(objs["unversioned"]) == [f"strlcpy (unversioned; {why})"]
+    rep = inspect_object(objs["unversioned"])
+    assert rep is not None and [r.line() for r in rep.unversioned] == [
+        f"strlcpy -> libc.so.6 ({version})" if version else "strlcpy -> nowhere"
+    ]
 
 
 def test_version_ceilings() -> None:

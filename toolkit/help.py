@@ -7,7 +7,7 @@ APP = (
     "build (-> build/<variant>/) -> verify -> publish (-> the Hub).\n\n"
     "Every command takes --project/-C, --json and --verbose/-v; the ones that change something take --dry-run "
     "(print the plan, change nothing). A project may hold several packages from one pin "
-    "([tool.ggml-vendor.packages.<name>], `init`): per-package commands take --package/-p NAME (default: all)."
+    "(tables tool.ggml-vendor.packages.NAME, see `init`): per-package commands take --package/-p NAME (default: all)."
 )
 
 SYNC = """Pin an upstream ggml/llama.cpp revision into vendor/ and write the lock vendor/UPSTREAM.
@@ -115,7 +115,7 @@ atomically (others in build/ are kept) and keeps each one's verification record.
 
 INIT = """Add a package to this project: one more Hub kernel from the same pin and the same vendor/.
 
-Appends [tool.ggml-vendor.packages.NAME] to pyproject.toml (comments and layout kept) with its version,
+Appends the table tool.ggml-vendor.packages.NAME to pyproject.toml (comments and layout kept) with its version,
 hub-repo and ops, and creates templates/NAME/ (a skeleton: build.toml, the torch binding, the ggml runtime
 shim, one CUDA unit per op including its upstream entry once, and facts.py for the ops' facts),
 variants/NAME.toml (a copy of the first package's matrix) and tests/test_<module>.py. The new config is

@@ -32,6 +32,31 @@ from toolkit.core.errors import BuildError, Interrupted
 STAGE_PREFIX = "."  # staging dirs are hidden siblings of the variant dirs: build/.<variant>.tmp-XXXX
 LOG_TAIL_LINES = 25
 
+# kernel-builder's registration.h (docs/hub-contract.md §4.3), supplied when a package's
+# render does not write one (the first package's templates do; a later package's may not).
+REGISTRATION_H = """\
+// registration.h supplied by ggml-vendor build (same macros as kernel-builder's, from vLLM).
+#pragma once
+#include <Python.h>
+
+#define _CONCAT(A, B) A##B
+#define CONCAT(A, B) _CONCAT(A, B)
+#define _STRINGIFY(A) #A
+#define STRINGIFY(A) _STRINGIFY(A)
+
+// Expand NAME first so that it can be the TORCH_EXTENSION_NAME macro.
+#define TORCH_LIBRARY_EXPAND(NAME, MODULE) TORCH_LIBRARY(NAME, MODULE)
+#define TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)
+
+// An empty Python module named NAME (limited-API safe): the ops live in torch.ops.NAME.
+#define REGISTER_EXTENSION(NAME)                                                   \\
+  PyMODINIT_FUNC CONCAT(PyInit_, NAME)() {                                         \\
+    static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, STRINGIFY(NAME),   \\
+                                        nullptr, 0, nullptr};                      \\
+    return PyModule_Create(&module);                                               \\
+  }
+"""
+
 # See plan.py (GLIBC_COMPAT_C): keeps __libc_single_threaded@GLIBC_2.32 out of the extension's imports.
 GLIBC_COMPAT = """\
 /* glibc_compat.c, supplied by ggml-vendor build. libstdc++ >= 11 reads __libc_single_threaded (glibc >= 2.32)
@@ -41,6 +66,17 @@ GLIBC_COMPAT = """\
 __attribute__((visibility("hidden"))) char __libc_single_threaded = 0;
 """
 
+# kernel-builder's _ops.py (docs/hub-contract.md §4.2), written when torch-ext/<module>/ has no _ops.py.
+OPS_PY = '''\
+import torch
+from . import {ops_id}
+ops = torch.ops.{ops_id}
+
+
+def add_op_namespace_prefix(op_name: str) -> str:
+    """Prefix op by namespace."""
+    return f"{ops_id}::{{op_name}}"
+'''
 OPS_TOKEN = "@OPS_NAME@"  # in a rendered _ops.py, replaced by the build's op id (CMake configure_file style)
 
 
@@ -344,9 +380,10 @@ class LocalExecutor:
         clean_dead_scratch(self.cache.root / "tmp")  # what killed runs left (SIGKILL skips our cleanup)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.gen_dir.mkdir(parents=True, exist_ok=True)
-        f = self.gen_dir / GLIBC_COMPAT_C
-        if not f.is_file() or f.read_text() != GLIBC_COMPAT:
-            f.write_text(GLIBC_COMPAT)
+        for name, text in (("registration.h", REGISTRATION_H), (GLIBC_COMPAT_C, GLIBC_COMPAT)):
+            f = self.gen_dir / name
+            if not f.is_file() or f.read_text() != text:
+                f.write_text(text)
         clean_stale_stages(self.root / self.plan.project.out_base)
         self._materialize_cublas(variants)
 
@@ -511,6 +548,8 @@ class LocalExecutor:
             if rel == "_ops.py":
                 data = data.replace(OPS_TOKEN.encode(), v.ops_id.encode())
             files[rel] = data
+        if "_ops.py" not in files:  # a package whose render writes none: kernel-builder's
+            files["_ops.py"] = OPS_PY.format(ops_id=v.ops_id).encode()
         return files
 
     def metadata(self, v: VariantPlan) -> dict:

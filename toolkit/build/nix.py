@@ -94,7 +94,9 @@ class NixExecutor:
         produced = stage / "build" / v.name
         seconds = time.monotonic() - t0
         if proc.returncode == 0 and produced.is_dir():
-            tmp_final = Path(tempfile.mkdtemp(prefix=f".{v.name}.tmp-", dir=root / "build"))
+            final_parent = (root / v.out_dir).parent  # build/, or build/<package>/ for a later package
+            final_parent.mkdir(parents=True, exist_ok=True)
+            tmp_final = Path(tempfile.mkdtemp(prefix=f".{v.name}.tmp-", dir=final_parent))
             shutil.rmtree(tmp_final)
             shutil.copytree(produced, tmp_final)
             swap_into_place(tmp_final, root / v.out_dir)

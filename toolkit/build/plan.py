@@ -68,6 +68,7 @@ class ProjectInputs:
     kernels: tuple[KernelSection, ...]
     python_files: tuple[str, ...]  # relative to torch-ext/<module>/
     source_id: str  # sha256 over every build input file; the op id's uid is its first 7 hex digits
+    has_registration_h: bool = False  # the render wrote torch-ext/registration.h (else the build supplies it)
     tool_version: str = __version__
     # Where variants land, relative to `root`: "build" for the first package (rendered at the project root),
     # "../../build/<package>" for one rendered at packages/<package> (build/<package>/<variant>/).
@@ -603,6 +604,7 @@ def _plan_binding(ctx: _Variant) -> list[str]:
             *(("-fno-gnu-unique",) if variant.os == "linux" else ()),
             *_binding_defines(variant.backend, ctx.ops_id, tools.cxx11_abi),
             *(f"-I{d}" for d in project.torch_include),
+            *(() if project.has_registration_h else (f"-I{ctx.gen_include}",)),
             *ctx.torch_side,
             *toolkit_inc,
             *project.torch_cxx_flags,

@@ -36,8 +36,9 @@ from toolkit.core import fs
 from toolkit.core.config import Config
 from toolkit.core.errors import VendorError
 from toolkit.core.hashing import sha256_file
+from toolkit.verify import record as vrecord  # the one owner of the verification record
 
-RECORD = ".verified.json"
+RECORD = vrecord.NAME
 STAGING_PREFIX = ".collect-"
 
 
@@ -291,25 +292,11 @@ def _foreign(meta: dict[str, Any], here: TreeIdentity) -> str | None:
 
 
 def _unverified(record_doc: dict[str, Any] | None, variant: str, tree: str) -> str | None:
-    if record_doc is None:
-        return f"the artifact has no {RECORD} (run ggml-vendor verify before uploading)"
-    entry = (record_doc.get("variants") or {}).get(variant)
-    if not isinstance(entry, dict):
-        return f"its {RECORD} has no record for {variant}"
-    if not entry.get("ok"):
-        fails = "; ".join(entry.get("failures", [])[:1]) or "no details"
-        return f"verify failed on its runner: {fails}"
-    if entry.get("tree_sha256") != tree:
-        return "its files differ from the ones verify passed on the runner"
-    return None
+    return vrecord.why_unverified(record_doc, variant, tree)
 
 
 def _read_record(root: Path) -> dict[str, Any] | None:
-    try:
-        doc = json.loads((root / RECORD).read_text())
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
+    return vrecord.read(root)
 
 
 # --- the checks of one variant -------------------------------------------------------------------------
@@ -520,43 +507,23 @@ def _swap_back(target: Path, old: Path | None) -> None:
 def _commit(build_dir: Path, staging: Path, incoming: list[Incoming]) -> None:
     """Swap every incoming variant into build/ and merge the records; on any failure (or Ctrl-C) undo what
     was done, so build/ ends in the old or the new state."""
-    from toolkit.verify.runner import STAMP_NAME
-
     fs.reset_checkpoints()
     moved: list[tuple[Path, Path | None]] = []  # (target, its previous tree or None)
-    stamp = build_dir / STAMP_NAME
-    stamp_before = stamp.read_bytes() if stamp.is_file() else None
+    record_before = vrecord.snapshot(build_dir)
     try:
         for item in incoming:
             target = build_dir / item.variant
             moved.append((target, _swap_in(item.staged, target)))
-        _merge_records(stamp, incoming)
+        _merge_records(build_dir, incoming)
     except BaseException:
         for target, old in reversed(moved):
             _swap_back(target, old)
-        if stamp_before is None:
-            stamp.unlink(missing_ok=True)
-        else:
-            fs.atomic_write(stamp, stamp_before)
+        vrecord.restore(build_dir, record_before)
         raise
     for _target, old in moved:
         if old is not None and staging not in old.parents:
             shutil.rmtree(old, ignore_errors=True)  # the fallback's moved-aside trees (the rest go with staging)
 
 
-def _merge_records(stamp: Path, incoming: list[Incoming]) -> None:
-    try:
-        doc = json.loads(stamp.read_text())
-    except (OSError, ValueError):
-        doc = {}
-    variants = doc.get("variants", {}) if isinstance(doc, dict) else {}
-    for item in incoming:
-        entry = dict(item.record)
-        runner = {
-            k: item.record[k]
-            for k in ("ok", "hub_compliant", "tool_version", "failures", "conformance")
-            if k in item.record
-        }
-        entry["collected"] = {"artifact": item.artifact, "rechecked": item.rechecked, "runner": runner}
-        variants[item.variant] = entry
-    fs.atomic_write(stamp, (json.dumps({"variants": variants}, indent=2, sort_keys=True) + "\n").encode())
+def _merge_records(build_dir: Path, incoming: list[Incoming]) -> None:
+    vrecord.merge_collected(build_dir, ((i.variant, i.record, i.artifact, i.rechecked) for i in incoming))

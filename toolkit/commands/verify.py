@@ -82,7 +82,7 @@ def verify(
             return
         where = cfg.build_dir.relative_to(cfg.root).as_posix()
         with ui.task(f"verifying {where}/ variants of {cfg.name}", verbose=verbose, quiet=json_out) as task:
-            report = verify_stage.execute(plan, progress=task.log)
+            report = verify_stage.execute(plan, task.log)
         if json_out:
             ui.emit_json(report.to_json())
         else:

@@ -98,9 +98,12 @@ def _choose_entry(entry: Entry, read: Reader, key: str, where: str) -> str:
         if read(alt) is not None:
             return alt
     tried = ", ".join(entry.alternatives)
+    op = key.rsplit("/", 1)[0]
+    package, sep, name = op.partition(":")  # a later package's op key is "<package>:<op>"
+    table = f"[tool.ggml-vendor.packages.{package}.ops.{name}]" if sep else f"[tool.ggml-vendor.ops.{op}]"
     raise UpstreamError(
         f"entry file of {key} not found at {where} (tried {tried})",
-        "pick another --rev, or fix the op's entries in pyproject.toml [tool.ggml-vendor.ops]",
+        f"pick another --rev, or fix the op's entries in pyproject.toml {table}",
     )
 
 

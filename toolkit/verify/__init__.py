@@ -1,27 +1,25 @@
 """The verify stage: prove each build/<variant>/ is what kernels.get_kernel will load, before it ships.
 
-The stage protocol (the same in every stage package):
-    plan(config, request) -> Plan     the variant directories to check (unknown names are refused here)
-    execute(plan) -> Report           every check per variant (runner.py), and the verdict stamp publish reads
+The stage protocol (toolkit/core/stage.py):
+    plan(config, request, log) -> Plan     the variant directories to check and the torch build environment each
+                                           one's imports resolve against (unknown names are refused here)
+    execute(plan, log) -> Report           every check on exactly the plan's paths (runner.py), and the verdicts
+                                           recorded in build/.verified.json (record.py) for publish
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit.core.stage import Log, quiet
 from toolkit.verify.findings import FAIL, PASS, SKIP, WARN, Finding, VariantReport, VerifyReport
-from toolkit.verify.runner import (
-    STAMP_NAME,
-    VerifyOptions,
-    discover,
-    stamp_verdict,
-    tree_sha256,
-    verify_build,
-    verify_variant,
-)
+from toolkit.verify.imports import torch_lib_dirs
+from toolkit.verify.layout import variant_backend
+from toolkit.verify.record import tree_sha256
+from toolkit.verify.record import verdict as stamp_verdict
+from toolkit.verify.runner import STAMP_NAME, VerifyOptions, discover, verify_build, verify_paths, verify_variant
 
 Report = VerifyReport
 
@@ -59,15 +57,53 @@ class Plan:
     config: Any
     request: Request
     paths: tuple[Path, ...]  # the variant directories, in the order they are checked
+    # variant -> the lib/ of the torch build environment its unversioned imports resolve against (Linux only)
+    torch_libs: tuple[tuple[str, tuple[Path, ...]], ...] = ()
+
+    @property
+    def build_dir(self) -> Path:
+        return Path(self.config.build_dir)
 
     def lines(self) -> list[str]:
-        return [f"would verify {p}" for p in self.paths] or [f"no variants under {self.config.build_dir}"]
+        libs = dict(self.torch_libs)
+        return [
+            f"would verify {p}"
+            + (f" (imports resolved against {', '.join(map(str, libs[p.name]))})" if libs.get(p.name) else "")
+            for p in self.paths
+        ] or [f"no variants under {self.build_dir}"]
+
+    def to_json(self) -> dict[str, Any]:
+        libs = dict(self.torch_libs)
+        return {
+            "variants": [str(p) for p in self.paths],
+            "torch_libs": {name: [str(d) for d in dirs] for name, dirs in libs.items()},
+            "options": asdict(self.request.options),
+        }
 
 
-def plan(config: Any, request: Request) -> Plan:
-    return Plan(config, request, tuple(discover(config.build_dir, list(request.variants) or None)))
+def _torch_libs(paths: list[Path]) -> tuple[tuple[str, tuple[Path, ...]], ...]:
+    """For each Linux arch variant, where its torch build environment's libraries are (read-only discovery)."""
+    out = []
+    for p in paths:
+        backend, os_name, is_arch = variant_backend(p.name)
+        if backend is not None and is_arch and os_name == "linux":
+            out.append((p.name, torch_lib_dirs(p.name)))
+    return tuple(out)
 
 
-def execute(plan: Plan, *, progress: Callable[[str], None] | None = None) -> VerifyReport:
-    names = [p.name for p in plan.paths] if plan.request.variants else None
-    return verify_build(plan.config, names, options=plan.request.options, progress=progress)
+def plan(config: Any, request: Request, log: Log = quiet) -> Plan:
+    """Which variants to check and what against; reads build/ and the torch environments, writes nothing."""
+    paths = discover(config.build_dir, list(request.variants) or None)
+    return Plan(config, request, tuple(paths), _torch_libs(paths))
+
+
+def execute(plan: Plan, log: Log = quiet) -> VerifyReport:
+    """Every check on the plan's paths (and only those), verdicts recorded for publish."""
+    return verify_paths(
+        plan.config,
+        plan.build_dir,
+        list(plan.paths),
+        options=plan.request.options,
+        log=log,
+        torch_libs=dict(plan.torch_libs),
+    )

@@ -31,80 +31,82 @@ def check_abi(
     """`host_toolchain_ok`: a build made with this machine's compiler (the demo, local use) may exceed the
     manylinux ceilings; that is reported as a warning and recorded, and publishing to huggingface.co still
     refuses it."""
+    target = macos or MACOS_MIN.get(backend, "15.0")
+    findings: list[Finding] = []
+    for so in so_files:
+        findings += _check_one(variant, so, os_name=os_name, macos=target, host_toolchain_ok=host_toolchain_ok)
+    if not findings:
+        what = f"abi3 >= {PYTHON_ABI}, " + (MANYLINUX if os_name == "linux" else f"macOS minos <= {target}")
+        findings.append(Finding(variant, "abi", PASS, f"{len(so_files)} binaries: {what}"))
+    return findings
+
+
+def _check_one(variant: str, so: Path, *, os_name: str, macos: str, host_toolchain_ok: bool) -> list[Finding]:
+    """kernel-abi-check on one binary: the stable Python ABI, then manylinux (Linux) or the macOS minimum."""
     import kernel_abi_check as kac  # imported here: a compiled wheel, only needed when verifying
 
     from toolkit.verify.objfile import binary_format
 
-    findings: list[Finding] = []
-    for so in so_files:
-        with so.open("rb") as fh:
-            if binary_format(fh.read(8)) is None:
-                findings.append(
-                    Finding(
-                        variant,
-                        "abi",
-                        FAIL,
-                        f"{so.name} is not an ELF/Mach-O binary; ABI unchecked",
-                        "rebuild the variant (see the binaries finding)",
-                    )
-                )
-                continue
-        try:
-            obj = kac.ObjectFile(str(so))
-            py = obj.check_python_abi(PYTHON_ABI)
-        except Exception as exc:  # the binding raises plain ValueErrors for unreadable files
-            findings.append(
+    with so.open("rb") as fh:
+        if binary_format(fh.read(8)) is None:
+            return [
                 Finding(
-                    variant, "abi", FAIL, f"{so.name}: kernel-abi-check cannot read it ({exc})", "rebuild the variant"
+                    variant,
+                    "abi",
+                    FAIL,
+                    f"{so.name} is not an ELF/Mach-O binary; ABI unchecked",
+                    "rebuild the variant (see the binaries finding)",
                 )
+            ]
+    try:
+        obj = kac.ObjectFile(str(so))
+        py = obj.check_python_abi(PYTHON_ABI)
+    except Exception as exc:  # the binding raises plain ValueErrors for unreadable files
+        return [
+            Finding(variant, "abi", FAIL, f"{so.name}: kernel-abi-check cannot read it ({exc})", "rebuild the variant")
+        ]
+    findings = []
+    if py:
+        findings.append(
+            Finding(
+                variant,
+                "abi",
+                FAIL,
+                f"{so.name} uses symbols outside the abi3 {PYTHON_ABI} stable ABI: "
+                + _names(
+                    py, lambda v: f"{v.name}" + (f" (added {v.version_added})" if hasattr(v, "version_added") else "")
+                ),
+                "build with Py_LIMITED_API=0x03090000 and without pybind11",
             )
-            continue
-        if py:
+        )
+    if os_name == "linux":
+        findings += _manylinux(variant, so, obj.check_manylinux(MANYLINUX), host_toolchain_ok)
+    elif os_name == "darwin":
+        mac = obj.check_macos(macos)
+        if mac:
             findings.append(
                 Finding(
                     variant,
                     "abi",
                     FAIL,
-                    f"{so.name} uses symbols outside the abi3 {PYTHON_ABI} stable ABI: "
-                    + _names(
-                        py,
-                        lambda v: f"{v.name}" + (f" (added {v.version_added})" if hasattr(v, "version_added") else ""),
-                    ),
-                    "build with Py_LIMITED_API=0x03090000 and without pybind11",
+                    f"{so.name}: " + "; ".join(type(v).__name__ for v in mac) + f" (must be at most macOS {macos})",
+                    f"set MACOSX_DEPLOYMENT_TARGET={macos} (LC_BUILD_VERSION minos)",
                 )
             )
-        if os_name == "linux":
-            ml = obj.check_manylinux(MANYLINUX)
-            if ml:
-                findings.append(
-                    Finding(
-                        variant,
-                        "abi",
-                        WARN if host_toolchain_ok else FAIL,
-                        f"{so.name} needs newer system libraries than {MANYLINUX}: "
-                        + _names(ml, lambda v: f"{v.name}@{v.dep}_{v.version}"),
-                        "build in a manylinux_2_28 toolchain (AlmaLinux 8 gcc-toolset) and link cudart shared "
-                        "(-cudart shared), not static",
-                    )
-                )
-        elif os_name == "darwin":
-            target = macos or MACOS_MIN.get(backend, "15.0")
-            mac = obj.check_macos(target)
-            if mac:
-                findings.append(
-                    Finding(
-                        variant,
-                        "abi",
-                        FAIL,
-                        f"{so.name}: "
-                        + "; ".join(type(v).__name__ for v in mac)
-                        + f" (must be at most macOS {target})",
-                        f"set MACOSX_DEPLOYMENT_TARGET={target} (LC_BUILD_VERSION minos)",
-                    )
-                )
-    if not findings:
-        what = f"abi3 >= {PYTHON_ABI}, " + (
-            MANYLINUX if os_name == "linux" else f"macOS minos <= {macos or MACOS_MIN.get(backend, '15.0')}"
-        )
-        findings.append(Finding(variant, "abi", PASS, f"{len(so_files)} binaries: {what}"))
     return findings
+
+
+def _manylinux(variant: str, so: Path, violations: list, host_toolchain_ok: bool) -> list[Finding]:  # type: ignore[type-arg]
+    if not violations:
+        return []
+    return [
+        Finding(
+            variant,
+            "abi",
+            WARN if host_toolchain_ok else FAIL,
+            f"{so.name} needs newer system libraries than {MANYLINUX}: "
+            + _names(violations, lambda v: f"{v.name}@{v.dep}_{v.version}"),
+            "build in a manylinux_2_28 toolchain (AlmaLinux 8 gcc-toolset) and link cudart shared "
+            "(-cudart shared), not static",
+        )
+    ]

@@ -1,6 +1,6 @@
 """`backend.archs` must equal what the binary really contains: CUDA cubins/PTX read from the ELF `.nv_fatbin`
-section (no cuobjdump needed), ROCm code objects from the clang offload bundle in `.hip_fatbin`. pyelftools
-finds the sections; the two device-code containers inside them are read here, since no library parses them.
+section (no cuobjdump needed), ROCm code objects from the clang offload bundle in `.hip_fatbin`. lief finds
+the sections; the two device-code containers inside them are read here, since no library parses them.
 
 Fatbin layout (as nvcc 12/13 write it; checked against nvcc 13.0 output in tests/test_verify.py):
 a section holds one container per translation unit, each `u32 magic 0xBA55ED50, u16 version, u16 header
@@ -11,7 +11,6 @@ u64 flags, ...`. Flag 0x100000 marks an arch-specific target (sm_90a), 0x200000 
 
 from __future__ import annotations
 
-import io
 import re
 import struct
 from dataclasses import dataclass
@@ -89,13 +88,13 @@ def parse_fatbin_section(sec: bytes) -> FatbinContents:
 
 def cuda_targets_of(data: bytes) -> FatbinContents | None:
     """The CUDA targets inside an ELF shared object; None when it has no `.nv_fatbin` section."""
-    sec = Elf(io.BytesIO(data)).section_bytes(".nv_fatbin")
+    sec = Elf.parse(data, symtab=False).section_bytes(".nv_fatbin")
     return None if sec is None else parse_fatbin_section(sec)
 
 
 def _device_section(so: Path, name: str) -> bytes | None:
-    """One section of the extension, read from the file (pyelftools reads only that section)."""
-    with Elf.open(so) as elf:
+    """One section of the extension, read from the file (lief, without the symbol tables)."""
+    with Elf.open(so, symtab=False) as elf:
         return elf.section_bytes(name)
 
 

@@ -365,14 +365,10 @@ def runnable_here(variant: str) -> tuple[bool, str]:
 
 
 def recorded_status(build_dir: Path, variant: str) -> str:
-    """The conformance status verify recorded for `variant` in build/.verified.json."""
-    from toolkit.verify.runner import STAMP_NAME
+    """The conformance status verify recorded for `variant` in the verification record."""
+    from toolkit.verify import record
 
-    try:
-        entry = (json.loads((build_dir / STAMP_NAME).read_text()).get("variants") or {}).get(variant) or {}
-    except (OSError, ValueError, AttributeError):
-        entry = {}
-    return str(entry.get("conformance") or "not run (verified before the conformance gate existed)")
+    return record.conformance_status(build_dir, variant)
 
 
 def summarise(variant: str, doc: dict[str, Any]) -> Finding:

@@ -17,6 +17,7 @@ class Finding:
     status: str
     message: str
     remedy: str = ""
+    details: tuple[str, ...] = ()  # the full list behind a summarised message (--json carries it)
 
     @property
     def failed(self) -> bool:
@@ -26,14 +27,17 @@ class Finding:
         tail = f" — {self.remedy}" if self.remedy and self.status in (FAIL, WARN) else ""
         return f"[{self.status}] {self.variant}: {self.check}: {self.message}{tail}"
 
-    def to_json(self) -> dict[str, str]:
-        return {
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "variant": self.variant,
             "check": self.check,
             "status": self.status,
             "message": self.message,
             "remedy": self.remedy,
         }
+        if self.details:
+            out["details"] = list(self.details)
+        return out
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,24 @@ class VerifyReport:
         return (
             bool(self.variants) and all(v.ok for v in self.variants) and not any(f.failed for f in self.global_findings)
         )
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every variant passed, else VerifyError's code (the README's exit-code table)."""
+        from toolkit.core.errors import VerifyError
+
+        return 0 if self.ok else VerifyError.exit_code
+
+    def lines(self) -> list[str]:
+        """One line per finding (whole-build findings first), then the verdict."""
+        found = [f.line() for f in self.global_findings] + [f.line() for v in self.variants for f in v.findings]
+        failed = self.failures()
+        verdict = (
+            f"verified {len(self.variants)} variant(s); publish may ship them"
+            if self.ok
+            else f"{len(failed)} check(s) failed" + (f"; first: {failed[0].line()}" if failed else "")
+        )
+        return [*found, verdict]
 
     def failures(self) -> list[Finding]:
         return [f for f in self.global_findings if f.failed] + [

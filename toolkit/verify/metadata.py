@@ -55,8 +55,6 @@ def check_metadata(
             )
         ]
     Metadata = kernels_type("Metadata")
-
-    f: list[Finding] = []
     try:
         meta = Metadata.read_from_file(str(path / "metadata.json"))
     except ValueError as exc:
@@ -69,74 +67,11 @@ def check_metadata(
                 "write the keys docs/hub-contract.md §2.6 requires",
             )
         ]
-    missing = [k for k in REQUIRED_KEYS if k not in raw]
-    if missing:
-        f.append(
-            Finding(
-                variant,
-                "metadata",
-                FAIL,
-                f"metadata.json lacks {', '.join(missing)}",
-                "older clients (>= 0.14) fail to parse it; write every required key",
-            )
-        )
-    if str(meta.name) != name:
-        f.append(
-            Finding(
-                variant,
-                "metadata",
-                FAIL,
-                f"name {meta.name} != configured {name}",
-                "rebuild from this project's configuration",
-            )
-        )
-    if meta.version != version:
-        f.append(
-            Finding(
-                variant,
-                "metadata",
-                FAIL,
-                f"version {meta.version} != configured major version {version}",
-                "rebuild, or change [tool.ggml-vendor] version",
-            )
-        )
-    if meta.license != license:
-        f.append(
-            Finding(
-                variant,
-                "metadata",
-                FAIL,
-                f"license {meta.license!r} != configured {license!r}",
-                "rebuild from this project's configuration",
-            )
-        )
     backend = str(meta.backend.backend_type).lower()
-    curated = _curated_python_depends(backend)
-    unknown = [d for d in meta.python_depends if d not in curated]
-    if unknown:
-        f.append(
-            Finding(
-                variant,
-                "metadata",
-                FAIL,
-                f"python-depends not in kernels' curated list: {unknown}",
-                f"use only {sorted(curated) or 'none'}",
-            )
-        )
-    if meta.kernels_minver is not None:
-        import kernels
-
-        Version = kernels_type("Version")
-        if Version.from_str(kernels.__version__.split(".dev")[0]) < meta.kernels_minver:
-            f.append(
-                Finding(
-                    variant,
-                    "metadata",
-                    FAIL,
-                    f"kernels-minver {meta.kernels_minver} is newer than the kernels installed here",
-                    "lower kernels-minver or upgrade kernels",
-                )
-            )
+    f = [
+        Finding(variant, "metadata", FAIL, msg, remedy)
+        for msg, remedy in _problems(raw, meta, backend, name, version, license)
+    ]
     f += _check_digest(variant, path, raw)
     if not any(x.failed for x in f):
         f.insert(
@@ -146,6 +81,48 @@ def check_metadata(
             ),
         )
     return f
+
+
+def _problems(
+    raw: dict[str, Any], meta: Any, backend: str, name: str, version: int, license: str
+) -> list[tuple[str, str]]:
+    """(what is wrong, what to do) for each rule of ours that kernels' parser does not enforce."""
+    out: list[tuple[str, str]] = []
+    missing = [k for k in REQUIRED_KEYS if k not in raw]
+    if missing:
+        out.append(
+            (
+                f"metadata.json lacks {', '.join(missing)}",
+                "older clients (>= 0.14) fail to parse it; write every required key",
+            )
+        )
+    if str(meta.name) != name:
+        out.append((f"name {meta.name} != configured {name}", "rebuild from this project's configuration"))
+    if meta.version != version:
+        out.append(
+            (
+                f"version {meta.version} != configured major version {version}",
+                "rebuild, or change [tool.ggml-vendor] version",
+            )
+        )
+    if meta.license != license:
+        out.append((f"license {meta.license!r} != configured {license!r}", "rebuild from this project's configuration"))
+    curated = _curated_python_depends(backend)
+    unknown = [d for d in meta.python_depends if d not in curated]
+    if unknown:
+        out.append((f"python-depends not in kernels' curated list: {unknown}", f"use only {sorted(curated) or 'none'}"))
+    if meta.kernels_minver is not None:
+        import kernels
+
+        Version = kernels_type("Version")
+        if Version.from_str(kernels.__version__.split(".dev")[0]) < meta.kernels_minver:
+            out.append(
+                (
+                    f"kernels-minver {meta.kernels_minver} is newer than the kernels installed here",
+                    "lower kernels-minver or upgrade kernels",
+                )
+            )
+    return out
 
 
 def _check_digest(variant: str, path: Path, raw: dict[str, Any]) -> list[Finding]:

@@ -21,15 +21,12 @@ def required_kernels(cfg: Any) -> tuple[str, ...]:
     return metal.required_kernels([op.name for op in cfg.ops], package_facts.of(cfg))
 
 
-def check_metal(
-    variant: str, path: Path, backend: str, so_files: list[Path], required: tuple[str, ...] = ()
-) -> list[Finding]:
-    """`required`: the Metal functions the metallib must hold (required_kernels of the package)."""
-    if backend != "metal":
-        return []
+def _libraries(path: Path, so_files: list[Path]) -> tuple[list[tuple[str, Any]], list[str], str | None]:
+    """(where, parsed metallib) for every shipped .metallib and every one embedded in a .so, the files that do
+    not parse, and the minimum macOS the binaries declare."""
     from toolkit.build import metallib
 
-    sources: list[tuple[str, object]] = []
+    sources: list[tuple[str, Any]] = []
     errors: list[str] = []
     for lib_file in sorted(path.rglob("*.metallib")):
         try:
@@ -42,6 +39,18 @@ def check_metal(
         declared = declared or macho_minos(data)
         for lib in metallib.find_embedded(data, where=so.name):
             sources.append((f"{so.name}@{lib.offset}", lib))
+    return sources, errors, declared
+
+
+def check_metal(
+    variant: str, path: Path, backend: str, so_files: list[Path], required: tuple[str, ...] = ()
+) -> list[Finding]:
+    """`required`: the Metal functions the metallib must hold (required_kernels of the package)."""
+    if backend != "metal":
+        return []
+    from toolkit.build import metallib
+
+    sources, errors, declared = _libraries(path, so_files)
     declared = declared or facts.METAL_MIN_MACOS
     f = [Finding(variant, "metallib", FAIL, e, "rebuild the metallib") for e in errors]
     if not sources:
@@ -56,28 +65,16 @@ def check_metal(
                 )
             )
         return f
-    # The binding may split kernels across libraries: a name counts if any library has it.
-    have = {fn for _, lib in sources for fn in lib.function_names}
     for where, lib in sources:
-        problems = [p for p in metallib.check(lib, required=(), min_macos=declared)]
         f += [
             Finding(
                 variant, "metallib", FAIL, f"{where}: {p}", f"compile with -std={facts.METAL_STD} for macOS {declared}"
             )
-            for p in problems
+            for p in metallib.check(lib, required=(), min_macos=declared)
         ]
-    missing = [n for n in required if n not in have]
-    if missing:
-        f.append(
-            Finding(
-                variant,
-                "metallib",
-                FAIL,
-                f"metallib lacks {len(missing)} kernel(s) the binding dispatches: {', '.join(missing[:6])}"
-                + (" ..." if len(missing) > 6 else ""),
-                "compile every upstream .metal file the binding needs into the library",
-            )
-        )
+    # The binding may split kernels across libraries: a name counts if any library has it.
+    have = {fn for _, lib in sources for fn in lib.function_names}
+    f += _missing_kernels(variant, [n for n in required if n not in have])
     if not any(x.failed for x in f):
         libs = ", ".join(w for w, _ in sources)
         f.append(
@@ -89,3 +86,18 @@ def check_metal(
             )
         )
     return f
+
+
+def _missing_kernels(variant: str, missing: list[str]) -> list[Finding]:
+    if not missing:
+        return []
+    return [
+        Finding(
+            variant,
+            "metallib",
+            FAIL,
+            f"metallib lacks {len(missing)} kernel(s) the binding dispatches: {', '.join(missing[:6])}"
+            + (" ..." if len(missing) > 6 else ""),
+            "compile every upstream .metal file the binding needs into the library",
+        )
+    ]

@@ -1,5 +1,6 @@
-"""Sections, symbols and symbol versions of a kernel binary, read through pyelftools (ELF, what auditwheel reads
-with) and lief (Mach-O): the toolkit parses no object-file format itself."""
+"""Sections, symbols and symbol versions of a kernel binary, read through lief (ELF and Mach-O): the toolkit
+parses no object-file format itself. (lief rather than pyelftools for the binary under check: a torch-linked
+extension has tens of thousands of symbols, which pyelftools decodes a thousand times slower.)"""
 
 from __future__ import annotations
 
@@ -7,24 +8,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
-
-from elftools.common.exceptions import ELFError
-from elftools.construct import ConstructError
-from elftools.elf.dynamic import DynamicSection
-from elftools.elf.elffile import ELFFile
-from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection, GNUVerSymSection
-from elftools.elf.hash import ELFHashSection, GNUHashSection
-from elftools.elf.sections import SymbolTableSection
+from typing import Any
 
 ELF_MAGIC = b"\x7fELF"
 # Mach-O 64-bit little endian (arm64/x86_64), 32-bit, and the universal (fat) container.
 MACHO_MAGICS = (b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe", b"\xca\xfe\xba\xbe")
 PE_MAGIC = b"MZ"
-# e_machine as pyelftools names it -> the CPU name of variant names and manylinux tags.
-MACHINES = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64", "EM_386": "i686", "EM_PPC64": "ppc64le"}
-# What pyelftools raises for a malformed or truncated file (construct's errors for short reads).
-READ_ERRORS = (ELFError, ConstructError, ValueError, OSError, KeyError, AttributeError, TypeError)
+# lief's e_machine names -> the CPU names of variant names and manylinux tags.
+MACHINES = {"X86_64": "x86_64", "AARCH64": "aarch64", "I386": "i686", "PPC64": "ppc64le", "RISCV": "riscv64"}
+
+
+def _lief() -> Any:
+    import lief
+
+    lief.logging.disable()  # lief logs parse warnings to stderr; verify reports in findings instead
+    return lief
 
 
 def binary_format(data: bytes) -> str | None:
@@ -62,113 +60,86 @@ class Symbol:
 
 
 class ElfError(ValueError):
-    """The file is not ELF, or pyelftools cannot read the part asked for."""
+    """The file is not ELF, or lief cannot read it."""
 
 
 class Elf:
-    """A parsed ELF file: pyelftools reads it lazily from the open file, so the hundreds of MB of fatbin in a
-    CUDA extension are never read unless a section's bytes are asked for."""
+    """A parsed ELF file (relocations, notes and overlay skipped: verify needs sections and symbols)."""
 
-    def __init__(self, stream: BinaryIO) -> None:
-        try:
-            self.elf = ELFFile(stream)
-        except READ_ERRORS as exc:
-            raise ElfError(f"not a readable ELF file ({exc})") from None
+    def __init__(self, binary: Any) -> None:
+        self.binary = binary
+
+    @classmethod
+    def parse(cls, source: Path | bytes, *, symtab: bool = True) -> Elf:
+        """`symtab=False` skips the static symbol table (the slowest part of a large unstripped library)."""
+        lief = _lief()
+        config = lief.ELF.ParserConfig()
+        config.parse_relocations = False
+        config.parse_overlay = False
+        config.parse_notes = False
+        config.parse_symtab_symbols = symtab
+        empty = source.stat().st_size == 0 if isinstance(source, Path) else not source
+        binary = None if empty else lief.ELF.parse(str(source) if isinstance(source, Path) else source, config)
+        if binary is None:
+            raise ElfError("not a readable ELF file")
+        return cls(binary)
 
     @classmethod
     @contextmanager
-    def open(cls, path: Path) -> Iterator[Elf]:
-        with path.open("rb") as fh:
-            yield cls(fh)
+    def open(cls, path: Path, *, symtab: bool = True) -> Iterator[Elf]:
+        yield cls.parse(path, symtab=symtab)
 
     @property
     def machine_name(self) -> str:
-        machine = str(self.elf["e_machine"])
+        machine = str(self.binary.header.machine_type).rsplit(".", 1)[-1]
         return MACHINES.get(machine, machine)
 
-    def _of_type(self, kind: type) -> Any:
-        return next((s for s in self.elf.iter_sections() if isinstance(s, kind)), None)
-
     def has_section(self, name: str) -> bool:
-        return self.elf.get_section_by_name(name) is not None
+        return self.binary.get_section(name) is not None
 
     def section_bytes(self, name: str) -> bytes | None:
         """A section's contents; None when it is absent or occupies no bytes in the file (SHT_NOBITS)."""
-        sec = self.elf.get_section_by_name(name)
-        if sec is None or sec["sh_type"] == "SHT_NOBITS":
+        sec = self.binary.get_section(name)
+        if sec is None or str(sec.type).endswith("NOBITS"):
             return None
-        try:
-            return sec.data()
-        except READ_ERRORS as exc:
-            raise ElfError(f"section {name} is truncated ({exc})") from None
+        data = bytes(sec.content)
+        if len(data) != sec.size:
+            raise ElfError(f"section {name} is truncated ({len(data)} of {sec.size} bytes in the file)")
+        return data
 
     def version_needs(self) -> dict[int, tuple[str, str]]:
         """Version index -> (version name, library file) from .gnu.version_r."""
-        sec = self._of_type(GNUVerNeedSection)
-        out: dict[int, tuple[str, str]] = {}
-        if sec is not None:
-            for verneed, auxes in sec.iter_versions():
-                for aux in auxes:
-                    out[aux["vna_other"] & 0x7FFF] = (aux.name, verneed.name)
-        return out
+        return {
+            aux.other & 0x7FFF: (aux.name, req.name)
+            for req in self.binary.symbols_version_requirement
+            for aux in req.get_auxiliary_symbols()
+        }
 
     def version_defs(self) -> dict[int, str]:
         """Version index -> version name this object defines, from .gnu.version_d."""
-        sec = self._of_type(GNUVerDefSection)
-        out: dict[int, str] = {}
-        if sec is not None:
-            for verdef, auxes in sec.iter_versions():
-                first = next(iter(auxes), None)
-                if first is not None:
-                    out[verdef["vd_ndx"] & 0x7FFF] = first.name
-        return out
-
-    def _table(self, table: str) -> SymbolTableSection | None:
-        kind = "SHT_DYNSYM" if table == ".dynsym" else "SHT_SYMTAB"
-        return next((s for s in self.elf.iter_sections() if s["sh_type"] == kind), None)
+        return {
+            d.ndx & 0x7FFF: d.auxiliary_symbols[0].name
+            for d in self.binary.symbols_version_definition
+            if d.auxiliary_symbols
+        }
 
     def symbols(self, table: str = ".dynsym") -> list[Symbol]:
         """Every symbol of .dynsym (with its GNU version and, for imports, the library that provides that
         version) or of .symtab (no versions; empty when the file is stripped)."""
-        sec = self._table(table)
-        if sec is None:
-            return []
-        try:
-            return self._symbols(sec, versioned=table == ".dynsym")
-        except READ_ERRORS as exc:
-            raise ElfError(f"symbol table {sec.name} is malformed or truncated ({exc})") from None
-
-    def _symbols(self, sec: SymbolTableSection, *, versioned: bool) -> list[Symbol]:
-        versym = self._of_type(GNUVerSymSection) if versioned else None
-        need, define = (self.version_needs(), self.version_defs()) if versym is not None else ({}, {})
+        if table != ".dynsym":
+            return [_symbol(s, 1, {}, {}) for s in self.binary.symtab_symbols if s.name]
+        need, define = self.version_needs(), self.version_defs()
         out = []
-        for i, sym in enumerate(sec.iter_symbols()):
-            if i == 0:  # the null symbol
+        for s in self.binary.dynamic_symbols:
+            if not s.name:  # the null symbol
                 continue
-            raw = versym.get_symbol(i)["ndx"] if versym is not None else 1
-            idx = raw & 0x7FFF if isinstance(raw, int) else 1  # VER_NDX_LOCAL / VER_NDX_GLOBAL: unversioned
-            version, library = "", ""
-            if idx >= 2:  # an import's version names its library; a definition's does not
-                version, library = need.get(idx) or (define.get(idx, ""), "")
-            info = sym["st_info"]
-            defined = sym["st_shndx"] != "SHN_UNDEF"
-            hidden = isinstance(raw, int) and bool(raw & 0x8000)
-            out.append(Symbol(sym.name, defined, info["bind"], info["type"], version, library, hidden))
+            raw = s.symbol_version.value if s.has_version else 1
+            out.append(_symbol(s, raw, need, define))
         return out
 
     def needed(self) -> list[str]:
         """DT_NEEDED library names from the dynamic section."""
-        dyn = self._of_type(DynamicSection)
-        return [] if dyn is None else [t.needed for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
-
-    def lookup(self, name: str) -> bool | None:
-        """Whether .dynsym defines `name`, through the symbol hash table (no walk over a 100k-symbol torch
-        library); None when the object has no hash table to ask."""
-        for sec in self.elf.iter_sections():
-            if isinstance(sec, GNUHashSection | ELFHashSection):
-                sym = sec.get_symbol(name)
-                return sym is not None and sym["st_shndx"] != "SHN_UNDEF"
-        return None
+        return list(self.binary.libraries)
 
     def dynamic_symbols(self) -> tuple[set[str], set[str]]:
         """(defined, undefined) names in .dynsym."""
@@ -179,15 +150,23 @@ class Elf:
         return defined, undefined
 
 
+def _symbol(s: Any, raw: int, need: dict[int, tuple[str, str]], define: dict[int, str]) -> Symbol:
+    """Our Symbol from lief's; `raw` is its .gnu.version entry (0 local, 1 global, else an index | hidden bit)."""
+    idx = raw & 0x7FFF
+    version, library = "", ""
+    if idx >= 2:  # an import's version names its library; a definition's does not
+        version, library = need.get(idx) or (define.get(idx, ""), "")
+    binding = "STB_" + str(s.binding).rsplit(".", 1)[-1]
+    kind = "STT_" + str(s.type).rsplit(".", 1)[-1]
+    return Symbol(s.name, s.shndx != 0, binding, kind, version, library, bool(raw & 0x8000))
+
+
 # --- Mach-O through lief ----------------------------------------------------------------------------------
 
 
 def _macho(data: bytes) -> Any:
     """The first slice of a (possibly universal) Mach-O, or None when lief cannot parse it."""
-    import lief
-
-    lief.logging.disable()  # lief logs parse warnings to stderr; verify reports in findings instead
-    fat = lief.MachO.parse(data)
+    fat = _lief().MachO.parse(data)
     return fat.at(0) if fat is not None and fat.size > 0 else None
 
 
@@ -196,10 +175,8 @@ def exports_symbol(data: bytes, symbol: str) -> bool | None:
     exports). None when the format cannot be read."""
     fmt = binary_format(data)
     if fmt == "elf":
-        import io
-
         try:
-            defined, _ = Elf(io.BytesIO(data)).dynamic_symbols()
+            defined, _ = Elf.parse(data).dynamic_symbols()
         except ElfError:
             return None
         return symbol in defined

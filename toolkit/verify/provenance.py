@@ -31,7 +31,6 @@ _HEX40 = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 def check_provenance(variant: str, raw: dict[str, Any] | None, lock: Any | None) -> list[Finding]:
     if raw is None:
         return []
-    f: list[Finding] = []
     prov = raw.get("provenance")
     ours = prov.get(PROVENANCE_KEY) if isinstance(prov, dict) else None
     if not isinstance(ours, dict):
@@ -46,78 +45,20 @@ def check_provenance(variant: str, raw: dict[str, Any] | None, lock: Any | None)
         ]
     up = ours.get("upstream") if isinstance(ours.get("upstream"), dict) else {}
     commit = str(up.get("commit", ""))
-    if not up.get("url") or not _HEX40.match(commit):
-        f.append(
-            Finding(
-                variant,
-                "provenance",
-                FAIL,
-                f"upstream url/commit missing or not a full commit id ({commit!r})",
-                "rebuild after ggml-vendor sync",
-            )
-        )
-    patches = ours.get("patches")
-    if not isinstance(patches, list):
-        f.append(Finding(variant, "provenance", FAIL, "provenance lists no patches (use [] for none)", "rebuild"))
-        patches = []
-    if not ours.get("tool-version"):
-        f.append(Finding(variant, "provenance", FAIL, "tool-version missing", "rebuild"))
-    elif ours["tool-version"] != __version__:
-        f.append(
-            Finding(
-                variant,
-                "provenance",
-                WARN,
-                f"built by ggml-vendor {ours['tool-version']}, this is {__version__}",
-                "rebuild to be sure",
-            )
-        )
-    if ours.get("dirty") is not False:
-        f.append(
-            Finding(
-                variant,
-                "provenance",
-                FAIL,
-                "built from a dirty tree (vendor/ or rendered sources differed from the lock)"
-                if ours.get("dirty")
-                else "dirty flag missing",
-                "restore vendor/ (ggml-vendor sync --check), re-render and rebuild",
-            )
-        )
+    patches = ours.get("patches") if isinstance(ours.get("patches"), list) else []
     kernel = prov.get("kernel") if isinstance(prov, dict) else None
+    found = _record_problems(ours, up, commit)
     if isinstance(kernel, dict) and kernel.get("dirty"):
-        f.append(
-            Finding(
-                variant,
-                "provenance",
+        found.append(
+            (
                 WARN,
                 "this repository had uncommitted changes at build time",
                 "commit, then rebuild, so the build is reproducible",
             )
         )
     if lock is not None:
-        if commit and commit != lock.commit:
-            f.append(
-                Finding(
-                    variant,
-                    "provenance",
-                    FAIL,
-                    f"built from upstream {commit[:12]} but vendor/UPSTREAM pins {lock.commit[:12]}",
-                    "rebuild after the last sync",
-                )
-            )
-        locked = sorted((p.name, p.sha256) for p in lock.patches)
-        built = sorted((str(p.get("name")), str(p.get("sha256"))) for p in patches if isinstance(p, dict))
-        if locked != built:
-            f.append(
-                Finding(
-                    variant,
-                    "provenance",
-                    FAIL,
-                    f"patches in the build {[n for n, _ in built]} != locked {[n for n, _ in locked]}",
-                    "rebuild after the last sync",
-                )
-            )
+        found += _lock_problems(commit, patches, lock)
+    f = [Finding(variant, "provenance", status, msg, remedy) for status, msg, remedy in found]
     if not any(x.failed for x in f):
         f.insert(
             0,
@@ -126,6 +67,57 @@ def check_provenance(variant: str, raw: dict[str, Any] | None, lock: Any | None)
             ),
         )
     return f
+
+
+def _record_problems(ours: dict[str, Any], up: dict[str, Any], commit: str) -> list[tuple[str, str, str]]:
+    """(status, what is wrong, what to do) for the record itself: upstream, patches, tool version, dirty flag."""
+    out: list[tuple[str, str, str]] = []
+    if not up.get("url") or not _HEX40.match(commit):
+        out.append(
+            (
+                FAIL,
+                f"upstream url/commit missing or not a full commit id ({commit!r})",
+                "rebuild after ggml-vendor sync",
+            )
+        )
+    if not isinstance(ours.get("patches"), list):
+        out.append((FAIL, "provenance lists no patches (use [] for none)", "rebuild"))
+    if not ours.get("tool-version"):
+        out.append((FAIL, "tool-version missing", "rebuild"))
+    elif ours["tool-version"] != __version__:
+        out.append((WARN, f"built by ggml-vendor {ours['tool-version']}, this is {__version__}", "rebuild to be sure"))
+    if ours.get("dirty") is not False:
+        what = (
+            "built from a dirty tree (vendor/ or rendered sources differed from the lock)"
+            if ours.get("dirty")
+            else "dirty flag missing"
+        )
+        out.append((FAIL, what, "restore vendor/ (ggml-vendor sync --check), re-render and rebuild"))
+    return out
+
+
+def _lock_problems(commit: str, patches: list[Any], lock: Any) -> list[tuple[str, str, str]]:
+    """The build must come from what vendor/UPSTREAM pins: the same upstream commit and patches."""
+    out: list[tuple[str, str, str]] = []
+    if commit and commit != lock.commit:
+        out.append(
+            (
+                FAIL,
+                f"built from upstream {commit[:12]} but vendor/UPSTREAM pins {lock.commit[:12]}",
+                "rebuild after the last sync",
+            )
+        )
+    locked = sorted((p.name, p.sha256) for p in lock.patches)
+    built = sorted((str(p.get("name")), str(p.get("sha256"))) for p in patches if isinstance(p, dict))
+    if locked != built:
+        out.append(
+            (
+                FAIL,
+                f"patches in the build {[n for n, _ in built]} != locked {[n for n, _ in locked]}",
+                "rebuild after the last sync",
+            )
+        )
+    return out
 
 
 def check_vendor_clean(cfg: Any) -> tuple[list[Finding], Any | None]:

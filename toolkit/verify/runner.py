@@ -1,23 +1,22 @@
-"""Runs every check over build/<variant>/ directories and records the verdict (build/.verified.json) that
+"""Runs every check over build/<variant>/ directories and records the verdict (toolkit.verify.record) that
 publish requires: a variant is publishable only while its files still hash to what verify passed."""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from toolkit import __version__
 from toolkit.core.errors import VerifyError
-from toolkit.verify import conformance
+from toolkit.core.stage import Log, quiet
+from toolkit.verify import conformance, record
 from toolkit.verify.abi import check_abi
 from toolkit.verify.archs import check_archs
 from toolkit.verify.binaries import check_variant_binaries
 from toolkit.verify.findings import FAIL, PASS, SKIP, Finding, VariantReport, VerifyReport
+from toolkit.verify.imports import torch_lib_dirs
 from toolkit.verify.layout import check_layout, so_files, variant_backend
 from toolkit.verify.metadata import check_metadata, load_metadata
 from toolkit.verify.metal import check_metal
@@ -26,7 +25,10 @@ from toolkit.verify.provenance import check_provenance, check_vendor_clean
 from toolkit.verify.smoke import smoke_test
 from toolkit.verify.symvers import check_symbols
 
-STAMP_NAME = ".verified.json"
+# The record's owner is toolkit.verify.record; these names stay for the callers that import them from here.
+STAMP_NAME = record.NAME
+tree_sha256 = record.tree_sha256
+stamp_verdict = record.verdict
 
 
 @dataclass(frozen=True)
@@ -65,68 +67,93 @@ def discover(build_dir: Path, names: list[str] | None = None) -> list[Path]:
     return sorted(p for p in build_dir.iterdir() if is_variant_dir(p))
 
 
-def _skip_file(rel: str) -> bool:
-    parts = rel.split("/")
-    return "__pycache__" in parts or rel.endswith(".pyc")
+def _binary_checks(
+    cfg: Any,
+    variant: str,
+    path: Path,
+    raw: dict[str, Any],
+    options: VerifyOptions,
+    torch_libs: tuple[Path, ...] | None,
+) -> list[Finding]:
+    """archs, abi, symbols/imports (Linux) and metallib: what the variant's shared objects contain."""
+    backend = str((raw.get("backend") or {}).get("type", "")).lower()
+    _, os_name, _ = variant_backend(variant)
+    sos = so_files(path) if path.is_dir() else []
+    findings = check_archs(variant, backend, (raw.get("backend") or {}).get("archs"), sos)
+    findings += check_abi(
+        variant, sos, os_name=str(os_name), backend=backend, host_toolchain_ok=options.host_toolchain_ok
+    )
+    if os_name == "linux":
+        libs = torch_lib_dirs(variant) if torch_libs is None else torch_libs
+        findings += check_symbols(variant, sos, host_toolchain_ok=options.host_toolchain_ok, torch_lib_dirs=libs)
+    if backend == "metal":
+        required = options.metal_required if options.metal_required is not None else metal_kernels(cfg)
+        findings += check_metal(variant, path, backend, sos, required)
+    return findings
 
 
-def tree_sha256(path: Path) -> str:
-    """One hash over every file's relative path and sha256 (bytecode ignored): what a verdict applies to."""
-    h = hashlib.sha256()
-    for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        rel = f.relative_to(path).as_posix()
-        if _skip_file(rel):
-            continue
-        h.update(rel.encode() + b"\0" + hashlib.sha256(f.read_bytes()).hexdigest().encode() + b"\n")
-    return h.hexdigest()
-
-
-def verify_variant(cfg: Any, path: Path, *, lock: Any | None, options: VerifyOptions) -> VariantReport:
+def verify_variant(
+    cfg: Any, path: Path, *, lock: Any | None, options: VerifyOptions, torch_libs: tuple[Path, ...] | None = None
+) -> VariantReport:
+    """Every check on one variant. `torch_libs`: its torch build environment's lib/ (None: look it up)."""
     variant = path.name
     raw, err = load_metadata(path)
     findings: list[Finding] = []
     findings += check_layout(variant, path, raw, module=cfg.module)
     findings += check_metadata(variant, path, raw, err, name=cfg.name, version=cfg.version, license=cfg.license)
     findings += check_variant_binaries(variant, path)
-    backend = str(((raw or {}).get("backend") or {}).get("type", "")).lower()
-    _, os_name, is_arch = variant_backend(variant)
-    sos = so_files(path) if path.is_dir() else []
-    if is_arch and raw is not None:
-        findings += check_archs(variant, backend, ((raw.get("backend") or {}).get("archs")), sos)
-        findings += check_abi(
-            variant, sos, os_name=str(os_name), backend=backend, host_toolchain_ok=options.host_toolchain_ok
-        )
-        if os_name == "linux":
-            findings += check_symbols(variant, sos, host_toolchain_ok=options.host_toolchain_ok)
-        required = options.metal_required if options.metal_required is not None else metal_kernels(cfg)
-        findings += check_metal(variant, path, backend, sos, required)
+    if variant_backend(variant)[2] and raw is not None:
+        findings += _binary_checks(cfg, variant, path, raw, options, torch_libs)
     findings += check_provenance(variant, raw, lock)
-    if options.smoke:
-        blocking = [f for f in findings if f.failed and f.check in ("layout", "metadata", "binaries")]
-        if blocking:
-            findings.append(Finding(variant, "smoke", SKIP, "not attempted: layout/metadata/binaries failed", ""))
-        elif raw is not None:
-            findings += smoke_test(variant, path, str(raw.get("id", "")))
-    else:
-        findings.append(Finding(variant, "smoke", SKIP, "disabled (--no-smoke)", ""))
+    findings += _smoke_findings(variant, path, raw, findings, options.smoke)
     findings += conformance.check_after(
         variant, path, findings, enabled=options.conformance, cases_file=conformance.cases_file_of(cfg)
     )
     return VariantReport(variant, str(path), tuple(findings), tree_sha256(path))
 
 
-def verify_build(
+def _smoke_findings(
+    variant: str, path: Path, raw: dict[str, Any] | None, findings: list[Finding], enabled: bool
+) -> list[Finding]:
+    if not enabled:
+        return [Finding(variant, "smoke", SKIP, "disabled (--no-smoke)", "")]
+    if any(f.failed and f.check in ("layout", "metadata", "binaries") for f in findings):
+        return [Finding(variant, "smoke", SKIP, "not attempted: layout/metadata/binaries failed", "")]
+    return smoke_test(variant, path, str((raw or {}).get("id", ""))) if raw is not None else []
+
+
+def _versions_finding(paths: list[Path]) -> list[Finding]:
+    """Variants of one build share branch v<N>: they must agree on the major version."""
+    versions: dict[Any, list[str]] = {}
+    for p in paths:
+        raw, _ = load_metadata(p)
+        if raw is not None:
+            versions.setdefault(raw.get("version"), []).append(p.name)
+    if len(versions) <= 1:
+        return []
+    return [
+        Finding(
+            "*",
+            "versions",
+            FAIL,
+            "variants disagree on the major version: "
+            + "; ".join(f"v{v}: {', '.join(n)}" for v, n in sorted(versions.items(), key=str)),
+            "rebuild all variants for one version (they share branch v<N>)",
+        )
+    ]
+
+
+def verify_paths(
     cfg: Any,
-    names: list[str] | None = None,
+    build_dir: Path,
+    paths: list[Path],
     *,
-    options: VerifyOptions | None = None,
-    build_dir: Path | None = None,
-    progress: Callable[[str], None] | None = None,
+    options: VerifyOptions,
+    log: Log = quiet,
+    torch_libs: Mapping[str, tuple[Path, ...]] | None = None,
 ) -> VerifyReport:
-    """Verify the named (default: all) variants under build/ and write the verdict stamp."""
-    options = options or VerifyOptions()
-    build_dir = build_dir or cfg.build_dir
-    paths = discover(build_dir, names)
+    """Verify exactly `paths` (variant directories under `build_dir`) and record the verdicts.
+    `torch_libs`: variant -> its torch build environment's lib/ (a variant missing from it is looked up)."""
     global_findings: list[Finding] = []
     lock = None
     if options.check_vendor:
@@ -138,28 +165,28 @@ def verify_build(
         )
     reports = []
     for p in paths:
-        if progress:
-            progress(p.name)
-        reports.append(verify_variant(cfg, p, lock=lock, options=options))
-    versions = {}
-    for p in paths:
-        raw, _ = load_metadata(p)
-        if raw is not None:
-            versions.setdefault(raw.get("version"), []).append(p.name)
-    if len(versions) > 1:
-        global_findings.append(
-            Finding(
-                "*",
-                "versions",
-                FAIL,
-                "variants disagree on the major version: "
-                + "; ".join(f"v{v}: {', '.join(n)}" for v, n in sorted(versions.items(), key=str)),
-                "rebuild all variants for one version (they share branch v<N>)",
-            )
-        )
+        log(p.name)
+        libs = (torch_libs or {}).get(p.name)
+        reports.append(verify_variant(cfg, p, lock=lock, options=options, torch_libs=libs))
+    global_findings += _versions_finding(paths)
     report = VerifyReport(tuple(reports), tuple(global_findings))
     write_stamp(build_dir, report)
     return report
+
+
+def verify_build(
+    cfg: Any,
+    names: list[str] | None = None,
+    *,
+    options: VerifyOptions | None = None,
+    build_dir: Path | None = None,
+    progress: Log | None = None,
+) -> VerifyReport:
+    """Verify the named (default: all) variants under build/ and write the verdict stamp (the library entry;
+    the stage's plan/execute in toolkit.verify is the same in two steps)."""
+    build_dir = build_dir or cfg.build_dir
+    paths = discover(build_dir, names)
+    return verify_paths(cfg, build_dir, paths, options=options or VerifyOptions(), log=progress or quiet)
 
 
 def _hub_compliant(v: VariantReport) -> bool:
@@ -169,74 +196,39 @@ def _hub_compliant(v: VariantReport) -> bool:
     )
 
 
-# --- the verdict stamp --------------------------------------------------------------------------------
-
-
 def write_stamp(build_dir: Path, report: VerifyReport) -> None:
-    """Record each verified variant's content hash and verdict; replaces entries for these variants only."""
-    if not build_dir.is_dir():
-        return
-    path = build_dir / STAMP_NAME
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        doc = {}
-    variants = doc.get("variants", {}) if isinstance(doc, dict) else {}
+    """Record each verified variant's content hash and verdict (toolkit.verify.record owns the file)."""
     global_ok = not any(f.failed for f in report.global_findings)
-    for v in report.variants:
-        prev = variants.get(v.variant) if isinstance(variants.get(v.variant), dict) else {}
-        variants[v.variant] = {
-            "tree_sha256": v.tree_sha256,
-            "ok": v.ok and global_ok,
-            "tool_version": __version__,
-            "hub_compliant": _hub_compliant(v),
-            "failures": [f.line() for f in v.findings if f.failed],
-            "conformance": conformance.status_of(v.findings),
-        }
-        # Where `ggml-vendor collect` brought the variant from stays on record while the bytes are the same.
-        if prev.get("collected") and prev.get("tree_sha256") == v.tree_sha256:
-            variants[v.variant]["collected"] = prev["collected"]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"variants": variants}, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
-def stamp_verdict(build_dir: Path, variant_path: Path, *, official_hub: bool = False) -> tuple[bool, str]:
-    """(publishable, why not) for one variant from the stamp; the files must hash to what verify passed.
-    `official_hub`: also require a Hub-compliant ABI (no waived manylinux ceiling)."""
-    try:
-        doc = json.loads((build_dir / STAMP_NAME).read_text())
-    except (OSError, ValueError):
-        return False, "never verified"
-    entry = (doc.get("variants") or {}).get(variant_path.name)
-    if not entry:
-        return False, "never verified"
-    if not entry.get("ok"):
-        return False, "verify failed: " + "; ".join(entry.get("failures", [])[:2])
-    if entry.get("tree_sha256") != tree_sha256(variant_path):
-        return False, "files changed since it was verified"
-    if official_hub and entry.get("hub_compliant") is False:
-        return False, "built with the host toolchain: not manylinux_2_28, so not for huggingface.co"
-    return True, ""
+    record.record_verdicts(
+        build_dir,
+        (
+            record.Verdict(
+                v.variant,
+                v.tree_sha256,
+                v.ok and global_ok,
+                __version__,
+                _hub_compliant(v),
+                tuple(f.line() for f in v.findings if f.failed),
+                conformance.status_of(v.findings),
+            )
+            for v in report.variants
+        ),
+    )
 
 
 def summary_rows(report: VerifyReport) -> list[tuple[str, str, str, str]]:
-    """(variant, check, status, message) for the table, the worst status per (variant, check) first."""
-    rows = [
+    """(variant, check, status, message) for the table, in check order."""
+    findings = [*report.global_findings, *(f for v in report.variants for f in v.findings)]
+    return [
         (f.variant, f.check, f.status, f.message + (f" — {f.remedy}" if f.remedy and f.status == FAIL else ""))
-        for f in report.global_findings
+        for f in findings
     ]
-    for v in report.variants:
-        rows += [
-            (f.variant, f.check, f.status, f.message + (f" — {f.remedy}" if f.remedy and f.status == FAIL else ""))
-            for f in v.findings
-        ]
-    return rows
 
 
 __all__ = [
     "VerifyOptions",
     "verify_build",
+    "verify_paths",
     "verify_variant",
     "discover",
     "tree_sha256",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.verify.findings import FAIL, PASS, WARN, Finding
-from toolkit.verify.glibc_symbols import added_after_2_28
+from toolkit.verify.imports import Resolution, resolve_unversioned, summary
 from toolkit.verify.objfile import Elf, ElfError, Symbol, binary_format
 from toolkit.verify.policy import POLICY, Manylinux, manylinux, version_too_new
 
@@ -37,19 +37,13 @@ class TooNew:
 
 
 def too_new_imports(symbols: list[Symbol], policy: Manylinux) -> list[TooNew]:
-    """Imports (undefined .dynsym entries) a glibc 2.28 / gcc 8 system lacks."""
+    """Versioned imports (undefined .dynsym entries) beyond the policy's versions."""
     out: list[TooNew] = []
     for s in symbols:
-        if s.defined:
-            continue
-        if s.version:
+        if not s.defined and s.version:
             why = policy.too_new(s.version)
             if why:
                 out.append(TooNew(s.name, s.version, s.library, why))
-        elif not s.weak:  # a weak unversioned reference may stay unresolved (null) without failing the load
-            release = added_after_2_28(s.name)
-            if release:
-                out.append(TooNew(s.name, "", "", f"added in glibc {release}"))
     return sorted(set(out), key=lambda t: (t.version, t.symbol))
 
 
@@ -86,6 +80,7 @@ class ObjectReport:
     unwinder: tuple[str, ...]
     error: str = ""
     policy: str = ""  # the auditwheel policy it was held to ("manylinux_2_28_x86_64")
+    unversioned: tuple[Resolution, ...] = ()  # every unversioned import and where it resolves
 
 
 def _too_new(elf: Elf, syms: list[Symbol], policy: Manylinux) -> list[TooNew]:
@@ -99,8 +94,9 @@ def _too_new(elf: Elf, syms: list[Symbol], policy: Manylinux) -> list[TooNew]:
     return bad
 
 
-def inspect_object(path: Path) -> ObjectReport | None:
-    """None for a file that is not ELF (Mach-O, PE: nothing to check here)."""
+def inspect_object(path: Path, torch_lib_dirs: tuple[Path, ...] = ()) -> ObjectReport | None:
+    """None for a file that is not ELF (Mach-O, PE: nothing to check here). `torch_lib_dirs`: where the
+    variant's torch libraries are (its build environment), for resolving unversioned imports."""
     with path.open("rb") as fh:
         if binary_format(fh.read(8)) != "elf":
             return None
@@ -111,9 +107,12 @@ def inspect_object(path: Path) -> ObjectReport | None:
                 return ObjectReport(path, (), (), f"auditwheel has no {POLICY} policy for {elf.machine_name}")
             syms = elf.symbols(".dynsym")
             bad = _too_new(elf, syms, policy)
-            return ObjectReport(path, tuple(bad), tuple(private_unwinder(elf, syms)), policy=policy.name)
+            unwinder = tuple(private_unwinder(elf, syms))
+        resolved = resolve_unversioned(path, syms, torch_lib_dirs, policy)
     except (ElfError, OSError) as exc:
         return ObjectReport(path, (), (), f"cannot read its ELF symbol tables ({exc})")
+    bad += [TooNew(r.symbol, "", r.library, r.problem) for r in resolved if r.problem]
+    return ObjectReport(path, tuple(bad), unwinder, policy=policy.name, unversioned=tuple(resolved))
 
 
 def _names(items: list[str]) -> str:
@@ -151,16 +150,38 @@ def _object_findings(variant: str, so: Path, rep: ObjectReport, *, host_toolchai
     return findings
 
 
-def check_symbols(variant: str, so_files: list[Path], *, host_toolchain_ok: bool = False) -> list[Finding]:
-    """The `symbols` check of verify: manylinux_2_28 ceilings (auditwheel's policy) from .gnu.version_r and no
-    private unwinder. `host_toolchain_ok` turns the ceilings (never the unwinder) into a warning, as for
-    kernel-abi-check."""
+def imports_finding(variant: str, so: Path, rep: ObjectReport) -> Finding | None:
+    """The `imports` finding: every unversioned import and where it resolves (all of them in `details`)."""
+    if not rep.unversioned:
+        return None
+    lines = tuple(r.line() for r in rep.unversioned)
+    missing = [r for r in rep.unversioned if r.unresolved_here]
+    if missing:
+        return Finding(
+            variant,
+            "imports",
+            WARN,
+            f"{so.name}: {summary(list(rep.unversioned))}; {len(missing)} cannot be resolved on this host "
+            "(some of its libraries are not here)",
+            "verify where the variant's torch build environment is installed to resolve every import",
+            details=lines,
+        )
+    return Finding(variant, "imports", PASS, f"{so.name}: {summary(list(rep.unversioned))}", details=lines)
+
+
+def check_symbols(
+    variant: str, so_files: list[Path], *, host_toolchain_ok: bool = False, torch_lib_dirs: tuple[Path, ...] = ()
+) -> list[Finding]:
+    """The `symbols` check of verify: manylinux_2_28 ceilings (auditwheel's policy) for versioned imports and
+    for the unversioned ones a system library would have to supply, and no private unwinder; plus the
+    `imports` report of where each unversioned import resolves. `host_toolchain_ok` turns the ceilings (never
+    the unwinder) into a warning, as for kernel-abi-check."""
     findings: list[Finding] = []
-    reports = [(so, rep) for so in so_files if (rep := inspect_object(so)) is not None]
+    reports = [(so, rep) for so in so_files if (rep := inspect_object(so, torch_lib_dirs)) is not None]
     for so, rep in reports:
         findings += _object_findings(variant, so, rep, host_toolchain_ok=host_toolchain_ok)
     if not findings and reports:
-        policy = manylinux(reports[0][1].policy.rsplit(f"{POLICY}_", 1)[-1]) or manylinux()
+        policy = manylinux(reports[0][1].policy.removeprefix(f"{POLICY}_")) or manylinux()
         findings.append(
             Finding(
                 variant,
@@ -170,6 +191,7 @@ def check_symbols(variant: str, so_files: list[Path], *, host_toolchain_ok: bool
                 "libgcc_s unwinder",
             )
         )
+    findings += [f for so, rep in reports if (f := imports_finding(variant, so, rep)) is not None]
     return findings
 
 
