@@ -285,3 +285,13 @@ def built_binding(tmp_path_factory) -> tuple[Path, dict]:
     res = _cli(root, "build", "--json", "-j", "2")
     assert res.returncode == 0, res.stdout + res.stderr
     return root, json.loads(res.stdout)
+
+
+def first_package_pyproject(text: str) -> str:
+    """pyproject.toml text with the family's later packages ([tool.ggml-vendor.packages.*]) left out: for tests
+    that build a one-package project (or add their own later packages) from this repository's configuration."""
+    import tomlkit
+
+    doc = tomlkit.parse(text)
+    doc["tool"]["ggml-vendor"].pop("packages", None)  # type: ignore[union-attr]
+    return tomlkit.dumps(doc)

@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import first_package_pyproject
 from fixture_repos import git, make_project, sync_project
 from gdn_flip import flip_state_indexing
 
@@ -125,7 +126,7 @@ def mini_history(tmp_path_factory) -> tuple[Path, dict[str, str]]:
 def _replay(tmp_path: Path, upstream: Path, pins: list[str]) -> list:
     root = tmp_path / "proj"
     root.mkdir()
-    (root / "pyproject.toml").write_text((REPO / "pyproject.toml").read_text())
+    (root / "pyproject.toml").write_text(first_package_pyproject((REPO / "pyproject.toml").read_text()))
     (root / "templates").mkdir()
     (root / "templates" / "facts.py").write_bytes((REPO / "templates" / "facts.py").read_bytes())  # the ops' facts
     (root / "vendor" / "patches").mkdir(parents=True)

@@ -68,8 +68,12 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert proc.returncode == 0 and doc["ok"], json.dumps(
         {k: (v["status"], v["detail"]) for k, v in stages.items()}, indent=1
     )
+    # The project's second package (gguf-kernels) needs files the embedded miniature does not have: one
+    # visible skipped stage, and the first package runs end to end.
+    assert stages["gguf-kernels"]["status"] == "skipped" and "mmvq.cu" in stages["gguf-kernels"]["detail"]
     assert [s["stage"] for s in doc["stages"]] == [
         "setup",
+        "gguf-kernels",
         "sync",
         "render",
         "build",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import first_package_pyproject
 from fixture_repos import FA_CUDA, GDN_CUDA, METAL, build_upstream, make_project
 from typer.testing import CliRunner
 
@@ -439,7 +440,9 @@ cuda = ["src/ggml-cuda/not-in-the-miniature.cu"]
 def demo_source(tmp_path: Path, repo_root: Path) -> Path:
     src = tmp_path / "src"
     src.mkdir()
-    (src / "pyproject.toml").write_text((repo_root / "pyproject.toml").read_text() + DEMO_LATER)
+    (src / "pyproject.toml").write_text(
+        first_package_pyproject((repo_root / "pyproject.toml").read_text()) + DEMO_LATER
+    )
     return src
 
 

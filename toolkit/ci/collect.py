@@ -270,9 +270,15 @@ def _completeness(variant_dir: Path, meta: dict[str, Any]) -> str | None:
     return None
 
 
+def _table(doc: dict[str, Any], key: str) -> dict[str, Any]:
+    """doc[key] when it is a JSON object, else {} (metadata.json comes from elsewhere: trust no shape)."""
+    value = doc.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _foreign(meta: dict[str, Any], here: TreeIdentity) -> str | None:
-    prov = meta.get("provenance") if isinstance(meta.get("provenance"), dict) else {}
-    ours = prov.get("ggml-vendor") if isinstance(prov.get("ggml-vendor"), dict) else {}
+    prov = _table(meta, "provenance")
+    ours = _table(prov, "ggml-vendor")
     lock, source = ours.get("lock-sha256"), ours.get("source-id")
     if not lock or not source:
         return "metadata.json records no lock-sha256/source-id, so its source tree is unknown"
@@ -284,8 +290,7 @@ def _foreign(meta: dict[str, Any], here: TreeIdentity) -> str | None:
         return (
             f"built from other sources (source-id {str(source)[:12]}, here {here.source_id[:12]}): render/sync differ"
         )
-    kernel = prov.get("kernel") if isinstance(prov.get("kernel"), dict) else {}
-    commit = kernel.get("commit")
+    commit = _table(prov, "kernel").get("commit")
     if commit and here.commit and commit != here.commit:
         return f"built from commit {str(commit)[:12]}, this checkout is at {here.commit[:12]}"
     return None

@@ -97,10 +97,10 @@ def _live_state(api: Any, repo_id: str, branch: str) -> tuple[bool, dict[str, st
     return True, heads, tree_b, tree_m
 
 
-def _operations(plan: PublishPlan, chunk: tuple) -> list:
+def _operations(plan: PublishPlan, chunk: tuple[FileAction, ...]) -> list[Any]:
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
-    ops = []
+    ops: list[Any] = []
     for a in chunk:
         if a.action == ADD:
             f = plan.local[a.path]
@@ -208,12 +208,13 @@ def _talking_to_hub(endpoint: str | None, repo_id: str, secret: str) -> Iterator
     """Xet off for local hubs; every HTTP or network failure as one PublishError line (exit 9), token masked."""
     from huggingface_hub.errors import HfHubHTTPError
 
+    unreachable: tuple[type[Exception], ...] = (OSError, *_network_errors())
     with lfs_only(not _is_official(endpoint)):
         try:
             yield
         except HfHubHTTPError as exc:
             raise _fail(exc, secret, f"publishing to {repo_id} failed") from None
-        except (OSError, *_network_errors()) as exc:  # connection refused, DNS, timeouts, ...
+        except unreachable as exc:  # connection refused, DNS, timeouts, ...
             text = str(exc).replace(secret, "***") if secret else str(exc)
             raise PublishError(
                 f"cannot reach {endpoint or 'the Hub'}: {text}", "check the network / HF_ENDPOINT"

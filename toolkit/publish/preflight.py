@@ -45,13 +45,17 @@ def resolve_token(token: str | None) -> str:
     )
 
 
+def _table(doc: dict[str, Any], key: str) -> dict[str, Any]:
+    value = doc.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _dirty(name: str, meta: dict[str, Any]) -> list[str]:
     """A dirty build is one whose vendor/ differed from the lock (provenance["ggml-vendor"].dirty, which
     must say false) or whose checkout had uncommitted changes (provenance.kernel.dirty, written when the
     project is a git checkout): neither can be re-created from a commit, so neither ships."""
-    prov = meta.get("provenance") if isinstance(meta.get("provenance"), dict) else {}
-    ours = prov.get("ggml-vendor") if isinstance(prov.get("ggml-vendor"), dict) else {}
-    kernel = prov.get("kernel") if isinstance(prov.get("kernel"), dict) else {}
+    prov = _table(meta, "provenance")
+    ours, kernel = _table(prov, "ggml-vendor"), _table(prov, "kernel")
     out = []
     if ours.get("dirty") is not False:
         out.append(f"{name} is a dirty build (provenance dirty={ours.get('dirty')!r})")

@@ -318,15 +318,22 @@ def plan(config: Config, lock: Lock | None = None, *, read_vendor_lock: bool = T
 
 def _nested_templates(config: Config) -> tuple[PurePosixPath, ...]:
     """Other packages' template directories inside this one's (templates/<name> under the first package's
-    templates/), relative to it: they are not this package's templates."""
+    templates/), relative to it: they are not this package's templates. A subdirectory holding its own facts.py
+    is a package's template root even where that package is not declared (a one-package copy of the project,
+    or a demo workspace that left the package out)."""
     own = PurePosixPath(config.package.templates)
-    return tuple(
+    declared = {
         PurePosixPath(p.templates).relative_to(own)
         for p in config.packages
         if p.name != config.package.name
         and PurePosixPath(p.templates).is_relative_to(own)
         and p.templates != own.as_posix()
-    )
+    }
+    root = config.templates_dir
+    undeclared = {
+        PurePosixPath(d.name) for d in (root.iterdir() if root.is_dir() else ()) if (d / "facts.py").is_file()
+    }
+    return tuple(sorted(declared | undeclared))
 
 
 def _validate_build_toml(files: list[RenderedFile]) -> None:

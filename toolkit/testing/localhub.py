@@ -416,7 +416,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._auth()
         st = self.server.state
         lines = [json.loads(line) for line in body.splitlines() if line.strip()]
-        header = next((x["value"] for x in lines if x["key"] == "header"), {})
+        header: dict[str, Any] = next((x["value"] for x in lines if x["key"] == "header"), {})
         rev = unquote(m.group("rev")).removeprefix("refs/heads/")
         create_pr = bool(q.get("create_pr"))
         with st.lock:

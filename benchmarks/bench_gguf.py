@@ -1,0 +1,323 @@
+"""gguf-kernels on one GPU, side by side in one process: ggml's quantized gemv against the dense matmuls a
+CUDA user has today, the dequantize kernels' bandwidth, and transformers' generate() packed vs dequantized.
+
+Per type and N x K (4096x4096, 14336x4096, 4096x14336) and M (1, 4, 8 activation rows):
+
+    gemv        our mul_mat_vec (q8_1 quantize + mul_mat_vec_q): µs, GB/s over the bytes it must read (the packed
+                weight, x and y), and that as a fraction of the nominal HBM bandwidth (4.8 TB/s) and of the
+                device-to-device copy bandwidth measured here
+    bf16 / f32  cuBLAS on the dense weight (F.linear) in bfloat16 and float32 (the dequantized model's matmul)
+    unpack      transformers' GgufLinear path without a gemv: our dequantize to float32 + the float32 matmul
+    dequantize  GB/s of dequantize (packed bytes read + output written), to bfloat16 and to float32
+
+Each number is the median per call inside one CUDA graph over enough weight copies that the working set
+exceeds L2 (benchmarks/_timing.py). --generate adds transformers' generate() on a random Qwen3.5-shaped GGUF
+(benchmarks/gguf_model.py): packed (GgufLinear, our kernel) vs the dequantized model, decode tok/s, time to
+first token and weight memory.
+
+    GGUF_KERNELS_PATH=<dir holding gguf_kernels/> python3 benchmarks/bench_gguf.py --out benchmarks/out [--generate]
+
+Prints markdown tables (ratios beside the issue's targets); writes bench_gguf.json/.md into --out. Nothing here
+asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))
+import gguf_reference as R  # noqa: E402
+from _timing import Timer  # noqa: E402
+
+HBM_GBPS = 4800.0  # H200 datasheet
+SHAPES = ((4096, 4096), (14336, 4096), (4096, 14336))
+MS = (1, 4, 8)
+WORKING_SET = 512 << 20  # bytes of weight copies per timed graph (several times the 60 MB L2)
+# Byte offsets of the fp16 (or E8M0) scale fields of the types tests/gguf_reference.py quantizes with gguf.
+EXTRA_HALF_FIELDS = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,)}
+
+
+def load_module():  # type: ignore[no-untyped-def]
+    module, why = R.load_build(HERE.parent)
+    if module is None:
+        raise SystemExit(f"error: {why}")
+    return module
+
+
+def rand_blocks(name: str, rows: int, cols: int, gen: torch.Generator) -> torch.Tensor:
+    """Random codes with finite fp16 scales (in 1e-3..2e-2), made on the GPU: timing does not depend on values."""
+    elems, nbytes = R.geometry(name)
+    nblk = rows * cols // elems
+    raw = torch.randint(0, 256, (nblk, nbytes), dtype=torch.uint8, device="cuda", generator=gen)
+    if name == "MXFP4":
+        raw[:, 0] = torch.randint(118, 127, (nblk,), dtype=torch.uint8, device="cuda", generator=gen)
+    elif name == "IQ1_M":
+        pass  # its scale nibbles give finite values for most bytes; speed does not depend on them
+    else:
+        for off in {**R.HALF_FIELDS, **EXTRA_HALF_FIELDS}[name]:
+            d = torch.empty(nblk, device="cuda").uniform_(1e-3, 2e-2, generator=gen).half()
+            raw[:, off : off + 2] = d.view(torch.uint8).view(nblk, 2)
+    return raw.view(rows, cols // elems * nbytes)
+
+
+def copies(make, nbytes: int) -> list:  # type: ignore[no-untyped-def]
+    return [make() for _ in range(max(2, min(32, -(-WORKING_SET // max(nbytes, 1)))))]
+
+
+def copy_bandwidth(timer: Timer) -> float:
+    """GB/s of a 1 GiB device-to-device copy (bytes read + written)."""
+    a = torch.empty(1 << 28, device="cuda")
+    b = torch.empty_like(a)
+    a.uniform_()
+    st = timer.events_us(lambda: b.copy_(a), samples=5)
+    return 2 * a.numel() * 4 / (st.median * 1e-6) / 1e9
+
+
+def bench_gemv(gk, timer: Timer, types: list[str], shapes, ms, copy_gbps: float) -> list[dict]:  # type: ignore[no-untyped-def]
+    rows = []
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    for n, k in shapes:
+        dense = {}
+        for dt in (torch.bfloat16, torch.float32):
+            ws = copies(lambda dt=dt: torch.randn(n, k, device="cuda", dtype=dt, generator=gen), n * k * dt.itemsize)
+            for m in ms:
+                x = torch.randn(m, k, device="cuda", dtype=dt, generator=gen)
+                st = timer.graph_us([lambda w=w, x=x: torch.nn.functional.linear(x, w) for w in ws])
+                dense[(dt, m)] = st.median
+            del ws
+        for name in types:
+            t = R.TYPES[name]
+            elems, nbytes = R.geometry(name)
+            wbytes = n * k // elems * nbytes
+            ws = copies(lambda name=name: rand_blocks(name, n, k, gen), wbytes)
+            deq = {}
+            for dt in (torch.bfloat16, torch.float32):
+                st = timer.graph_us([lambda w=w, dt=dt: gk.dequantize(w, t, n, k, dt) for w in ws[:4]])
+                deq[dt] = (st.median, (wbytes + n * k * dt.itemsize) / (st.median * 1e-6) / 1e9)
+            for m in ms:
+                x = torch.randn(m, k, device="cuda", generator=gen)
+                st = timer.graph_us([lambda w=w, x=x: gk.mul_mat_vec(w, x, t, n) for w in ws])
+                unpack = timer.graph_us(
+                    [lambda w=w, x=x: x @ gk.dequantize(w, t, n, k, torch.float32).T for w in ws[:4]]
+                )
+                moved = wbytes + m * k * 4 + m * n * 4
+                gbps = moved / (st.median * 1e-6) / 1e9
+                rows.append(
+                    {
+                        "type": name, "n": n, "k": k, "m": m, "us": st.median, "gbps": gbps,
+                        "hbm_frac": gbps / HBM_GBPS, "copy_frac": gbps / copy_gbps,
+                        "bf16_us": dense[(torch.bfloat16, m)], "f32_us": dense[(torch.float32, m)],
+                        "unpack_us": unpack.median,
+                        "vs_bf16": dense[(torch.bfloat16, m)] / st.median,
+                        "vs_f32": dense[(torch.float32, m)] / st.median, "vs_unpack": unpack.median / st.median,
+                        "deq_bf16_us": deq[torch.bfloat16][0], "deq_bf16_gbps": deq[torch.bfloat16][1],
+                        "deq_f32_us": deq[torch.float32][0], "deq_f32_gbps": deq[torch.float32][1],
+                    }
+                )  # fmt: skip
+                print(
+                    f"  {name:7s} {n:5d}x{k:<5d} M={m}: {st.median:7.1f} µs {gbps:6.0f} GB/s "
+                    f"({100 * gbps / HBM_GBPS:4.1f}% HBM) x{rows[-1]['vs_bf16']:.2f} vs bf16",
+                    flush=True,
+                )
+            del ws
+    return rows
+
+
+def gemv_table(rows: list[dict]) -> str:
+    out = [
+        "| type | N×K | M | gemv µs | GB/s | % HBM | % copy | bf16 µs | f32 µs | unpack µs | ×bf16 | ×f32 | ×unpack |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        out.append(
+            f"| {r['type']} | {r['n']}×{r['k']} | {r['m']} | {r['us']:.1f} | {r['gbps']:.0f} | "
+            f"{100 * r['hbm_frac']:.0f} | {100 * r['copy_frac']:.0f} | {r['bf16_us']:.1f} | {r['f32_us']:.1f} | "
+            f"{r['unpack_us']:.1f} | {r['vs_bf16']:.2f} | {r['vs_f32']:.2f} | {r['vs_unpack']:.1f} |"
+        )
+    return "\n".join(out)
+
+
+def deq_table(rows: list[dict]) -> str:
+    out = ["| type | N×K | → bf16 µs | GB/s | % HBM | → f32 µs | GB/s | % HBM |", "|---|---|---|---|---|---|---|---|"]
+    seen = set()
+    for r in rows:
+        key = (r["type"], r["n"], r["k"])
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(
+            f"| {r['type']} | {r['n']}×{r['k']} | {r['deq_bf16_us']:.1f} | {r['deq_bf16_gbps']:.0f} | "
+            f"{100 * r['deq_bf16_gbps'] / HBM_GBPS:.0f} | {r['deq_f32_us']:.1f} | {r['deq_f32_gbps']:.0f} | "
+            f"{100 * r['deq_f32_gbps'] / HBM_GBPS:.0f} |"
+        )
+    return "\n".join(out)
+
+
+def bench_host(gk, timer: Timer) -> dict:  # type: ignore[no-untyped-def]
+    """Host µs to enqueue one call (GPU idle before it), 4096x4096 M = 1: what a decode step pays per linear."""
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    w = rand_blocks("Q4_K", 4096, 4096, gen)
+    x = torch.randn(1, 4096, device="cuda", generator=gen)
+    dense = torch.randn(4096, 4096, device="cuda", generator=gen)
+    calls = {
+        "mul_mat_vec (Q4_K)": lambda: gk.mul_mat_vec(w, x, 12, 4096),
+        "torch.ops mul_mat_vec (no Python checks)": lambda: gk.ops.mul_mat_vec(w, x, 12, 4096),
+        "F.linear f32 (cuBLAS)": lambda: torch.nn.functional.linear(x, dense),
+    }
+    for f in calls.values():
+        f()
+    return {name: timer.host_us(f, n=50).median for name, f in calls.items()}
+
+
+# ---- generate() -------------------------------------------------------------------------------------------
+
+
+def _load(path: Path, gk, packed: bool):  # type: ignore[no-untyped-def]
+    import transformers
+    from transformers.integrations.gguf import kernels as hf_kernels
+
+    hf_kernels._gguf_kernel = hf_kernels.GgufKernel(gk) if packed else False
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=torch.float32, device_map="cuda", attn_implementation="sdpa"
+    )
+    torch.cuda.synchronize()
+    weight_bytes = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
+    return model.eval(), weight_bytes, torch.cuda.memory_allocated() - before
+
+
+def _generate_s(model, prompt, new_tokens: int) -> tuple[float, torch.Tensor]:  # type: ignore[no-untyped-def]
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    out = model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0, out
+
+
+def bench_generate(gk, shape, rounds: int, new_tokens: int, prompt_len: int) -> dict:  # type: ignore[no-untyped-def]
+    import gguf_model
+
+    tmp = Path(tempfile.mkdtemp(prefix="gguf-bench-"))
+    path = tmp / "model.gguf"
+    t0 = time.perf_counter()
+    gguf_model.write(path, shape)
+    file_mb = path.stat().st_size / 1e6
+    print(f"  wrote {file_mb:.0f} MB GGUF in {time.perf_counter() - t0:.0f} s", flush=True)
+    gen = torch.Generator().manual_seed(1)
+    prompt = torch.randint(2, shape.vocab, (1, prompt_len), generator=gen).cuda()
+    res = {"file_mb": file_mb, "prompt": prompt_len, "new_tokens": new_tokens}
+    tokens = {}
+    for mode in ("dequantized", "packed"):
+        model, wbytes, alloc = _load(path, gk, packed=mode == "packed")
+        n_packed = sum(type(m).__name__ in ("GgufLinear", "GgufEmbedding") for m in model.modules())
+        _generate_s(model, prompt, 4)  # warm-up
+        ttft, decode = [], []
+        for _ in range(rounds):
+            t1, _ = _generate_s(model, prompt, 1)
+            tn, out = _generate_s(model, prompt, new_tokens)
+            ttft.append(t1)
+            decode.append((new_tokens - 1) / max(tn - t1, 1e-9))
+        tokens[mode] = out[0, prompt_len:].tolist()
+        res[mode] = {
+            "weight_mb": wbytes / 1e6, "allocated_mb": alloc / 1e6, "packed_modules": n_packed,
+            "ttft_ms": 1e3 * statistics.median(ttft), "decode_tok_s": statistics.median(decode),
+        }  # fmt: skip
+        print(f"  {mode}: {res[mode]}", flush=True)
+        del model
+        torch.cuda.empty_cache()
+    same = next((i for i, (a, b) in enumerate(zip(tokens["dequantized"], tokens["packed"])) if a != b), None)
+    res["first_token_mismatch"] = same
+    return res
+
+
+def generate_table(g: dict) -> str:
+    d, p = g["dequantized"], g["packed"]
+    return "\n".join(
+        [
+            f"GGUF file {g['file_mb']:.0f} MB, prompt {g['prompt']} tokens, {g['new_tokens']} new tokens, float32, sdpa",
+            "",
+            "| model | packed modules | weight MB | allocated MB | time to first token ms | decode tok/s |",
+            "|---|---|---|---|---|---|",
+            f"| dequantized | {d['packed_modules']} | {d['weight_mb']:.0f} | {d['allocated_mb']:.0f} | "
+            f"{d['ttft_ms']:.1f} | {d['decode_tok_s']:.1f} |",
+            f"| packed (ours) | {p['packed_modules']} | {p['weight_mb']:.0f} | {p['allocated_mb']:.0f} | "
+            f"{p['ttft_ms']:.1f} | {p['decode_tok_s']:.1f} |",
+            f"| packed / dequantized | | {p['weight_mb'] / d['weight_mb']:.3f} | | "
+            f"{p['ttft_ms'] / d['ttft_ms']:.2f} | {p['decode_tok_s'] / d['decode_tok_s']:.2f} |",
+            "",
+            "greedy tokens: "
+            + (
+                "identical"
+                if g["first_token_mismatch"] is None
+                else f"first differ at new token {g['first_token_mismatch']}"
+            ),
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=HERE / "out")
+    ap.add_argument("--types", default=",".join(R.REQUIRED), help="comma-separated ggml type names")
+    ap.add_argument("--quick", action="store_true", help="one shape (4096x14336), M = 1")
+    ap.add_argument("--generate", action="store_true", help="also transformers' generate(), packed vs dequantized")
+    ap.add_argument("--no-gemv", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--new-tokens", type=int, default=64)
+    args = ap.parse_args(argv)
+    gk = load_module()
+    timer = Timer()
+    props = torch.cuda.get_device_properties(0)
+    result: dict = {"device": props.name, "torch": torch.__version__, "cuda": torch.version.cuda}
+    copy_gbps = copy_bandwidth(timer)
+    result["copy_gbps"] = copy_gbps
+    print(f"{props.name}, torch {torch.__version__}, copy {copy_gbps:.0f} GB/s (read + write)", flush=True)
+    md = [
+        f"device {props.name}, torch {torch.__version__} (CUDA {torch.version.cuda}), copy bandwidth {copy_gbps:.0f} GB/s"
+    ]
+    host = bench_host(gk, timer)
+    result["host_us"] = host
+    md += ["", "| host µs per call (enqueue, 4096×4096 M=1) | µs |", "|---|---|"]
+    md += [f"| {name} | {us:.1f} |" for name, us in host.items()]
+    if not args.no_gemv:
+        shapes = ((4096, 14336),) if args.quick else SHAPES
+        ms = (1,) if args.quick else MS
+        rows = bench_gemv(gk, timer, args.types.split(","), shapes, ms, copy_gbps)
+        result["gemv"] = rows
+        md += ["", gemv_table(rows), "", deq_table(rows)]
+        goal = [r for r in rows if r["type"] == "Q4_K" and (r["n"], r["k"], r["m"]) == (4096, 14336, 1)]
+        for r in goal:
+            md.append(
+                f"\nGoal Q4_K 4096×14336 M=1: {100 * r['hbm_frac']:.0f}% of HBM (target ≥ 70%), "
+                f"{r['vs_bf16']:.2f}× the bf16 gemv (target ≥ 3×)"
+            )
+    if args.generate:
+        import gguf_model
+
+        shape = gguf_model.Shape(
+            vocab=16384, hidden=1024, intermediate=3072, layers=8, heads=8, kv_heads=2, head_dim=128,
+            lin_k_heads=8, lin_v_heads=16, lin_k_dim=128, lin_v_dim=128,
+        )  # fmt: skip
+        g = bench_generate(gk, shape, args.rounds, args.new_tokens, prompt_len=32)
+        result["generate"] = g
+        md += ["", generate_table(g)]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench_gguf.json").write_text(json.dumps(result, indent=1))
+    (args.out / "bench_gguf.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
