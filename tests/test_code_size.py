@@ -16,12 +16,6 @@ SPLITTING = (
     "core/lock.py",
 )
 ALLOWED_OVER = {
-    "build/local.py": {"run"},
-    "build/matrix.py": {"parse_matrix", "status"},
-    "build/metal.py": {"plan"},
-    "build/metallib.py": {"parse"},
-    "build/nix.py": {"run"},
-    "build/plan.py": {"plan_variant"},
     "core/lock.py": {"render_lock", "parse_lock"},
 }
 

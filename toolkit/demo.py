@@ -342,8 +342,8 @@ def _build(ctx: Context) -> tuple[str, dict[str, Any]]:
     from toolkit import build
 
     req = ctx.plan.request
-    request = build.Request(engine=req.engine, toolchain=req.toolchain)
-    rep = build.execute(build.plan(ctx.config, request), jobs=req.jobs, progress=False)
+    request = build.Request(engine=req.engine, toolchain=req.toolchain, jobs=req.jobs, progress=False)
+    rep = build.execute(build.plan(ctx.config, request))
     ctx.built = [r.name for r in rep.results if r.result in ("built", "up-to-date")]
     skipped = [r for r in rep.results if r.result == "skipped"]
     if rep.failed:

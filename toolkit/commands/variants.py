@@ -5,9 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rich.markup import escape
-from rich.table import Table
-
 from toolkit import help as help_text
 from toolkit.app import Options, Run, VariantOpt, command
 from toolkit.core import ui
@@ -16,7 +13,7 @@ from toolkit.core.stage import Log
 
 
 def engine_for(v: Any, st: Any, nix_ok: bool, host_system: str, matrix: Any = None) -> str:
-    from toolkit.ci.workflow import engine_label
+    from toolkit.build.engines import engine_label
 
     cross = v.system != host_system
     if st.buildable and st.executor == "local":
@@ -91,38 +88,39 @@ def _lister(patterns: list[str]) -> Any:
     return plan
 
 
-def _cells(r: dict[str, Any], verbose: bool) -> list[str]:
+def _state(r: dict[str, Any]) -> tuple[str, str]:
+    """A row's short status cell and the longer "with what / why not" text printed below the table."""
     if r["buildable"]:
-        how = ", ".join(x for x in (r["compiler"], r["torch_env"]) if x) or r["executor"]
-        cells = [escape(r["name"]), f"[green]buildable ({escape(r['executor'])})[/]", escape(r["engine"]), escape(how)]
-    elif r["provision"]:
-        what = "installs " + ", ".join(r["provision"])
-        cells = [escape(r["name"]), "[cyan]provisionable[/]", escape(r["engine"]), escape(what)]
-    else:
-        cells = [escape(r["name"]), "[yellow]elsewhere[/]", escape(r["engine"]), escape(r["reason"])]
-    if verbose:
-        cells.append(escape(" / ".join(str(r[k] or "-") for k in ("torch", "backend", "toolkit", "cpu", "os"))))
-    return cells
+        return f"buildable ({r['executor']})", ", ".join(x for x in (r["compiler"], r["torch_env"]) if x)
+    if r["provision"]:
+        return "provisionable", "installs " + ", ".join(r["provision"])
+    return "elsewhere", r["reason"]
 
 
 def _show(listing: Listing, opts: Options) -> None:
-    table = Table(title=escape(f"{listing.matrix_label} on this host ({listing.host})"))
-    table.add_column("variant", no_wrap=True)
-    table.add_column("status")
-    table.add_column("engine")
-    table.add_column("why not / with what")
-    if opts.verbose:
-        table.add_column("torch / backend / toolkit / cpu / os")
+    from toolkit.build.report import table_lines, wrapped
+
+    # Short cells in the table; the engine and the reason (long) below it, wrapped whole (a pipe or an
+    # 80-column terminal must not cut them off).
+    head = ("variant", "status", *(("torch / backend / toolkit / cpu / os",) if opts.verbose else ()))
+    table, why = [head], []
     for r in listing.rows:
-        table.add_row(*_cells(r, opts.verbose))
-    ui.out.print(table, markup=True)  # cells carry styles; dynamic text in them is escaped
+        state, what = _state(r)
+        extra = (" / ".join(str(r[k] or "-") for k in ("torch", "backend", "toolkit", "cpu", "os")),)
+        table.append((r["name"], state, *(extra if opts.verbose else ())))
+        why += wrapped(f"  {r['name']}: ", f"{r['engine']}" + (f"; {what}" if what else ""))
+    ui.out.print(f"{listing.matrix_label} on this host ({listing.host})")
+    for line in [*table_lines(table), "engine, and why not / with what:", *why]:
+        ui.out.print(line)
     n = sum(r["buildable"] for r in listing.rows)
     p = sum(bool(r["provision"]) for r in listing.rows)
-    ui.out.print(
+    summary = (
         f"{n} of {len(listing.rows)} variants buildable here"
         + (f", {p} more after provisioning (`ggml-vendor build --all`)" if p else "")
         + "; the others name the engine that builds them."
     )
+    for line in wrapped("", summary, ""):
+        ui.out.print(line)
 
 
 @command("variants", help=help_text.VARIANTS, dry_run=False, lock=False, packages=True)
