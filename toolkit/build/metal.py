@@ -90,14 +90,17 @@ def detect_layout(paths: Iterable[str]) -> str | None:
     return None
 
 
-def metal_sources(lock) -> MetalSources:  # lock: toolkit.core.lock.Lock (duck-typed: .entries, .closures)
-    """The Metal sources the lock pins. Entries keep config order, duplicates (the monolith serves both
-    ops) collapse."""
+def metal_sources(lock, ops: Iterable[str] | None = None) -> MetalSources:  # lock: toolkit.core.lock.Lock (duck-typed)
+    """The Metal sources the lock pins, for the ops named by their lock keys (`ops`; None: every op the lock
+    holds, one package's lock). Entries keep config order, duplicates (the monolith serves several ops) collapse."""
     if lock is None:
         raise VendorStateError("vendor/ has no lock (vendor/UPSTREAM)", "run `ggml-vendor sync` first")
+    wanted = None if ops is None else set(ops)
     entries: list[str] = []
     headers: list[str] = []
     for op, per_backend in lock.entries.items():
+        if wanted is not None and op not in wanted:
+            continue
         for path in per_backend.get("metal", ()):
             if path.endswith(".metal") and path not in entries:
                 entries.append(path)
@@ -261,8 +264,41 @@ def compile_argv(
     )
 
 
-def plan(root: Path, sources: MetalSources, out_dir: Path, name: str, *, host: MetalHost | None = None) -> MetalPlan:
-    """The steps that turn the rendered project's Metal sources into `<out_dir>/<name>_metallib.h`.
+def _blockers(host: MetalHost, sources: MetalSources, vendor: Path, unit_path: Path, unit: str) -> list[str]:
+    """Why this host cannot run the plan (missing vendored files, an unrendered unit, too old a macOS)."""
+    blockers = list(host.blockers)
+    missing = [p for p in sources.files if not (vendor / p).is_file()]
+    if missing:
+        blockers.append(
+            f"vendor/ lacks {len(missing)} Metal file(s) the lock pins (e.g. {missing[0]}): run `ggml-vendor sync`"
+        )
+    if not unit_path.is_file():
+        blockers.append(f"{unit} is not rendered: run `ggml-vendor render`")
+    if host.system == "Darwin" and host.macos:
+        try:
+            if mtlb.parse_version(host.macos) < mtlb.parse_version(facts.METAL_MIN_MACOS):
+                blockers.append(
+                    f"the library targets macOS {facts.METAL_MIN_MACOS}; this Mac runs {host.macos} "
+                    "(it can build but not load it)"
+                )
+        except mtlb.MetallibError:
+            pass
+    return blockers
+
+
+def plan(
+    root: Path,
+    sources: MetalSources,
+    out_dir: Path,
+    name: str,
+    *,
+    host: MetalHost | None = None,
+    unit: str = TRANSLATION_UNIT,
+    vendor_root: Path | None = None,
+) -> MetalPlan:
+    """The steps that turn the rendered package's Metal sources into `<out_dir>/<name>_metallib.h`. `root` is the
+    package root, `unit` its Metal translation unit (its facts' METAL_TU; the first package's by default) and
+    `vendor_root` the project root holding vendor/ (default `root`: the first package lives at the top).
 
     Pure apart from probing the host (pass `host` to make it fully pure). Missing inputs are blockers,
     not errors, so a plan can always be printed."""
@@ -271,18 +307,18 @@ def plan(root: Path, sources: MetalSources, out_dir: Path, name: str, *, host: M
     root = Path(root).resolve()
     out_dir = Path(out_dir).resolve()
     host = host if host is not None else probe_host()
-    vendor = root / VENDOR_DIR
+    vendor = (Path(vendor_root).resolve() if vendor_root is not None else root) / VENDOR_DIR
     include_dirs = tuple(vendor / r for r in facts.METAL_INCLUDE_ROOTS) + (root / OUR_INCLUDE,)
-    unit = root / TRANSLATION_UNIT
-    air = out_dir / (Path(TRANSLATION_UNIT).stem + ".air")
+    unit_path = root / unit
+    air = out_dir / (Path(unit).stem + ".air")
     lib = out_dir / f"{name}.metallib"
     header = out_dir / f"{name}_metallib.h"
     namespace = f"{name}_metal"
     steps = (
         Command(
             "compile",
-            compile_argv(unit, air, include_dirs),
-            (str(unit), *(str(vendor / p) for p in sources.files)),
+            compile_argv(unit_path, air, include_dirs),
+            (str(unit_path), *(str(vendor / p) for p in sources.files)),
             (str(air),),
         ),
         Command("link", ("xcrun", "-sdk", "macosx", "metallib", str(air), "-o", str(lib)), (str(air),), (str(lib),)),
@@ -293,23 +329,7 @@ def plan(root: Path, sources: MetalSources, out_dir: Path, name: str, *, host: M
             (str(header),),
         ),
     )
-    blockers = list(host.blockers)
-    missing = [p for p in sources.files if not (vendor / p).is_file()]
-    if missing:
-        blockers.append(
-            f"vendor/ lacks {len(missing)} Metal file(s) the lock pins (e.g. {missing[0]}): run `ggml-vendor sync`"
-        )
-    if not unit.is_file():
-        blockers.append(f"{TRANSLATION_UNIT} is not rendered: run `ggml-vendor render`")
-    if host.system == "Darwin" and host.macos:
-        try:
-            if mtlb.parse_version(host.macos) < mtlb.parse_version(facts.METAL_MIN_MACOS):
-                blockers.append(
-                    f"the library targets macOS {facts.METAL_MIN_MACOS}; this Mac runs {host.macos} "
-                    "(it can build but not load it)"
-                )
-        except mtlb.MetallibError:
-            pass
+    blockers = _blockers(host, sources, vendor, unit_path, unit)
     requirements = (
         "macOS on Apple silicon (arm64)",
         "Xcode 26 selected with xcode-select, plus the Metal Toolchain (xcodebuild -downloadComponent MetalToolchain)",
@@ -322,7 +342,7 @@ def plan(root: Path, sources: MetalSources, out_dir: Path, name: str, *, host: M
     return MetalPlan(
         name=name,
         layout=sources.layout,
-        translation_unit=str(unit),
+        translation_unit=str(unit_path),
         entries=sources.entries,
         headers=sources.headers,
         include_dirs=tuple(str(d) for d in include_dirs),
