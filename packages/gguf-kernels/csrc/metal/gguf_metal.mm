@@ -209,6 +209,7 @@ at::Tensor mul_mat_vec_metal(const at::Tensor & blocks, const at::Tensor & x, in
   d.pipeline = mv_pipeline(t);
   d.args = bytes_of(a);
   d.buffers = {gguf_metal::bind(1, blocks), gguf_metal::bind(2, x), gguf_metal::bind(3, y)};
+  d.sets_threadgroup_memory = true;
   d.threadgroup_memory = t.smem;
   d.grid[0] = mv_row_groups(t, out_features);
   d.grid[1] = (uint32_t) m;  // nr1 = 1
@@ -263,6 +264,7 @@ at::Tensor mul_mat_id_metal(const at::Tensor & blocks, const at::Tensor & x, con
   d.pipeline = mv_id_pipeline(t);
   d.args = bytes_of(a);
   d.buffers = {gguf_metal::bind(1, blocks), gguf_metal::bind(2, x), gguf_metal::bind(3, y), gguf_metal::bind(4, ids)};
+  d.sets_threadgroup_memory = true;
   d.threadgroup_memory = t.smem;
   d.grid[0] = mv_row_groups(t, out_features);
   d.grid[2] = (uint32_t) (n_used * n_tokens);  // ne123 = ne20*ne21

@@ -38,6 +38,7 @@ struct Dispatch {
     Pipeline             pipeline;
     std::vector<uint8_t> args;  // setBytes:length:atIndex:0 (the kargs struct)
     std::vector<Binding> buffers;
+    bool                 sets_threadgroup_memory = false;  // ggml's mv paths set it even when it is 0
     uint64_t             threadgroup_memory = 0;
     uint32_t             grid[3] = {1, 1, 1};
     uint32_t             threads[3] = {1, 1, 1};

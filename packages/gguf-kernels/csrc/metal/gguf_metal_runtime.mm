@@ -130,7 +130,7 @@ void encode(const char * op, const Dispatch & d) {
         for (const Binding & b : dp->buffers) {
             [enc setBuffer:b.buffer offset:(NSUInteger) b.offset atIndex:(NSUInteger) b.index];
         }
-        if (dp->threadgroup_memory > 0) {
+        if (dp->sets_threadgroup_memory) {
             [enc setThreadgroupMemoryLength:(NSUInteger) dp->threadgroup_memory atIndex:0];
         }
         [enc dispatchThreadgroups:MTLSizeMake(dp->grid[0], dp->grid[1], dp->grid[2])
