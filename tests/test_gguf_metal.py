@@ -64,7 +64,11 @@ PER_OP_TREE = {
     IMPL: "#pragma once\n#define FC_MUL_MV 600\n",
     COMMON: "#pragma once\n",
 }
-MONO_TREE = {MONO: '#include "ggml-common.h"\n#include "ggml-metal-impl.h"\n', IMPL: "#pragma once\n", COMMON: "#pragma once\n"}
+MONO_TREE = {
+    MONO: '#include "ggml-common.h"\n#include "ggml-metal-impl.h"\n',
+    IMPL: "#pragma once\n",
+    COMMON: "#pragma once\n",
+}
 
 
 def closure_of(cfg, tree: dict[str, str]):  # type: ignore[no-untyped-def]
@@ -333,4 +337,13 @@ def test_binding_compiles_as_cpp_against_the_vendored_header(tmp_path: Path, cfg
     argv += [f"-I{tmp_path / 'stubs'}", f"-I{vendor / 'src/ggml-metal'}", f"-I{vendor / 'src'}"]
     argv += [f"-I{p}" for p in include_paths()] + [str(tmp_path / "csrc/metal/gguf_metal.mm")]
     out = subprocess.run(argv, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-4000:]
+    # The Metal build's torch binding (registration of the MPS implementations) in plain C++ too.
+    import sysconfig
+
+    for name in ("torch_binding.cpp", "registration.h"):
+        (tmp_path / "torch-ext" / name).write_text(files[f"torch-ext/{name}"])
+    argv = ["g++", "-std=c++20", "-fsyntax-only", "-x", "c++", "-DMETAL_KERNEL", "-DTORCH_EXTENSION_NAME=_gguf_test"]
+    argv += [f"-I{p}" for p in include_paths()] + [f"-I{sysconfig.get_paths()['include']}"]
+    out = subprocess.run([*argv, str(tmp_path / "torch-ext/torch_binding.cpp")], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-4000:]
