@@ -45,7 +45,7 @@ class Request:
     dry_run: bool = False  # plan only: read the caches, write and install nothing
 
 
-def plan(config, request: Request | None = None, say=None) -> Prepared:  # type: ignore[no-untyped-def]
+def plan(config, request: Request | None = None, say=None) -> Prepared:
     from toolkit.build.stage import prepare
 
     request = request or Request()

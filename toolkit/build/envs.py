@@ -128,9 +128,9 @@ def host_platform() -> tuple[str, str]:
 def default_envs_dir() -> Path:
     if os.environ.get("GGML_VENDOR_ENVS"):
         return Path(os.environ["GGML_VENDOR_ENVS"])
-    from platformdirs import user_cache_dir
+    from toolkit.core.paths import user_cache_dir
 
-    return Path(user_cache_dir("ggml-vendor")) / "envs"
+    return user_cache_dir() / "envs"
 
 
 def env_dir_name(torch_minor: str, compute: str) -> str:
@@ -148,7 +148,7 @@ def read_torch_version(torch_dir: Path) -> tuple[str, str | None, str | None] | 
         return None
 
     def unquote(v: str | None) -> str | None:
-        return None if v in (None, "None") else v.strip("'\"")  # type: ignore[union-attr]
+        return None if v in (None, "None") else v.strip("'\"")
 
     return unquote(found["__version__"]) or "", unquote(found.get("cuda")), unquote(found.get("hip"))
 

@@ -26,6 +26,7 @@ from toolkit.build.cache import BuildCache, clean_dead_scratch, digest_strings, 
 from toolkit.build.inputs import Provenance, toolchain_env
 from toolkit.build.metal import embed_metallib
 from toolkit.build.plan import GLIBC_COMPAT_C, BuildPlan, Step, VariantPlan
+from toolkit.core import ggml_facts
 from toolkit.core.errors import BuildError, Interrupted
 
 STAGE_PREFIX = "."  # staging dirs are hidden siblings of the variant dirs: build/.<variant>.tmp-XXXX
@@ -75,7 +76,7 @@ def add_op_namespace_prefix(op_name: str) -> str:
     """Prefix op by namespace."""
     return f"{ops_id}::{{op_name}}"
 '''
-OPS_TOKEN = "@OPS_NAME@"  # in a rendered _ops.py, replaced by the build's op id (CMake configure_file style)
+OPS_TOKEN = ggml_facts.OPS_NAME_PLACEHOLDER  # in a rendered _ops.py, replaced by the build's op id
 
 
 @dataclass
@@ -449,7 +450,7 @@ class LocalExecutor:
             except OSError:  # another build made it first
                 shutil.rmtree(tmp, ignore_errors=True)
 
-    def _progress(self, variants):  # type: ignore[no-untyped-def]
+    def _progress(self, variants):
         from toolkit.core import ui
 
         if not self.progress or not ui.err.is_terminal:

@@ -118,7 +118,7 @@ class MetallibError(VerifyError):
     """Bytes that should be a metallib are not one (or not a usable one)."""
 
 
-def _version(v: tuple[int, int] | None) -> str | None:
+def _version(v: tuple[int, ...] | None) -> str | None:
     return None if v is None else f"{v[0]}.{v[1]}"
 
 
@@ -269,7 +269,7 @@ class _Reader:
         self.pos = pos
 
     def tags(self) -> list[tuple[str, bytes]]:
-        out = []
+        out: list[tuple[str, bytes]] = []
         while True:
             name = self.take(4)
             if name == END_TAG:

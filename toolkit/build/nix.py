@@ -64,7 +64,7 @@ def plan_nix(plan: BuildPlan, nix: str, jobs: int, variants: tuple[VariantPlan, 
 
 
 class NixExecutor:
-    def __init__(self, plan: BuildPlan, host, jobs: int = 2, log_dir: Path | None = None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, plan: BuildPlan, host, jobs: int = 2, log_dir: Path | None = None) -> None:
         self.plan = plan
         self.nix = host.nix
         self.jobs = jobs

@@ -18,13 +18,7 @@ from toolkit.build.local import LocalExecutor, RunStats, VariantResult
 from toolkit.build.matrix import ENGINES, Matrix, Status, Variant, load_matrix, parse_name, status
 from toolkit.build.plan import BuildPlan, make_plan
 from toolkit.core.config import Config
-from toolkit.core.errors import BuildError, ConfigError
-
-
-class NothingToBuildError(BuildError):
-    """None of the selected variants can be built on this host."""
-
-    exit_code = 10
+from toolkit.core.errors import BuildError, ConfigError, NothingToBuildError  # noqa: F401  (re-exported)
 
 
 def cache_dir(root: Path) -> Path:
@@ -74,7 +68,7 @@ class HostToolchain:
     cross: dict = field(default_factory=dict)  # cpu -> (cxx, cxx_id, ccbin, info) of the zig cross toolchains
 
 
-def resolve_toolchain(  # type: ignore[no-untyped-def]
+def resolve_toolchain(
     choice: str, host: HostFacts, *, provision_ok: bool = False, say=None, dry_run: bool = False
 ) -> HostToolchain:
     """--toolchain: `zig` = the pinned hermetic zig (provisioned when missing), `system` = CXX or g++,
@@ -176,8 +170,8 @@ def select_variants(
         matrix = load_matrix(cfg.variants_file)
         chosen = matrix.select(list(patterns))
         return matrix, chosen
-    matrix = load_matrix(cfg.variants_file) if cfg.variants_file.is_file() else None
-    return matrix, (host_variant(host),)
+    found = load_matrix(cfg.variants_file) if cfg.variants_file.is_file() else None
+    return found, (host_variant(host),)
 
 
 def prepare(
@@ -190,7 +184,7 @@ def prepare(
     engine: str = "auto",
     toolchain: str = "auto",
     provision: bool = False,
-    say=None,  # type: ignore[no-untyped-def]
+    say=None,
     dry_run: bool = False,
     read_only: bool = False,
 ) -> Prepared:
@@ -234,7 +228,7 @@ def provision_missing(
     enabled: tuple[str, ...],
     matrix: Matrix,
     *,
-    say=None,  # type: ignore[no-untyped-def]
+    say=None,
     envs_dir: Path | None = None,
     toolchains_dir: Path | None = None,
 ) -> HostFacts:

@@ -129,7 +129,7 @@ def find_zig(base: Path | None = None) -> str | None:
     return str(zig) if zig.is_file() else None
 
 
-def ensure_zig(base: Path | None = None, say=None) -> str:  # type: ignore[no-untyped-def]
+def ensure_zig(base: Path | None = None, say=None) -> str:
     found = find_zig(base)
     if found:
         return found

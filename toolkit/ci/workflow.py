@@ -14,13 +14,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
 from toolkit.build.matrix import Matrix, Variant, load_matrix
 from toolkit.core.config import Config
 from toolkit.core.errors import ConfigError, RenderError
-from toolkit.render.stage import template_environment
+from toolkit.core.stage import Log, Verdict, quiet
+from toolkit.render.stage import RenderedFile, RenderPlan, check, template_environment
+from toolkit.render.stage import write as write_rendered
 
 TEMPLATE = "ci/build-variants.yml.j2"
 OUTPUT = ".github/workflows/build-variants.yml"
@@ -191,17 +194,91 @@ def render(cfg: Config) -> Workflow:
 
 def drift(cfg: Config, wf: Workflow) -> str | None:
     """None when the committed workflow is byte-identical to `wf`; else "missing" or "stale"."""
-    target = cfg.root / wf.path
-    if not target.is_file():
-        return "missing"
-    return None if target.read_bytes() == wf.content.encode("utf-8") else "stale"
+    changes = check(_as_render_plan(cfg.root, wf))
+    return changes[0].kind if changes else None
 
 
 def write(cfg: Config, wf: Workflow) -> bool:
     """Write the workflow atomically; False when it was already up to date."""
-    if drift(cfg, wf) is None:
-        return False
-    from toolkit.render.stage import _write_atomic
+    return bool(write_rendered(_as_render_plan(cfg.root, wf)))
 
-    _write_atomic(cfg.root / wf.path, wf.content.encode("utf-8"))
-    return True
+
+def _as_render_plan(root: Path, wf: Workflow) -> RenderPlan:
+    """The workflow as a render output: one generated file, checked and written by render's own code."""
+    return RenderPlan(root, (RenderedFile(wf.path, TEMPLATE, wf.content),))
+
+
+# ---- the stage protocol: plan = the file's bytes and its drift, execute = write (or, under check, compare) ----
+
+
+@dataclass(frozen=True)
+class Request:
+    check: bool = False  # change nothing; fail (exit 6) when the committed workflow is missing or stale
+
+
+@dataclass(frozen=True)
+class Plan:
+    workflow: Workflow
+    drift: str | None  # None (up to date), "missing" or "stale"
+    root: Path
+    request: Request = Request()
+
+    def jobs(self) -> str:
+        groups: dict[str, int] = {}
+        for r in self.workflow.rows:
+            groups[r.group] = groups.get(r.group, 0) + 1
+        return f"{len(self.workflow.rows)} variant jobs: " + ", ".join(f"{g} x{n}" for g, n in groups.items())
+
+    def lines(self) -> list[str]:
+        verdict = {None: "is up to date", "missing": "is missing", "stale": "is out of date"}[self.drift]
+        return [f"{self.workflow.path} {verdict} ({self.jobs()})"]
+
+    def to_json(self, *, ok: bool = True, written: bool = False) -> dict[str, Any]:
+        wf = self.workflow
+        return {
+            "ok": ok,
+            "path": wf.path,
+            "drift": self.drift,
+            "written": written,
+            "jobs": [
+                {"variant": r.variant, "job": r.group, "runner": r.runner, "container": r.container} for r in wf.rows
+            ],
+            "skipped": [{"variant": n, "reason": why} for n, why in wf.skipped],
+        }
+
+
+@dataclass(frozen=True)
+class Report(Verdict):
+    plan: Plan
+    written: bool
+
+    def failure(self) -> RenderError | None:
+        if not (self.plan.request.check and self.plan.drift):
+            return None
+        return RenderError(
+            f"{self.plan.workflow.path} is {self.plan.drift}: it no longer matches the matrix and templates/ci/",
+            "run `ggml-vendor ci` and commit the result (never edit the generated workflow)",
+        )
+
+    def lines(self) -> list[str]:
+        if self.plan.request.check:
+            return self.plan.lines()
+        return [f"{'wrote' if self.written else 'unchanged'} {self.plan.workflow.path} ({self.plan.jobs()})"]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.plan.to_json(ok=self.ok, written=self.written)
+
+
+def plan(config: Config, request: Request | None = None, log: Log = quiet) -> Plan:
+    wf = render(config)
+    for r in wf.rows:
+        log(f"{r.variant}: {r.group} on {r.runner}" + (f" in {r.container}" if r.container else ""))
+    return Plan(wf, drift(config, wf), config.root, request or Request())
+
+
+def execute(plan: Plan, log: Log = quiet) -> Report:
+    if plan.request.check or plan.drift is None:
+        return Report(plan, written=False)
+    write_rendered(_as_render_plan(plan.root, plan.workflow))
+    log(f"wrote {plan.workflow.path}")
+    return Report(plan, written=True)
