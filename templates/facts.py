@@ -188,7 +188,10 @@ METAL_FA_VEC_HEAD_DIMS = (
     (576, 512),
 )
 METAL_FA_VEC_KV_TYPES = ("f16", "f32", "bf16")
-# Our Metal host sources (templates/csrc/metal): the runtime and one dispatcher per op.
+# Our Metal translation unit (it #includes the vendored entries), host headers and host sources
+# (templates/csrc/metal): the runtime and one dispatcher per op. The build.toml Metal section lists them.
+METAL_TU = "csrc/metal/ggml_metal_kernels.metal"
+METAL_HOST_HEADERS = ("csrc/metal/ggml_metal_dispatch.h", "csrc/metal/ggml_metal_runtime.h")
 METAL_HOST_SOURCES = (
     "csrc/metal/ggml_metal_runtime.mm",
     "csrc/metal/gated_delta_net_metal.mm",

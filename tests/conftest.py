@@ -277,7 +277,7 @@ def built_binding(tmp_path_factory) -> tuple[Path, dict]:
     (root / "vendor" / "patches").mkdir(parents=True)
     from toolkit.core import config as config_mod
 
-    config_mod.set_value(root, "backends", ["cuda"])
+    set_backends(root, ["cuda"])
     config_mod.set_value(root, "cuda-archs", ["8.0"])  # one arch keeps CI's compile short
     for step in (("sync", "--rev", "master", "--upstream", "embedded"), ("render",)):
         res = _cli(root, *step)
@@ -285,6 +285,21 @@ def built_binding(tmp_path_factory) -> tuple[Path, dict]:
     res = _cli(root, "build", "--json", "-j", "2")
     assert res.returncode == 0, res.stdout + res.stderr
     return root, json.loads(res.stdout)
+
+
+def set_backends(root: Path, backends: list[str]) -> None:
+    """Set the project's shared backends and narrow every declared package's own list to them (a package may only
+    narrow the shared list: gguf-kernels declares cuda + metal)."""
+    import tomlkit
+
+    path = root / "pyproject.toml"
+    doc = tomlkit.parse(path.read_text())
+    table = doc["tool"]["ggml-vendor"]  # type: ignore[index]
+    table["backends"] = backends  # type: ignore[index]
+    for package in table.get("packages", {}).values():  # type: ignore[union-attr]
+        if "backends" in package:
+            package["backends"] = [b for b in package["backends"] if b in backends]
+    path.write_text(tomlkit.dumps(doc))
 
 
 def first_package_pyproject(text: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import set_backends
 
 from toolkit.build.matrix import parse_name
 from toolkit.ci import workflow
@@ -158,7 +159,7 @@ def test_a_toolkit_without_a_runner_setup_is_one_clear_line(tmp_path: Path) -> N
 
 def test_rows_follow_the_matrix_order_and_backends(tmp_path: Path) -> None:
     root = _project(tmp_path)
-    config.set_value(root, "backends", ["cuda"])
+    set_backends(root, ["cuda"])  # the packages' own lists (gguf-kernels: cuda + metal) narrowed with it
     cfg = config.load(root)
     wf = workflow.render(cfg)
     assert {r.group for r in wf.rows} == {"linux", "cuda-image"}

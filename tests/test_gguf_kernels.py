@@ -34,7 +34,7 @@ def cfg():  # type: ignore[no-untyped-def]
 def test_declared_beside_the_first_package(cfg) -> None:  # type: ignore[no-untyped-def]
     assert cfg.module == "gguf_kernels"
     assert cfg.hub_repo.endswith("/gguf-kernels")
-    assert cfg.backends == ("cuda",)
+    assert cfg.backends == ("cuda", "metal")  # Metal: tests/test_gguf_metal.py
     assert {op.name for op in cfg.ops} == set(ENTRIES)
     first = config_mod.load(REPO)
     assert first.name == "ggml-attn-kernels" and first.module == "ggml_attn_kernels"  # the first is unchanged
@@ -60,7 +60,7 @@ def rendered(plan) -> dict[str, str]:  # type: ignore[no-untyped-def]
     return {f.path.removeprefix(prefix): f.content for f in plan.files}
 
 
-def test_renders_clean_and_only_cuda(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_renders_clean_cuda_and_metal(cfg) -> None:  # type: ignore[no-untyped-def]
     plan = render_stage.plan(cfg)
     files = rendered(plan)
     paths = set(files)
@@ -72,6 +72,10 @@ def test_renders_clean_and_only_cuda(cfg) -> None:  # type: ignore[no-untyped-de
         "csrc/cuda/gguf_convert.cu",
         "csrc/cuda/gguf_getrows.cu",
         "csrc/cuda/ggml_shim.cu",
+        "csrc/metal/gguf_metal_kernels.metal",
+        "csrc/metal/gguf_metal_runtime.h",
+        "csrc/metal/gguf_metal_runtime.mm",
+        "csrc/metal/gguf_metal.mm",
         "torch-ext/torch_binding.cpp",
         "torch-ext/torch_binding.h",
         "torch-ext/registration.h",

@@ -74,14 +74,17 @@ def detect_layout(paths: Iterable[str]) -> str | None:
     return None
 
 
-def metal_sources(lock) -> MetalSources:  # lock: toolkit.core.lock.Lock (duck-typed: .entries, .closures)
-    """The Metal sources the lock pins. Entries keep config order, duplicates (the monolith serves both
-    ops) collapse."""
+def metal_sources(lock, ops: Iterable[str] | None = None) -> MetalSources:  # lock: toolkit.core.lock.Lock (duck-typed)
+    """The Metal sources the lock pins, for the ops named by their lock keys (`ops`; None: every op the lock
+    holds, one package's lock). Entries keep config order, duplicates (the monolith serves several ops) collapse."""
     if lock is None:
         raise VendorStateError("vendor/ has no lock (vendor/UPSTREAM)", "run `ggml-vendor sync` first")
+    wanted = None if ops is None else set(ops)
     entries: list[str] = []
     headers: list[str] = []
     for op, per_backend in lock.entries.items():
+        if wanted is not None and op not in wanted:
+            continue
         for path in per_backend.get("metal", ()):
             if path.endswith(".metal") and path not in entries:
                 entries.append(path)
