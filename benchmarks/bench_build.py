@@ -55,13 +55,13 @@ def provision_all() -> dict[str, float]:
 
 
 def build(project: Path, names: tuple[str, ...], cache: Path, jobs: int, host):
-    from toolkit.build.stage import execute, prepare
+    from toolkit.build.stage import Request, execute, plan
     from toolkit.core.config import load
 
     os.environ["GGML_VENDOR_BUILD_CACHE"] = str(cache)
     t0 = time.monotonic()
-    prep = prepare(load(project), patterns=names, host=host, toolchain="zig")
-    rep = execute(prep, jobs=jobs, progress=False)
+    planned = plan(load(project), Request(patterns=names, host=host, toolchain="zig", jobs=jobs, progress=False))
+    rep = execute(planned)
     wall = time.monotonic() - t0
     bad = [r for r in rep.results if r.result not in ("built", "up-to-date")]
     if bad:

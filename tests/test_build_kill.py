@@ -59,11 +59,13 @@ def test_descendants_are_found_deepest_first():
 def _compilers_of(marker: str) -> list[str]:
     found = []
     for cmd in Path("/proc").glob("[0-9]*/cmdline"):
+        if cmd.parent.name == str(os.getpid()):
+            continue
         try:
             text = cmd.read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if marker in text and "pytest" not in text:
+        if marker in text:
             found.append(text[:200])
     return found
 

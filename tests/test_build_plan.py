@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from toolkit.build.cache import BuildCache, parse_depfile
 from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
 from toolkit.build.inputs import load_project, read_provenance
-from toolkit.build.local import OPS_PY, LocalExecutor, variant_intact
+from toolkit.build.local import LocalExecutor, variant_intact
 from toolkit.build.matrix import parse_name
 from toolkit.build.plan import KernelSection, gencode_flags, make_plan, sort_archs, supported_capabilities
 from toolkit.build.stage import judge
@@ -120,10 +120,10 @@ def test_binding_flags_per_torch_version(project):
         "-std=c++20",
         "-fvisibility=hidden",
         "-I/envs/2.14.1+cu130/torch/include",
-        "-I/gen",
         "-I/cuda-13.0/include",
     ):
         assert flag in bind.argv, flag
+    assert "-I/gen" not in bind.argv  # registration.h is the rendered one next to the binding
     link = plan.steps[v.link]
     assert "-ltorch_cuda" in link.argv and "-lc10_cuda" in link.argv and "-lcudart" in link.argv
     assert not any("rpath" in a for a in link.argv)
@@ -287,18 +287,30 @@ def test_metadata_is_strict_kernels_metadata_with_provenance(project, tmp_path):
     assert read_provenance(project).vendor_dirty is True
 
 
-def test_generated_ops_py_names_the_namespace(project, tmp_path):
+def test_the_rendered_ops_py_gets_the_namespace(project, tmp_path):
     plan = _plan(project, TWO[:1])
     ex = _executor(plan, project, tmp_path)
     v = plan.variants[0]
-    files = ex._python_files(v)
-    assert files["_ops.py"] == OPS_PY.format(ops_id=v.ops_id).encode()
-    assert f"from . import {v.ops_id}" in files["_ops.py"].decode()
-    # A rendered _ops.py with the @OPS_NAME@ token gets the id substituted.
+    text = ex._python_files(v)["_ops.py"].decode()
+    assert f"from . import {v.ops_id}" in text and "@OPS_NAME@" not in text
     (project / "torch-ext" / "mini_kernel" / "_ops.py").write_text('NAME = "@OPS_NAME@"\n')
     plan = _plan(project, TWO[:1])
     ex.plan = plan
     assert ex._python_files(plan.variants[0])["_ops.py"] == f'NAME = "{plan.variants[0].ops_id}"\n'.encode()
+
+
+def test_the_build_supplies_registration_h_and_ops_py_only_where_render_wrote_none(project, tmp_path):
+    """The first package's render writes both (the build then uses those); a later package's may not."""
+    plan = _plan(project, TWO[:1])
+    bind = next(s for s in plan.steps.values() if s.id.startswith("bind"))
+    assert "-I/gen" not in bind.argv
+    (project / "torch-ext" / "registration.h").unlink()
+    (project / "torch-ext" / "mini_kernel" / "_ops.py").unlink()
+    plan = _plan(project, TWO[:1])
+    bind = next(s for s in plan.steps.values() if s.id.startswith("bind"))
+    assert "-I/gen" in bind.argv
+    ex = _executor(plan, project, tmp_path)
+    assert f"from . import {plan.variants[0].ops_id}" in ex._python_files(plan.variants[0])["_ops.py"].decode()
 
 
 def test_variant_intact_detects_edits_and_extra_files(tmp_path):

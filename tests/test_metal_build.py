@@ -1,14 +1,14 @@
-"""toolkit/build/metal.py: which vendored Metal files build, the metallib build plan, and embedding.
+"""The Metal build: which vendored Metal files build (toolkit/build/metal.py), the build's own Metal steps
+(toolkit/build/plan.py), and embedding.
 
 The Metal binary itself cannot be built on this (Linux) machine; the tests that would need it say so. What
-runs here: the plan as data (commands, inputs, outputs, blockers), the plan executed against a simulated
+runs here: the real plan's Metal command lines, the real local executor running them against a simulated
 Xcode (the compile/link steps faked, the embed step run for real), and embedding checks."""
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -115,100 +115,144 @@ def test_required_kernels_exist_in_the_real_monolith() -> None:
     assert missing == []
 
 
-def _project(tmp_path: Path, lock: Lock) -> Path:
-    root = tmp_path / "proj"
-    for rel in metal.metal_sources(lock).files:
-        p = root / "vendor" / "ggml" / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text("// fixture\n")
-    unit = root / metal.TRANSLATION_UNIT
-    unit.parent.mkdir(parents=True, exist_ok=True)
-    unit.write_text("// fixture\n")
-    return root
+# --- the real build's Metal steps (toolkit/build/plan.py; the local executor runs them) -------------------
+
+METAL_ROW = "torch214-metal-aarch64-darwin"
 
 
-@pytest.mark.parametrize("lock", [PRE_SPLIT, POST_SPLIT], ids=["pre-split", "post-split"])
-def test_plan_commands(tmp_path: Path, lock: Lock) -> None:
-    root = _project(tmp_path, lock)
-    p = metal.plan(root, metal.metal_sources(lock), tmp_path / "out", "_ggml_attn_kernels_metal_abc1234", host=MAC)
-    assert p.buildable, p.blockers
-    compile_, link, embed = p.steps
-    argv = compile_.argv
-    assert argv[:4] == ("xcrun", "-sdk", "macosx", "metal")
-    assert "-std=metal4.0" in argv and "-O2" in argv and "-mmacosx-version-min=26.0" in argv
-    assert argv[argv.index("-c") + 1].endswith("csrc/metal/ggml_metal_kernels.metal")
-    incs = [a[2:] for a in argv if a.startswith("-I")]
-    assert incs == [
-        str(root.resolve() / "vendor/ggml/src"),
-        str(root.resolve() / "vendor/ggml/src/ggml-metal"),
-        str(root.resolve() / "csrc/metal"),
-    ]
-    assert not any(a.startswith("-D") for a in argv)  # EMBED_LIBRARY / HAS_TENSOR never defined
-    # every vendored Metal file is an input of the compile (a change rebuilds the library)
-    assert {str(root.resolve() / "vendor/ggml" / f) for f in metal.metal_sources(lock).files} <= set(compile_.inputs)
-    assert link.inputs == compile_.outputs and link.argv[3] == "metallib"
-    assert embed.inputs == link.outputs and embed.argv[1:4] == ("-m", "toolkit.build.metal", "embed")
-    assert p.namespace == "_ggml_attn_kernels_metal_abc1234_metal"
-    assert p.mm_defines[0] == '-DEMBEDDED_METALLIB_HEADER="_ggml_attn_kernels_metal_abc1234_metallib.h"'
-    assert p.to_dict()["buildable"] is True
+def _metal_inputs(root: Path):
+    """The ProjectInputs of this repository's own [kernel.ggml_metal] section (build.toml as rendered)."""
+    import tomlkit
 
+    from toolkit.build.inputs import _kernel_sections
+    from toolkit.build.plan import ProjectInputs
 
-def test_plan_on_linux_says_why_not(tmp_path: Path) -> None:
-    root = _project(tmp_path, PRE_SPLIT)
-    p = metal.plan(root, metal.metal_sources(PRE_SPLIT), tmp_path / "out", "lib", host=LINUX)
-    assert not p.buildable
-    assert "needs macOS on Apple silicon" in p.blockers[0] and "Linux" in p.blockers[0]
-    with pytest.raises(BuildError, match="cannot build the metallib here"):
-        metal.execute(p)
-    print("Metal binary NOT built on this host:", p.blockers[0])
-
-
-def test_plan_reports_missing_inputs_and_toolchain(tmp_path: Path) -> None:
-    root = tmp_path / "empty"
-    root.mkdir()
-    no_tools = metal.MetalHost("Darwin", "arm64", "26.0", "/usr/bin/xcrun", None, None)
-    p = metal.plan(root, metal.metal_sources(POST_SPLIT), tmp_path / "out", "lib", host=no_tools)
-    text = " | ".join(p.blockers)
-    assert "downloadComponent MetalToolchain" in text
-    assert "run `ggml-vendor sync`" in text and "run `ggml-vendor render`" in text
-    old = metal.MetalHost("Darwin", "arm64", "15.5", "/usr/bin/xcrun", "/m", "/l")
-    assert any(
-        "macOS 26.0" in b for b in metal.plan(root, metal.metal_sources(POST_SPLIT), tmp_path, "lib", host=old).blockers
+    doc = tomlkit.parse((REPO / "build.toml").read_text()).unwrap()
+    sections = tuple(k for k in _kernel_sections(doc) if k.backend == "metal")
+    assert sections, "build.toml has no metal section"
+    return ProjectInputs(
+        root=root,
+        name="mini",
+        module="mini",
+        version=1,
+        license="MIT",
+        upstream=None,
+        backends=("metal",),
+        torch_src=("torch-ext/torch_binding.cpp",),
+        torch_include=(),
+        torch_cxx_flags=(),
+        kernels=sections,
+        python_files=("__init__.py", "_ops.py"),
+        source_id="ab" * 32,
     )
-    with pytest.raises(BuildError, match="not a C identifier"):
-        metal.plan(root, metal.metal_sources(POST_SPLIT), tmp_path, "bad-name", host=MAC)
 
 
-def test_execute_against_a_simulated_xcode(tmp_path: Path) -> None:
-    """compile and link are simulated (no Metal compiler here); the embed step is the real CLI."""
-    root = _project(tmp_path, PRE_SPLIT)
-    p = metal.plan(root, metal.metal_sources(PRE_SPLIT), tmp_path / "out", "lib", host=MAC)
-    fixture = metallib.build_fixture(metal.required_kernels(["gated_delta_net", "flash_attn"], FACTS))
-    calls = []
+def _metal_plan(root: Path, status=None):
+    from toolkit.build.matrix import Status, parse_name
+    from toolkit.build.plan import make_plan
 
-    def fake_run(argv, **kw):
-        calls.append(argv)
-        if argv[:4] == ["xcrun", "-sdk", "macosx", "metal"]:
-            Path(argv[argv.index("-o") + 1]).write_bytes(b"air")
-        elif argv[:4] == ["xcrun", "-sdk", "macosx", "metallib"]:
-            Path(argv[argv.index("-o") + 1]).write_bytes(fixture)
-        else:
-            return subprocess.run(argv, cwd=str(Path(__file__).resolve().parents[1]), **kw)
-        return subprocess.CompletedProcess(argv, 0, "", "")
+    st = status or Status(False, "needs macOS on Apple silicon with Xcode 26 and the Metal toolchain")
+    return make_plan(_metal_inputs(root), [(parse_name(METAL_ROW), st)], cxx="c++", cxx_id="g++", gen_include="/gen")
 
-    header = metal.execute(p, run=fake_run)
-    assert len(calls) == 3 and calls[2][0] == sys.executable
-    text = header.read_text()
-    assert "namespace lib_metal {" in text and f"metallib_data_len = {len(fixture)};" in text
-    assert "inline id<MTLLibrary> createLibrary(id<MTLDevice> device, NSError ** error)" in text
 
-    def failing_link(argv, **kw):
-        if argv[3] == "metallib":
-            return subprocess.CompletedProcess(argv, 1, "", "error: undefined symbol: _air_foo\n")
-        return fake_run(argv, **kw)
+def test_the_builds_metal_compile_line(tmp_path: Path) -> None:
+    """What kernel-builder runs (docs/hub-contract.md §4.7), as the build's own plan has it."""
+    plan = _metal_plan(tmp_path)
+    steps = {s.tool: s for s in plan.steps.values()}
+    air = steps["metal"].argv
+    assert air[:4] == ("xcrun", "-sdk", "macosx", "metal")
+    assert "-std=metal4.0" in air and "-O2" in air and "-mmacosx-version-min=26.0" in air
+    assert air[air.index("-c") + 1] == "csrc/metal/ggml_metal_kernels.metal"
+    assert [a[2:] for a in air if a.startswith("-I")] == ["vendor/ggml/src", "vendor/ggml/src/ggml-metal", "csrc/metal"]
+    assert not any(a.startswith("-D") for a in air)  # EMBED_LIBRARY / HAS_TENSOR never defined
+    lib, embed = steps["metallib"], steps["python"]
+    assert lib.after == (steps["metal"].id,) and lib.argv[3] == "metallib"
+    assert embed.after == (lib.id,) and embed.argv[1:4] == ("-m", "toolkit.build.metal", "embed")
+    ops_id = plan.variants[0].ops_id
+    assert embed.argv[-1] == f"{ops_id}_metal" and embed.output == f"{ops_id}_metallib.h"
+    mm = [s for s in plan.steps.values() if s.label.startswith("c++ csrc/metal/") and s.label.endswith(".mm")]
+    assert len(mm) == 3
+    for s in mm:  # each host object waits for the header and finds it by kernel-builder's names
+        assert embed.id in s.after and f'-DEMBEDDED_METALLIB_HEADER="{ops_id}_metallib.h"' in s.argv
+        assert f"-DEMBEDDED_METALLIB_NAMESPACE={ops_id}_metal" in s.argv and "-fobjc-arc" in s.argv
+    assert not any(s.runnable for s in plan.steps.values())  # planned here, run on a Mac
 
-    with pytest.raises(BuildError, match="metal link failed.*undefined symbol"):
-        metal.execute(p, run=failing_link)
+
+def test_metal_rows_off_a_mac_say_why_not() -> None:
+    from toolkit.build.envs import HostFacts
+    from toolkit.build.matrix import parse_name, status
+
+    linux = status(parse_name(METAL_ROW), HostFacts("linux", "x86_64"), enabled_backends=("metal",), index="PyPI")
+    assert not linux.buildable and "needs macOS on Apple silicon" in linux.reason and "x86_64-linux" in linux.reason
+    mac = status(parse_name(METAL_ROW), HostFacts("darwin", "aarch64"), enabled_backends=("metal",), index="PyPI")
+    assert not mac.buildable and "downloadComponent MetalToolchain" in mac.reason
+
+
+FAKE_XCRUN = """#!/bin/sh
+echo "xcrun $3" >> "$CALLS"
+out=""; prev=""
+for a do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done
+if [ "$3" = metallib ]; then cp "$FIXTURE_METALLIB" "$out"; else printf air > "$out"; fi
+"""
+FAKE_CXX = """#!/bin/sh
+echo "c++ $*" >> "$CALLS"
+out=""; prev=""
+for a do [ "$prev" = "-o" ] && out="$a"; prev="$a"; done
+printf obj > "$out"
+"""
+
+
+def test_the_local_executor_runs_the_metal_steps_against_a_simulated_xcode(tmp_path: Path, monkeypatch) -> None:
+    """The real executor on the real plan: compile and link simulated (no Metal compiler here), the embed step
+    run for real on a fixture metallib, the variant assembled into build/."""
+    from toolkit.build.cache import BuildCache
+    from toolkit.build.envs import TorchEnv
+    from toolkit.build.inputs import read_provenance
+    from toolkit.build.local import LocalExecutor
+    from toolkit.build.matrix import Status
+
+    root = tmp_path / "proj"
+    for sec in _metal_inputs(root).kernels:
+        for rel in (*sec.src, "torch-ext/torch_binding.cpp"):
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text("// fixture\n")
+    (root / "torch-ext" / "mini").mkdir()
+    (root / "torch-ext" / "mini" / "__init__.py").write_text("from ._ops import ops\n")
+    (root / "torch-ext" / "mini" / "_ops.py").write_text("import torch\nops = torch.ops.@OPS_NAME@\n")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name, body in (("xcrun", FAKE_XCRUN), ("clang++", FAKE_CXX)):
+        (bindir / name).write_text(body)
+        (bindir / name).chmod(0o755)
+    fixture = tmp_path / "fixture.metallib"
+    fixture.write_bytes(metallib.build_fixture(metal.required_kernels(["gated_delta_net", "flash_attn"], FACTS)))
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FIXTURE_METALLIB", str(fixture))
+    monkeypatch.setenv("CALLS", str(tmp_path / "calls"))
+    env = TorchEnv(
+        "/py", "2.14.1", "/t/torch", include_dirs=("/t/include",), lib_dir="/t/lib", python_include="/py/inc"
+    )
+    plan = _metal_plan(root, Status(True, "", "local", None, env))
+    cache = tmp_path / "cache"
+    ex = LocalExecutor(
+        plan,
+        BuildCache(cache, root),
+        jobs=2,
+        provenance=read_provenance(root),
+        log_dir=cache / "logs",
+        gen_dir=cache / "gen",
+        progress=False,
+    )
+    [res] = ex.run(plan.buildable())
+    assert res.result == "built", (res.reason, res.tail)
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls.index("xcrun metal") < calls.index("xcrun metallib")
+    assert [c.split()[0] for c in calls].count("c++") == 5  # three .mm, the binding, the link
+    out = root / res.out_dir
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["__init__.py", "_ops.py", "metadata.json", f"{res.id}.abi3.so"]
+    )
+    assert res.id in (out / "_ops.py").read_text()
 
 
 def test_embed_refuses_non_metallibs_and_writes_nothing(tmp_path: Path) -> None:
@@ -255,21 +299,3 @@ def test_header_source_is_deterministic_and_exact() -> None:
     assert bytes(int(x, 16) for x in re.findall(r"0x([0-9a-f]{2})", body)) == data
     with pytest.raises(BuildError):
         metal.header_source(data, "not a namespace")
-
-
-@pytest.mark.skipif(
-    sys.platform != "darwin" or shutil.which("xcrun") is None,
-    reason="the Metal binary is built only on macOS with Xcode 26 (xcrun metal); not on this host",
-)
-def test_real_metallib_build_on_macos(tmp_path: Path) -> None:  # pragma: no cover - needs a Mac
-    host = metal.probe_host()
-    if host.blockers:
-        pytest.skip("; ".join(host.blockers))
-    unit = tmp_path / "proj" / metal.TRANSLATION_UNIT
-    unit.parent.mkdir(parents=True)
-    unit.write_text("#include <metal_stdlib>\nkernel void kernel_probe(device float * x [[buffer(0)]]) { x[0] = 1; }\n")
-    sources = metal.MetalSources(metal.LAYOUT_MONOLITH, (), ())
-    p = metal.plan(tmp_path / "proj", sources, tmp_path / "out", "probe", host=host)
-    metal.execute(p)
-    lib = metallib.parse(Path(p.metallib).read_bytes())
-    assert lib.function_names == ("kernel_probe",) and lib.language_version == (4, 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -151,7 +152,7 @@ def test_default_sources_are_pypi_pairs_with_no_url():
         ('[sources.torch]\n"2.13" = { version = "2.13.0" }', "key is not"),
         ('[sources.torch]\n"2.13-cu130" = { version = "2.13.*" }', "not an exact release"),
         ('[sources.toolkit]\n"hip-7.2" = { version = "7.2.0" }', "<backend>-<MAJOR.MINOR>"),
-        ("[sources.wheels]\nx = 1", "[sources] has only"),
+        ("[sources.wheels]\nx = 1", "unknown key 'wheels'"),
     ],
 )
 def test_bad_sources_are_one_clear_error(tmp_path, body, fragment):
@@ -301,3 +302,54 @@ def test_rocm_index_template_spells_the_toolkit_version_with_its_dot(tmp_path):
         'torch = ["2.14"]\ntoolkits = ["7.2"]\nsystems = ["x86_64-linux"]\n'
     )
     assert load_matrix(f).index_for(parse_name("torch214-cxx11-rocm72-x86_64-linux")) == "https://idx.example/rocm7.2"
+
+
+def test_variants_text_prints_every_reason_whole_within_80_columns():
+    """Issue 20 item 6: the table held the reasons and cut nearly all of them off in a pipe."""
+    from toolkit.cli import app
+
+    pkg = ["-p", "ggml-attn-kernels"]
+    doc = json.loads(CliRunner().invoke(app, ["variants", "-C", str(REPO), *pkg, "--json"]).stdout)
+    res = CliRunner().invoke(app, ["variants", "-C", str(REPO), *pkg])
+    assert res.exit_code == 0, res.output
+    body = res.output.splitlines()[1:]  # the title names the matrix path
+    assert max(len(ln) for ln in body) <= 80, max(body, key=len)
+    text = " ".join(" ".join(ln.split()) for ln in body)
+    for r in doc["variants"]:
+        want = r["reason"] if not r["buildable"] and not r["provision"] else r["engine"]
+        assert " ".join(want.split()) in text, r["name"]
+
+
+ROW = '[[build]]\nbackend="cuda"\ntoolkits=["13.0"]\nsystems=["x86_64-linux"]\n'
+
+
+@pytest.mark.parametrize(
+    "extra, key, near",
+    [
+        ('[sourcs.torch]\n"2.14-cu130" = { version = "2.14.1" }\n', "sourcs", "sources"),
+        ('[torch-indx]\ncuda = "https://idx.example/{compute}"\n', "torch-indx", "torch-index"),
+        ('[sources.torhc]\n"2.14-cu130" = { version = "2.14.1" }\n', "torhc", "torch"),
+        ('[torch-index]\ncdua = "https://idx.example/{compute}"\n', "cdua", "cuda"),
+        ("shema = 1\n", "shema", "schema"),
+    ],
+)
+def test_misspelt_tables_and_keys_are_refused_naming_the_nearest_valid_one(extra, key, near):
+    """Issue 18: `[sourcs.torch]` used to be ignored, silently turning a provisionable row into "elsewhere"."""
+    text = ('torch=["2.14"]\n' + extra + ROW) if not extra.startswith("[") else ('torch=["2.14"]\n' + ROW + extra)
+    with pytest.raises(ConfigError) as exc:
+        _matrix(text)
+    line = exc.value.one_line()
+    assert f"unknown key {key!r}" in line and f"did you mean {near!r}" in line, line
+    assert len(line.splitlines()) == 1
+
+
+def test_a_misspelt_matrix_table_exits_2_through_the_cli(tmp_path):
+    from toolkit.cli import app
+
+    proj = tmp_path / "p"
+    shutil.copytree(REPO / "tests" / "fixtures" / "build_kernel", proj)
+    with open(proj / "variants" / "matrix.toml", "a") as fh:
+        fh.write('\n[sourcs.torch]\n"2.13-cu130" = { version = "2.13.0" }\n')
+    for cmd in (["variants"], ["build", "--all", "--dry-run"]):
+        res = CliRunner().invoke(app, [*cmd, "-C", str(proj)])
+        assert res.exit_code == 2 and "did you mean 'sources'" in res.output, res.output

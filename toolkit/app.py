@@ -1,11 +1,19 @@
-"""The typer application object, the options every command shares, and the one place that turns failures
-into exit codes. Command help texts are in toolkit/help.py."""
+"""The typer application, the one command shape (`@command`: shared options in, a `Run` out) and the one place
+that turns failures into exit codes. Command help texts are in toolkit/help.py.
+
+A command module is a request builder and a printer: its function takes the shared `Options` and its own
+options, and returns a `Run` (how to plan, how to execute, how to print). `@command` adds the shared options
+to its signature, and `perform` does the rest the same way for every command: load the config, take the
+project lock, plan and execute in one `ui.task` (quiet on success, the captured log replayed on a crash),
+print tables or `--json`, and exit with `core.stage.exit_code_of(report)` (and `failure_of`'s one line).
+"""
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,7 +21,8 @@ import typer
 
 from toolkit import help as help_text
 from toolkit.core import ui
-from toolkit.core.errors import Interrupted, VendorError
+from toolkit.core.errors import ConfigError, Interrupted, VendorError
+from toolkit.core.stage import Log, failure_of
 
 app = typer.Typer(
     name="ggml-vendor",
@@ -21,6 +30,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Help text is printed literally: rich markup would eat "[sources]", "[torch-index]" and the like.
+    rich_markup_mode=None,
 )
 
 # Shared option types, so every command spells them the same way.
@@ -40,8 +51,6 @@ VerboseOpt = Annotated[
 VariantOpt = Annotated[
     list[str], typer.Option("--variant", help="Only variants whose name matches this glob (repeatable).")
 ]
-
-
 # A project may hold a family of packages ([tool.ggml-vendor.packages.<name>]); per-package commands take
 # `--package/-p NAME` (repeatable) and otherwise run for every package, the first one first.
 PackageOpt = Annotated[
@@ -53,39 +62,6 @@ PackageOpt = Annotated[
         show_default=False,
     ),
 ]
-
-
-def for_each_package(project: Path | None, packages: list[str], body: Callable[[Any], None], *, as_json: bool) -> None:
-    """Run a command body once per selected package (a Config view each, toolkit.core.config.Config.selected).
-
-    One package selected: exactly the one-package command (same output, same JSON document). Several: a
-    heading per package on stderr and, with --json, one document {"packages": {name: document}}. The first
-    failure stops the loop; its one line names the package."""
-    from toolkit.core.config import load
-
-    views = load(project).selected(packages)
-    if len(views) == 1:
-        body(views[0])
-        return
-    docs: dict[str, Any] = {}
-    try:
-        for view in views:
-            if not as_json:
-                ui.err.print(ui.labelled("package", "bold", view.name))
-            with ui.collect_json() as collected:
-                try:
-                    body(view)
-                except VendorError as exc:
-                    exc.message = f"package {view.name}: {exc.message}"
-                    raise
-                finally:  # a failing package's document (e.g. render --check's drift) is still printed
-                    if collected:
-                        docs[view.name] = collected[0] if len(collected) == 1 else list(collected)
-    finally:
-        if as_json:
-            ui.emit_json({"packages": docs})
-
-
 NoWaitOpt = Annotated[
     bool,
     typer.Option(
@@ -96,34 +72,152 @@ NoWaitOpt = Annotated[
 
 
 @dataclass(frozen=True)
-class Locked:
-    """The project lock a command holds from its plan to its report (see toolkit.core.projectlock).
-    `shared` for commands that only read the project (checks, dry runs)."""
+class Options:
+    """The options every command shares (`dry_run` and `wait` only where the command offers them)."""
 
-    project: Path | None
-    command: str
-    no_wait: bool = False
-    shared: bool = False
+    project: Path | None = None
+    json: bool = False
+    verbose: bool = False
+    dry_run: bool = False
+    wait: bool = True
+    packages: tuple[str, ...] = ()  # --package/-p (empty: every package), where the command is per package
 
 
-def run_guarded(fn, *args, verbose: bool = False, lock: Locked | None = None, **kwargs):  # type: ignore[no-untyped-def]
-    """Run a command body (under the project lock when `lock` is given); a VendorError becomes one red
-    line and its exit code, preceded by the traceback with --verbose (or GGML_VENDOR_VERBOSE=1)."""
+@dataclass(frozen=True)
+class Run:
+    """What a command does, as the runner needs it.
+
+    `plan(config, log)` reads and decides; `execute(plan, log)` acts and returns a protocol Report (None: the
+    plan is the result, e.g. read-only listings); `show(result, options)` prints tables: the report, or under
+    --dry-run the plan (or what `preview(plan)` makes of it). `read_only` takes the project lock shared
+    (checks); `config=False` hands `plan` None instead of the loaded project; `live` shows the log as it
+    happens even without --verbose (long, multi-stage work); `spinner=False` for work that draws its own
+    progress bars. `per_package` (set by `@command(packages=True)`) runs it once per selected package;
+    `one_package`: exactly one may be selected. `interrupted(plan)` is the error for a Ctrl-C once execute
+    may have acted (default: "previous state kept")."""
+
+    label: str | Callable[[Any], str]  # the task's label, or a function of the config it runs under
+    plan: Callable[[Any, Log], Any]
+    execute: Callable[[Any, Log], Any] | None = None
+    show: Callable[[Any, Options], None] | None = None
+    preview: Callable[[Any], Any] | None = None
+    read_only: bool = False
+    config: bool = True
+    live: bool = False
+    spinner: bool = True
+    per_package: bool = False
+    one_package: bool = False
+    interrupted: Callable[[Any], Exception] | None = None
+
+
+def stage_run(label: str | Callable[[Any], str], stage: Any, request: Any, **fields: Any) -> Run:
+    """The Run of a stage package that follows the protocol to the letter: `stage.plan(config, request, log)`
+    then `stage.execute(plan, log)`; `fields` are the Run's other fields (show, read_only, ...)."""
+    return Run(label, plan=lambda cfg, log: stage.plan(cfg, request, log), execute=stage.execute, **fields)
+
+
+def _print_lines(result: Any, _opts: Options) -> None:
+    for line in result.lines():
+        ui.out.print(line)
+
+
+def _emit(result: Any, run: Run, opts: Options) -> None:
+    if opts.json:
+        doc = result.to_json()
+        ui.emit_json({"dry_run": True, **doc} if opts.dry_run and run.execute is not None else doc)
+    else:
+        (run.show or _print_lines)(result, opts)
+
+
+def _perform_one(run: Run, opts: Options, cfg: Any) -> None:
+    verbose = opts.verbose or (run.live and not opts.json)
+    plan = None
     try:
-        if lock is None:
-            return fn(*args, **kwargs)
-        from toolkit.core.config import find_root
-        from toolkit.core.projectlock import project_lock
+        label = run.label(cfg) if callable(run.label) else run.label
+        with ui.task(label, verbose=verbose, quiet=opts.json, spinner=run.spinner) as task:
+            result = plan = run.plan(cfg, task.log)
+            if run.execute is not None and not opts.dry_run:
+                result = run.execute(plan, task.log)
+            elif run.preview is not None:
+                result = run.preview(plan)
+        _emit(result, run, opts)
+    except KeyboardInterrupt:
+        if plan is None or opts.dry_run or run.interrupted is None:
+            raise  # nothing was carried out: the previous state was kept
+        # Once the plan may have been carried out, the stage says what the tree now holds.
+        raise run.interrupted(plan) from None
+    failure = failure_of(result) if hasattr(result, "ok") else None
+    if failure is not None:
+        raise failure
 
-        root = find_root(lock.project)
-        with project_lock(
-            root,
-            command=lock.command,
-            shared=lock.shared,
-            wait=not lock.no_wait,
-            on_wait=lambda msg: ui.warn("waiting:", msg),
-        ):
-            return fn(*args, **kwargs)
+
+def _views(run: Run, opts: Options) -> tuple[Any, ...]:
+    """The configs `run` runs under: the project's, or one view per selected package."""
+    from toolkit.core.config import load
+
+    cfg = load(opts.project)
+    if not run.per_package:
+        return (cfg,)
+    views = cfg.selected(opts.packages)
+    if run.one_package and len(views) > 1:
+        raise ConfigError(
+            f"the project holds {len(views)} packages and this command works on one package's build/",
+            f"add --package NAME (one of {', '.join(v.name for v in views)})",
+        )
+    return views
+
+
+def perform(run: Run, opts: Options) -> None:
+    """Plan, execute (unless --dry-run) and print `run` under the project's config; a report that is not
+    ok ends the command with its exit code. Per package: one package selected is exactly the one-package
+    command; several get a heading each on stderr and, with --json, one document {"packages": {name: doc}}
+    (printed even when a package fails, that package's document included); the first failure stops the
+    loop, its one line naming the package."""
+    views = _views(run, opts) if run.config else (None,)
+    if len(views) == 1:
+        _perform_one(run, opts, views[0])
+        return
+    docs: dict[str, Any] = {}
+    try:
+        for view in views:
+            if not opts.json:
+                ui.err.print(ui.labelled("package", "bold", view.name))
+            with ui.collect_json() as collected:
+                try:
+                    _perform_one(run, opts, view)
+                except VendorError as exc:
+                    exc.message = f"package {view.name}: {exc.message}"
+                    raise
+                finally:  # a failing package's document (e.g. render --check's drift) is still printed
+                    if collected:
+                        docs[view.name] = collected[0] if len(collected) == 1 else list(collected)
+    finally:
+        if opts.json:
+            ui.emit_json({"packages": docs})
+
+
+def _locked(run: Run, opts: Options, command: str) -> None:
+    """`perform` under the project lock: held from the plan to the report (a second command waits, or
+    with --no-wait refuses), shared for commands that only read."""
+    from toolkit.core.config import find_root
+    from toolkit.core.projectlock import project_lock
+
+    root = find_root(opts.project)
+    with project_lock(
+        root,
+        command=command,
+        shared=run.read_only or opts.dry_run,
+        wait=opts.wait,
+        on_wait=lambda msg: ui.warn("waiting:", msg),
+    ):
+        perform(run, opts)
+
+
+def guarded(body: Callable[[], None], verbose: bool) -> None:
+    """Run a command body; a VendorError becomes one red line and its exit code, preceded by the traceback
+    with --verbose (or GGML_VENDOR_VERBOSE=1); Ctrl-C keeps the previous state and exits 130."""
+    try:
+        body()
     except Interrupted as exc:
         ui.warn("interrupted:", exc.one_line())
         raise typer.Exit(exc.exit_code) from None
@@ -139,6 +233,86 @@ def run_guarded(fn, *args, verbose: bool = False, lock: Locked | None = None, **
         raise typer.Exit(Interrupted.exit_code) from None
 
 
+def _shared_parameters(dry_run: bool, lock: bool, packages: bool) -> list[inspect.Parameter]:
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [inspect.Parameter("package", kw, default=[], annotation=PackageOpt)] if packages else []
+    params += [
+        inspect.Parameter("project", kw, default=None, annotation=ProjectOpt),
+        inspect.Parameter("as_json", kw, default=False, annotation=JsonOpt),
+        inspect.Parameter("verbose", kw, default=False, annotation=VerboseOpt),
+    ]
+    if dry_run:
+        params.append(inspect.Parameter("dry_run", kw, default=False, annotation=DryRunOpt))
+    if lock:
+        params.append(inspect.Parameter("no_wait", kw, default=False, annotation=NoWaitOpt))
+    return params
+
+
+def _root_project(ctx: typer.Context) -> Path | None:
+    """`-C` given before the subcommand (`ggml-vendor -C path build`), kept by the group callback."""
+    obj = ctx.find_root().obj
+    return obj.get("project") if isinstance(obj, dict) else None
+
+
+def _resolved(fn: Callable[..., Any], annotation: Any) -> Any:
+    """An annotation as an object (a module with `from __future__ import annotations` keeps strings)."""
+    if not isinstance(annotation, str):
+        return annotation
+    return eval(annotation, fn.__globals__)
+
+
+def command(
+    name: str,
+    *,
+    help: str,
+    group: typer.Typer | None = None,
+    dry_run: bool = True,
+    lock: bool = True,
+    lock_name: str | None = None,
+    packages: bool = False,
+) -> Callable[[Callable[..., Run]], Callable[..., Run]]:
+    """Register `fn(opts, **own_options) -> Run` as the command `name` (of `group`, default the app): its own
+    options plus the shared ones (--project/-C, --json, --verbose/-v, and --dry-run / --no-wait / --package
+    where `dry_run` / `lock` / `packages`), then `perform` its Run (under the project lock, held as
+    `lock_name`, when `lock`; once per selected package when `packages`)."""
+
+    def register(fn: Callable[..., Run]) -> Callable[..., Run]:
+        # The first parameter is the Options object the wrapper builds; the others are the command's options.
+        own = [
+            p.replace(annotation=_resolved(fn, p.annotation))
+            for p in list(inspect.signature(fn).parameters.values())[1:]
+        ]
+        context = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+        params = [*own, *_shared_parameters(dry_run, lock, packages), context]
+
+        def cli(**kwargs: Any) -> None:
+            ctx = kwargs.pop("ctx")
+            opts = Options(
+                project=kwargs.pop("project") or _root_project(ctx),
+                json=kwargs.pop("as_json"),
+                verbose=kwargs.pop("verbose"),
+                dry_run=kwargs.pop("dry_run", False),
+                wait=not kwargs.pop("no_wait", False),
+                packages=tuple(kwargs.pop("package", ())),
+            )
+
+            def body() -> None:
+                run = replace(fn(opts, **kwargs), per_package=packages)
+                (_locked(run, opts, lock_name or name) if lock else perform(run, opts))
+
+            guarded(body, opts.verbose)
+
+        cli.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        cli.__annotations__ = {p.name: p.annotation for p in params}
+        cli.__doc__ = fn.__doc__
+        (group or app).command(name, help=help)(cli)
+        return fn
+
+    return register
+
+
 @app.callback()
-def _root() -> None:
-    """Keeps `ggml-vendor` a command group even when the CLI registers only the one command it runs."""
+def _root(ctx: typer.Context, project: ProjectOpt = None) -> None:
+    """Keeps `ggml-vendor` a command group even when the CLI registers only the one command it runs, and takes
+    `-C/--project` before the subcommand too (the one after it wins)."""
+    ctx.ensure_object(dict)["project"] = project

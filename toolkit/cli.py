@@ -1,6 +1,6 @@
 """Entry point of the `ggml-vendor` command: imports the command modules so they register on the app.
 
-Each command lives in toolkit/commands/<name>.py and registers itself with @app.command(). When the
+Each command lives in toolkit/commands/<name>.py and registers itself with toolkit.app's @command. When the
 command line names one command, only that module is imported: the stages pull in git, jinja2, torch
 helpers and huggingface_hub, and a no-op `sync` should not pay for `publish`'s imports.
 """
@@ -27,11 +27,28 @@ COMMAND_MODULES = (
 )
 
 
+# Options the group itself takes before the command, with the value that follows them.
+_GROUP_OPTIONS_WITH_VALUE = ("-C", "--project")
+
+
+def _first_word(argv: list[str]) -> str | None:
+    """The first word that is neither an option nor the value of a group option (`-C PATH build`)."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in _GROUP_OPTIONS_WITH_VALUE:
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
 def _register(argv: list[str]) -> None:
     named = [a for a in argv if a in COMMAND_MODULES]
     # Only the first non-option word can be the command; anything else (help, typos) registers all, so
     # `--help` lists every command and typer's "No such command" message stays accurate.
-    first = next((a for a in argv if not a.startswith("-")), None)
+    first = _first_word(argv)
     wanted = (first,) if named and first == named[0] else COMMAND_MODULES
     for name in wanted:
         importlib.import_module(f"{__package__}.commands.{name}")

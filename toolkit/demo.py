@@ -2,10 +2,16 @@
 workspace — sync, render, build what this machine can, verify, publish to a local Hub, load it back with
 `kernels.get_kernel` in a fresh process — and one report of the run.
 
-A project of several packages: one sync (the union), then render → get_kernel for each package in turn (the
-first package's stages keep their plain names, a later package's are named "<stage> <package>"). A later
-package whose entry files the embedded miniature does not hold is left out of the workspace and reported as
-one visibly skipped stage naming the missing files (the run stays green)."""
+The demo is itself a stage (`plan(project, request, log)`, `execute(plan, log)`), and its execute is a
+sequence of small tasks, each one stage's plan + execute (nox's `workflow.execute` over task functions):
+every task reads what the earlier ones left in the run's `Context` and returns its detail line and data; the
+first failure is recorded in the report and the tasks after it are skipped.
+
+A project of several packages: one sync (the union), then the package tasks render → get_kernel for each
+package in turn (the first package's stages keep their plain names, a later package's are named "<stage>
+<package>"). A later package whose entry files the embedded miniature does not hold is left out of the
+workspace and reported as one visibly skipped stage naming the missing files (the run stays green).
+"""
 
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from toolkit import __version__
 from toolkit.core.config import Config
 from toolkit.core.config import load as load_config
 from toolkit.core.errors import VendorError
+from toolkit.core.stage import Log, Verdict, quiet
 
 DEMO_REPO = "ggml-demo/ggml-attn-kernels"
 DEMO_TOKEN = "hf_demo_local_only"
@@ -35,6 +42,8 @@ OK, FAILED, SKIPPED = "ok", "failed", "skipped"
 
 @dataclass
 class Stage:
+    """One task's outcome (mutable while the run fills it in)."""
+
     name: str
     status: str = SKIPPED
     seconds: float = 0.0
@@ -52,15 +61,23 @@ class Stage:
 
 
 @dataclass
-class DemoReport:
+class DemoReport(Verdict):
+    """What the run did: one Stage per task, in order. A protocol Report (exit 1 when a stage failed)."""
+
     workspace: str
     stages: list[Stage]
+    kept: bool = True  # the workspace is still on disk
 
-    @property
-    def ok(self) -> bool:
-        """No stage failed (a stage is only skipped after a failure, or deliberately with its reason: a package
-        the miniature cannot serve)."""
-        return bool(self.stages) and not any(s.status == FAILED for s in self.stages)
+    def failure(self) -> VendorError | None:
+        failed = next((s for s in self.stages if s.status == FAILED), None)
+        if failed is None:
+            return None
+        return VendorError(
+            f"demo stage '{failed.name}' failed: {failed.detail}", f"inspect the workspace {self.workspace}"
+        )
+
+    def lines(self) -> list[str]:
+        return [f"{s.name}: {s.status} ({s.seconds:.1f}s) {s.detail}" for s in self.stages]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -69,6 +86,55 @@ class DemoReport:
             "tool_version": __version__,
             "stages": [s.to_json() for s in self.stages],
         }
+
+
+@dataclass(frozen=True)
+class Request:
+    """`upstream`/`rev` replace the embedded miniature with a real ggml or llama.cpp (a local clone or URL);
+    `engine`/`toolchain` are `build`'s options; `workspace` is kept, a temporary one only with `keep` (or
+    when a stage failed)."""
+
+    workspace: Path | None = None
+    keep: bool = False
+    jobs: int | None = None
+    upstream: str | None = None
+    rev: str | None = None
+    engine: str = "auto"
+    toolchain: str = "auto"
+
+
+@dataclass(frozen=True)
+class Plan:
+    source: Path  # the project whose configuration is copied
+    request: Request
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return STAGES
+
+    def lines(self) -> list[str]:
+        where = self.request.workspace or "a temporary directory"
+        return [f"would run, in {where}: {' -> '.join(self.stages)}"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"workspace": str(self.request.workspace or "a temporary directory"), "stages": list(self.stages)}
+
+
+@dataclass
+class Context:
+    """What the tasks share: each reads what the earlier ones left here."""
+
+    plan: Plan
+    workspace: Path
+    endpoint: str = ""
+    log: Log = quiet
+    cfg: Config | None = None
+    built: list[str] = field(default_factory=list)
+
+    @property
+    def config(self) -> Config:
+        assert self.cfg is not None, "the setup task loads the workspace's config first"
+        return self.cfg
 
 
 def _source_project(start: Path | None) -> Path:
@@ -141,28 +207,6 @@ def _later_packages_for_demo(dest: Path, *, embedded: bool) -> None:
     fs.atomic_write(dest / "pyproject.toml", tomlkit.dumps(doc).encode("utf-8"))
 
 
-def _stage(report: DemoReport, name: str, say: Callable[[str], None], fn: Callable[[], tuple[Any, str, dict]]) -> Any:
-    """Run one demo stage: `fn` returns (result, detail, data). A failure is recorded (the table shows it, not a
-    traceback) and every later stage is skipped; returns the result, or None when failed or skipped."""
-    st = Stage(name)
-    report.stages.append(st)
-    if any(s.status == FAILED for s in report.stages[:-1]):
-        st.detail = "not run: an earlier stage failed"
-        return None
-    say(f"{name} …")
-    t0 = time.perf_counter()
-    result = None
-    try:
-        result, st.detail, st.data = fn()
-        st.status = OK
-    except VendorError as exc:
-        st.status, st.detail = FAILED, exc.one_line()
-    except Exception as exc:  # a demo reports every failure in its table instead of a traceback
-        st.status, st.detail = FAILED, f"{type(exc).__name__}: {exc}"
-    st.seconds = time.perf_counter() - t0
-    return result
-
-
 _LOAD_CHILD = r"""
 import json, math, sys
 import torch, kernels
@@ -230,23 +274,28 @@ def load_with_get_kernel(endpoint: str, repo: str, version: int, cache: Path) ->
     return json.loads(line[4:])
 
 
-# --- the stages: each one stage's plan + execute, returning (result, detail, data) ----------------------
+# --- the tasks: each one stage's plan + execute, returning (detail, data) ------------------------------------
 
 
-def _setup(source: Path, ws: Path, upstream: str | None) -> tuple[Config, str, dict]:
-    make_workspace(source, ws, upstream)
-    cfg = load_config(ws)
-    detail = f"copied {', '.join(COPIED)} from {source} into {ws}; upstream = {upstream or 'embedded miniature'}"
+def _setup(ctx: Context) -> tuple[str, dict[str, Any]]:
+    upstream = ctx.plan.request.upstream
+    make_workspace(ctx.plan.source, ctx.workspace, upstream)
+    cfg = ctx.cfg = load_config(ctx.workspace)
+    source = ctx.plan.source
+    detail = (
+        f"copied {', '.join(COPIED)} from {source} into {ctx.workspace}; upstream = {upstream or 'embedded miniature'}"
+    )
     if len(cfg.packages) > 1:
         detail += f"; packages: {', '.join(cfg.package_names())}"
-    return cfg, detail, {"packages": list(cfg.package_names())}
+    return detail, {"packages": list(cfg.package_names())}
 
 
-def _skipped_packages(source: Path, cfg: Config | None) -> list[Stage]:
-    """One deliberately skipped stage per package of the project that the workspace left out."""
-    if cfg is None:
+def skipped_packages(ctx: Context) -> list[Stage]:
+    """One deliberately skipped stage per package of the project that the workspace left out (none when the
+    setup failed: the stages after it say so)."""
+    if ctx.cfg is None:
         return []
-    kept = set(cfg.package_names())
+    kept = set(ctx.cfg.package_names())
     return [
         Stage(
             pkg.name,
@@ -254,61 +303,70 @@ def _skipped_packages(source: Path, cfg: Config | None) -> list[Stage]:
             detail=f"skipped: its entry files {', '.join(missing_in_miniature(pkg))} are not in the embedded "
             "miniature upstream (run the demo with --upstream PATH to a ggml clone to include it)",
         )
-        for pkg in load_config(source).packages
+        for pkg in load_config(ctx.plan.source).packages
         if pkg.name not in kept
     ]
 
 
-def _sync(cfg: Config, upstream: str | None, rev: str | None) -> tuple[Config, str, dict]:
+def _sync(ctx: Context) -> tuple[str, dict[str, Any]]:
     from toolkit import sync
     from toolkit.sync.embedded import EMBEDDED, TAG
 
+    upstream, rev = ctx.plan.request.upstream, ctx.plan.request.rev
     request = sync.Request(rev=rev or (TAG if upstream is None else "HEAD"), upstream=upstream or EMBEDDED)
-    rep = sync.execute(sync.plan(cfg, request))
+    rep = sync.execute(sync.plan(ctx.config, request))
+    assert rep.plan is not None  # execute always reports the tree plan it carried out
     lock = rep.plan.lock
+    ctx.cfg = load_config(ctx.config.root)
     detail = f"{rep.status}: {len(lock.files)} files at {lock.commit[:12]} ({lock.layout} layout)"
-    return load_config(cfg.root), detail, {"commit": lock.commit, "files": sorted(lock.files)}
+    return detail, {"commit": lock.commit, "files": sorted(lock.files)}
 
 
-def _render(cfg: Config) -> tuple[None, str, dict]:
+def _render(ctx: Context) -> tuple[str, dict[str, Any]]:
     from toolkit import render
 
-    files = [f.path for f in render.execute(render.plan(cfg)).plan.files]
-    return None, f"{len(files)} files (build.toml validated by kernels' parser)", {"files": files}
+    files = [f.path for f in render.execute(render.plan(ctx.config)).plan.files]
+    return f"{len(files)} files (build.toml validated by kernels' parser)", {"files": files}
 
 
-def _build(cfg: Config, jobs: int | None, engine: str = "auto", toolchain: str = "auto") -> tuple[list[str], str, dict]:
+def _build_failure(rep: Any) -> VendorError:
+    f = rep.failed[0]
+    last = (f.tail or "").strip().splitlines()[-1:]
+    return VendorError(
+        f"{f.name} failed at {f.failed_step or f.reason or 'an unnamed step'}" + (f": {last[0]}" if last else ""),
+        f"full log: {f.log}" if f.log else "re-run `ggml-vendor build -C <workspace>` to see the error",
+    )
+
+
+def _build(ctx: Context) -> tuple[str, dict[str, Any]]:
     from toolkit import build
 
-    rep = build.execute(build.plan(cfg, build.Request(engine=engine, toolchain=toolchain)), jobs=jobs, progress=False)
-    built = [r.name for r in rep.results if r.result in ("built", "up-to-date")]
+    req = ctx.plan.request
+    request = build.Request(engine=req.engine, toolchain=req.toolchain, jobs=req.jobs, progress=False)
+    rep = build.execute(build.plan(ctx.config, request))
+    ctx.built = [r.name for r in rep.results if r.result in ("built", "up-to-date")]
     skipped = [r for r in rep.results if r.result == "skipped"]
     if rep.failed:
-        f = rep.failed[0]
-        last = (f.tail or "").strip().splitlines()[-1:]
-        raise VendorError(
-            f"{f.name} failed at {f.failed_step or f.reason or 'an unnamed step'}" + (f": {last[0]}" if last else ""),
-            f"full log: {f.log}" if f.log else "re-run `ggml-vendor build -C <workspace>` to see the error",
-        )
-    if not built:
+        raise _build_failure(rep)
+    if not ctx.built:
         raise VendorError(
             "this machine can build no variant: " + "; ".join(f"{r.name}: {r.reason}" for r in skipped),
             "install a CUDA toolkit matching torch (see ggml-vendor variants)",
         )
     detail = (
-        f"built {', '.join(built)} ({rep.stats.compiler_invocations} compiler runs); "
+        f"built {', '.join(ctx.built)} ({rep.stats.compiler_invocations} compiler runs); "
         f"{len(skipped)} other variants skipped here"
     )
-    return built, detail, rep.to_json()
+    return detail, rep.to_json()
 
 
-def _verify(cfg: Config, variants: list[str]) -> tuple[None, str, dict]:
+def _verify(ctx: Context) -> tuple[str, dict[str, Any]]:
     from toolkit import verify
 
     # A host-toolchain build may exceed manylinux_2_28 (e.g. glibc 2.32+ symbols from a newer libstdc++):
     # reported as a warning here; publishing such a build to huggingface.co is still refused.
-    request = verify.Request(tuple(variants), verify.VerifyOptions(host_toolchain_ok=True))
-    rep = verify.execute(verify.plan(cfg, request))
+    request = verify.Request(tuple(ctx.built), verify.VerifyOptions(host_toolchain_ok=True))
+    rep = verify.execute(verify.plan(ctx.config, request))
     if not rep.ok:
         f = rep.failures()[0]
         raise VendorError(
@@ -320,24 +378,25 @@ def _verify(cfg: Config, variants: list[str]) -> tuple[None, str, dict]:
     detail = f"{len(rep.variants)} variant(s), {n} findings, none failing (smoke: get_local_kernel import)" + (
         f"; warnings: {'; '.join(warns)[:400]}" if warns else ""
     )
-    return None, detail, rep.to_json()
+    return detail, rep.to_json()
 
 
-def _publish(cfg: Config, variants: list[str], endpoint: str, say: Callable[[str], None]) -> tuple[None, str, dict]:
+def _publish(ctx: Context) -> tuple[str, dict[str, Any]]:
     from toolkit import publish
 
-    request = publish.Request(tuple(variants), endpoint=endpoint, token=DEMO_TOKEN)
-    res = publish.execute(publish.plan(cfg, request, say), say)
+    request = publish.Request(tuple(ctx.built), endpoint=ctx.endpoint, token=DEMO_TOKEN)
+    res = publish.execute(publish.plan(ctx.config, request, ctx.log), ctx.log)
     detail = (
-        f"{res.target} branch v{cfg.version}: {len(res.commits)} commits, "
+        f"{res.target} branch v{ctx.config.version}: {len(res.commits)} commits, "
         f"{res.verified['files_checked']} files re-listed and matched"
     )
-    return None, detail, res.to_json()
+    return detail, res.to_json()
 
 
-def _get_kernel(cfg: Config, endpoint: str) -> tuple[None, str, dict]:
+def _get_kernel(ctx: Context) -> tuple[str, dict[str, Any]]:
+    cfg = ctx.config
     repo = demo_repo(cfg.name, cfg.is_first)
-    info = load_with_get_kernel(endpoint, repo, cfg.version, cfg.root / "hf-cache")
+    info = load_with_get_kernel(ctx.endpoint, repo, cfg.version, cfg.root / "hf-cache")
     ran = "; ".join(f"{r['op']} on {info['device']}: max rel err {r['rel_err']:.1e} vs float64" for r in info["ran"])
     if any(not r["ok"] for r in info["ran"]):
         raise VendorError(f"the loaded kernel disagrees with the float64 reference: {ran}", "run the GPU tests")
@@ -346,54 +405,87 @@ def _get_kernel(cfg: Config, endpoint: str) -> tuple[None, str, dict]:
         f"{len(info['functions'])} functions, {len(info['ops'])} ops"
         + (f"; {ran}" if ran else "; no GPU here: not executed")
     )
-    return None, detail, info
+    return detail, info
 
 
-STAGES = ("setup", "sync", "render", "build", "verify", "publish", "get_kernel")
+Task = Callable[[Context], tuple[str, dict[str, Any]]]
+# The project's tasks (one sync for the whole family), then the tasks run once per package.
+SETUP: tuple[tuple[str, Task], ...] = (("setup", _setup),)
+SYNC: tuple[tuple[str, Task], ...] = (("sync", _sync),)
+PACKAGE_TASKS: tuple[tuple[str, Task], ...] = (
+    ("render", _render),
+    ("build", _build),
+    ("verify", _verify),
+    ("publish", _publish),
+    ("get_kernel", _get_kernel),
+)
+TASKS = SETUP + SYNC + PACKAGE_TASKS
+STAGES = tuple(name for name, _ in TASKS)
 
 
-def run_demo(
-    project: Path | None = None,
-    *,
-    workspace: Path | None = None,
-    jobs: int | None = None,
-    say: Callable[[str], None] | None = None,
-    upstream: str | None = None,
-    rev: str | None = None,
-    engine: str = "auto",
-    toolchain: str = "auto",
-) -> DemoReport:
-    """The pipeline in a fresh workspace, stage by stage. `upstream`/`rev` replace the embedded miniature
-    with a real ggml or llama.cpp (a local clone or URL); `engine`/`toolchain` are `build`'s options."""
+def _run_task(ctx: Context, st: Stage, task: Task) -> None:
+    """One task into its Stage: a failure is recorded (the table shows it, not a traceback)."""
+    ctx.log(f"{st.name} …")
+    t0 = time.perf_counter()
+    try:
+        st.detail, st.data = task(ctx)
+        st.status = OK
+    except VendorError as exc:
+        st.status, st.detail = FAILED, exc.one_line()
+    except Exception as exc:  # a demo reports every failure in its table instead of a traceback
+        st.status, st.detail = FAILED, f"{type(exc).__name__}: {exc}"
+    st.seconds = time.perf_counter() - t0
+
+
+def run_tasks(
+    ctx: Context, tasks: tuple[tuple[str, Task], ...] = TASKS, stages: list[Stage] | None = None, suffix: str = ""
+) -> list[Stage]:
+    """Run `tasks` in order, appended to `stages` (each named with `suffix`); after the first failure in
+    `stages` the rest are skipped, saying so."""
+    stages = [] if stages is None else stages
+    for name, task in tasks:
+        st = Stage(name + suffix)
+        stages.append(st)
+        if any(s.status == FAILED for s in stages[:-1]):
+            st.detail = "not run: an earlier stage failed"
+        else:
+            _run_task(ctx, st, task)
+    return stages
+
+
+def _run_all(ctx: Context) -> list[Stage]:
+    """setup, the packages left out, sync, then the package tasks for each package of the workspace."""
+    stages = run_tasks(ctx, SETUP)
+    stages += skipped_packages(ctx)
+    run_tasks(ctx, SYNC, stages)
+    project = ctx.cfg
+    for view in project.selected(()) if project is not None else (None,):
+        ctx.cfg, ctx.built = view, []
+        suffix = "" if view is None or view.is_first else f" {view.name}"
+        run_tasks(ctx, PACKAGE_TASKS, stages, suffix)
+    return stages
+
+
+def plan(project: Path | None, request: Request | None = None, log: Log = quiet) -> Plan:
+    """The project to copy (--project, else the nearest, else the tool's own repository) and the request."""
+    return Plan(_source_project(project), request or Request())
+
+
+def execute(plan: Plan, log: Log = quiet) -> DemoReport:
+    """The pipeline in a fresh workspace, task by task, with a local test Hub to publish to and load from."""
     from toolkit.testing.localhub import HubServer, HubState
 
-    say = say or (lambda _m: None)
-    source = _source_project(project)
-    ws = workspace or Path(tempfile.mkdtemp(prefix="ggml-vendor-demo-"))
-    report = DemoReport(str(ws), [])
-    cfg = _stage(report, "setup", say, lambda: _setup(source, ws, upstream))
-    report.stages += _skipped_packages(source, cfg)
-    cfg = _stage(report, "sync", say, lambda: _sync(cfg, upstream, rev))
-    views = cfg.selected(()) if cfg is not None else (None,)
+    ws = plan.request.workspace or Path(tempfile.mkdtemp(prefix="ggml-vendor-demo-"))
+    ctx = Context(plan, ws, log=log)
     with HubServer(HubState(tokens=(DEMO_TOKEN,))) as hub:
-        for view in views:
-            _package_stages(report, say, view, hub.url, jobs, engine, toolchain)
+        ctx.endpoint = hub.url
+        report = DemoReport(str(ws), _run_all(ctx))
+    if plan.request.workspace is None and not plan.request.keep and report.ok:
+        shutil.rmtree(ws, ignore_errors=True)
+        report.kept = False
     return report
 
 
-def _package_stages(
-    report: DemoReport,
-    say: Callable[[str], None],
-    cfg: Any,
-    endpoint: str,
-    jobs: int | None,
-    engine: str,
-    toolchain: str,
-) -> None:
-    """render -> get_kernel for one package (names suffixed with the package for a later one)."""
-    suffix = "" if cfg is None or cfg.is_first else f" {cfg.name}"
-    _stage(report, "render" + suffix, say, lambda: _render(cfg))
-    built = _stage(report, "build" + suffix, say, lambda: _build(cfg, jobs, engine, toolchain))
-    _stage(report, "verify" + suffix, say, lambda: _verify(cfg, built))
-    _stage(report, "publish" + suffix, say, lambda: _publish(cfg, built, endpoint, say))
-    _stage(report, "get_kernel" + suffix, say, lambda: _get_kernel(cfg, endpoint))
+def run_demo(project: Path | None = None, *, say: Log | None = None, **options: Any) -> DemoReport:
+    """plan + execute in one call (library use and tests): `options` are Request's fields."""
+    return execute(plan(project, Request(**options)), say or quiet)

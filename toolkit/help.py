@@ -1,5 +1,8 @@
 """Every command's help text, in one place (the option help of options shared by all commands is in app.py;
-an option's own help stays beside it). docs/commands.md is the long form of the same."""
+an option's own help stays beside it). docs/commands.md is the long form of the same, with every command's
+options generated from the app (`python -m toolkit.docgen`)."""
+
+from toolkit.core.errors import exit_code_summary
 
 APP = (
     "Pin ggml's gated delta net and flash-attention kernels and ship them as Hugging Face Hub kernels.\n\n"
@@ -7,7 +10,8 @@ APP = (
     "build (-> build/<variant>/) -> verify -> publish (-> the Hub).\n\n"
     "Every command takes --project/-C, --json and --verbose/-v; the ones that change something take --dry-run "
     "(print the plan, change nothing). A project may hold several packages from one pin "
-    "(tables tool.ggml-vendor.packages.NAME, see `init`): per-package commands take --package/-p NAME (default: all)."
+    "(tables tool.ggml-vendor.packages.NAME, see `init`): per-package commands take --package/-p NAME (default: all).\n\n"
+    f"Exit codes: 0 ok, {exit_code_summary()}; 1 anything else."
 )
 
 SYNC = """Pin an upstream ggml/llama.cpp revision into vendor/ and write the lock vendor/UPSTREAM.
@@ -23,6 +27,7 @@ Holds the project lock from plan to report: a second ggml-vendor command waits (
 
 Without --rev, re-creates the locked pin (e.g. after a fresh clone, where only vendor/UPSTREAM is tracked).
 
+\b
 Examples:
   ggml-vendor sync --rev v0.21.0                                  # config's upstream (a URL: fetched shallow)
   ggml-vendor sync --rev master --mirror ~/src/ggml              # read objects from a local clone

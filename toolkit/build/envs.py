@@ -128,9 +128,9 @@ def host_platform() -> tuple[str, str]:
 def default_envs_dir() -> Path:
     if os.environ.get("GGML_VENDOR_ENVS"):
         return Path(os.environ["GGML_VENDOR_ENVS"])
-    from platformdirs import user_cache_dir
+    from toolkit.core.paths import user_cache_dir
 
-    return Path(user_cache_dir("ggml-vendor")) / "envs"
+    return user_cache_dir() / "envs"
 
 
 def env_dir_name(torch_minor: str, compute: str) -> str:
@@ -148,7 +148,7 @@ def read_torch_version(torch_dir: Path) -> tuple[str, str | None, str | None] | 
         return None
 
     def unquote(v: str | None) -> str | None:
-        return None if v in (None, "None") else v.strip("'\"")  # type: ignore[union-attr]
+        return None if v in (None, "None") else v.strip("'\"")
 
     return unquote(found["__version__"]) or "", unquote(found.get("cuda")), unquote(found.get("hip"))
 
@@ -185,10 +185,7 @@ print(json.dumps(facts))
 def probe_env(python: str, torch_dir: Path, cache_file: Path, *, store: bool = True) -> dict:
     """Compile/link facts of one torch environment: from the cache when torch/version.py is unchanged, else
     from one subprocess that imports torch (remembered in the cache unless `store` is False)."""
-    stat = (torch_dir / "version.py").stat()
-    key = hashlib.sha256(
-        f"{os.path.realpath(python)}\0{torch_dir}\0{stat.st_mtime_ns}\0{stat.st_size}".encode()
-    ).hexdigest()
+    key = _probe_key(python, torch_dir)
     try:
         cached = json.loads(cache_file.read_text())
     except (OSError, ValueError):
@@ -203,14 +200,43 @@ def probe_env(python: str, torch_dir: Path, cache_file: Path, *, store: bool = T
             "repair or delete that environment",
         )
     facts = json.loads(proc.stdout.strip().splitlines()[-1])
-    if not store:
-        return facts
+    if store:
+        _store_probe(cache_file, key, facts)
+    return facts
+
+
+def _probe_key(python: str, torch_dir: Path) -> str:
+    stat = (torch_dir / "version.py").stat()
+    return hashlib.sha256(
+        f"{os.path.realpath(python)}\0{torch_dir}\0{stat.st_mtime_ns}\0{stat.st_size}".encode()
+    ).hexdigest()
+
+
+def _store_probe(cache_file: Path, key: str, facts: dict) -> None:
+    try:
+        cached = json.loads(cache_file.read_text())
+    except (OSError, ValueError):
+        cached = {}
+    if cached.get(key) == facts:
+        return
     cached[key] = facts
     cache_file.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache_file.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(cached, indent=1, sort_keys=True))
     tmp.replace(cache_file)
-    return facts
+
+
+def remember_probe(env: TorchEnv, cache_file: Path) -> None:
+    """Cache a probed environment's facts (the build's execute step: plans probe with store=False)."""
+    if not env.python or not env.include_dirs:
+        return
+    facts = {
+        "include_dirs": list(env.include_dirs),
+        "cxx11_abi": env.cxx11_abi,
+        "lib_dir": env.lib_dir,
+        "python_include": env.python_include,
+    }
+    _store_probe(cache_file, _probe_key(env.python, Path(env.torch_dir)), facts)
 
 
 def _env_at(python: str, torch_dir: Path, managed: bool) -> TorchEnv | None:

@@ -54,12 +54,23 @@ def validate_build_toml(root: Path, memo: Path | None, *, store: bool = True) ->
             f"build.toml is rejected by kernels' parser: {exc}", "re-run `ggml-vendor render` (or fix build.toml)"
         ) from None
     if memo is not None and store:
-        try:
-            seen = json.loads(memo.read_text())
-        except (OSError, ValueError):
-            seen = []
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        memo.write_text(json.dumps(sorted(set(seen) | {digest})[-64:]))
+        remember_validated(root, memo)
+
+
+def remember_validated(root: Path, memo: Path) -> None:
+    """Record that this build.toml content passed kernels' parser (the build's execute step: plans write
+    nothing)."""
+    digest = hashlib.sha256((root / "build.toml").read_bytes()).hexdigest()
+    try:
+        seen = json.loads(memo.read_text())
+    except (OSError, ValueError):
+        seen = []
+    if digest in seen:
+        return
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    tmp = memo.with_name(f"{memo.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(sorted(set(seen) | {digest})[-64:]))
+    os.replace(tmp, memo)
 
 
 def _kernel_sections(doc: dict[str, Any]) -> tuple[KernelSection, ...]:

@@ -21,17 +21,20 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from toolkit.build.cache import BuildCache, clean_dead_scratch, digest_strings, parse_depfile, scratch_dir
 from toolkit.build.inputs import Provenance, toolchain_env
 from toolkit.build.metal import embed_metallib
 from toolkit.build.plan import GLIBC_COMPAT_C, BuildPlan, Step, VariantPlan
+from toolkit.core import ggml_facts
 from toolkit.core.errors import BuildError, Interrupted
 
 STAGE_PREFIX = "."  # staging dirs are hidden siblings of the variant dirs: build/.<variant>.tmp-XXXX
 LOG_TAIL_LINES = 25
 
-# kernel-builder's registration.h (docs/hub-contract.md §4.3), supplied when the project does not ship its own.
+# kernel-builder's registration.h (docs/hub-contract.md §4.3), supplied when a package's
+# render does not write one (the first package's templates do; a later package's may not).
 REGISTRATION_H = """\
 // registration.h supplied by ggml-vendor build (same macros as kernel-builder's, from vLLM).
 #pragma once
@@ -75,7 +78,7 @@ def add_op_namespace_prefix(op_name: str) -> str:
     """Prefix op by namespace."""
     return f"{ops_id}::{{op_name}}"
 '''
-OPS_TOKEN = "@OPS_NAME@"  # in a rendered _ops.py, replaced by the build's op id (CMake configure_file style)
+OPS_TOKEN = ggml_facts.OPS_NAME_PLACEHOLDER  # in a rendered _ops.py, replaced by the build's op id
 
 
 @dataclass
@@ -99,7 +102,7 @@ class VariantResult:
     id: str = ""
     archs: tuple[str, ...] = ()
     seconds: float = 0.0
-    compiles: int = 0  # compiler invocations run for this variant (shared ones counted for each user)
+    compiles: int = 0  # compiler invocations run for this variant (a shared one only for its first user)
     hits: int = 0
     log: str = ""
     failed_step: str = ""
@@ -207,6 +210,24 @@ def swap_into_place(stage: Path, final: Path) -> None:
         os.rename(stage, final)
 
 
+@dataclass
+class _Run:
+    """The state of one executor run: steps not started, running and failed, who needs each step."""
+
+    variants: tuple[VariantPlan, ...]
+    pending: dict[str, Step]
+    running: dict[Future, str] = field(default_factory=dict)
+    users: dict[str, list[VariantPlan]] = field(default_factory=dict)
+    results: dict[str, VariantResult] = field(default_factory=dict)
+    failed: dict[str, StepResult] = field(default_factory=dict)
+    started: dict[str, float] = field(default_factory=dict)
+    progress: Any = None
+    tasks: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.started = {v.name: time.monotonic() for v in self.variants}
+
+
 class LocalExecutor:
     def __init__(
         self,
@@ -234,6 +255,7 @@ class LocalExecutor:
         self._lock = threading.Lock()
         self._cancel = threading.Event()
         self._results: dict[str, StepResult] = {}
+        self._owner: dict[str, str] = {}  # step id -> the first variant using it (counted there only)
 
     # -- one step -----------------------------------------------------------------------------------------
     def step_key(self, step: Step) -> str:
@@ -330,6 +352,31 @@ class LocalExecutor:
     # -- the run ------------------------------------------------------------------------------------------
     def run(self, variants: tuple[VariantPlan, ...]) -> list[VariantResult]:
         t_start = time.monotonic()
+        self._prepare_dirs(variants)
+        run = _Run(variants, {s.id: s for s in self.plan.steps_for(variants)})
+        for v in variants:
+            for sid in v.steps:
+                run.users.setdefault(sid, []).append(v)
+        self._owner = {sid: vs[0].name for sid, vs in run.users.items()}
+        run.progress, run.tasks = self._progress(variants)
+        try:
+            self._schedule(run)
+        except KeyboardInterrupt:
+            raise Interrupted(
+                "build interrupted", "no variant in build/ was half-written; re-run to continue"
+            ) from None
+        finally:
+            if run.progress is not None:
+                run.progress.stop()
+        for v in variants:
+            run.results.setdefault(v.name, self._failed(v, run.failed, run.started[v.name]))
+        self.stats.seconds = time.monotonic() - t_start
+        out = [run.results[v.name] for v in variants]
+        for v, r in zip(variants, out):
+            self._write_log(v, r)
+        return out
+
+    def _prepare_dirs(self, variants: tuple[VariantPlan, ...]) -> None:
         (self.cache.root / "tmp").mkdir(parents=True, exist_ok=True)
         clean_dead_scratch(self.cache.root / "tmp")  # what killed runs left (SIGKILL skips our cleanup)
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -340,95 +387,74 @@ class LocalExecutor:
                 f.write_text(text)
         clean_stale_stages(self.root / self.plan.project.out_base)
         self._materialize_cublas(variants)
-        steps = self.plan.steps_for(variants)
-        pending = {s.id: s for s in steps}
-        users: dict[str, list[VariantPlan]] = {}
-        for v in variants:
-            for sid in v.steps:
-                users.setdefault(sid, []).append(v)
-        results: dict[str, VariantResult] = {}
-        t_variant = {v.name: time.monotonic() for v in variants}
-        progress, tasks = self._progress(variants)
-        failed: dict[str, StepResult] = {}
+
+    def _schedule(self, run: _Run) -> None:
+        """Run every pending step as its inputs are ready, at most `jobs` at once; assemble each variant as
+        soon as its link is done. Any exception (Ctrl-C included) stops the running compilers first."""
+        pool = ThreadPoolExecutor(max_workers=self.jobs)
+        # Not a `with` block: its exit would wait for running compilers before our Ctrl-C handler could
+        # stop them.
         try:
-            pool = ThreadPoolExecutor(max_workers=self.jobs)
-            # Not a `with` block: its exit would wait for running compilers before our Ctrl-C handler
-            # could stop them.
-            try:
-                running: dict[Future, str] = {}
-                while pending or running:
-                    doomed = {v.name for v in variants if any(x in failed for x in v.steps)}
-                    for sid, s in list(pending.items()):
-                        if len(running) >= self.jobs:
-                            break
-                        bad = [a for a in s.after if a in failed]
-                        if bad:
-                            failed[sid] = failed[bad[0]]
-                            pending.pop(sid)
-                            continue
-                        if all(v.name in doomed for v in users.get(sid, [])):
-                            # Every variant needing this step already failed: do not spend minutes on it.
-                            pending.pop(sid)
-                            continue
-                        if all(a in self._results for a in s.after):
-                            running[pool.submit(self._run_step, s)] = sid
-                            pending.pop(sid)
-                    if not running:
-                        if pending and not any(
-                            all(a in self._results or a in failed for a in s.after) for s in pending.values()
-                        ):
-                            raise BuildError(
-                                "internal: build steps wait on each other",
-                                "report this as a ggml-vendor bug with the --dry-run output",
-                            )
-                        continue
-                    finished, _ = wait(list(running), timeout=0.5, return_when=FIRST_COMPLETED)
-                    for fut in finished:
-                        sid = running.pop(fut)
-                        res = fut.result()
-                        if res.ok:
-                            self._results[sid] = res
-                            if res.hit:
-                                with self._lock:
-                                    self.stats.cache_hits += 1
-                        else:
-                            failed[sid] = res
-                        for v in users.get(sid, []):
-                            if progress is not None:
-                                progress.advance(tasks[v.name])
-                                progress.update(tasks[v.name], description=f"{v.name}: {res.step.label}")
-                    # Assemble every variant whose link is done (in this thread: renames are ours alone).
-                    for v in variants:
-                        if v.name in results or v.link is None:
-                            continue
-                        if v.link in self._results:
-                            results[v.name] = self._assemble(v, t_variant[v.name])
-                            if progress is not None:
-                                progress.update(
-                                    tasks[v.name],
-                                    completed=len(v.steps) + 1,
-                                    description=f"{v.name}: {results[v.name].result}",
-                                )
-            except BaseException:
-                self._cancel.set()
-                self._kill_all()
-                raise
-            finally:
-                pool.shutdown(wait=True, cancel_futures=True)
-        except KeyboardInterrupt:
-            raise Interrupted(
-                "build interrupted", "no variant in build/ was half-written; re-run to continue"
-            ) from None
+            while run.pending or run.running:
+                self._submit_ready(run, pool)
+                if not run.running:
+                    self._check_progress(run)
+                    continue
+                finished, _ = wait(list(run.running), timeout=0.5, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    self._collect(run, run.running.pop(fut), fut.result())
+                self._assemble_ready(run)
+        except BaseException:
+            self._cancel.set()
+            self._kill_all()
+            raise
         finally:
-            if progress is not None:
-                progress.stop()
-        for v in variants:
-            results.setdefault(v.name, self._failed(v, failed, t_variant[v.name]))
-        self.stats.seconds = time.monotonic() - t_start
-        out = [results[v.name] for v in variants]
-        for v, r in zip(variants, out):
-            self._write_log(v, r)
-        return out
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _submit_ready(self, run: _Run, pool: ThreadPoolExecutor) -> None:
+        doomed = {v.name for v in run.variants if any(x in run.failed for x in v.steps)}
+        for sid, s in list(run.pending.items()):
+            if len(run.running) >= self.jobs:
+                break
+            bad = [a for a in s.after if a in run.failed]
+            if bad:
+                run.failed[sid] = run.failed[bad[0]]
+                run.pending.pop(sid)
+            elif all(v.name in doomed for v in run.users.get(sid, [])):
+                run.pending.pop(sid)  # every variant needing this step already failed: do not spend minutes on it
+            elif all(a in self._results for a in s.after):
+                run.running[pool.submit(self._run_step, s)] = sid
+                run.pending.pop(sid)
+
+    def _check_progress(self, run: _Run) -> None:
+        ready = (all(a in self._results or a in run.failed for a in s.after) for s in run.pending.values())
+        if run.pending and not any(ready):
+            raise BuildError(
+                "internal: build steps wait on each other", "report this as a ggml-vendor bug with the --dry-run output"
+            )
+
+    def _collect(self, run: _Run, sid: str, res: StepResult) -> None:
+        if res.ok:
+            self._results[sid] = res
+            if res.hit:
+                with self._lock:
+                    self.stats.cache_hits += 1
+        else:
+            run.failed[sid] = res
+        for v in run.users.get(sid, []):
+            if run.progress is not None:
+                run.progress.advance(run.tasks[v.name])
+                run.progress.update(run.tasks[v.name], description=f"{v.name}: {res.step.label}")
+
+    def _assemble_ready(self, run: _Run) -> None:
+        """Assemble every variant whose link is done (in this thread: renames are ours alone)."""
+        for v in run.variants:
+            if v.name in run.results or v.link is None or v.link not in self._results:
+                continue
+            run.results[v.name] = self._assemble(v, run.started[v.name])
+            if run.progress is not None:
+                done = f"{v.name}: {run.results[v.name].result}"
+                run.progress.update(run.tasks[v.name], completed=len(v.steps) + 1, description=done)
 
     def _materialize_cublas(self, variants: tuple[VariantPlan, ...]) -> None:
         """Copy cublas*.h from the nvidia-cublas wheel into the planned include dir (see envs.Toolkit)."""
@@ -449,7 +475,7 @@ class LocalExecutor:
             except OSError:  # another build made it first
                 shutil.rmtree(tmp, ignore_errors=True)
 
-    def _progress(self, variants):  # type: ignore[no-untyped-def]
+    def _progress(self, variants):
         from toolkit.core import ui
 
         if not self.progress or not ui.err.is_terminal:
@@ -469,7 +495,9 @@ class LocalExecutor:
         return progress, tasks
 
     def _counts(self, v: VariantPlan) -> tuple[int, int]:
-        rs = [self._results[s] for s in v.steps if s in self._results]
+        """(compiled, cached) steps of `v`, a step shared by several variants counted once, for the first of
+        them in the plan (so the column adds up to the run's totals)."""
+        rs = [self._results[s] for s in v.steps if s in self._results and self._owner.get(s, v.name) == v.name]
         return (sum(1 for r in rs if not r.hit and r.step.compiles), sum(1 for r in rs if r.hit))
 
     def _failed(self, v: VariantPlan, failed: dict[str, StepResult], t0: float) -> VariantResult:
@@ -521,7 +549,7 @@ class LocalExecutor:
             if rel == "_ops.py":
                 data = data.replace(OPS_TOKEN.encode(), v.ops_id.encode())
             files[rel] = data
-        if "_ops.py" not in files:
+        if "_ops.py" not in files:  # a package whose render writes none: kernel-builder's
             files["_ops.py"] = OPS_PY.format(ops_id=v.ops_id).encode()
         return files
 

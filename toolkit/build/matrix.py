@@ -160,55 +160,82 @@ def _strings(value: Any, what: str, where: str) -> list[str]:
     return list(value)
 
 
+TOP_KEYS = ("schema", "torch", "build", "sources", "torch-index")
+ROW_KEYS = ("backend", "torch", "toolkits", "systems")
+
+
+def refuse_unknown(keys: object, known: tuple[str, ...], where: str) -> None:
+    """One line naming the first key outside `known` and the nearest valid one: a misspelt table
+    (`[sourcs.torch]`, `[torch-indx]`) must not be ignored (it would turn provisionable rows into "built
+    elsewhere")."""
+    import difflib
+
+    for key in keys:  # type: ignore[attr-defined]
+        if key not in known:
+            near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.5)
+            hint = f"did you mean {near[0]!r}?" if near else f"valid: {', '.join(known)}"
+            raise ConfigError(f"{where}: unknown key {key!r}", f"{hint} (fix the matrix file)")
+
+
 def parse_matrix(text: str, path: Path) -> Matrix:
     where = str(path)
     try:
         doc = tomlkit.parse(text).unwrap()
     except Exception as exc:  # tomlkit raises several parse error types
         raise ConfigError(f"{where}: not valid TOML ({exc})", "fix the matrix file") from None
+    refuse_unknown(doc, TOP_KEYS, where)
     if doc.get("schema", 1) != 1:
         raise ConfigError(f"{where}: unsupported schema {doc.get('schema')!r}", "use schema = 1")
-    default_torch = doc.get("torch")
     rows = doc.get("build")
     if not isinstance(rows, list) or not rows:
         raise ConfigError(f"{where}: no [[build]] rows", "add at least one [[build]] table")
     seen: dict[str, Variant] = {}
     for i, row in enumerate(rows):
-        here = f"{where} [[build]] #{i + 1}"
-        unknown = set(row) - {"backend", "torch", "toolkits", "systems"}
-        if unknown:
-            raise ConfigError(f"{here}: unknown key(s) {sorted(unknown)}", "use backend, torch, toolkits, systems")
-        backend = row.get("backend")
-        if backend not in ALL_BACKENDS:
-            raise ConfigError(f"{here}: backend {backend!r} is not one of {ALL_BACKENDS}", "fix the matrix file")
-        torches = _strings(row.get("torch", default_torch), "torch", here)
-        systems = _strings(row.get("systems"), "systems", here)
-        if backend in BACKENDS_WITH_TOOLKIT:
-            toolkits: list[str | None] = list(_strings(row.get("toolkits"), "toolkits", here))
-        elif "toolkits" in row:
-            raise ConfigError(f"{here}: backend {backend} takes no toolkits", "remove toolkits from this row")
-        else:
-            toolkits = [None]
-        for version in [*torches, *(t for t in toolkits if t)]:
-            if not _VERSION_RE.match(version):
-                raise ConfigError(f"{here}: version {version!r} is not MAJOR.MINOR", 'write e.g. "2.14" or "13.0"')
-        for system in systems:
-            if system not in SYSTEMS:
-                raise ConfigError(f"{here}: system {system!r} is not one of {SYSTEMS}", "fix the matrix file")
-        if backend == "metal" and any(s != "aarch64-darwin" for s in systems):
-            raise ConfigError(f"{here}: metal variants exist only for aarch64-darwin", "fix systems")
-        for torch in torches:
-            for toolkit in toolkits:
-                for system in systems:
-                    cpu, os_ = system.split("-")
-                    v = Variant(torch, backend, toolkit, cpu, os_)
-                    seen.setdefault(v.name, v)  # duplicates across rows collapse to one variant
+        for v in _row_variants(row, doc.get("torch"), f"{where} [[build]] #{i + 1}"):
+            seen.setdefault(v.name, v)  # duplicates across rows collapse to one variant
     index = doc.get("torch-index", {})
     if not isinstance(index, dict) or not all(isinstance(v, str) for v in index.values()):
         raise ConfigError(f"{where}: [torch-index] must map backend -> index URL", "fix the matrix file")
-    sources = doc.get("sources", {})
-    if not isinstance(sources, dict) or set(sources) - {"torch", "toolkit"}:
+    refuse_unknown(index, ALL_BACKENDS, f"{where} [torch-index]")
+    torch_sources, toolkit_sources = _parse_sources(doc.get("sources", {}), where)
+    return Matrix(path, tuple(seen.values()), dict(index), torch_sources, toolkit_sources)
+
+
+def _row_variants(row: dict[str, Any], default_torch: Any, here: str) -> list[Variant]:
+    """The variants one [[build]] row expands to (torch x toolkits x systems)."""
+    refuse_unknown(row, ROW_KEYS, here)
+    backend = row.get("backend")
+    if backend not in ALL_BACKENDS:
+        raise ConfigError(f"{here}: backend {backend!r} is not one of {ALL_BACKENDS}", "fix the matrix file")
+    torches = _strings(row.get("torch", default_torch), "torch", here)
+    systems = _strings(row.get("systems"), "systems", here)
+    if backend in BACKENDS_WITH_TOOLKIT:
+        toolkits: list[str | None] = list(_strings(row.get("toolkits"), "toolkits", here))
+    elif "toolkits" in row:
+        raise ConfigError(f"{here}: backend {backend} takes no toolkits", "remove toolkits from this row")
+    else:
+        toolkits = [None]
+    for version in [*torches, *(t for t in toolkits if t)]:
+        if not _VERSION_RE.match(version):
+            raise ConfigError(f"{here}: version {version!r} is not MAJOR.MINOR", 'write e.g. "2.14" or "13.0"')
+    for system in systems:
+        if system not in SYSTEMS:
+            raise ConfigError(f"{here}: system {system!r} is not one of {SYSTEMS}", "fix the matrix file")
+    if backend == "metal" and any(s != "aarch64-darwin" for s in systems):
+        raise ConfigError(f"{here}: metal variants exist only for aarch64-darwin", "fix systems")
+    return [
+        Variant(torch, backend, toolkit, *system.split("-"))
+        for torch in torches
+        for toolkit in toolkits
+        for system in systems
+    ]
+
+
+def _parse_sources(sources: Any, where: str) -> tuple[dict[str, Source], dict[str, Source]]:
+    """[sources.torch] and [sources.toolkit]: where a missing torch build / toolkit is provisioned from."""
+    if not isinstance(sources, dict):
         raise ConfigError(f"{where}: [sources] has only [sources.torch] and [sources.toolkit]", "fix the matrix file")
+    refuse_unknown(sources, ("torch", "toolkit"), f"{where} [sources]")
     torch_sources = {
         k: _source(f"{where} [sources.torch] {k!r}", v, "torch", _TORCH_KEY)
         for k, v in sources.get("torch", {}).items()
@@ -223,7 +250,7 @@ def parse_matrix(text: str, path: Path) -> Matrix:
                 'e.g. "cuda-13.0"',
             )
         toolkit_sources[k] = _source(here, v, TOOLKIT_PACKAGES[m[1]], _TOOLKIT_KEY)
-    return Matrix(path, tuple(seen.values()), dict(index), torch_sources, toolkit_sources)
+    return torch_sources, toolkit_sources
 
 
 _TORCH_KEY = re.compile(r"^\d+\.\d+-(cu\d+|rocm\d+|cpu|metal)$")
@@ -298,6 +325,33 @@ DEFAULT_INDEX = "pip's default index"
 ENGINES = ("auto", "local", "nix")
 
 
+@dataclass
+class _Judging:
+    """One variant being judged: what it needs from the host and what [sources] would provision."""
+
+    variant: Variant
+    host: HostFacts
+    index: str
+    torch_source: Source | None
+    toolkit_source: Source | None
+    blocked: Callable[[Source], str] | None
+    provision: list[tuple[str, Source]] = field(default_factory=list)
+
+    @property
+    def cross(self) -> bool:
+        return self.variant.cpu != self.host.cpu
+
+    def can_provision(self, kind: str, src: Source | None) -> str | None:
+        """None when `src` is planned for provisioning; else why not ("" when there is no source)."""
+        if src is None:
+            return ""
+        why = self.blocked(src) if self.blocked else ""
+        if why:
+            return why
+        self.provision.append((kind, src))
+        return None
+
+
 def status(
     variant: Variant,
     host: HostFacts,
@@ -316,15 +370,6 @@ def status(
     (the caller has checked that nix is usable: toolkit.build.envs.probe_nix). `torch_source` /
     `toolkit_source` say where a missing torch build / toolkit would come from (the matrix's [sources]);
     `blocked(source)` says why this machine's pip may not install it (e.g. a configured constraint)."""
-    index = index or DEFAULT_INDEX
-    provision: list[tuple[str, Source]] = []
-
-    def can_provision(src: Source | None) -> tuple[bool, str]:
-        if src is None:
-            return False, ""
-        why = blocked(src) if blocked else ""
-        return (not why), why
-
     if variant.backend not in enabled_backends:
         return Status(
             False,
@@ -332,20 +377,43 @@ def status(
             f"build.toml general.backends enable: {', '.join(enabled_backends) or 'none'})",
         )
     if engine == "nix":
-        # kernel-builder's Nix builds every variant of the host's system (docs/hub-contract.md §7).
-        if host.nix and variant.system == host.system:
-            return Status(True, "", "nix")
-        if not host.nix:
-            return Status(False, "--engine nix: no `nix` on PATH")
-        return Status(False, f"--engine nix builds {host.system} variants only (this variant is {variant.system})")
+        return _nix_status(variant, host)
+    j = _Judging(variant, host, index or DEFAULT_INDEX, torch_source, toolkit_source, blocked)
+    refused = _host_refusal(j)
+    if refused is not None:
+        return refused
+    toolkit = _toolkit_for(j)
+    if isinstance(toolkit, Status):
+        return toolkit
+    env = pick_env(variant, host.envs, host.cpu)
+    if env is None:
+        missing = _torch_refusal(j)
+        if missing is not None:
+            return missing
+    if j.provision:
+        return _provisionable(j, toolkit, env)
+    return Status(True, "", "local", toolkit, env)
+
+
+def _nix_status(variant: Variant, host: HostFacts) -> Status:
+    # kernel-builder's Nix builds every variant of the host's system (docs/hub-contract.md §7).
+    if host.nix and variant.system == host.system:
+        return Status(True, "", "nix")
+    if not host.nix:
+        return Status(False, "--engine nix: no `nix` on PATH")
+    return Status(False, f"--engine nix builds {host.system} variants only (this variant is {variant.system})")
+
+
+def _host_refusal(j: _Judging) -> Status | None:
+    """Why this host's OS/CPU cannot build the variant at all (None: it can, perhaps cross-building)."""
+    variant, host = j.variant, j.host
     if variant.os == "darwin" and host.os != "darwin":
         return Status(
             False, f"needs macOS on Apple silicon with Xcode 26 and the Metal toolchain (this host is {host.system})"
         )
     if variant.os != host.os:
         return Status(False, f"needs a {variant.os} host (this host is {host.system})")
-    cross = variant.cpu != host.cpu
-    if cross and not (variant.backend == "cuda" and variant.cpu in host.cross_cpus):
+    if j.cross and not (variant.backend == "cuda" and variant.cpu in host.cross_cpus):
         how = (
             ""
             if variant.backend != "cuda"
@@ -353,78 +421,92 @@ def status(
             f"(Debian/Ubuntu: libstdc++-12-dev-{'arm64' if variant.cpu == 'aarch64' else variant.cpu}-cross)"
         )
         return Status(False, f"needs an {variant.cpu} host (this host is {host.cpu}){how}")
-    toolkit = None
-    if variant.backend == "metal":
-        if not host.metal:
-            return Status(False, "needs the Metal toolchain (`xcodebuild -downloadComponent MetalToolchain`)")
-    elif variant.backend in BACKENDS_WITH_TOOLKIT:
-        # a cross build needs a toolkit whose headers serve the target CPU (PyPI's flat one, not the system's)
-        toolkit = pick_toolkit(variant, tuple(t for t in host.toolkits if t.targets(variant.cpu)))
-        if toolkit is None:
-            ok, why = can_provision(toolkit_source)
-            if ok and toolkit_source is not None:
-                provision.append(("toolkit", toolkit_source))
-            else:
-                found = ", ".join(f"{t.backend} {t.version}" for t in host.toolkits) or "none"
-                if variant.backend == "cuda":
-                    major = (variant.toolkit or "").split(".")[0]
-                    need = f"needs a CUDA toolkit {major}.0-{variant.toolkit} (nvcc) for {variant.compute}"
-                    if cross and pick_toolkit(variant, host.toolkits) is not None:
-                        need += f" whose headers serve {variant.cpu} (a system toolkit's are x86_64-only)"
-                else:
-                    need = f"needs ROCm {variant.toolkit} (hipcc)"
-                return Status(False, f"{need}; found: {found}" + (f"; {why}" if why else ""))
-    if cross and variant.backend == "cuda":
-        # the host's nvcc compiles; the link needs the target CPU's libcudart (provisioned from PyPI)
-        cudart = host.cudart.get(f"{variant.cpu}-{variant.toolkit}") or (
-            host.cudart.get(f"{variant.cpu}-{toolkit.version}") if toolkit else None
-        )
-        if cudart and toolkit is not None:
-            from dataclasses import replace as _replace
+    if variant.backend == "metal" and not host.metal:
+        return Status(False, "needs the Metal toolchain (`xcodebuild -downloadComponent MetalToolchain`)")
+    return None
 
-            toolkit = _replace(toolkit, cudart_dir=cudart)
-        elif not cudart:
-            ok, why = can_provision(toolkit_source)
-            if ok and toolkit_source is not None:
-                provision.append(("cudart", toolkit_source))
-            else:
-                return Status(
-                    False, f"needs libcudart {variant.toolkit} for {variant.cpu}" + (f"; {why}" if why else "")
-                )
-    env = pick_env(variant, host.envs, host.cpu)
-    if env is None:
-        ok, why = can_provision(torch_source)
-        if ok and torch_source is not None:
-            provision.append(("torch", torch_source))
-        else:
-            what = {"cuda": f"for CUDA {variant.toolkit}", "rocm": f"for ROCm {variant.toolkit}"}.get(
-                variant.backend, f"({variant.backend})"
-            )
-            if why:
-                return Status(False, f"needs torch {variant.torch} {what}: {why}")
-            if index.startswith("the PyTorch wheel index"):
-                return Status(False, f"needs torch {variant.torch} {what}, which is not on PyPI: from {index}")
-            have = ", ".join(f"{e.version}" for e in host.envs) or "none"
-            return Status(
-                False,
-                f"needs torch {variant.torch} {what} from {index} "
-                f"(torch environments here: {have}; `--create-envs` makes one)",
-            )
-    if provision:
-        arch = f", {variant.cpu}" if cross else ""
-        what = " + ".join(
-            f"torch {src.version} ({variant.compute}{arch})"
-            if kind == "torch"
-            else (f"libcudart {src.version} ({variant.cpu})" if kind == "cudart" else f"{src.name} {src.version}")
-            for kind, src in provision
-        )
-        return Status(
-            False,
-            f"provisioned on demand: {what} from {' / '.join(sorted({s.where for _, s in provision}))} "
-            "(`build --all` or `--provision` installs it into the user cache)",
-            "local",
-            toolkit,
-            env,
-            tuple(provision),
-        )
-    return Status(True, "", "local", toolkit, env)
+
+def _toolkit_for(j: _Judging) -> Toolkit | Status | None:
+    """The GPU toolkit that compiles the variant (None: none needed or one is planned for provisioning; a
+    Status: what is missing), with the target CPU's libcudart for a cross build."""
+    variant, host = j.variant, j.host
+    if variant.backend not in BACKENDS_WITH_TOOLKIT:
+        return None
+    # a cross build needs a toolkit whose headers serve the target CPU (PyPI's flat one, not the system's)
+    toolkit = pick_toolkit(variant, tuple(t for t in host.toolkits if t.targets(variant.cpu)))
+    if toolkit is None:
+        why = j.can_provision("toolkit", j.toolkit_source)
+        if why is not None:
+            return Status(False, _toolkit_need(j) + (f"; {why}" if why else ""))
+    if j.cross and variant.backend == "cuda":
+        return _with_cudart(j, toolkit)
+    return toolkit
+
+
+def _toolkit_need(j: _Judging) -> str:
+    variant, host = j.variant, j.host
+    found = ", ".join(f"{t.backend} {t.version}" for t in host.toolkits) or "none"
+    if variant.backend != "cuda":
+        return f"needs ROCm {variant.toolkit} (hipcc); found: {found}"
+    major = (variant.toolkit or "").split(".")[0]
+    need = f"needs a CUDA toolkit {major}.0-{variant.toolkit} (nvcc) for {variant.compute}"
+    if j.cross and pick_toolkit(variant, host.toolkits) is not None:
+        need += f" whose headers serve {variant.cpu} (a system toolkit's are x86_64-only)"
+    return f"{need}; found: {found}"
+
+
+def _with_cudart(j: _Judging, toolkit: Toolkit | None) -> Toolkit | Status | None:
+    """The host's nvcc compiles; the link needs the target CPU's libcudart (provisioned from PyPI)."""
+    variant, host = j.variant, j.host
+    cudart = host.cudart.get(f"{variant.cpu}-{variant.toolkit}") or (
+        host.cudart.get(f"{variant.cpu}-{toolkit.version}") if toolkit else None
+    )
+    if cudart and toolkit is not None:
+        from dataclasses import replace
+
+        return replace(toolkit, cudart_dir=cudart)
+    if not cudart:
+        why = j.can_provision("cudart", j.toolkit_source)
+        if why is not None:
+            return Status(False, f"needs libcudart {variant.toolkit} for {variant.cpu}" + (f"; {why}" if why else ""))
+    return toolkit
+
+
+def _torch_refusal(j: _Judging) -> Status | None:
+    """No torch environment for the variant: planned for provisioning (None), or what is missing."""
+    variant, host, index = j.variant, j.host, j.index
+    why = j.can_provision("torch", j.torch_source)
+    if why is None:
+        return None
+    what = {"cuda": f"for CUDA {variant.toolkit}", "rocm": f"for ROCm {variant.toolkit}"}.get(
+        variant.backend, f"({variant.backend})"
+    )
+    if why:
+        return Status(False, f"needs torch {variant.torch} {what}: {why}")
+    if index.startswith("the PyTorch wheel index"):
+        return Status(False, f"needs torch {variant.torch} {what}, which is not on PyPI: from {index}")
+    have = ", ".join(f"{e.version}" for e in host.envs) or "none"
+    return Status(
+        False,
+        f"needs torch {variant.torch} {what} from {index} (torch environments here: {have}; `--create-envs` makes one)",
+    )
+
+
+def _provisionable(j: _Judging, toolkit: Toolkit | None, env: TorchEnv | None) -> Status:
+    variant = j.variant
+    arch = f", {variant.cpu}" if j.cross else ""
+    what = " + ".join(
+        f"torch {src.version} ({variant.compute}{arch})"
+        if kind == "torch"
+        else (f"libcudart {src.version} ({variant.cpu})" if kind == "cudart" else f"{src.name} {src.version}")
+        for kind, src in j.provision
+    )
+    return Status(
+        False,
+        f"provisioned on demand: {what} from {' / '.join(sorted({s.where for _, s in j.provision}))} "
+        "(`build --all` or `--provision` installs it into the user cache)",
+        "local",
+        toolkit,
+        env,
+        tuple(j.provision),
+    )

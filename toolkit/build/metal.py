@@ -1,9 +1,9 @@
-"""The Metal build plan: vendored ggml .metal -> .air -> one metallib -> a C++ header holding its bytes.
+"""Metal helpers of the build: vendored ggml .metal -> .air -> one metallib -> a C++ header holding its bytes.
 
 This is the offline compile kernel-builder performs for a `backend = "metal"` section (docs/hub-contract.md
 §4.7: `metal -std=metal4.0 -O2 [-I...] -c` per .metal, `metallib` to link, `metallib_to_header.py` to
-embed), laid out as data so an executor (toolkit/build) can run it where Xcode's Metal toolchain exists
-and `--dry-run`/`variants` can say exactly why it cannot run anywhere else.
+embed), planned with the other compiler steps by toolkit/build/plan.py (the one Metal planner) and run by the local
+executor where Xcode's Metal toolchain exists.
 
 Both upstream layouts are supported (docs/upstream.md §4.2, §8.3): the single `src/ggml-metal/ggml-metal.metal`
 of the snapshot and the per-op `src/ggml-metal/kernels/*.metal` files after llama.cpp #26561. Either way the
@@ -11,14 +11,12 @@ one translation unit is our rendered `csrc/metal/ggml_metal_kernels.metal`, whic
 GGML_METAL_HAS_BF16 and #includes the vendored entries (kernel-builder cannot pass -D to the Metal
 compiler); GGML_METAL_EMBED_LIBRARY and GGML_METAL_HAS_TENSOR are never defined.
 
-API for the build executor:
+The build's own steps (toolkit/build/plan.py: one `metal` compile per .metal, `metallib`, the embed step)
+compile and link; this module holds what they and verify share:
     sources = metal_sources(lock)                       # which vendored files, which layout
-    p = plan(root, sources, out_dir, name)               # MetalPlan: steps (argv), requirements, blockers
-    p.buildable / p.blockers                             # can this host run it, and if not, why
-    execute(p)                                           # run the steps (BuildError with the log tail)
-    p.mm_defines                                         # -D flags the .mm files need to find the header
-    embed_metallib(metallib, header, namespace)          # also: python -m toolkit.build.metal embed ...
-and for verify: required_kernels(ops) (every kernel name the binding can dispatch).
+    embed_metallib(metallib, header, namespace)          # the embed step (python -m toolkit.build.metal embed)
+    required_kernels(ops)                                # every kernel name the binding can dispatch (verify)
+    probe_host()                                         # what this Mac has for building Metal
 """
 
 from __future__ import annotations
@@ -32,27 +30,13 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from toolkit.build import metallib as mtlb
 from toolkit.core import ggml_facts as facts
 from toolkit.core.errors import BuildError, VendorStateError
-
-
-@dataclass(frozen=True)
-class Command:
-    """One command of the Metal toolchain plan. `argv[0]` is the program; paths are absolute."""
-
-    name: str
-    argv: tuple[str, ...]
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-
-    def to_dict(self) -> dict[str, object]:
-        return {"name": self.name, "argv": list(self.argv), "inputs": list(self.inputs), "outputs": list(self.outputs)}
-
 
 LAYOUT_MONOLITH = "monolith"
 LAYOUT_SPLIT = "split"
@@ -175,171 +159,7 @@ def probe_host(run: Callable[..., subprocess.CompletedProcess] = subprocess.run)
     return MetalHost(system, machine, macos, xcrun, metal, metallib)
 
 
-# --- the plan ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MetalPlan:
-    name: str  # the library's name: <name>.metallib, namespace <name>_metal
-    layout: str
-    translation_unit: str
-    entries: tuple[str, ...]
-    headers: tuple[str, ...]
-    include_dirs: tuple[str, ...]
-    std: str
-    min_macos: str
-    air: str
-    metallib: str
-    header: str
-    namespace: str
-    steps: tuple[Command, ...]
-    requirements: tuple[str, ...]
-    blockers: tuple[str, ...] = ()
-    notes: tuple[str, ...] = field(default=())
-
-    @property
-    def buildable(self) -> bool:
-        return not self.blockers
-
-    @property
-    def mm_defines(self) -> tuple[str, ...]:
-        """What the Objective-C++ sources need to #include the generated header (kernel-builder's names)."""
-        return (
-            f'-DEMBEDDED_METALLIB_HEADER="{Path(self.header).name}"',
-            f"-DEMBEDDED_METALLIB_NAMESPACE={self.namespace}",
-            f"-I{Path(self.header).parent}",
-        )
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "layout": self.layout,
-            "translation_unit": self.translation_unit,
-            "entries": list(self.entries),
-            "headers": list(self.headers),
-            "include_dirs": list(self.include_dirs),
-            "std": self.std,
-            "min_macos": self.min_macos,
-            "metallib": self.metallib,
-            "header": self.header,
-            "namespace": self.namespace,
-            "mm_defines": list(self.mm_defines),
-            "steps": [s.to_dict() for s in self.steps],
-            "requirements": list(self.requirements),
-            "buildable": self.buildable,
-            "blockers": list(self.blockers),
-            "notes": list(self.notes),
-        }
-
-
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def compile_argv(
-    unit: Path,
-    air: Path,
-    include_dirs: Sequence[Path],
-    *,
-    std: str = facts.METAL_STD,
-    min_macos: str = facts.METAL_MIN_MACOS,
-) -> tuple[str, ...]:
-    """`xcrun metal` for one translation unit. No -D: the unit defines what it needs itself, and
-    facts.METAL_UNDEFINED_MACROS must stay undefined."""
-    return (
-        "xcrun",
-        "-sdk",
-        "macosx",
-        "metal",
-        f"-std={std}",
-        facts.METAL_OPT,
-        f"-mmacosx-version-min={min_macos}",
-        *(f"-I{d}" for d in include_dirs),
-        "-c",
-        str(unit),
-        "-o",
-        str(air),
-    )
-
-
-def plan(root: Path, sources: MetalSources, out_dir: Path, name: str, *, host: MetalHost | None = None) -> MetalPlan:
-    """The steps that turn the rendered project's Metal sources into `<out_dir>/<name>_metallib.h`.
-
-    Pure apart from probing the host (pass `host` to make it fully pure). Missing inputs are blockers,
-    not errors, so a plan can always be printed."""
-    if not _NAME.match(name):
-        raise BuildError(f"metallib name {name!r} is not a C identifier", "use letters, digits and underscores")
-    root = Path(root).resolve()
-    out_dir = Path(out_dir).resolve()
-    host = host if host is not None else probe_host()
-    vendor = root / VENDOR_DIR
-    include_dirs = tuple(vendor / r for r in facts.METAL_INCLUDE_ROOTS) + (root / OUR_INCLUDE,)
-    unit = root / TRANSLATION_UNIT
-    air = out_dir / (Path(TRANSLATION_UNIT).stem + ".air")
-    lib = out_dir / f"{name}.metallib"
-    header = out_dir / f"{name}_metallib.h"
-    namespace = f"{name}_metal"
-    steps = (
-        Command(
-            "compile",
-            compile_argv(unit, air, include_dirs),
-            (str(unit), *(str(vendor / p) for p in sources.files)),
-            (str(air),),
-        ),
-        Command("link", ("xcrun", "-sdk", "macosx", "metallib", str(air), "-o", str(lib)), (str(air),), (str(lib),)),
-        Command(
-            "embed",
-            (sys.executable, "-m", "toolkit.build.metal", "embed", str(lib), str(header), namespace),
-            (str(lib),),
-            (str(header),),
-        ),
-    )
-    blockers = list(host.blockers)
-    missing = [p for p in sources.files if not (vendor / p).is_file()]
-    if missing:
-        blockers.append(
-            f"vendor/ lacks {len(missing)} Metal file(s) the lock pins (e.g. {missing[0]}): run `ggml-vendor sync`"
-        )
-    if not unit.is_file():
-        blockers.append(f"{TRANSLATION_UNIT} is not rendered: run `ggml-vendor render`")
-    if host.system == "Darwin" and host.macos:
-        try:
-            if mtlb.parse_version(host.macos) < mtlb.parse_version(facts.METAL_MIN_MACOS):
-                blockers.append(
-                    f"the library targets macOS {facts.METAL_MIN_MACOS}; this Mac runs {host.macos} "
-                    "(it can build but not load it)"
-                )
-        except mtlb.MetallibError:
-            pass
-    requirements = (
-        "macOS on Apple silicon (arm64)",
-        "Xcode 26 selected with xcode-select, plus the Metal Toolchain (xcodebuild -downloadComponent MetalToolchain)",
-        f"torch with MPS for the variant's torch version; the metallib loads on macOS >= {facts.METAL_MIN_MACOS}",
-    )
-    notes = (
-        f"layout: {sources.layout} ({', '.join(sources.entries)})",
-        f"-std={facts.METAL_STD}: Metal 4 libraries do not load on macOS < {facts.METAL_MIN_MACOS}",
-    )
-    return MetalPlan(
-        name=name,
-        layout=sources.layout,
-        translation_unit=str(unit),
-        entries=sources.entries,
-        headers=sources.headers,
-        include_dirs=tuple(str(d) for d in include_dirs),
-        std=facts.METAL_STD,
-        min_macos=facts.METAL_MIN_MACOS,
-        air=str(air),
-        metallib=str(lib),
-        header=str(header),
-        namespace=namespace,
-        steps=steps,
-        requirements=requirements,
-        blockers=tuple(blockers),
-        notes=notes,
-    )
-
-
-# --- embedding -----------------------------------------------------------------------------------------
 
 
 def header_source(data: bytes, namespace: str, *, source_name: str = "metallib") -> str:
@@ -402,29 +222,6 @@ def embed_metallib(metallib: Path, header: Path, namespace: str, *, required: It
 
 
 # --- running -------------------------------------------------------------------------------------------
-
-
-def execute(
-    p: MetalPlan,
-    *,
-    run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
-    log: Callable[[str], None] = lambda line: None,
-) -> Path:
-    """Run the plan's steps in order; the header path on success. Refuses a plan with blockers; on a failed
-    step raises BuildError carrying the step's output tail."""
-    if p.blockers:
-        raise BuildError(f"cannot build the metallib here: {p.blockers[0]}", "build on a Mac with Xcode 26")
-    Path(p.header).parent.mkdir(parents=True, exist_ok=True)
-    for step in p.steps:
-        log(f"{step.name}: {' '.join(step.argv)}")
-        res = run(list(step.argv), capture_output=True, text=True)
-        if res.returncode != 0:
-            tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-20:])
-            raise BuildError(
-                f"metal {step.name} failed (exit {res.returncode}): {tail}",
-                "fix the error above; the full command is in the build log",
-            )
-    return Path(p.header)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -118,7 +118,7 @@ class MetallibError(VerifyError):
     """Bytes that should be a metallib are not one (or not a usable one)."""
 
 
-def _version(v: tuple[int, int] | None) -> str | None:
+def _version(v: tuple[int, ...] | None) -> str | None:
     return None if v is None else f"{v[0]}.{v[1]}"
 
 
@@ -269,7 +269,7 @@ class _Reader:
         self.pos = pos
 
     def tags(self) -> list[tuple[str, bytes]]:
-        out = []
+        out: list[tuple[str, bytes]] = []
         while True:
             name = self.take(4)
             if name == END_TAG:
@@ -280,29 +280,17 @@ class _Reader:
             out.append((name.decode("ascii"), self.take(size)))
 
 
-def parse(data: bytes, *, offset: int = 0, where: str = "metallib") -> MetalLibrary:
-    """Parse one metallib container (exactly its bytes). Raises MetallibError with what is wrong."""
-    data = bytes(data)
-    r = _Reader(data, where)
-    if len(data) < HEADER_SIZE:
-        raise r.fail(f"{len(data)} bytes is shorter than the {HEADER_SIZE}-byte header")
-    if r.take(4) != MAGIC:
-        raise r.fail("no MTLB magic at byte 0")
-    platform_raw = r.u("H")
-    file_version = (r.u("H"), r.u("H"))
-    lib_type = r.u("B")
-    os_code = r.u("B")
-    os_version = (r.u("H"), r.u("H"))
-    file_size = r.u("Q")
-    if file_size != len(data):
-        raise r.fail(f"header says {file_size} bytes, container has {len(data)}")
+def _sections(r: _Reader, data: bytes) -> dict[str, tuple[int, int]]:
     sections = {}
     for name in ("functions", "public_metadata", "private_metadata", "bitcode"):
         off, size = r.u("Q"), r.u("Q")
         if off + size > len(data):
             raise r.fail(f"{name} section [{off}, {off + size}) runs past the end ({len(data)})")
         sections[name] = (off, size)
+    return sections
 
+
+def _function_list(r: _Reader, data: bytes, sections: dict[str, tuple[int, int]]) -> list[MetalFunction]:
     fl_off, fl_size = sections["functions"]
     if fl_off < HEADER_SIZE:
         raise r.fail(f"function list offset {fl_off} lies inside the header")
@@ -321,18 +309,41 @@ def parse(data: bytes, *, offset: int = 0, where: str = "metallib") -> MetalLibr
         functions.append(_function(tags, i, data, bc_off, bc_size, r))
     if r.pos > fl_off + 4 + fl_size:
         raise r.fail(f"function list runs to byte {r.pos}, past the {fl_size} bytes the header gives it")
+    return functions
 
-    # The header extension is informational (UUID, dynamic-library tables); an unreadable one is not
-    # worth failing a verify over, since Metal only needs the function list and the bitcode.
-    ext_tags: list[tuple[str, bytes]] = []
-    pub_off = sections["public_metadata"][0]
+
+def _header_extension(r: _Reader, data: bytes, sections: dict[str, tuple[int, int]]) -> list[tuple[str, bytes]]:
+    """The header extension is informational (UUID, dynamic-library tables); an unreadable one is not worth
+    failing a verify over, since Metal only needs the function list and the bitcode."""
+    fl_off, fl_size = sections["functions"]
     ext_at = fl_off + 4 + fl_size
-    if ext_at != pub_off and ext_at + 4 <= len(data):
-        r.seek(ext_at)
-        try:
-            ext_tags = r.tags()
-        except MetallibError:
-            ext_tags = []
+    if ext_at == sections["public_metadata"][0] or ext_at + 4 > len(data):
+        return []
+    r.seek(ext_at)
+    try:
+        return r.tags()
+    except MetallibError:
+        return []
+
+
+def parse(data: bytes, *, offset: int = 0, where: str = "metallib") -> MetalLibrary:
+    """Parse one metallib container (exactly its bytes). Raises MetallibError with what is wrong."""
+    data = bytes(data)
+    r = _Reader(data, where)
+    if len(data) < HEADER_SIZE:
+        raise r.fail(f"{len(data)} bytes is shorter than the {HEADER_SIZE}-byte header")
+    if r.take(4) != MAGIC:
+        raise r.fail("no MTLB magic at byte 0")
+    platform_raw = r.u("H")
+    file_version = (r.u("H"), r.u("H"))
+    lib_type = r.u("B")
+    os_code = r.u("B")
+    os_version = (r.u("H"), r.u("H"))
+    file_size = r.u("Q")
+    if file_size != len(data):
+        raise r.fail(f"header says {file_size} bytes, container has {len(data)}")
+    sections = _sections(r, data)
+    functions, ext_tags = _function_list(r, data, sections), _header_extension(r, data, sections)
     uuid = next((c.hex() for n, c in ext_tags if n == "UUID" and len(c) == 16), None)
 
     platform = {PLATFORM_MACOS: "macOS", PLATFORM_IOS: "iOS"}.get(platform_raw, f"unknown(0x{platform_raw:04x})")

@@ -64,7 +64,7 @@ def plan_nix(plan: BuildPlan, nix: str, jobs: int, variants: tuple[VariantPlan, 
 
 
 class NixExecutor:
-    def __init__(self, plan: BuildPlan, host, jobs: int = 2, log_dir: Path | None = None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, plan: BuildPlan, host, jobs: int = 2, log_dir: Path | None = None) -> None:
         self.plan = plan
         self.nix = host.nix
         self.jobs = jobs
@@ -76,18 +76,7 @@ class NixExecutor:
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory(prefix=".nix-stage-", dir=root) as tmp:
             stage = Path(tmp)
-            for rel in np_.copied:
-                src = root / rel
-                if src.is_dir():
-                    shutil.copytree(src, stage / rel)
-                elif src.is_file():
-                    (stage / rel).parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(src, stage / rel)
-            (stage / "flake.nix").write_text(np_.flake)
-            # Flakes only see files tracked by git: make the staging copy its own repository.
-            subprocess.run(["git", "init", "-q"], cwd=stage, check=False)
-            subprocess.run(["git", "add", "-A"], cwd=stage, check=False)
-            step = " ".join(["nix", *np_.command[1:]])
+            _stage_project(root, stage, np_)
             try:
                 proc = subprocess.run(list(np_.command), cwd=stage, capture_output=True, text=True)
             except OSError as exc:
@@ -95,43 +84,52 @@ class NixExecutor:
             self.log_dir.mkdir(parents=True, exist_ok=True)
             log = self.log_dir / "nix-build-and-copy.log"
             log.write_text(f"$ cd <staged project> && {' '.join(np_.command)}\n{proc.stdout}{proc.stderr}")
-            results = []
-            for v in variants:
-                produced = stage / "build" / v.name
-                if proc.returncode == 0 and produced.is_dir():
-                    final_parent = (root / v.out_dir).parent  # build/, or build/<package>/ for a later package
-                    final_parent.mkdir(parents=True, exist_ok=True)
-                    tmp_final = Path(tempfile.mkdtemp(prefix=f".{v.name}.tmp-", dir=final_parent))
-                    shutil.rmtree(tmp_final)
-                    shutil.copytree(produced, tmp_final)
-                    swap_into_place(tmp_final, root / v.out_dir)
-                    results.append(
-                        VariantResult(
-                            v.name,
-                            "built",
-                            "via nix (kernel-builder)",
-                            v.out_dir,
-                            v.ops_id,
-                            v.archs,
-                            time.monotonic() - t0,
-                            log=str(log),
-                        )
-                    )
-                else:
-                    tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])
-                    why = f"exited with status {proc.returncode}" if proc.returncode else f"produced no build/{v.name}"
-                    results.append(
-                        VariantResult(
-                            v.name,
-                            "failed",
-                            f"{step}: {why}",
-                            v.out_dir,
-                            v.ops_id,
-                            v.archs,
-                            time.monotonic() - t0,
-                            log=str(log),
-                            failed_step=step,
-                            tail=tail or "(no output)",
-                        )
-                    )
-        return results
+            return [self._result(v, stage, proc, np_, log, t0) for v in variants]
+
+    def _result(
+        self, v: VariantPlan, stage: Path, proc: subprocess.CompletedProcess, np_: NixPlan, log: Path, t0: float
+    ) -> VariantResult:
+        """Swap what nix produced for `v` into build/, or say why it failed."""
+        root = self.plan.project.root
+        produced = stage / "build" / v.name
+        seconds = time.monotonic() - t0
+        if proc.returncode == 0 and produced.is_dir():
+            final_parent = (root / v.out_dir).parent  # build/, or build/<package>/ for a later package
+            final_parent.mkdir(parents=True, exist_ok=True)
+            tmp_final = Path(tempfile.mkdtemp(prefix=f".{v.name}.tmp-", dir=final_parent))
+            shutil.rmtree(tmp_final)
+            shutil.copytree(produced, tmp_final)
+            swap_into_place(tmp_final, root / v.out_dir)
+            return VariantResult(
+                v.name, "built", "via nix (kernel-builder)", v.out_dir, v.ops_id, v.archs, seconds, log=str(log)
+            )
+        step = " ".join(["nix", *np_.command[1:]])
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])
+        why = f"exited with status {proc.returncode}" if proc.returncode else f"produced no build/{v.name}"
+        return VariantResult(
+            v.name,
+            "failed",
+            f"{step}: {why}",
+            v.out_dir,
+            v.ops_id,
+            v.archs,
+            seconds,
+            log=str(log),
+            failed_step=step,
+            tail=tail or "(no output)",
+        )
+
+
+def _stage_project(root: Path, stage: Path, np_: NixPlan) -> None:
+    """The files kernel-builder reads, copied into `stage` with the flake, as a git repository (flakes
+    only see files tracked by git)."""
+    for rel in np_.copied:
+        src = root / rel
+        if src.is_dir():
+            shutil.copytree(src, stage / rel)
+        elif src.is_file():
+            (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, stage / rel)
+    (stage / "flake.nix").write_text(np_.flake)
+    subprocess.run(["git", "init", "-q"], cwd=stage, check=False)
+    subprocess.run(["git", "add", "-A"], cwd=stage, check=False)

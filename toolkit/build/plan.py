@@ -68,7 +68,7 @@ class ProjectInputs:
     kernels: tuple[KernelSection, ...]
     python_files: tuple[str, ...]  # relative to torch-ext/<module>/
     source_id: str  # sha256 over every build input file; the op id's uid is its first 7 hex digits
-    has_registration_h: bool = False
+    has_registration_h: bool = False  # the render wrote torch-ext/registration.h (else the build supplies it)
     tool_version: str = __version__
     # Where variants land, relative to `root`: "build" for the first package (rendered at the project root),
     # "../../build/<package>" for one rendered at packages/<package> (build/<package>/<variant>/).
@@ -358,6 +358,60 @@ def _macos_target(backend: str) -> tuple[str, ...]:
     return (f"-mmacosx-version-min={facts.METAL_MIN_MACOS}", "-arch", "arm64") if backend == "metal" else ()
 
 
+@dataclass
+class _Variant:
+    """One variant's planning state while its steps are collected (plan_variant's helpers share it)."""
+
+    project: ProjectInputs
+    variant: Variant
+    status: Status
+    tools: _Tools
+    gen_include: str
+    ccbin: str | None
+    steps: list[Step] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    archs: set[str] = field(default_factory=set)
+    objects: list[str] = field(default_factory=list)
+
+    @property
+    def ops_id(self) -> str:
+        return self.project.ops_id(self.variant.backend)
+
+    @property
+    def tool_tag(self) -> str:
+        # The target system joins every step's identity: an aarch64 row never shares an x86_64 row's steps,
+        # even where both are planned with the same placeholder tools (off-host rows).
+        return f"ggml-vendor {self.project.tool_version} | {self.variant.system}"
+
+    @property
+    def host_cc(self) -> tuple[str, ...]:
+        # nvcc's host compiler: the hermetic toolchain's wrapper when there is one (its identity joins the key).
+        v = self.variant
+        return ("-ccbin", self.ccbin) if self.ccbin and v.backend == "cuda" and v.os == "linux" else ()
+
+    @property
+    def torch_side(self) -> tuple[str, ...]:
+        return tuple(f"-I{d}" for d in self.tools.torch_includes) + (f"-I{self.tools.python_include}",)
+
+    @property
+    def maps(self) -> _Maps:
+        return _maps_for(str(self.project.root), self.tools, self.gen_include)
+
+    def add(
+        self,
+        sid: str,
+        kind: str,
+        tool: str,
+        label: str,
+        argv: tuple[str, ...],
+        output: str,
+        tc: str,
+        **kw: tuple[str, ...],
+    ) -> str:
+        self.steps.append(Step(sid, kind, tool, label, argv, output, tc, runnable=self.tools.runnable, **kw))
+        return sid
+
+
 def plan_variant(
     project: ProjectInputs,
     variant: Variant,
@@ -376,306 +430,230 @@ def plan_variant(
     if not sections:
         reason = status.reason or f'build.toml has no [kernel.*] section with backend = "{variant.backend}"'
         return VariantPlan(variant, Status(False, reason), ops_id, out_dir), []
-    tools = _tools_for(variant, status, cxx, cxx_id, gen_include)
-    tool_tag = f"ggml-vendor {project.tool_version}"
-    steps: list[Step] = []
-    notes: list[str] = []
-    archs: set[str] = set()
-    objects: list[str] = []
-    fpic = ("-Xcompiler", "-fPIC")
-    torch_side = tuple(f"-I{d}" for d in tools.torch_includes) + (f"-I{tools.python_include}",)
-    # nvcc's host compiler: the hermetic toolchain's wrapper when there is one (its identity joins the key).
-    host_cc = ("-ccbin", ccbin) if ccbin and variant.backend == "cuda" and variant.os == "linux" else ()
-    maps = _maps_for(str(project.root), tools, gen_include)
-
+    ctx = _Variant(project, variant, status, _tools_for(variant, status, cxx, cxx_id, gen_include), gen_include, ccbin)
     for sec in sections:
-        incs = tuple(f"-I{d}" for d in sec.include)
-        gpu_incs = tuple(f"-I{d}" for d in tools.extra_gpu_includes)
-        if variant.backend == "cuda":
-            caps = supported_capabilities(sec.cuda_capabilities, tools.toolkit_archs)
-            dropped = set(sec.cuda_capabilities) - set(caps)
-            if dropped:
-                notes.append(f"{sec.name}: {tools.toolkit_id} cannot target {', '.join(sort_archs(dropped))}")
-            if not caps:
-                return VariantPlan(
-                    variant,
-                    Status(
-                        False,
-                        f"[kernel.{sec.name}] cuda-capabilities "
-                        f"{list(sec.cuda_capabilities)} has none that {tools.toolkit_id} supports",
-                    ),
-                    ops_id,
-                    out_dir,
-                ), []
-            archs.update(caps)
-            arch_flags = gencode_flags(caps)
-        elif variant.backend == "rocm":
-            caps = rocm.validate_archs(sec.rocm_archs)
-            rocm.hip_flags(sec.hip_flags)  # refuses flags that change the wavefront size or the math
-            notes += [
-                f"{a} compiles wave{rocm.warp_size(a)}: the shim's warp_size must read it"
-                for a in caps
-                if a not in archs
-            ]
-            archs.update(caps)
-            arch_flags = tuple(f"--offload-arch={a}" for a in caps)
-        else:
-            arch_flags = ()
-        # A section that does not depend on torch compiles without torch: the same object serves every
-        # torch version (the point of the split). One that does is compiled per torch environment.
-        per_torch = sec.torch_dependent
-        abi = (f"-D_GLIBCXX_USE_CXX11_ABI={int(tools.cxx11_abi)}",) if variant.os == "linux" else ()
-        extra = (torch_side + abi) if per_torch else ()
-        sec_maps = maps.common + (maps.torch if per_torch else ())
-        tc_gpu = (
-            tools.toolkit_id
-            + (f" | {tools.cxx_id}" if host_cc else "")
-            + (f" | {tools.torch_id}" if per_torch else "")
-            + f" | {tool_tag}"
-        )
-        tc_cxx = tools.cxx_id + (f" | {tools.torch_id}" if per_torch else "") + f" | {tool_tag}"
-        for src in sec.src:
-            if src.endswith(HEADER_SUFFIXES):
-                continue
-            if variant.backend == "metal" and src.endswith(".metal"):
-                continue  # handled below (shader library)
-            out = _obj_name(src)
-            if src.endswith(".cu") and variant.backend == "cuda":
-                argv = (
-                    tools.compiler,
-                    *host_cc,
-                    "-c",
-                    src,
-                    *_object_flags(*fpic),
-                    "-DCUDA_KERNEL",
-                    "-DUSE_CUDA=1",
-                    *incs,
-                    *gpu_incs,
-                    *extra,
-                    *sec.cuda_flags,
-                    *arch_flags,
-                    *_nvcc_host(sec_maps + maps.toolkit),
-                )
-                tool, tc = "nvcc", tc_gpu
-                label = f"nvcc {src} [{', '.join(sort_archs(caps))}]"
-            elif src.endswith(".cu") and variant.backend == "rocm":
-                argv = (
-                    tools.compiler,
-                    "-c",
-                    "-x",
-                    "hip",
-                    src,
-                    *_object_flags(),
-                    *facts.HIP_DEFINES,
-                    "-DROCM_KERNEL",
-                    "-DUSE_ROCM=1",
-                    *incs,
-                    *extra,
-                    *sec.hip_flags,
-                    *arch_flags,
-                    *sec_maps,
-                    *maps.toolkit,
-                )
-                tool, tc = "hipcc", tc_gpu
-                label = f"hipcc {src} [{', '.join(caps)}]"
-            else:
-                lang = ("-x", "objective-c++", "-fobjc-arc") if src.endswith((".mm", ".m")) else ()
-                osx = _macos_target(variant.backend)
-                argv = (
-                    tools.cxx,
-                    "-c",
-                    *lang,
-                    src,
-                    *_object_flags(),
-                    f"-std={tools.cxx_standard}",
-                    *osx,
-                    *incs,
-                    *extra,
-                    *sec.cxx_flags,
-                    *sec_maps,
-                )
-                tool, tc = "c++", tc_cxx
-                label = f"c++ {src}"
-            if variant.backend == "metal" and src.endswith((".mm", ".m")):
-                # The Metal host code embeds this build's shader library (named after the op id), so it is
-                # compiled per id; docs/hub-contract.md §4.7.
-                argv += (
-                    f"-I{gen_include}/{ops_id}",
-                    f'-DEMBEDDED_METALLIB_HEADER="{ops_id}_metallib.h"',
-                    f"-DEMBEDDED_METALLIB_NAMESPACE={ops_id}_metal",
-                    *(() if per_torch else torch_side),
-                    "-DMETAL_KERNEL",
-                )
-                tc += f" | {tools.torch_id}"
-            sid = _step_id("obj", tc, argv)
-            steps.append(Step(sid, "compile", tool, label, argv, out, tc, inputs=(src,), runnable=tools.runnable))
-            objects.append(sid)
-        if variant.backend == "metal":
-            metal_srcs = [s for s in sec.src if s.endswith(".metal")]
-            airs = []
-            for src in metal_srcs:
-                argv = (
-                    "xcrun",
-                    "-sdk",
-                    "macosx",
-                    "metal",
-                    f"-std={facts.METAL_STD}",
-                    "-O2",
-                    f"-mmacosx-version-min={facts.METAL_MIN_MACOS}",
-                    *incs,
-                    "-c",
-                    src,
-                    "-o",
-                    "{out}",
-                    "-MD",
-                    "-MF",
-                    "{dep}",
-                )
-                sid = _step_id("air", "<xcrun metal>", argv)
-                steps.append(
-                    Step(
-                        sid,
-                        "compile",
-                        "metal",
-                        f"metal {src}",
-                        argv,
-                        _obj_name(src)[:-2] + ".air",
-                        "<xcrun metal>",
-                        inputs=(src,),
-                        runnable=tools.runnable,
-                    )
-                )
-                airs.append(sid)
-            if airs:
-                argv = ("xcrun", "-sdk", "macosx", "metallib", "{inputs}", "-o", "{out}")
-                lib = _step_id("metallib", "<xcrun metallib>", argv + tuple(airs))
-                steps.append(
-                    Step(
-                        lib,
-                        "link",
-                        "metallib",
-                        f"metallib {ops_id}.metallib",
-                        argv,
-                        f"{ops_id}.metallib",
-                        "<xcrun metallib>",
-                        after=tuple(airs),
-                        runnable=tools.runnable,
-                    )
-                )
-                emb_argv = ("python", "-m", "toolkit.build.metal", "embed", "{inputs}", "{out}", f"{ops_id}_metal")
-                emb = _step_id("embed", tool_tag, emb_argv + (lib,))
-                steps.append(
-                    Step(
-                        emb,
-                        "embed",
-                        "python",
-                        f"embed {ops_id}.metallib as bytes",
-                        emb_argv,
-                        f"{ops_id}_metallib.h",
-                        tool_tag,
-                        after=(lib,),
-                        runnable=tools.runnable,
-                    )
-                )
-                notes.append(
-                    f"metallib compiled with -std={facts.METAL_STD}: loads on macOS >= {facts.METAL_MIN_MACOS} only"
-                )
-                # host objects include the header: make them wait for it
-                steps = [
-                    replace(s, after=s.after + (emb,)) if s.id in objects and s.tool == "c++" else s for s in steps
-                ]
-                archs.add("metal")
+        failure = _plan_section(ctx, sec)
+        if failure is not None:
+            return VariantPlan(variant, failure, ops_id, out_dir), []
+    bind_objs = _plan_binding(ctx)
+    _plan_glibc_compat(ctx)
+    link_id = _plan_link(ctx, tuple(ctx.objects + bind_objs))
+    archs = ctx.archs
+    arch_list = sort_archs(archs - {"metal"}) if variant.backend != "rocm" else tuple(sorted(archs))
+    steps = tuple(s.id for s in ctx.steps)
+    return VariantPlan(variant, status, ops_id, out_dir, steps, link_id, arch_list, tuple(ctx.notes)), ctx.steps
 
-    # The binding: per torch environment, with the op id baked in.
-    bind_objs: list[str] = []
-    for src in project.torch_src:
-        if src.endswith(HEADER_SUFFIXES):
-            continue
-        gen = () if project.has_registration_h else (f"-I{gen_include}",)
-        toolkit_inc = (f"-I{tools.toolkit_root}/include",) if variant.backend in ("cuda", "rocm") else ()
-        osx = _macos_target(variant.backend)
+
+def _section_archs(ctx: _Variant, sec: KernelSection) -> tuple[tuple[str, ...], tuple[str, ...]] | Status:
+    """(the section's targets, their compiler flags), or why the variant cannot be built."""
+    tools, backend = ctx.tools, ctx.variant.backend
+    if backend == "cuda":
+        caps = supported_capabilities(sec.cuda_capabilities, tools.toolkit_archs)
+        dropped = set(sec.cuda_capabilities) - set(caps)
+        if dropped:
+            ctx.notes.append(f"{sec.name}: {tools.toolkit_id} cannot target {', '.join(sort_archs(dropped))}")
+        if not caps:
+            return Status(
+                False,
+                f"[kernel.{sec.name}] cuda-capabilities {list(sec.cuda_capabilities)} has none that "
+                f"{tools.toolkit_id} supports",
+            )
+        ctx.archs.update(caps)
+        return caps, gencode_flags(caps)
+    if backend == "rocm":
+        caps = rocm.validate_archs(sec.rocm_archs)
+        rocm.hip_flags(sec.hip_flags)  # refuses flags that change the wavefront size or the math
+        ctx.notes += [
+            f"{a} compiles wave{rocm.warp_size(a)}: the shim's warp_size must read it"
+            for a in caps
+            if a not in ctx.archs
+        ]
+        ctx.archs.update(caps)
+        return caps, tuple(f"--offload-arch={a}" for a in caps)
+    return (), ()
+
+
+def _plan_section(ctx: _Variant, sec: KernelSection) -> Status | None:
+    """The object steps of one [kernel.*] section (and its shader library on Metal); a Status when the
+    variant cannot be built."""
+    got = _section_archs(ctx, sec)
+    if isinstance(got, Status):
+        return got
+    caps, arch_flags = got
+    for src in sec.src:
+        if src.endswith(HEADER_SUFFIXES) or (ctx.variant.backend == "metal" and src.endswith(".metal")):
+            continue  # headers are read through includes; .metal files make the shader library below
+        argv, tool, tc, label = _object_command(ctx, sec, src, caps, arch_flags)
+        sid = _step_id("obj", tc, argv)
+        ctx.objects.append(ctx.add(sid, "compile", tool, label, argv, _obj_name(src), tc, inputs=(src,)))
+    if ctx.variant.backend == "metal":
+        _plan_metallib(ctx, sec)
+    return None
+
+
+def _object_command(
+    ctx: _Variant, sec: KernelSection, src: str, caps: tuple[str, ...], arch_flags: tuple[str, ...]
+) -> tuple[tuple[str, ...], str, str, str]:
+    """(argv, tool, toolchain identity, label) of one kernel source's object."""
+    tools, backend = ctx.tools, ctx.variant.backend
+    # A section that does not depend on torch compiles without torch: the same object serves every torch
+    # version (the point of the split). One that does is compiled per torch environment.
+    per_torch = sec.torch_dependent
+    abi = (f"-D_GLIBCXX_USE_CXX11_ABI={int(tools.cxx11_abi)}",) if ctx.variant.os == "linux" else ()
+    extra = (ctx.torch_side + abi) if per_torch else ()
+    maps = ctx.maps
+    sec_maps = maps.common + (maps.torch if per_torch else ())
+    torch_tc = f" | {tools.torch_id}" if per_torch else ""
+    incs = tuple(f"-I{d}" for d in sec.include)
+    if src.endswith(".cu") and backend in ("cuda", "rocm"):
+        tc = tools.toolkit_id + (f" | {tools.cxx_id}" if ctx.host_cc else "") + torch_tc + f" | {ctx.tool_tag}"
+        if backend == "cuda":
+            gpu_incs = tuple(f"-I{d}" for d in tools.extra_gpu_includes)
+            head = (tools.compiler, *ctx.host_cc, "-c", src, *_object_flags("-Xcompiler", "-fPIC"))
+            argv = (*head, "-DCUDA_KERNEL", "-DUSE_CUDA=1", *incs, *gpu_incs, *extra, *sec.cuda_flags, *arch_flags)
+            return (
+                (*argv, *_nvcc_host(sec_maps + maps.toolkit)),
+                "nvcc",
+                tc,
+                f"nvcc {src} [{', '.join(sort_archs(caps))}]",
+            )
+        head = (tools.compiler, "-c", "-x", "hip", src, *_object_flags(), *facts.HIP_DEFINES, "-DROCM_KERNEL")
+        argv = (*head, "-DUSE_ROCM=1", *incs, *extra, *sec.hip_flags, *arch_flags, *sec_maps, *maps.toolkit)
+        return argv, "hipcc", tc, f"hipcc {src} [{', '.join(caps)}]"
+    objc = src.endswith((".mm", ".m"))
+    lang = ("-x", "objective-c++", "-fobjc-arc") if objc else ()
+    head = (tools.cxx, "-c", *lang, src, *_object_flags(), f"-std={tools.cxx_standard}", *_macos_target(backend))
+    argv = (*head, *incs, *extra, *sec.cxx_flags, *sec_maps)
+    tc = tools.cxx_id + torch_tc + f" | {ctx.tool_tag}"
+    if backend == "metal" and objc:
+        # The Metal host code embeds this build's shader library (named after the op id), so it is compiled
+        # per id; docs/hub-contract.md §4.7.
+        ops_id = ctx.ops_id
+        argv += (
+            f"-I{ctx.gen_include}/{ops_id}",
+            f'-DEMBEDDED_METALLIB_HEADER="{ops_id}_metallib.h"',
+            f"-DEMBEDDED_METALLIB_NAMESPACE={ops_id}_metal",
+            *(() if per_torch else ctx.torch_side),
+            "-DMETAL_KERNEL",
+        )
+        tc += f" | {tools.torch_id}"
+    return argv, "c++", tc, f"c++ {src}"
+
+
+def _plan_metallib(ctx: _Variant, sec: KernelSection) -> None:
+    """.metal -> .air (one compile each) -> <id>.metallib -> <id>_metallib.h, which the host objects wait for."""
+    airs = []
+    for src in (s for s in sec.src if s.endswith(".metal")):
         argv = (
-            tools.cxx,
-            "-c",
-            src,
-            *_object_flags(),
-            f"-std={tools.cxx_standard}",
-            "-fvisibility=hidden",
-            *osx,
+            *("xcrun", "-sdk", "macosx", "metal", f"-std={facts.METAL_STD}", "-O2"),
+            f"-mmacosx-version-min={facts.METAL_MIN_MACOS}",
+            *(f"-I{d}" for d in sec.include),
+            *("-c", src, "-o", "{out}", "-MD", "-MF", "{dep}"),
+        )
+        sid = _step_id("air", "<xcrun metal>", argv)
+        airs.append(
+            ctx.add(
+                sid,
+                "compile",
+                "metal",
+                f"metal {src}",
+                argv,
+                _obj_name(src)[:-2] + ".air",
+                "<xcrun metal>",
+                inputs=(src,),
+            )
+        )
+    if not airs:
+        return
+    ops_id = ctx.ops_id
+    argv = ("xcrun", "-sdk", "macosx", "metallib", "{inputs}", "-o", "{out}")
+    lib = _step_id("metallib", "<xcrun metallib>", argv + tuple(airs))
+    ctx.add(
+        lib,
+        "link",
+        "metallib",
+        f"metallib {ops_id}.metallib",
+        argv,
+        f"{ops_id}.metallib",
+        "<xcrun metallib>",
+        after=tuple(airs),
+    )
+    emb_argv = ("python", "-m", "toolkit.build.metal", "embed", "{inputs}", "{out}", f"{ops_id}_metal")
+    emb = _step_id("embed", ctx.tool_tag, emb_argv + (lib,))
+    label = f"embed {ops_id}.metallib as bytes"
+    ctx.add(emb, "embed", "python", label, emb_argv, f"{ops_id}_metallib.h", ctx.tool_tag, after=(lib,))
+    ctx.notes.append(f"metallib compiled with -std={facts.METAL_STD}: loads on macOS >= {facts.METAL_MIN_MACOS} only")
+    # host objects include the header: make them wait for it
+    ctx.steps = [
+        replace(s, after=s.after + (emb,)) if s.id in ctx.objects and s.tool == "c++" else s for s in ctx.steps
+    ]
+    ctx.archs.add("metal")
+
+
+def _plan_binding(ctx: _Variant) -> list[str]:
+    """The binding: per torch environment, with the op id baked in."""
+    tools, variant, project = ctx.tools, ctx.variant, ctx.project
+    toolkit_inc = (f"-I{tools.toolkit_root}/include",) if variant.backend in ("cuda", "rocm") else ()
+    maps = ctx.maps
+    tc = f"{tools.cxx_id} | {tools.torch_id} | {tools.toolkit_id} | {ctx.tool_tag}"
+    out: list[str] = []
+    for src in (s for s in project.torch_src if not s.endswith(HEADER_SUFFIXES)):
+        argv = (
+            *(tools.cxx, "-c", src, *_object_flags(), f"-std={tools.cxx_standard}", "-fvisibility=hidden"),
+            *_macos_target(variant.backend),
             *(("-fno-gnu-unique",) if variant.os == "linux" else ()),
-            *_binding_defines(variant.backend, ops_id, tools.cxx11_abi),
+            *_binding_defines(variant.backend, ctx.ops_id, tools.cxx11_abi),
             *(f"-I{d}" for d in project.torch_include),
-            *gen,
-            *torch_side,
+            *(() if project.has_registration_h else (f"-I{ctx.gen_include}",)),
+            *ctx.torch_side,
             *toolkit_inc,
             *project.torch_cxx_flags,
             *maps.common,
             *maps.torch,
             *maps.toolkit,
         )
-        tc = f"{tools.cxx_id} | {tools.torch_id} | {tools.toolkit_id} | {tool_tag}"
-        sid = _step_id("bind", tc, argv)
-        steps.append(
-            Step(
-                sid,
-                "compile",
-                "c++",
-                f"c++ {src} (torch {variant.torch})",
-                argv,
-                _obj_name(src),
-                tc,
-                inputs=(src,),
-                runnable=tools.runnable,
-            )
+        label = f"c++ {src} (torch {variant.torch})"
+        out.append(
+            ctx.add(_step_id("bind", tc, argv), "compile", "c++", label, argv, _obj_name(src), tc, inputs=(src,))
         )
-        bind_objs.append(sid)
+    return out
 
-    # manylinux_2_28 allows glibc <= 2.28, but libstdc++ >= 11 headers reference __libc_single_threaded
-    # (glibc 2.32) when the host glibc has it. A hidden local definition (glibc_compat.c, fixed at 0 =
-    # "maybe multi-threaded": atomics always used, which is always correct) keeps that symbol out of the
-    # .so's imports. Torch-independent: compiled once per host compiler.
-    if variant.os == "linux" and variant.backend in ("cuda", "rocm", "cpu"):
-        compat_argv = (
-            tools.cxx,
-            "-x",
-            "c",
-            "-c",
-            f"{gen_include}/{GLIBC_COMPAT_C}",
-            "-o",
-            "{out}",
-            "-fPIC",
-            "-O2",
-            *maps.common,
-        )
-        compat = _step_id("obj", f"{tools.cxx_id} | {tool_tag}", compat_argv)
-        steps.append(
-            Step(
-                compat,
-                "compile",
-                "c++",
-                "c glibc_compat.c (manylinux_2_28 symbol versions)",
-                compat_argv,
-                "glibc_compat.o",
-                f"{tools.cxx_id} | {tool_tag}",
-                runnable=tools.runnable,
-            )
-        )
-        objects.append(compat)
 
-    # The link: only the libraries kernel-builder links (not all of TORCH_LIBRARIES), no RPATH, so the
-    # extension reuses the copies torch already loaded (docs/hub-contract.md §4.6).
-    libs = {
-        "cuda": (
-            "-ltorch",
-            "-ltorch_cpu",
-            "-ltorch_cuda",
-            "-lc10",
-            "-lc10_cuda",
-            *cudart_link(
-                status.toolkit.cudart_dir if status.toolkit and status.toolkit.cudart_dir else tools.toolkit_root
-            ),
-        ),
-        "rocm": (
+def _plan_glibc_compat(ctx: _Variant) -> None:
+    """manylinux_2_28 allows glibc <= 2.28, but libstdc++ >= 11 headers reference __libc_single_threaded
+    (glibc 2.32) when the host glibc has it. A hidden local definition (glibc_compat.c, fixed at 0 = "maybe
+    multi-threaded": atomics always used, which is always correct) keeps that symbol out of the .so's
+    imports. Torch-independent: compiled once per host compiler."""
+    if ctx.variant.os != "linux" or ctx.variant.backend not in ("cuda", "rocm", "cpu"):
+        return
+    tools = ctx.tools
+    argv: tuple[str, ...] = (
+        tools.cxx,
+        "-x",
+        "c",
+        "-c",
+        f"{ctx.gen_include}/{GLIBC_COMPAT_C}",
+        "-o",
+        "{out}",
+        "-fPIC",
+        "-O2",
+    )
+    argv += ctx.maps.common
+    tc = f"{tools.cxx_id} | {ctx.tool_tag}"
+    label = "c glibc_compat.c (manylinux_2_28 symbol versions)"
+    ctx.objects.append(ctx.add(_step_id("obj", tc, argv), "compile", "c++", label, argv, "glibc_compat.o", tc))
+
+
+def _link_libs(ctx: _Variant) -> tuple[str, ...]:
+    """Only the libraries kernel-builder links (not all of TORCH_LIBRARIES), no RPATH, so the extension
+    reuses the copies torch already loaded (docs/hub-contract.md §4.6)."""
+    tools, status, backend = ctx.tools, ctx.status, ctx.variant.backend
+    if backend == "cuda":
+        tk = status.toolkit
+        cudart = cudart_link(tk.cudart_dir if tk and tk.cudart_dir else tools.toolkit_root)
+        return ("-ltorch", "-ltorch_cpu", "-ltorch_cuda", "-lc10", "-lc10_cuda", *cudart)
+    if backend == "rocm":
+        return (
             "-ltorch",
             "-ltorch_cpu",
             "-ltorch_hip",
@@ -683,46 +661,30 @@ def plan_variant(
             "-lc10_hip",
             f"-L{tools.toolkit_root}/lib",
             "-lamdhip64",
-        ),
-        "metal": (
+        )
+    if backend == "metal":
+        frameworks = ("-framework", "Metal", "-framework", "Foundation", "-undefined", "dynamic_lookup")
+        return (
             "-ltorch",
             "-ltorch_cpu",
             "-lc10",
-            "-framework",
-            "Metal",
-            "-framework",
-            "Foundation",
-            "-undefined",
-            "dynamic_lookup",
+            *frameworks,
             f"-mmacosx-version-min={facts.METAL_MIN_MACOS}",
             "-arch",
             "arm64",
-        ),
-        "cpu": ("-ltorch", "-ltorch_cpu", "-lc10"),
-    }[variant.backend]
+        )
+    return ("-ltorch", "-ltorch_cpu", "-lc10")
+
+
+def _plan_link(ctx: _Variant, after: tuple[str, ...]) -> str:
+    tools = ctx.tools
     # -s: what ships carries no debug info nor static symbol table (the builder's paths, nvcc's tmpxft
     # names); the cached objects keep their debug info. macOS's ld strips with -S/-x, done the same way.
-    strip = ("-s",) if variant.os == "linux" else ("-Wl,-S", "-Wl,-x")
-    link_argv = (tools.cxx, "-shared", "-o", "{out}", "{inputs}", f"-L{tools.torch_lib}", *libs, *strip)
-    tc = f"{tools.cxx_id} | {tools.torch_id} | {tools.toolkit_id} | {tool_tag}"
-    after = tuple(objects + bind_objs)
-    link_id = _step_id("link", tc, link_argv + after)
-    steps.append(
-        Step(
-            link_id,
-            "link",
-            "c++",
-            f"link {ops_id}.abi3.so",
-            link_argv,
-            f"{ops_id}.abi3.so",
-            tc,
-            after=after,
-            runnable=tools.runnable,
-        )
-    )
-    arch_list = sort_archs(archs - {"metal"}) if variant.backend != "rocm" else tuple(sorted(archs))
-    vp = VariantPlan(variant, status, ops_id, out_dir, tuple(s.id for s in steps), link_id, arch_list, tuple(notes))
-    return vp, steps
+    strip = ("-s",) if ctx.variant.os == "linux" else ("-Wl,-S", "-Wl,-x")
+    argv = (tools.cxx, "-shared", "-o", "{out}", "{inputs}", f"-L{tools.torch_lib}", *_link_libs(ctx), *strip)
+    tc = f"{tools.cxx_id} | {tools.torch_id} | {tools.toolkit_id} | {ctx.tool_tag}"
+    so = f"{ctx.ops_id}.abi3.so"
+    return ctx.add(_step_id("link", tc, argv + after), "link", "c++", f"link {so}", argv, so, tc, after=after)
 
 
 def cudart_link(root: str) -> tuple[str, ...]:

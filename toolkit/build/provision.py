@@ -33,9 +33,9 @@ class ProvisionError(BuildError):
 def default_toolchains_dir() -> Path:
     if os.environ.get("GGML_VENDOR_TOOLCHAINS"):
         return Path(os.environ["GGML_VENDOR_TOOLCHAINS"])
-    from platformdirs import user_cache_dir
+    from toolkit.core.paths import user_cache_dir
 
-    return Path(user_cache_dir("ggml-vendor")) / "toolchains"
+    return user_cache_dir() / "toolchains"
 
 
 def index_words(index: str) -> str:
@@ -96,7 +96,7 @@ def _last_error(text: str) -> str:
     return best[-1].removeprefix("ERROR: ")[:300]
 
 
-def provision(item: Install, *, say: Callable[[str], None] | None = None, runner=None) -> Path:  # type: ignore[no-untyped-def]
+def provision(item: Install, *, say: Callable[[str], None] | None = None, runner=None) -> Path:
     """Install `item` unless it is already there; returns its path. Atomic: staged and renamed in."""
     if item.ready:
         return item.path
@@ -144,8 +144,8 @@ def _run_pip(cmd: list[str]) -> tuple[int, str]:
             if re.search(r"Downloading|Collecting|Installing|━", line):
                 sys.stderr.write("  " + line if not line.startswith(" ") else line)
         return proc.wait(), "".join(lines)
-    proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
-    return proc.returncode, proc.stdout + proc.stderr
+    done = subprocess.run(cmd, capture_output=True, text=True, errors="replace")
+    return done.returncode, done.stdout + done.stderr
 
 
 def clean_partials(base: Path) -> None:
@@ -338,7 +338,7 @@ def torch_install(
     )
 
 
-def installs_for(  # type: ignore[no-untyped-def]
+def installs_for(
     variant, provision: tuple, host_cpu: str, envs_dir: Path | None = None, toolchains_dir: Path | None = None
 ) -> tuple[Install, ...]:
     """The installs a variant's Status.provision stands for: a toolkit (host binaries, any CPU's headers),

@@ -1,7 +1,14 @@
-"""The build stage end to end: load config and matrix -> detect the host -> plan -> execute -> report.
+"""The build stage end to end, on the stage protocol (toolkit/core/stage.py):
 
-`prepare` is side-effect free apart from reading files and asking compilers for their versions; `build`
-runs the local executor (and the nix one where nix exists). Commands, tests and benchmarks call these.
+    plan(config, request, log) -> BuildPlanned    pure: reads the project, the matrix and this host (asking
+                                                  compilers their versions), decides every install and
+                                                  compiler step; installs, writes and caches nothing
+    execute(planned, log) -> BuildReport          runs what the plan lists: the provisioning steps first
+                                                  (then plans again against the installed trees), the
+                                                  caches, the local executor and the nix one
+
+Policy lives here, not in the CLI: `--all` (and `--create-envs`) imply provisioning, and a plan with nothing
+to build nor to provision is refused by execute (NothingToBuildError).
 """
 
 from __future__ import annotations
@@ -9,22 +16,52 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from toolkit import __version__
-from toolkit.build.cache import BuildCache
-from toolkit.build.envs import HostFacts, create_env, detect_host, discover_envs, plan_env, probe_nix, with_probe
-from toolkit.build.inputs import load_project, read_provenance
+from toolkit.build.envs import (
+    EnvPlan,
+    HostFacts,
+    create_env,
+    detect_host,
+    plan_env,
+    probe_nix,
+    remember_probe,
+    with_probe,
+)
+from toolkit.build.inputs import load_project, read_provenance, remember_validated
 from toolkit.build.local import LocalExecutor, RunStats, VariantResult
-from toolkit.build.matrix import ENGINES, Matrix, Status, Variant, load_matrix, parse_name, status
+from toolkit.build.matrix import ENGINES, Matrix, Status, Variant, load_matrix, status
 from toolkit.build.plan import BuildPlan, make_plan
+from toolkit.build.provision import Install, installs_for, provision
+from toolkit.build.report import BuildReport, plan_lines
 from toolkit.core.config import Config
-from toolkit.core.errors import BuildError, ConfigError
+from toolkit.core.errors import BuildError, ConfigError, NothingToBuildError
+from toolkit.core.stage import Log, quiet
+
+if TYPE_CHECKING:
+    from toolkit.build.zig import ZigToolchain
+
+__all__ = ["Request", "BuildPlanned", "BuildReport", "NothingToBuildError", "plan", "execute"]
 
 
-class NothingToBuildError(BuildError):
-    """None of the selected variants can be built on this host."""
+@dataclass(frozen=True)
+class Request:
+    """What `ggml-vendor build` was asked for."""
 
-    exit_code = 10
+    all_variants: bool = False  # every variant of the matrix (else the host's, or those matching `patterns`)
+    patterns: tuple[str, ...] = ()  # globs over variant names
+    create_envs: bool = False  # plan a venv for rows only a [torch-index] URL serves (implies provisioning)
+    engine: str = "auto"  # auto | local | nix (nix only when asked for and usable)
+    toolchain: str = "auto"  # auto | zig | system (host C++ compiler/linker and nvcc -ccbin)
+    provision: bool | None = None  # install what rows lack from [sources]; None: on with --all / --create-envs
+    jobs: int | None = None  # parallel compiler invocations (None: the CPU count)
+    progress: bool = True  # a progress bar on a terminal while executing
+    host: HostFacts | None = None  # the host's facts (None: detected; tests construct them)
+
+    @property
+    def provisioning(self) -> bool:
+        return self.provision if self.provision is not None else (self.all_variants or self.create_envs)
 
 
 def cache_dir(root: Path) -> Path:
@@ -72,59 +109,73 @@ class HostToolchain:
     info: dict = field(default_factory=dict)  # exact versions, for each variant's provenance
     note: str = ""
     cross: dict = field(default_factory=dict)  # cpu -> (cxx, cxx_id, ccbin, info) of the zig cross toolchains
+    wrappers: tuple[ZigToolchain, ...] = ()  # zig wrapper dirs execute writes (plan_toolchain computed them)
+    install: Install | None = None  # zig itself, when it is to be provisioned first
 
 
-def resolve_toolchain(  # type: ignore[no-untyped-def]
-    choice: str, host: HostFacts, *, provision_ok: bool = False, say=None, dry_run: bool = False
-) -> HostToolchain:
-    """--toolchain: `zig` = the pinned hermetic zig (provisioned when missing), `system` = CXX or g++,
-    `auto` = zig for Linux when it is installed (or when provisioning is on), else the system compiler."""
-    if choice not in TOOLCHAINS:
-        raise ConfigError(f"--toolchain {choice!r} is not one of {', '.join(TOOLCHAINS)}", "use zig, system or auto")
-    system = HostToolchain(
+def _system_toolchain(host: HostFacts) -> HostToolchain:
+    return HostToolchain(
         "system", host.cxx, host.cxx_version, None, {"kind": "system", "cxx": host.cxx_version or str(host.cxx)}
     )
+
+
+def _zig_to_provision(install: Install) -> HostToolchain:
+    from toolkit.build import zig as z
+
+    sym = f"<zig {z.ZIG_VERSION} clang++ wrapper>"
+    return HostToolchain(
+        "zig",
+        sym,
+        f"zig {z.ZIG_VERSION} (to be provisioned)",
+        sym,
+        {"kind": "zig", "zig": z.ZIG_VERSION},
+        f"zig {z.ZIG_VERSION} is not installed yet: the build provisions it ({z.ZIG_PACKAGE} from PyPI)",
+        install=install,
+    )
+
+
+def resolve_toolchain(choice: str, host: HostFacts, *, provision_ok: bool = False) -> HostToolchain:
+    """--toolchain: `zig` = the pinned hermetic zig (provisioned when missing), `system` = CXX or g++,
+    `auto` = zig for Linux when it is installed (or when provisioning is on), else the system compiler.
+    Pure: a missing zig is a planned install, the wrapper dirs are computed, not written."""
+    if choice not in TOOLCHAINS:
+        raise ConfigError(f"--toolchain {choice!r} is not one of {', '.join(TOOLCHAINS)}", "use zig, system or auto")
     if host.os != "linux" or choice == "system":
-        return system
+        return _system_toolchain(host)
     from toolkit.build import zig as z
 
     found = z.find_zig()
     if found is None and choice == "auto" and not provision_ok:
         return replace(
-            system,
+            _system_toolchain(host),
             note=f"hermetic toolchain (zig {z.ZIG_VERSION}) not installed: building with the system compiler "
             f"({host.cxx_version or host.cxx}); `--provision` or `pip install {z.ZIG_PACKAGE}=={z.ZIG_VERSION}` "
             "makes manylinux_2_28-clean builds on any host",
         )
-    if found is None and dry_run:  # plan it without installing anything
-        sym = f"<zig {z.ZIG_VERSION} clang++ wrapper>"
-        return HostToolchain(
-            "zig",
-            sym,
-            f"zig {z.ZIG_VERSION} (to be provisioned)",
-            sym,
-            {"kind": "zig", "zig": z.ZIG_VERSION},
-            f"zig {z.ZIG_VERSION} is not installed yet: the build provisions it ({z.ZIG_PACKAGE} from PyPI)",
-        )
-    zig = found or z.ensure_zig(say=say)
-    tc = z.make_toolchain(zig, host.cpu)
+    if found is None:
+        return _zig_to_provision(z.zig_install())
+    tc = z.plan_toolchain(found, host.cpu)
     if tc.version != z.ZIG_VERSION:
         raise BuildError(
-            f"zig at {zig} is version {tc.version}, not the pinned {z.ZIG_VERSION}",
+            f"zig at {found} is version {tc.version}, not the pinned {z.ZIG_VERSION}",
             f"point GGML_VENDOR_ZIG at a ziglang {z.ZIG_VERSION} tree, or unset it",
         )
-    cross = {}
+    cross, wrappers = {}, [tc]
     for cpu in host.cross_cpus:
         std = z.cross_libstdcxx(cpu)
         if std is not None:
-            xt = z.make_toolchain(zig, cpu, std=std)
+            xt = z.plan_toolchain(found, cpu, std=std)
             cross[cpu] = (xt.cxx, xt.identity, xt.cxx, xt.provenance())
-    return HostToolchain("zig", tc.cxx, tc.identity, tc.cxx, tc.provenance(), cross=cross)
+            wrappers.append(xt)
+    return HostToolchain("zig", tc.cxx, tc.identity, tc.cxx, tc.provenance(), cross=cross, wrappers=tuple(wrappers))
 
 
 @dataclass(frozen=True)
-class Prepared:
+class BuildPlanned:
+    """The build plan as the stage protocol's Plan: what will be installed, created and compiled."""
+
     cfg: Config
+    request: Request
     matrix: Matrix | None
     host: HostFacts
     plan: BuildPlan
@@ -132,6 +183,27 @@ class Prepared:
     cache: Path
     toolchain: HostToolchain | None = None
     notes: tuple[str, ...] = ()
+    installs: tuple[Install, ...] = ()  # provisioning, run first (each once, atomically, into the user cache)
+    envs: tuple[EnvPlan, ...] = ()  # --create-envs venvs (rows only a [torch-index] URL serves)
+
+    @property
+    def preparing(self) -> bool:
+        """Whether execute installs or creates anything before compiling (and then plans again)."""
+        return bool(self.installs or self.envs)
+
+    def lines(self) -> list[str]:
+        return plan_lines(self)
+
+    def to_json(self) -> dict[str, Any]:
+        doc = self.plan.to_json()
+        doc["provisioning"] = [
+            {"what": i.what, "requirement": i.requirement, "index": i.index, "path": str(i.path)} for i in self.installs
+        ]
+        doc["create_envs"] = [{"path": str(e.path), "commands": [list(c) for c in e.commands]} for e in self.envs]
+        return doc
+
+
+Prepared = BuildPlanned  # the name older callers use
 
 
 def judge_one(v: Variant, host: HostFacts, enabled: tuple[str, ...], matrix: Matrix | None, engine: str) -> Status:
@@ -158,7 +230,7 @@ def judge(
     probe_cache: Path | None,
     engine: str = "auto",
     *,
-    store: bool = True,
+    store: bool = False,
 ) -> list[tuple[Variant, Status]]:
     judged = []
     for v in variants:
@@ -176,46 +248,52 @@ def select_variants(
         matrix = load_matrix(cfg.variants_file)
         chosen = matrix.select(list(patterns))
         return matrix, chosen
-    matrix = load_matrix(cfg.variants_file) if cfg.variants_file.is_file() else None
-    return matrix, (host_variant(host),)
+    found = load_matrix(cfg.variants_file) if cfg.variants_file.is_file() else None
+    return found, (host_variant(host),)
 
 
-def prepare(
-    cfg: Config,
-    *,
-    all_variants: bool = False,
-    patterns: tuple[str, ...] = (),
-    host: HostFacts | None = None,
-    create_envs: bool = False,
-    engine: str = "auto",
-    toolchain: str = "auto",
-    provision: bool = False,
-    say=None,  # type: ignore[no-untyped-def]
-    dry_run: bool = False,
-    read_only: bool = False,
-) -> Prepared:
-    """The build plan. `read_only` / `dry_run` (--dry-run) write and install nothing: the caches are read,
-    never updated, and nothing is provisioned."""
-    read_only = dry_run = read_only or dry_run
+def planned_installs(judged: list[tuple[Variant, Status]], host: HostFacts) -> tuple[Install, ...]:
+    """Every torch build and toolkit a selected variant lacks and the matrix's [sources] provide, each once."""
+    seen: dict[Path, Install] = {}
+    for v, st in judged:
+        for item in installs_for(v, st.provision, host.cpu):
+            seen.setdefault(item.path, item)
+    return tuple(seen.values())
+
+
+def planned_envs(judged: list[tuple[Variant, Status]], matrix: Matrix) -> tuple[EnvPlan, ...]:
+    """The isolated torch environment of every selected variant that lacks only that, from [torch-index]."""
+    seen: dict[Path, EnvPlan] = {}
+    for v, st in judged:
+        if not st.buildable and not st.provision and st.reason.startswith("needs torch") and matrix.has_index(v):
+            env = plan_env(v.torch, v.compute, matrix.index_for(v))
+            seen.setdefault(env.path, env)
+    return tuple(seen.values())
+
+
+def plan(cfg: Config, request: Request | None = None, log: Log = quiet) -> BuildPlanned:
+    """The build plan (see the module docstring): pure."""
+    request = request or Request()
+    if request.engine not in ENGINES:
+        raise ConfigError(
+            f"--engine {request.engine!r} is not one of {', '.join(ENGINES)}", "use --engine local|nix|auto"
+        )
     cdir = cache_dir(cfg.root)
-    host = host or detect_host()
-    if engine not in ENGINES:
-        raise ConfigError(f"--engine {engine!r} is not one of {', '.join(ENGINES)}", "use --engine local|nix|auto")
-    if engine == "nix":
+    host = request.host or detect_host()
+    if request.engine == "nix":
         check_nix(host)
-    matrix, chosen = select_variants(cfg, all_variants=all_variants, patterns=patterns, host=host)
-    project = load_project(cfg, memo=cdir / "validated-build-toml.json", tool_version=__version__, store=not read_only)
+    matrix, chosen = select_variants(cfg, all_variants=request.all_variants, patterns=request.patterns, host=host)
+    project = load_project(cfg, memo=cdir / "validated-build-toml.json", tool_version=__version__, store=False)
     enabled = tuple(b for b in cfg.backends if b in project.backends)
-    if provision and not dry_run and matrix is not None and engine != "nix":
-        host = provision_missing(chosen, host, enabled, matrix, say=say)
-    if create_envs and matrix is not None:  # what [sources] did not provide, from the [torch-index] URLs
-        host = _create_missing_envs(chosen, host, enabled, matrix)
-    if toolchain == "system" or host.os != "linux":
+    if request.toolchain == "system" or host.os != "linux":
         host = replace(host, cross_cpus=())  # cross builds need the zig toolchain
-    judged = judge(chosen, host, enabled, matrix, cdir / "torch-envs.json", engine, store=not read_only)
-    needs_cxx = any(st.buildable and st.executor == "local" for _, st in judged)
-    tc = resolve_toolchain(toolchain, host, provision_ok=provision and needs_cxx, say=say, dry_run=dry_run)
-    plan = make_plan(
+    judged = judge(chosen, host, enabled, matrix, cdir / "torch-envs.json", request.engine)
+    local = request.engine != "nix" and matrix is not None
+    installs = planned_installs(judged, host) if request.provisioning and local else ()
+    envs = planned_envs(judged, matrix) if request.create_envs and local and matrix is not None else ()
+    needs_cxx = bool(installs or envs) or any(st.buildable and st.executor == "local" for _, st in judged)
+    tc = resolve_toolchain(request.toolchain, host, provision_ok=request.provisioning and needs_cxx)
+    steps = make_plan(
         project,
         judged,
         cxx=tc.cxx,
@@ -225,108 +303,96 @@ def prepare(
         toolchain=tc.info,
         cross=tc.cross,
     )
-    return Prepared(cfg, matrix, host, plan, enabled, cdir, tc, tuple(n for n in (tc.note,) if n))
+    installs += (tc.install,) if tc.install is not None else ()
+    log(f"planned {len(steps.variants)} variant(s), {len(installs)} install(s), {len(envs)} environment(s)")
+    notes = tuple(n for n in (tc.note,) if n)
+    return BuildPlanned(cfg, request, matrix, host, steps, enabled, cdir, tc, notes, installs, envs)
 
 
-def provision_missing(
-    chosen: tuple[Variant, ...],
-    host: HostFacts,
-    enabled: tuple[str, ...],
-    matrix: Matrix,
-    *,
-    say=None,  # type: ignore[no-untyped-def]
-    envs_dir: Path | None = None,
-    toolchains_dir: Path | None = None,
-) -> HostFacts:
-    """Install every torch build and toolkit that a selected variant lacks and the matrix's [sources] provide
-    (each once, atomically, into the user cache), then re-detect. A package that cannot be installed stops
-    the build with one line naming it, its version and the index; nothing half-made is left."""
-    from toolkit.build.envs import default_envs_dir, detect_cuda_toolkits, detect_rocm_toolkits, provisioned_cudart
-    from toolkit.build.provision import installs_for, provision
+def _prepare(planned: BuildPlanned, log: Log) -> BuildPlanned:
+    """Run the plan's provisioning and environment steps, then plan again against what they installed (the
+    compile steps then name the installed trees instead of placeholders)."""
+    for item in planned.installs:
+        provision(item, say=log)
+    for env in planned.envs:
+        log(f"creating torch environment {env.path.name} …")
+        create_env(env)
+    again = replace(planned.request, provision=False, create_envs=False, host=None)
+    return plan(planned.cfg, again, log)
 
-    envs_dir = envs_dir or default_envs_dir()
-    done: set[Path] = set()
-    for v in chosen:
-        st = judge_one(v, host, enabled, matrix, "auto")
-        for item in installs_for(v, st.provision, host.cpu, envs_dir, toolchains_dir):
-            if item.path not in done:
-                done.add(item.path)
-                provision(item, say=say)
-    if not done:
-        return host
-    return replace(
-        host,
-        toolkits=detect_cuda_toolkits(toolchains_dir) + detect_rocm_toolkits(),
-        envs=discover_envs(envs_dir),
-        cudart=provisioned_cudart(toolchains_dir),
+
+def _remember(planned: BuildPlanned) -> None:
+    """The caches the plan read but never wrote: build.toml's validation, the probed torch environments,
+    and the zig wrapper dirs the plan computed."""
+    from toolkit.build.zig import materialize
+
+    remember_validated(planned.plan.project.root, planned.cache / "validated-build-toml.json")
+    for v in planned.plan.buildable():
+        if v.status.env is not None:
+            remember_probe(v.status.env, planned.cache / "torch-envs.json")
+    for wrapper in planned.toolchain.wrappers if planned.toolchain else ():
+        materialize(wrapper)
+
+
+def _refuse_nothing_to_build(planned: BuildPlanned) -> None:
+    if any(v.status.buildable for v in planned.plan.variants):
+        return
+    reasons = "; ".join(f"{v.name}: {v.status.reason}" for v in planned.plan.variants[:3])
+    raise NothingToBuildError(
+        f"nothing to build on this host ({reasons})",
+        "see `ggml-vendor variants`, or build where the toolchain exists",
     )
 
 
-def _create_missing_envs(
-    chosen: tuple[Variant, ...], host: HostFacts, enabled: tuple[str, ...], matrix: Matrix
-) -> HostFacts:
-    """Create the isolated torch environment of every selected variant that lacks only that."""
-    for v in chosen:
-        st = status(v, host, enabled_backends=enabled, index=matrix.index_for(v))
-        if not st.buildable and st.reason.startswith("needs torch") and matrix.has_index(v):
-            create_env(plan_env(v.torch, v.compute, matrix.index_for(v)))
-    return replace(host, envs=discover_envs())
-
-
-@dataclass
-class BuildReport:
-    results: list[VariantResult]
-    stats: RunStats = field(default_factory=RunStats)
-    plan: BuildPlan | None = None
-
-    @property
-    def failed(self) -> list[VariantResult]:
-        return [r for r in self.results if r.result in ("failed", "interrupted")]
-
-    def to_json(self) -> dict:
-        return {
-            "variants": [r.to_json() for r in self.results],
-            "compiler_invocations": self.stats.compiler_invocations,
-            "cache_hits": self.stats.cache_hits,
-            "per_tool": self.stats.per_tool,
-            "seconds": round(self.stats.seconds, 3),
-            "ok": not self.failed,
-        }
-
-
-def execute(prep: Prepared, *, jobs: int | None = None, progress: bool = True) -> BuildReport:
-    plan = prep.plan
-    root = plan.project.root  # the package's rendered tree: step paths are relative to it
-    cache = BuildCache(prep.cache, root)
+def execute(planned: BuildPlanned, log: Log = quiet) -> BuildReport:
+    """Do what `planned` lists: provisioning (then plan again), the caches, the compiles, the report."""
+    if planned.preparing:
+        planned = _prepare(planned, log)
+    _refuse_nothing_to_build(planned)
+    _remember(planned)
     results: dict[str, VariantResult] = {}
-    local = plan.buildable()
     stats = RunStats()
-    if local:
-        prov = read_provenance(prep.cfg.root)  # the project's pin and HEAD, whichever package
-        ex = LocalExecutor(
-            plan,
-            cache,
-            jobs=jobs or os.cpu_count() or 1,
-            provenance=prov,
-            log_dir=prep.cache / "logs",
-            gen_dir=prep.cache / "gen",
-            lock_sha=prov.lock_sha256 or "",
-            progress=progress,
-        )
-        for r in ex.run(local):
+    jobs = planned.request.jobs
+    if planned.plan.buildable():
+        ex = _local_executor(planned, jobs or os.cpu_count() or 1)
+        for r in ex.run(planned.plan.buildable()):
             results[r.name] = r
         stats = ex.stats
-    nix_variants = tuple(v for v in plan.variants if v.status.buildable and v.status.executor == "nix")
+    nix_variants = tuple(v for v in planned.plan.variants if v.status.buildable and v.status.executor == "nix")
     if nix_variants:
         from toolkit.build.nix import NixExecutor
 
-        for r in NixExecutor(plan, prep.host, jobs=jobs or 2, log_dir=prep.cache / "logs").run(nix_variants):
+        nix = NixExecutor(planned.plan, planned.host, jobs=jobs or 2, log_dir=planned.cache / "logs")
+        for r in nix.run(nix_variants):
             results[r.name] = r
-    skipped = [v for v in plan.variants if v.name not in results]
-    if skipped:
-        from toolkit.ci.workflow import engine_label  # deferred: only a report with skipped rows needs it
+    _skipped(planned, results)
+    return BuildReport(
+        [results[v.name] for v in planned.plan.variants], stats, planned.plan, log_dir=str(planned.cache / "logs")
+    )
 
-        for v in skipped:
+
+def _local_executor(planned: BuildPlanned, jobs: int) -> LocalExecutor:
+    from toolkit.build.cache import BuildCache
+
+    prov = read_provenance(planned.cfg.root)  # the project's pin and HEAD, whichever package
+    return LocalExecutor(
+        planned.plan,
+        BuildCache(planned.cache, planned.plan.project.root),  # the package's rendered tree: steps are relative to it
+        jobs=jobs,
+        provenance=prov,
+        log_dir=planned.cache / "logs",
+        gen_dir=planned.cache / "gen",
+        lock_sha=prov.lock_sha256 or "",
+        progress=planned.request.progress,
+    )
+
+
+def _skipped(planned: BuildPlanned, results: dict[str, VariantResult]) -> None:
+    """A result for every variant nobody built here, naming who builds it instead."""
+    from toolkit.build.engines import engine_label
+
+    for v in planned.plan.variants:
+        if v.name not in results:
             results[v.name] = VariantResult(
                 v.name,
                 "skipped",
@@ -334,6 +400,5 @@ def execute(prep: Prepared, *, jobs: int | None = None, progress: bool = True) -
                 v.out_dir,
                 v.ops_id,
                 v.archs,
-                engine=engine_label(parse_name(v.name), prep.matrix),
+                engine=engine_label(v.variant, planned.matrix),
             )
-    return BuildReport([results[v.name] for v in plan.variants], stats, plan)

@@ -67,6 +67,8 @@ class ZigToolchain:
     gcc_version: str
     libstdcxx: str
     libgcc_s: str
+    script: str = ""  # the wrapper's content (plan_toolchain computes it, materialize writes it)
+    links: tuple[tuple[str, str], ...] = ()  # pyinc/<triple>/python3.X -> the multiarch include dir
 
     @property
     def cxx(self) -> str:
@@ -129,7 +131,7 @@ def find_zig(base: Path | None = None) -> str | None:
     return str(zig) if zig.is_file() else None
 
 
-def ensure_zig(base: Path | None = None, say=None) -> str:  # type: ignore[no-untyped-def]
+def ensure_zig(base: Path | None = None, say=None) -> str:
     found = find_zig(base)
     if found:
         return found
@@ -239,10 +241,10 @@ exec {q(zig)} c++ -target {cpu}-linux-gnu.{GLIBC_TARGET} -nostdinc++ -I{q(shim)}
 """
 
 
-def make_toolchain(
+def plan_toolchain(
     zig: str, cpu: str, base: Path | None = None, gcc: str | None = None, std: LibStdCxx | None = None
 ) -> ZigToolchain:
-    """The wrapper dir for `zig` targeting `cpu`, created once (atomically) under the toolchains dir; its
+    """The wrapper dir for `zig` targeting `cpu`, computed without writing it (`materialize` makes it); its
     name is its content hash, so an edited recipe is a new toolchain and a cache miss. `std`: the target's
     libstdc++ (default: the host g++'s; a cross build passes cross_libstdcxx(cpu))."""
     base = base or default_toolchains_dir()
@@ -250,30 +252,10 @@ def make_toolchain(
     links = python_multiarch_links()
     # The content hash covers the script (with placeholders for the wrapper's own path), the shim, the
     # python links and zig's version.
-    placeholder = "@WRAPPER@"
-    proto = wrapper_script(zig, cpu, std, f"{placeholder}/shim", f"{placeholder}/pyinc" if links else None)
+    proto = wrapper_script(zig, cpu, std, f"{_PLACEHOLDER}/shim", f"{_PLACEHOLDER}/pyinc" if links else None)
     blob = "\0".join([proto, SINGLE_THREADED_SHIM, repr(sorted(links.items())), ZIG_VERSION])
     sha = hashlib.sha256(blob.encode()).hexdigest()
     final = base / f"zig-wrapper-{cpu}-{sha[:16]}"
-    if not (final / "clang++").is_file():
-        final.parent.mkdir(parents=True, exist_ok=True)
-        stage = final.with_name(f"{final.name}.partial-{os.getpid()}")
-        shutil.rmtree(stage, ignore_errors=True)
-        try:
-            (stage / "shim" / "sys").mkdir(parents=True)
-            (stage / "shim" / "sys" / "single_threaded.h").write_text(SINGLE_THREADED_SHIM)
-            for rel, target in links.items():
-                (stage / "pyinc" / rel).parent.mkdir(parents=True, exist_ok=True)
-                os.symlink(target, stage / "pyinc" / rel)
-            script = proto.replace(placeholder, str(final))
-            (stage / "clang++").write_text(script)
-            (stage / "clang++").chmod(0o755)
-            try:
-                os.rename(stage, final)
-            except OSError:  # made meanwhile by another build
-                pass
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
     return ZigToolchain(
         zig=zig,
         version=zig_version(zig),
@@ -283,7 +265,44 @@ def make_toolchain(
         gcc_version=std.version,
         libstdcxx=std.libstdcxx,
         libgcc_s=std.libgcc_s,
+        script=proto.replace(_PLACEHOLDER, str(final)),
+        links=tuple(sorted(links.items())),
     )
+
+
+_PLACEHOLDER = "@WRAPPER@"
+
+
+def materialize(tc: ZigToolchain) -> ZigToolchain:
+    """Write the wrapper dir `plan_toolchain` computed, once (atomically: staged, renamed in)."""
+    final = Path(tc.wrapper_dir)
+    if (final / "clang++").is_file():
+        return tc
+    final.parent.mkdir(parents=True, exist_ok=True)
+    stage = final.with_name(f"{final.name}.partial-{os.getpid()}")
+    shutil.rmtree(stage, ignore_errors=True)
+    try:
+        (stage / "shim" / "sys").mkdir(parents=True)
+        (stage / "shim" / "sys" / "single_threaded.h").write_text(SINGLE_THREADED_SHIM)
+        for rel, target in tc.links:
+            (stage / "pyinc" / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(target, stage / "pyinc" / rel)
+        (stage / "clang++").write_text(tc.script)
+        (stage / "clang++").chmod(0o755)
+        try:
+            os.rename(stage, final)
+        except OSError:  # made meanwhile by another build
+            pass
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return tc
+
+
+def make_toolchain(
+    zig: str, cpu: str, base: Path | None = None, gcc: str | None = None, std: LibStdCxx | None = None
+) -> ZigToolchain:
+    """plan_toolchain + materialize: the wrapper dir, made when missing."""
+    return materialize(plan_toolchain(zig, cpu, base, gcc, std))
 
 
 def zig_version(zig: str) -> str:

@@ -34,18 +34,13 @@ from typing import Any
 
 from toolkit.core import fs
 from toolkit.core.config import Config
-from toolkit.core.errors import VendorError
+from toolkit.core.errors import CollectError
 from toolkit.core.hashing import sha256_file
+from toolkit.core.records import sub_table
 from toolkit.verify import record as vrecord  # the one owner of the verification record
 
 RECORD = vrecord.NAME
 STAGING_PREFIX = ".collect-"
-
-
-class CollectError(VendorError):
-    """An artifact was refused, or collecting cannot start; build/ is unchanged."""
-
-    exit_code = 11
 
 
 @dataclass(frozen=True)
@@ -270,15 +265,9 @@ def _completeness(variant_dir: Path, meta: dict[str, Any]) -> str | None:
     return None
 
 
-def _table(doc: dict[str, Any], key: str) -> dict[str, Any]:
-    """doc[key] when it is a JSON object, else {} (metadata.json comes from elsewhere: trust no shape)."""
-    value = doc.get(key)
-    return value if isinstance(value, dict) else {}
-
-
 def _foreign(meta: dict[str, Any], here: TreeIdentity) -> str | None:
-    prov = _table(meta, "provenance")
-    ours = _table(prov, "ggml-vendor")
+    prov = sub_table(meta, "provenance")
+    ours = sub_table(prov, "ggml-vendor")
     lock, source = ours.get("lock-sha256"), ours.get("source-id")
     if not lock or not source:
         return "metadata.json records no lock-sha256/source-id, so its source tree is unknown"
@@ -290,7 +279,8 @@ def _foreign(meta: dict[str, Any], here: TreeIdentity) -> str | None:
         return (
             f"built from other sources (source-id {str(source)[:12]}, here {here.source_id[:12]}): render/sync differ"
         )
-    commit = _table(prov, "kernel").get("commit")
+    kernel = sub_table(prov, "kernel")
+    commit = kernel.get("commit")
     if commit and here.commit and commit != here.commit:
         return f"built from commit {str(commit)[:12]}, this checkout is at {here.commit[:12]}"
     return None

@@ -1,1 +1,1 @@
-"""CLI commands: thin wrappers that load config, call a stage's plan/execute, and report."""
+"""CLI commands: each a request builder and a printer, registered and run by toolkit.app's `@command`."""

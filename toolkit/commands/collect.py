@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
 from toolkit import help as help_text
-from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, PackageOpt, ProjectOpt, VerboseOpt, app, run_guarded
+from toolkit.app import Options, Run, command
 from toolkit.core import ui
-from toolkit.core.config import load
-from toolkit.core.errors import ConfigError
+from toolkit.core.config import Config
+from toolkit.core.errors import CollectError
+from toolkit.core.stage import Log, Verdict, quiet
 
 
-def _table(report) -> Table:  # type: ignore[no-untyped-def]
+def _table(report: Any) -> Table:
     table = Table(title="ggml-vendor collect" + (" (dry run)" if report.dry_run else ""))
     for col in ("variant", "artifact", "result", "detail"):
         table.add_column(col, overflow="fold")
@@ -37,31 +39,40 @@ def _table(report) -> Table:  # type: ignore[no-untyped-def]
     return table
 
 
-def _collect(project, package: list[str], artifacts: list[Path], dry_run: bool, as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
-    from toolkit.ci.collect import CollectError, collect  # deferred: keeps CLI start-up light
+@dataclass(frozen=True)
+class Collected(Verdict):
+    """collect's outcome in the protocol's terms: the report, and the refusal (exit 11) when one was raised."""
 
-    views = load(project).selected(package)
-    if len(views) > 1:
-        raise ConfigError(
-            f"the project holds {len(views)} packages and artifacts go into one package's build/",
-            f"add --package NAME (one of {', '.join(v.name for v in views)})",
-        )
-    cfg = views[0]
-    try:
-        with ui.task("collecting artifacts", verbose=verbose, quiet=as_json) as t:
-            report = collect(cfg, artifacts, dry_run=dry_run, progress=lambda name: t.log(f"checking {name}"))
-    except CollectError as exc:
-        report = getattr(exc, "report", None)
-        if report is not None:
-            if as_json:
-                ui.emit_json(report.to_json())
-            else:
-                ui.out.print(_table(report))
-        raise
-    if as_json:
-        ui.emit_json(report.to_json())
-        return
+    report: Any
+    refusal: CollectError | None = None
+
+    def failure(self) -> CollectError | None:
+        return self.refusal
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.report.to_json())
+
+
+def _collector(artifacts: list[Path], dry_run: bool) -> Any:
+    def run(cfg: Config, log: Log) -> Collected:
+        from toolkit.ci.collect import collect  # deferred: keeps CLI start-up light
+
+        try:
+            return Collected(collect(cfg, artifacts, dry_run=dry_run, progress=lambda name: log(f"checking {name}")))
+        except CollectError as exc:
+            report = getattr(exc, "report", None)
+            if report is None:
+                raise
+            return Collected(report, exc)
+
+    return run
+
+
+def _show(result: Collected, _opts: Options) -> None:
+    report = result.report
     ui.out.print(_table(report))
+    if not result.ok:
+        return
     n = len(report.incoming)
     if report.committed:
         ui.note("collected", f"{n} variant(s) into {report.build_dir}; records merged into .verified.json")
@@ -69,26 +80,19 @@ def _collect(project, package: list[str], artifacts: list[Path], dry_run: bool, 
         ui.out.print(f"{n} variant(s) would be collected; nothing changed (--dry-run)")
 
 
-@app.command("collect", help=help_text.COLLECT)
+@command("collect", help=help_text.COLLECT, packages=True)
 def collect_cmd(
+    opts: Options,
     artifacts: Annotated[
         list[Path], typer.Argument(help="Artifact directories or .zip files, or directories holding them.")
     ],
-    project: ProjectOpt = None,
-    package: PackageOpt = [],  # noqa: B006
-    dry_run: DryRunOpt = False,
-    json_: JsonOpt = False,
-    verbose: VerboseOpt = False,
-    no_wait: NoWaitOpt = False,
-) -> None:
-    run_guarded(
-        _collect,
-        project,
-        package,
-        artifacts,
-        dry_run,
-        json_,
-        verbose,
-        verbose=verbose,
-        lock=Locked(project, "collect", no_wait, shared=dry_run),
+) -> Run:
+    # collect checks and swaps in one call: the command's plan is the request, its execute the call.
+    return Run(
+        "collecting artifacts",
+        plan=lambda cfg, _log: cfg,
+        execute=lambda cfg, log: _collector(artifacts, dry_run=False)(cfg, log),
+        preview=lambda cfg: _collector(artifacts, dry_run=True)(cfg, quiet),
+        show=_show,
+        one_package=True,  # artifacts go into one package's build/
     )

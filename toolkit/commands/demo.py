@@ -2,30 +2,39 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from toolkit import help as help_text
-from toolkit.app import DryRunOpt, JsonOpt, ProjectOpt, VerboseOpt, app, run_guarded
+from toolkit.app import Options, Run, command
 from toolkit.core import ui
-from toolkit.core.errors import VendorError
 
 _STYLE = {"ok": "green", "failed": "red", "skipped": "dim"}
 
 
-class DemoFailed(VendorError):
-    exit_code = 1
+def _show(result: Any, _opts: Options) -> None:
+    from toolkit.demo import Plan
+
+    if isinstance(result, Plan):
+        ui.out.print(result.lines()[0])
+        return
+    table = Table(title="ggml-vendor demo")
+    for col in ("stage", "status", "time", "detail"):
+        table.add_column(col, overflow="fold")
+    for s in result.stages:
+        table.add_row(s.name, f"[{_STYLE[s.status]}]{s.status}[/]", f"{s.seconds:.1f}s", escape(s.detail))
+    ui.out.print(table, markup=True)  # cells carry styles; dynamic text in them is escaped
+    if result.kept:
+        ui.out.print(f"workspace kept at {result.workspace}")
 
 
-@app.command("demo", help=help_text.DEMO)
+@command("demo", help=help_text.DEMO, lock=False)
 def demo(
-    project: ProjectOpt = None,
-    json_out: JsonOpt = False,
+    opts: Options,
     workspace: Annotated[
         Path | None, typer.Option("--workspace", help="Run in this directory (kept) instead of a temporary one.")
     ] = None,
@@ -42,48 +51,18 @@ def demo(
     toolchain: Annotated[
         str, typer.Option("--toolchain", help="Host C++ toolchain, as for `ggml-vendor build`.")
     ] = "auto",
-    dry_run: DryRunOpt = False,
-    verbose: VerboseOpt = False,
-) -> None:
-    def body() -> None:
-        from toolkit.demo import STAGES, run_demo
+) -> Run:
+    from toolkit import demo as demo_stage
 
-        if dry_run:
-            where = workspace or "a temporary directory"
-            if json_out:
-                ui.emit_json({"dry_run": True, "workspace": str(where), "stages": list(STAGES)})
-            else:
-                ui.out.print(f"would run, in {where}: {' -> '.join(STAGES)}")
-            return
-        with ui.task("demo", verbose=verbose or not json_out, quiet=json_out) as task:
-            report = run_demo(
-                project,
-                workspace=workspace,
-                jobs=jobs,
-                say=task.log,
-                upstream=upstream,
-                rev=rev,
-                engine=engine,
-                toolchain=toolchain,
-            )
-        if json_out:
-            ui.emit_json(report.to_json())
-        else:
-            table = Table(title="ggml-vendor demo")
-            for col in ("stage", "status", "time", "detail"):
-                table.add_column(col, overflow="fold")
-            for s in report.stages:
-                table.add_row(s.name, f"[{_STYLE[s.status]}]{s.status}[/]", f"{s.seconds:.1f}s", escape(s.detail))
-            ui.out.print(table, markup=True)  # cells carry styles; dynamic text in them is escaped
-        kept = workspace is not None or keep or not report.ok
-        if not kept:
-            shutil.rmtree(report.workspace, ignore_errors=True)
-        elif not json_out:
-            ui.out.print(f"workspace kept at {report.workspace}")
-        if not report.ok:
-            failed = next(s for s in report.stages if s.status == "failed")
-            raise DemoFailed(
-                f"demo stage '{failed.name}' failed: {failed.detail}", f"inspect the workspace {report.workspace}"
-            )
-
-    run_guarded(body, verbose=verbose)
+    request = demo_stage.Request(
+        workspace=workspace, keep=keep, jobs=jobs, upstream=upstream, rev=rev, engine=engine, toolchain=toolchain
+    )
+    # The demo works on a copy: it needs no project here (its plan finds the one to copy) and takes no lock.
+    return Run(
+        "demo",
+        plan=lambda _cfg, log: demo_stage.plan(opts.project, request, log),
+        execute=demo_stage.execute,
+        show=_show,
+        config=False,
+        live=True,
+    )

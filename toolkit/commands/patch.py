@@ -8,10 +8,13 @@ from typing import Annotated
 import typer
 
 from toolkit import help as help_text
-from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
-from toolkit.core import config, ui
+from toolkit.app import Options, Run, app, command
+from toolkit.core import ui
+from toolkit.core.errors import PatchError
 
-patch_app = typer.Typer(name="patch", help=help_text.PATCH, no_args_is_help=True, add_completion=False)
+patch_app = typer.Typer(
+    name="patch", help=help_text.PATCH, no_args_is_help=True, add_completion=False, rich_markup_mode=None
+)
 app.add_typer(patch_app, name="patch")
 
 MirrorOpt = Annotated[
@@ -24,8 +27,19 @@ MirrorOpt = Annotated[
 ]
 
 
-@patch_app.command("save", help=help_text.PATCH_SAVE)
+def _description(message: str | None, message_file: Path | None) -> str | None:
+    if message_file is None:
+        return message
+    if message is not None:
+        raise PatchError("both -m and -F given", "pass the description one way")
+    if not message_file.is_file():
+        raise PatchError(f"{message_file} is not a readable file", "pass -F PATH to a text file")
+    return message_file.read_text()
+
+
+@command("save", help=help_text.PATCH_SAVE, group=patch_app, lock_name="patch")
 def save(
+    opts: Options,
     name: Annotated[str, typer.Argument(help="Patch name (e.g. gdn-decode); an existing one is refreshed.")],
     message: Annotated[
         str | None,
@@ -35,80 +49,49 @@ def save(
         Path | None, typer.Option("--file", "-F", help="Read the description from a file.", exists=False)
     ] = None,
     mirror: MirrorOpt = None,
-    dry_run: DryRunOpt = False,
-    as_json: JsonOpt = False,
-    no_wait: NoWaitOpt = False,
-    project: ProjectOpt = None,
-    verbose: VerboseOpt = False,
-) -> None:
-    def body() -> None:
-        from toolkit.core.errors import PatchError
-        from toolkit.sync.patch_workflow import execute_save, plan_save
+) -> Run:
+    from toolkit.sync import patch_workflow as wf
 
-        msg = message
-        if message_file is not None:
-            if message is not None:
-                raise PatchError("both -m and -F given", "pass the description one way")
-            if not message_file.is_file():
-                raise PatchError(f"{message_file} is not a readable file", "pass -F PATH to a text file")
-            msg = message_file.read_text()
-        cfg = config.load(project)
-        plan = plan_save(cfg, name, msg, mirror=mirror)
-        report = plan if dry_run else execute_save(plan)
-        if as_json:
-            ui.emit_json(report.to_json())
-            return
-        for line in report.lines():
-            ui.out.print(line)
-
-    run_guarded(body, verbose=verbose, lock=Locked(project, "patch", no_wait, shared=dry_run))
+    msg = _description(message, message_file)
+    return Run(
+        "saving the patch",
+        plan=lambda cfg, _log: wf.plan_save(cfg, name, msg, mirror=mirror),
+        execute=lambda plan, _log: wf.execute_save(plan),
+    )
 
 
-@patch_app.command("list", help=help_text.PATCH_LIST)
+@command("list", help=help_text.PATCH_LIST, group=patch_app, lock_name="patch", dry_run=False)
 def list_(
+    opts: Options,
     rev: Annotated[
         str | None, typer.Option("--rev", "-r", help="Check against this revision instead of the pin.")
     ] = None,
     mirror: MirrorOpt = None,
-    as_json: JsonOpt = False,
-    no_wait: NoWaitOpt = False,
-    project: ProjectOpt = None,
-    verbose: VerboseOpt = False,
-) -> None:
-    def body() -> None:
-        from toolkit.sync.patch_workflow import list_patches
+) -> Run:
+    from toolkit.sync.patch_workflow import ListReport, list_patches
 
-        cfg = config.load(project)
-        report = list_patches(cfg, rev=rev, mirror=mirror)
-        if as_json:
-            ui.emit_json(report.to_json())
-            return
-        for line in report.lines(verbose):
-            ui.out.print(line, markup=False)
+    def show(report: ListReport, opts: Options) -> None:
+        for line in report.lines(opts.verbose):
+            ui.out.print(line)
 
-    run_guarded(body, verbose=verbose, lock=Locked(project, "patch", no_wait, shared=True))
+    return Run(
+        "checking the patches",
+        plan=lambda cfg, _log: list_patches(cfg, rev=rev, mirror=mirror),
+        show=show,
+        read_only=True,
+    )
 
 
-@patch_app.command("drop", help=help_text.PATCH_DROP)
+@command("drop", help=help_text.PATCH_DROP, group=patch_app, lock_name="patch")
 def drop(
+    opts: Options,
     name: Annotated[str, typer.Argument(help="Patch file name, or its name without NNNN- and .patch.")],
     mirror: MirrorOpt = None,
-    dry_run: DryRunOpt = False,
-    as_json: JsonOpt = False,
-    no_wait: NoWaitOpt = False,
-    project: ProjectOpt = None,
-    verbose: VerboseOpt = False,
-) -> None:
-    def body() -> None:
-        from toolkit.sync.patch_workflow import execute_drop, plan_drop
+) -> Run:
+    from toolkit.sync import patch_workflow as wf
 
-        cfg = config.load(project)
-        plan = plan_drop(cfg, name, mirror=mirror)
-        report = plan if dry_run else execute_drop(plan)
-        if as_json:
-            ui.emit_json(report.to_json())
-        else:
-            for line in report.lines():
-                ui.out.print(line)
-
-    run_guarded(body, verbose=verbose, lock=Locked(project, "patch", no_wait, shared=dry_run))
+    return Run(
+        "dropping the patch",
+        plan=lambda cfg, _log: wf.plan_drop(cfg, name, mirror=mirror),
+        execute=lambda plan, _log: wf.execute_drop(plan),
+    )

@@ -3,34 +3,58 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from toolkit import help as help_text
-from toolkit.app import (
-    DryRunOpt,
-    JsonOpt,
-    Locked,
-    NoWaitOpt,
-    PackageOpt,
-    ProjectOpt,
-    VerboseOpt,
-    app,
-    for_each_package,
-    run_guarded,
-)
+from toolkit.app import Options, Run, command
 from toolkit.core import ui
 from toolkit.core.errors import ConfigError
+from toolkit.core.stage import Log
 
 
-@app.command("publish", help=help_text.PUBLISH)
+def _show(result: Any, _opts: Options) -> None:
+    for line in result.plan.lines():
+        ui.out.print(line)
+    for name, status in sorted(result.conformance.items()):
+        ui.out.print(f"  {name}: conformance: {status}")
+    checked = result.verified.get("files_checked", 0)
+    if result.status == "dry-run":
+        ui.note("dry run:", "nothing was pushed", style="yellow")
+    elif result.status == "up-to-date":
+        ui.note(
+            "up to date",
+            f"— {result.target} already holds these files ({checked} re-checked); report: {result.report_path}",
+        )
+    else:
+        prs = f"; pull requests: {', '.join(result.pull_requests)}" if result.pull_requests else ""
+        ui.note(
+            "published",
+            f"to {result.target} in {len(result.commits)} commit(s), "
+            f"{checked} files re-listed and matched{prs}; report: {result.report_path}",
+        )
+
+
+def _planner(request: Any, *, repo: str | None, report: Path | None, packages: tuple[str, ...]) -> Any:
+    from toolkit import publish as publish_stage
+
+    def plan(cfg: Any, log: Log) -> Any:
+        for flag, value in (("--repo", repo), ("--report", report)):
+            if value is not None and len(cfg.selected(packages)) > 1:
+                raise ConfigError(
+                    f"{flag} names one target but several packages are selected",
+                    "add --package NAME (each package publishes to its own hub-repo, reports into its build/)",
+                )
+        return publish_stage.plan(cfg, request, log)
+
+    return plan
+
+
+@command("publish", help=help_text.PUBLISH, packages=True)
 def publish(
+    opts: Options,
     variants: Annotated[list[str] | None, typer.Argument(help="Variant names under build/ (default: all).")] = None,
-    project: ProjectOpt = None,
-    package: PackageOpt = [],  # noqa: B006
-    json_out: JsonOpt = False,
-    dry_run: DryRunOpt = False,
     repo: Annotated[
         str | None, typer.Option("--repo", help="Hub repo id (default: hub-repo from pyproject.toml).")
     ] = None,
@@ -58,61 +82,25 @@ def publish(
         typer.Option("--report", help="Where to write the JSON report (default: build/publish-report.json)."),
     ] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Operations per commit.")] = 1000,
-    verbose: VerboseOpt = False,
-    no_wait: NoWaitOpt = False,
-) -> None:
-    def body(cfg) -> None:  # type: ignore[no-untyped-def]
-        for flag, value in (("--repo", repo), ("--report", report)):
-            if value is not None and len(cfg.selected(package)) > 1:
-                raise ConfigError(
-                    f"{flag} names one target but several packages are selected",
-                    "add --package NAME (each package publishes to its own hub-repo, reports into its build/)",
-                )
-        from toolkit import publish as publish_stage
+) -> Run:
+    from toolkit import publish as publish_stage
 
-        request = publish_stage.Request(
-            tuple(variants or ()),
-            repo=repo,
-            to=to,
-            endpoint=endpoint,
-            token=token,
-            create_pr=create_pr,
-            batch_size=batch_size,
-            report=report,
-        )
-        with ui.task("publishing", verbose=verbose or not json_out, quiet=json_out) as task:
-            plan = publish_stage.plan(cfg, request, task.log)
-            result = plan.preview if dry_run else publish_stage.execute(plan, task.log)
-        if json_out:
-            ui.emit_json(result.to_json())
-            return
-        for line in result.plan.lines():
-            ui.out.print(line, markup=False)
-        for name, status in sorted(result.conformance.items()):
-            ui.out.print(f"  {name}: conformance: {status}")
-        if result.status == "dry-run":
-            ui.note("dry run:", "nothing was pushed", style="yellow")
-        elif result.status == "up-to-date":
-            ui.note(
-                "up to date",
-                f"— {result.target} already holds these files "
-                f"({result.verified.get('files_checked', 0)} re-checked); report: {result.report_path}",
-            )
-        else:
-            prs = f"; pull requests: {', '.join(result.pull_requests)}" if result.pull_requests else ""
-            ui.note(
-                "published",
-                f"to {result.target} in {len(result.commits)} commit(s), "
-                f"{result.verified.get('files_checked', 0)} files re-listed and matched{prs}; "
-                f"report: {result.report_path}",
-            )
+    request = publish_stage.Request(
+        tuple(variants or ()),
+        repo=repo,
+        to=to,
+        endpoint=endpoint,
+        token=token,
+        create_pr=create_pr,
+        batch_size=batch_size,
+        report=report,
+    )
 
-    run_guarded(
-        for_each_package,
-        project,
-        package,
-        body,
-        as_json=json_out,
-        verbose=verbose,
-        lock=Locked(project, "publish", no_wait, shared=dry_run),
+    return Run(
+        "publishing",
+        plan=_planner(request, repo=repo, report=report, packages=opts.packages),
+        execute=publish_stage.execute,
+        preview=lambda plan: plan.preview,
+        show=_show,
+        live=True,
     )

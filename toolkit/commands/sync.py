@@ -2,54 +2,66 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from toolkit import help as help_text
 from toolkit import sync as sync_stage
-from toolkit.app import DryRunOpt, JsonOpt, Locked, NoWaitOpt, ProjectOpt, VerboseOpt, app, run_guarded
+from toolkit.app import Options, Run, command
 from toolkit.core import config, ui
 from toolkit.core.errors import VendorStateError
-from toolkit.core.lock import read_lock
+from toolkit.core.lock import Lock, read_lock
+from toolkit.core.stage import Log, Verdict
 from toolkit.sync.stage import SyncReport, SyncRequest
-from toolkit.sync.vendor_tree import check_vendor
+from toolkit.sync.vendor_tree import TreeFinding, check_vendor
 
 
-def _print_report(rep: SyncReport, verbose: bool) -> None:
-    for line in rep.lines(verbose):
+def _print_report(rep: SyncReport, opts: Options) -> None:
+    for line in rep.lines(opts.verbose):
         ui.out.print(line)
 
 
-def _check(project: Path | None, as_json: bool) -> None:
-    cfg = config.load(project)
-    findings = check_vendor(cfg)
-    lock = read_lock(cfg.vendor_dir)
-    if as_json:
-        ui.emit_json(
-            {
-                "clean": not findings,
-                "commit": lock.commit if lock else None,
-                "findings": [f.to_json() for f in findings],
-            }
-        )
-    else:
-        for f in findings:
-            ui.out.print(f"  {f.line()}")
-    if findings:
-        raise VendorStateError(
-            f"vendor/ is dirty: {len(findings)} finding(s) against vendor/UPSTREAM",
+@dataclass(frozen=True)
+class VendorCheck(Verdict):
+    """`sync --check` as a Report: vendor/ against vendor/UPSTREAM, offline (exit 4 when dirty)."""
+
+    findings: tuple[TreeFinding, ...]
+    lock: Lock | None
+
+    def failure(self) -> VendorStateError | None:
+        if not self.findings:
+            return None
+        return VendorStateError(
+            f"vendor/ is dirty: {len(self.findings)} finding(s) against vendor/UPSTREAM",
             "re-run ggml-vendor sync (add --force to discard local edits)",
         )
-    if not as_json:
-        ui.out.print(
+
+    def lines(self) -> list[str]:
+        if self.findings:
+            return [f"  {f.line()}" for f in self.findings]
+        lock = self.lock
+        return [
             f"vendor/ matches vendor/UPSTREAM ({lock.commit[:12] if lock else '?'}, {len(lock.files) if lock else 0} files)"
-        )
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "clean": not self.findings,
+            "commit": self.lock.commit if self.lock else None,
+            "findings": [f.to_json() for f in self.findings],
+        }
 
 
-@app.command("sync", help=help_text.SYNC)
+def _check(cfg: config.Config, _log: Log) -> VendorCheck:
+    return VendorCheck(tuple(check_vendor(cfg)), read_lock(cfg.vendor_dir))
+
+
+@command("sync", help=help_text.SYNC)
 def sync(
+    opts: Options,
     rev: Annotated[
         str | None,
         typer.Option(
@@ -87,40 +99,24 @@ def sync(
     drop_upstreamed: Annotated[
         bool, typer.Option("--drop-upstreamed", help="Delete patches that upstream already contains.")
     ] = False,
-    verbose: VerboseOpt = False,
-    dry_run: DryRunOpt = False,
-    as_json: JsonOpt = False,
-    no_wait: NoWaitOpt = False,
-    project: ProjectOpt = None,
-) -> None:
-    def body() -> None:
-        if check:
-            _check(project, as_json)
-            return
-        cfg = config.load(project)
-        req = SyncRequest(
-            rev=rev,
-            upstream=upstream,
-            mirror=mirror,
-            force=force,
-            dry_run=dry_run,
-            drop_upstreamed=drop_upstreamed,
-            wait=not no_wait,
-        )
-        plan = None
-        try:
-            with ui.task("sync", verbose=verbose, quiet=as_json) as task:
-                plan = sync_stage.plan(cfg, req, task.log)
-                report = plan.dry_run_report() if dry_run else sync_stage.execute(plan, task.log)
-            if as_json:
-                ui.emit_json(report.to_json())
-            else:
-                _print_report(report, verbose)
-        except KeyboardInterrupt:
-            if plan is None or dry_run:
-                raise  # nothing was written: the previous state was kept
-            # Once a plan may have been carried out, say what vendor/ holds (the swap may be done).
-            raise sync_stage.interrupted(plan) from None
-
+) -> Run:
     # Held from reading the current pin to printing the report: "already at A" is judged under the lock.
-    run_guarded(body, verbose=verbose, lock=Locked(project, "sync", no_wait=no_wait, shared=check or dry_run))
+    if check:
+        return Run("checking vendor/", plan=_check, read_only=True)
+    req = SyncRequest(
+        rev=rev,
+        upstream=upstream,
+        mirror=mirror,
+        force=force,
+        dry_run=opts.dry_run,
+        drop_upstreamed=drop_upstreamed,
+        wait=opts.wait,
+    )
+    return Run(
+        "sync",
+        plan=lambda cfg, log: sync_stage.plan(cfg, req, log),
+        execute=sync_stage.execute,
+        preview=lambda plan: plan.dry_run_report(),
+        show=_print_report,
+        interrupted=sync_stage.interrupted,
+    )

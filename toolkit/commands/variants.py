@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from rich.markup import escape
-from rich.table import Table
+from dataclasses import dataclass
+from typing import Any
 
 from toolkit import help as help_text
-from toolkit.app import JsonOpt, PackageOpt, ProjectOpt, VariantOpt, VerboseOpt, app, for_each_package, run_guarded
+from toolkit.app import Options, Run, VariantOpt, command
 from toolkit.core import ui
+from toolkit.core.config import Config
+from toolkit.core.stage import Log
 
 
-def engine_for(v, st, nix_ok: bool, host_system: str, matrix=None) -> str:  # type: ignore[no-untyped-def]
-    from toolkit.ci.workflow import engine_label
+def engine_for(v: Any, st: Any, nix_ok: bool, host_system: str, matrix: Any = None) -> str:
+    from toolkit.build.engines import engine_label
 
     cross = v.system != host_system
     if st.buildable and st.executor == "local":
@@ -23,90 +25,104 @@ def engine_for(v, st, nix_ok: bool, host_system: str, matrix=None) -> str:  # ty
     return engine_label(v, matrix)
 
 
-def _variants(cfg, patterns: list[str], as_json: bool, verbose: bool) -> None:  # type: ignore[no-untyped-def]
-    from toolkit.build.envs import detect_host, probe_nix  # deferred: keeps CLI start-up light
-    from toolkit.build.matrix import load_matrix
-    from toolkit.build.provision import installs_for
-    from toolkit.build.stage import judge_one
+@dataclass(frozen=True)
+class Listing:
+    """The matrix on this host (read-only: the plan is the result)."""
 
-    matrix = load_matrix(cfg.variants_file)
-    host = detect_host()
+    matrix: str
+    matrix_label: str
+    host: str
+    rows: tuple[dict[str, Any], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"matrix": self.matrix, "host": self.host, "variants": list(self.rows)}
+
+
+def _enabled_backends(cfg: Config) -> tuple[str, ...]:
     build_backends = None
     build_toml = cfg.package_root / "build.toml"
     if build_toml.is_file():
         import tomlkit
 
         build_backends = tomlkit.parse(build_toml.read_text()).unwrap().get("general", {}).get("backends")
-    enabled = tuple(b for b in cfg.backends if build_backends is None or b in build_backends)
-    nix_ok = bool(host.nix) and probe_nix(host.nix).usable
-    rows = []
-    for v in matrix.select(patterns):
-        st = judge_one(v, host, enabled, matrix, "auto")
-        rows.append(
-            {
-                "engine": engine_for(v, st, nix_ok, host.system, matrix),
-                "name": v.name,
-                "torch": v.torch,
-                "backend": v.backend,
-                "toolkit": v.toolkit,
-                "cpu": v.cpu,
-                "os": v.os,
-                "buildable": st.buildable,
-                "provision": [i.words for i in installs_for(v, st.provision, host.cpu)],
-                "executor": st.executor,
-                "reason": st.reason,
-                "torch_env": st.env.python if st.env else None,
-                "compiler": st.toolkit.compiler if st.toolkit else None,
-            }
-        )
-    if as_json:
-        ui.emit_json({"matrix": str(matrix.path), "host": host.system, "variants": rows})
-        return
-    table = Table(
-        title=f"{matrix.path.relative_to(cfg.root) if matrix.path.is_relative_to(cfg.root) else matrix.path}"
-        f" on this host ({host.system})"
-    )
-    table.add_column("variant", no_wrap=True)
-    table.add_column("status")
-    table.add_column("engine")
-    table.add_column("why not / with what")
-    if verbose:
-        table.add_column("torch / backend / toolkit / cpu / os")
-    for r in rows:
-        if r["buildable"]:
-            how = ", ".join(x for x in (r["compiler"], r["torch_env"]) if x) or r["executor"]
-            cells = [r["name"], f"[green]buildable ({r['executor']})[/]", escape(r["engine"]), escape(how)]
-        elif r["provision"]:
-            what = "installs " + ", ".join(r["provision"])
-            cells = [r["name"], "[cyan]provisionable[/]", escape(r["engine"]), escape(what)]
-        else:
-            cells = [r["name"], "[yellow]elsewhere[/]", escape(r["engine"]), escape(r["reason"])]
-        if verbose:
-            cells.append(" / ".join(str(r[k] or "-") for k in ("torch", "backend", "toolkit", "cpu", "os")))
-        table.add_row(*cells)
-    ui.out.print(table, markup=True)  # cells carry styles; dynamic text in them is escaped
-    n = sum(r["buildable"] for r in rows)
-    p = sum(bool(r["provision"]) for r in rows)
-    ui.out.print(
-        f"{n} of {len(rows)} variants buildable here"
+    return tuple(b for b in cfg.backends if build_backends is None or b in build_backends)
+
+
+def _row(v: Any, st: Any, engine: str, host_cpu: str) -> dict[str, Any]:
+    from toolkit.build.provision import installs_for
+
+    return {
+        "engine": engine,
+        "name": v.name,
+        "torch": v.torch,
+        "backend": v.backend,
+        "toolkit": v.toolkit,
+        "cpu": v.cpu,
+        "os": v.os,
+        "buildable": st.buildable,
+        "provision": [i.words for i in installs_for(v, st.provision, host_cpu)],
+        "executor": st.executor,
+        "reason": st.reason,
+        "torch_env": st.env.python if st.env else None,
+        "compiler": st.toolkit.compiler if st.toolkit else None,
+    }
+
+
+def _lister(patterns: list[str]) -> Any:
+    def plan(cfg: Config, _log: Log) -> Listing:
+        from toolkit.build.envs import detect_host, probe_nix  # deferred: keeps CLI start-up light
+        from toolkit.build.matrix import load_matrix
+        from toolkit.build.stage import judge_one
+
+        matrix = load_matrix(cfg.variants_file)
+        host = detect_host()
+        enabled = _enabled_backends(cfg)
+        nix_ok = host.nix is not None and probe_nix(host.nix).usable
+        rows = []
+        for v in matrix.select(patterns):
+            st = judge_one(v, host, enabled, matrix, "auto")
+            rows.append(_row(v, st, engine_for(v, st, nix_ok, host.system, matrix), host.cpu))
+        label = matrix.path.relative_to(cfg.root) if matrix.path.is_relative_to(cfg.root) else matrix.path
+        return Listing(str(matrix.path), str(label), host.system, tuple(rows))
+
+    return plan
+
+
+def _state(r: dict[str, Any]) -> tuple[str, str]:
+    """A row's short status cell and the longer "with what / why not" text printed below the table."""
+    if r["buildable"]:
+        return f"buildable ({r['executor']})", ", ".join(x for x in (r["compiler"], r["torch_env"]) if x)
+    if r["provision"]:
+        return "provisionable", "installs " + ", ".join(r["provision"])
+    return "elsewhere", r["reason"]
+
+
+def _show(listing: Listing, opts: Options) -> None:
+    from toolkit.build.report import table_lines, wrapped
+
+    # Short cells in the table; the engine and the reason (long) below it, wrapped whole (a pipe or an
+    # 80-column terminal must not cut them off).
+    head = ("variant", "status", *(("torch / backend / toolkit / cpu / os",) if opts.verbose else ()))
+    table, why = [head], []
+    for r in listing.rows:
+        state, what = _state(r)
+        extra = (" / ".join(str(r[k] or "-") for k in ("torch", "backend", "toolkit", "cpu", "os")),)
+        table.append((r["name"], state, *(extra if opts.verbose else ())))
+        why += wrapped(f"  {r['name']}: ", f"{r['engine']}" + (f"; {what}" if what else ""))
+    ui.out.print(f"{listing.matrix_label} on this host ({listing.host})")
+    for line in [*table_lines(table), "engine, and why not / with what:", *why]:
+        ui.out.print(line)
+    n = sum(r["buildable"] for r in listing.rows)
+    p = sum(bool(r["provision"]) for r in listing.rows)
+    summary = (
+        f"{n} of {len(listing.rows)} variants buildable here"
         + (f", {p} more after provisioning (`ggml-vendor build --all`)" if p else "")
         + "; the others name the engine that builds them."
     )
+    for line in wrapped("", summary, ""):
+        ui.out.print(line)
 
 
-@app.command("variants", help=help_text.VARIANTS)
-def variants(
-    project: ProjectOpt = None,
-    package: PackageOpt = [],  # noqa: B006
-    variant: VariantOpt = [],  # noqa: B006
-    json_: JsonOpt = False,
-    verbose: VerboseOpt = False,
-) -> None:
-    run_guarded(
-        for_each_package,
-        project,
-        package,
-        lambda cfg: _variants(cfg, variant, json_, verbose),
-        as_json=json_,
-        verbose=verbose,
-    )
+@command("variants", help=help_text.VARIANTS, dry_run=False, lock=False, packages=True)
+def variants(opts: Options, variant: VariantOpt = []) -> Run:  # noqa: B006
+    return Run("reading the build matrix", plan=_lister(variant), show=_show)

@@ -2,32 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
 from toolkit import help as help_text
-from toolkit.app import (
-    DryRunOpt,
-    JsonOpt,
-    Locked,
-    NoWaitOpt,
-    PackageOpt,
-    ProjectOpt,
-    VerboseOpt,
-    app,
-    for_each_package,
-    run_guarded,
-)
+from toolkit.app import Options, Run, command
 from toolkit.core import ui
 from toolkit.core.errors import VerifyError
+from toolkit.core.stage import Verdict
 
 _STYLE = {"pass": "green", "fail": "red", "warn": "yellow", "skip": "dim"}
 
 
-def render_table(report) -> Table:  # type: ignore[no-untyped-def]
+def render_table(report: Any) -> Table:
     from toolkit.verify.runner import summary_rows
 
     table = Table(title="verify", show_lines=False)
@@ -38,12 +29,54 @@ def render_table(report) -> Table:  # type: ignore[no-untyped-def]
     return table
 
 
-@app.command("verify", help=help_text.VERIFY)
+@dataclass(frozen=True)
+class Planned:
+    """verify's plan as --dry-run prints it: the variant directories it would check."""
+
+    plan: Any
+
+    def lines(self) -> list[str]:
+        return list(self.plan.lines())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"variants": [str(p) for p in self.plan.paths]}
+
+
+@dataclass(frozen=True)
+class Verified(Verdict):
+    """verify's report in the protocol's terms: exit 8 when any check failed."""
+
+    report: Any
+
+    def failure(self) -> VerifyError | None:
+        if self.report.ok:
+            return None
+        failures = self.report.failures()
+        first = failures[0] if failures else None
+        return VerifyError(
+            f"{len(failures)} check(s) failed"
+            + (f"; first: {first.variant}: {first.check}: {first.message}" if first else ""),
+            first.remedy if first and first.remedy else "fix the findings above and re-run ggml-vendor verify",
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.report.to_json())
+
+
+def _show(result: Any, opts: Options) -> None:
+    if isinstance(result, Planned):
+        for line in result.lines():
+            ui.out.print(line)
+        return
+    ui.out.print(render_table(result.report))
+    if result.ok:
+        ui.note("verified", f"{len(result.report.variants)} variant(s); publish may ship them")
+
+
+@command("verify", help=help_text.VERIFY, packages=True)
 def verify(
+    opts: Options,
     variants: Annotated[list[str] | None, typer.Argument(help="Variant names under build/ (default: all).")] = None,
-    project: ProjectOpt = None,
-    package: PackageOpt = [],  # noqa: B006
-    json_out: JsonOpt = False,
     no_smoke: Annotated[bool, typer.Option("--no-smoke", help="Skip the get_local_kernel import test.")] = False,
     host_toolchain: Annotated[
         bool,
@@ -62,48 +95,17 @@ def verify(
             "variants this host could have checked).",
         ),
     ] = False,
-    dry_run: DryRunOpt = False,
-    verbose: VerboseOpt = False,
-    no_wait: NoWaitOpt = False,
-) -> None:
-    def body(cfg) -> None:  # type: ignore[no-untyped-def]
-        from toolkit import verify as verify_stage
+) -> Run:
+    from toolkit import verify as verify_stage
 
-        options = verify_stage.VerifyOptions(
-            smoke=not no_smoke, host_toolchain_ok=host_toolchain, conformance=not no_conformance
-        )
-        plan = verify_stage.plan(cfg, verify_stage.Request(tuple(variants or ()), options))
-        if dry_run:
-            if json_out:
-                ui.emit_json({"dry_run": True, "variants": [str(p) for p in plan.paths]})
-            else:
-                for line in plan.lines():
-                    ui.out.print(line, markup=False)
-            return
-        where = cfg.build_dir.relative_to(cfg.root).as_posix()
-        with ui.task(f"verifying {where}/ variants of {cfg.name}", verbose=verbose, quiet=json_out) as task:
-            report = verify_stage.execute(plan, task.log)
-        if json_out:
-            ui.emit_json(report.to_json())
-        else:
-            ui.out.print(render_table(report))
-        if not report.ok:
-            failures = report.failures()
-            first = failures[0] if failures else None
-            raise VerifyError(
-                f"{len(failures)} check(s) failed"
-                + (f"; first: {first.variant}: {first.check}: {first.message}" if first else ""),
-                first.remedy if first and first.remedy else "fix the findings above and re-run ggml-vendor verify",
-            )
-        if not json_out:
-            ui.note("verified", f"{len(report.variants)} variant(s); publish may ship them")
-
-    run_guarded(
-        for_each_package,
-        project,
-        package,
-        body,
-        as_json=json_out,
-        verbose=verbose,
-        lock=Locked(project, "verify", no_wait, shared=dry_run),
+    options = verify_stage.VerifyOptions(
+        smoke=not no_smoke, host_toolchain_ok=host_toolchain, conformance=not no_conformance
+    )
+    request = verify_stage.Request(tuple(variants or ()), options)
+    return Run(
+        lambda cfg: f"verifying {cfg.build_dir.relative_to(cfg.root).as_posix()}/ variants of {cfg.name}",
+        plan=lambda cfg, log: verify_stage.plan(cfg, request, log),
+        execute=lambda plan, log: Verified(verify_stage.execute(plan, log)),
+        preview=Planned,
+        show=_show,
     )

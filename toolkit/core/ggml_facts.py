@@ -161,3 +161,9 @@ class Behaviour:
     @property
     def key(self) -> str:
         return f"{self.op}: {self.role} {self.function}"
+
+
+# --- kernel-builder's conventions that the rendered package shares with the build --------------------------
+# The token in torch-ext/<module>/_ops.py (kernel-builder's _ops.py.in) that the build replaces with the
+# variant's op namespace `_<module>_<backend>_<uid>` (CMake configure_file style).
+OPS_NAME_PLACEHOLDER = "@OPS_NAME@"

@@ -27,6 +27,15 @@ try:  # the standard library's parser is several times faster than tomlkit (no-o
 except ImportError:  # Python 3.10
     _toml = None  # type: ignore[assignment]
     _TomlError = ()
+# What a malformed lock raises while it is parsed.
+_LOCK_ERRORS: tuple[type[Exception], ...] = (
+    KeyError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    tomlkit.exceptions.ParseError,
+    *_TomlError,
+)
 
 LOCK_NAME = "UPSTREAM"
 _COMMIT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
@@ -318,7 +327,7 @@ def parse_lock(text: str, where: str = LOCK_NAME) -> Lock:
             },
             packages={str(n): tuple(str(k) for k in v["ops"]) for n, v in doc.get("packages", {}).items()},
         )
-    except (KeyError, TypeError, ValueError, AttributeError, tomlkit.exceptions.ParseError, *_TomlError) as exc:
+    except _LOCK_ERRORS as exc:
         raise VendorStateError(
             f"{where} is not a valid lock ({type(exc).__name__}: {exc})",
             "restore it from git (git checkout vendor/UPSTREAM) or re-run ggml-vendor sync --rev REV --force",

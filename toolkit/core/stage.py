@@ -5,13 +5,18 @@ variants) follows, so the CLI and the demo drive all of them the same way.
     execute(plan, log) -> Report             does exactly what the plan lists, and only that
 
 `--dry-run` is "plan and print" everywhere. A Report answers `ok`, `exit_code`, its printable `lines()` and
-`to_json()`; the CLI maps every Report to output and an exit code with `exit_code_of` alone.
+`to_json()`; the CLI maps every Report to output and an exit code with `exit_code_of` alone, and prints the
+one line of `failure_of(report)` when it is not ok. `Verdict` gives a Report the first three from the one
+failure it names.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from toolkit.core.errors import VendorError
 
 # A stage's progress hook: one human-readable line per call (ui.Task.log in the CLI, a list's append in
 # tests). Stages never print; they tell `log`.
@@ -53,3 +58,37 @@ def exit_code_of(report: Report) -> int:
     if report.ok:
         return 0
     return report.exit_code or 1
+
+
+def failure_of(report: Any) -> VendorError | None:
+    """The error a finished stage ends the command with, carrying `exit_code_of(report)`: its own (a Report
+    may offer `error()`, the one line saying what failed and what to do), else a generic one; None when ok."""
+    if report.ok:
+        return None
+    error = report.error() if hasattr(report, "error") else None
+    if error is None:
+        from toolkit.core.errors import VendorError
+
+        error = VendorError(f"{type(report).__name__}: failed", "run it again with --verbose")
+    error.exit_code = exit_code_of(report)  # the report's code is the process's, whatever the error's class
+    return error
+
+
+class Verdict:
+    """A Report mixin: `ok`, `exit_code` and `error()` follow from `failure()`, the one error the report
+    stands for (None when it succeeded)."""
+
+    def failure(self) -> VendorError | None:
+        raise NotImplementedError
+
+    @property
+    def ok(self) -> bool:
+        return self.failure() is None
+
+    @property
+    def exit_code(self) -> int:
+        failure = self.failure()
+        return 0 if failure is None else failure.exit_code
+
+    def error(self) -> VendorError | None:
+        return self.failure()

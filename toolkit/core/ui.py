@@ -21,10 +21,10 @@ from rich.text import Text
 class _Console(Console):
     """A Console whose print/log treat strings as plain text unless `markup=True` is asked for."""
 
-    def print(self, *objects: Any, markup: bool | None = None, **kwargs: Any) -> None:  # type: ignore[override]
+    def print(self, *objects: Any, markup: bool | None = None, **kwargs: Any) -> None:
         super().print(*objects, markup=bool(markup), **kwargs)
 
-    def log(self, *objects: Any, markup: bool | None = None, **kwargs: Any) -> None:  # type: ignore[override]
+    def log(self, *objects: Any, markup: bool | None = None, **kwargs: Any) -> None:
         super().log(*objects, markup=bool(markup), _stack_offset=2, **kwargs)
 
 
@@ -68,12 +68,13 @@ class Task:
 
 
 @contextlib.contextmanager
-def task(label: str, *, verbose: bool = False, quiet: bool = False) -> Iterator[Task]:
-    """Run a step under a spinner (on a terminal, unless `quiet`: --json); pass `task.log` as the stage's
-    progress callback. On success a ✓ line (terminal only); on an unexpected failure the captured log is
-    replayed on stderr before the error propagates."""
+def task(label: str, *, verbose: bool = False, quiet: bool = False, spinner: bool = True) -> Iterator[Task]:
+    """Run a step under a spinner (on a terminal, unless `quiet`: --json, or `spinner=False`: a step that
+    draws its own progress bars); pass `task.log` as the stage's progress callback. On success a ✓ line
+    (terminal only); on an unexpected failure the captured log is replayed on stderr before the error
+    propagates."""
     t = Task(label, verbose=verbose and not quiet)
-    spinner = not quiet and not t.verbose and err.is_terminal
+    spinner = spinner and not quiet and not t.verbose and err.is_terminal
     try:
         if spinner:
             with err.status(Text(label)):

@@ -65,8 +65,8 @@ def _fail(exc: Exception, token: str, what: str) -> PublishError:
 
 def _network_errors() -> tuple[type[Exception], ...]:
     """The exceptions huggingface_hub's HTTP client raises when the Hub cannot be reached at all (refused,
-    DNS, timeout, TLS): httpx2 for huggingface_hub 2.x, httpx for the releases before it."""
-    found: list[type[Exception]] = []
+    DNS, timeout, TLS): OSError, and httpx2 for huggingface_hub 2.x or httpx for the releases before it."""
+    found: list[type[Exception]] = [OSError]  # connection refused, DNS, timeouts, ... below the HTTP client
     for name in ("httpx2", "httpx"):
         with contextlib.suppress(ImportError):
             found.append(__import__(name).RequestError)

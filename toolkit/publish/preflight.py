@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.core.errors import PublishError
+from toolkit.core.records import sub_table
 from toolkit.verify import conformance
 from toolkit.verify.binaries import check_file
 from toolkit.verify.runner import discover, stamp_verdict
@@ -45,17 +46,12 @@ def resolve_token(token: str | None) -> str:
     )
 
 
-def _table(doc: dict[str, Any], key: str) -> dict[str, Any]:
-    value = doc.get(key)
-    return value if isinstance(value, dict) else {}
-
-
 def _dirty(name: str, meta: dict[str, Any]) -> list[str]:
     """A dirty build is one whose vendor/ differed from the lock (provenance["ggml-vendor"].dirty, which
     must say false) or whose checkout had uncommitted changes (provenance.kernel.dirty, written when the
     project is a git checkout): neither can be re-created from a commit, so neither ships."""
-    prov = _table(meta, "provenance")
-    ours, kernel = _table(prov, "ggml-vendor"), _table(prov, "kernel")
+    prov = sub_table(meta, "provenance")
+    ours, kernel = sub_table(prov, "ggml-vendor"), sub_table(prov, "kernel")
     out = []
     if ours.get("dirty") is not False:
         out.append(f"{name} is a dirty build (provenance dirty={ours.get('dirty')!r})")

@@ -1,37 +1,121 @@
 """The render stage: vendor/ + templates/ -> build.toml, torch-ext/, csrc/ (committed, generated code).
 
-The stage protocol (the same in every stage package):
-    plan(config, request) -> Plan     every generated file's bytes, validated; reads only (stage.plan)
-    execute(plan) -> Report           write what is stale or missing, delete orphans (stage.write)
-`check(plan)` lists what differs without writing (render --check, --dry-run). The work is in stage.py.
+It follows the stage protocol (toolkit.core.stage):
+    plan(config, request, log) -> Plan     every generated file's bytes, validated, and what differs from the
+                                           tree; reads only (stage.plan, stage.check)
+    execute(plan, log) -> Report           write what is stale or missing, delete orphans (stage.write); with
+                                           `Request(check=True)` write nothing and fail (exit 6) on any drift
+The work is in stage.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+from toolkit.core.config import Config
+from toolkit.core.errors import RenderError
+from toolkit.core.stage import Log, Verdict, quiet
 from toolkit.render.stage import FileChange, RenderPlan, check, write
 from toolkit.render.stage import plan as _plan
-
-Plan = RenderPlan
 
 __all__ = ["Request", "Plan", "Report", "plan", "check", "execute"]
 
 
 @dataclass(frozen=True)
 class Request:
-    """Render takes no options: the configuration and vendor/UPSTREAM decide everything."""
+    """The configuration and vendor/UPSTREAM decide what is rendered; `check` only compares (render --check)."""
+
+    check: bool = False
 
 
 @dataclass(frozen=True)
-class Report:
-    plan: RenderPlan
-    changed: tuple[FileChange, ...]  # what execute wrote ("stale", "missing") or removed ("orphan")
+class Plan:
+    """The rendered files of one package and how the tree differs from them (`drift`; empty: up to date).
+    Paths are shown relative to the project root (`prefix`: where the package renders, "" for the first)."""
+
+    rendered: RenderPlan
+    drift: tuple[FileChange, ...]
+    request: Request = Request()
+    package: str = ""
+    prefix: str = ""
+    templates: str = "templates"  # the package's templates directory, relative to the project root
+
+    # The rendered plan's own interface (stage.RenderPlan), for callers that check or write it directly.
+    @property
+    def files(self) -> tuple[Any, ...]:
+        return self.rendered.files
+
+    @property
+    def root(self) -> Path:
+        return self.rendered.root
+
+    @property
+    def orphans(self) -> tuple[str, ...]:
+        return self.rendered.orphans
+
+    def by_path(self) -> dict[str, Any]:
+        return self.rendered.by_path()
+
+    def shown(self, path: str) -> str:
+        return f"{self.prefix}/{path}" if self.prefix else path
+
+    def changes_json(self, changes: tuple[FileChange, ...]) -> list[dict[str, str]]:
+        return [{"path": self.shown(d.path), "kind": d.kind} for d in changes]
+
+    def lines(self) -> list[str]:
+        drift = [f"{d.kind:8} {self.shown(d.path)}" for d in self.drift]
+        return drift or [f"{len(self.files)} generated files of {self.package} are up to date"]
+
+    def to_json(self) -> dict[str, Any]:
+        files = [self.shown(f.path) for f in self.files]
+        return {"ok": not self.drift, "files": files, "drift": self.changes_json(self.drift)}
 
 
-def plan(config, request: Request | None = None) -> RenderPlan:  # type: ignore[no-untyped-def]
-    return _plan(config)
+@dataclass(frozen=True)
+class Report(Verdict):
+    """What execute changed ("stale", "missing": written; "orphan": removed), or under `check` what differs."""
+
+    plan: Plan
+    changed: tuple[FileChange, ...]
+    checked: bool = False
+
+    def failure(self) -> RenderError | None:
+        if not (self.checked and self.changed):
+            return None
+        names = ", ".join(f"{self.plan.shown(d.path)} ({d.kind})" for d in self.changed)
+        return RenderError(
+            f"generated files are out of date: {names}",
+            "run `ggml-vendor render` and commit the result (never edit generated files)",
+        )
+
+    def lines(self) -> list[str]:
+        if self.checked:
+            return self.plan.lines()
+        verbs = [f"{'removed' if d.kind == 'orphan' else 'wrote':8} {self.plan.shown(d.path)}" for d in self.changed]
+        return [*verbs, f"{len(self.plan.files)} generated files of {self.plan.package}, {len(self.changed)} changed"]
+
+    def to_json(self) -> dict[str, Any]:
+        if self.checked:
+            return self.plan.to_json()
+        files = [self.plan.shown(f.path) for f in self.plan.files]
+        return {"ok": True, "files": files, "changed": self.plan.changes_json(self.changed)}
 
 
-def execute(plan: RenderPlan) -> Report:
-    return Report(plan, tuple(write(plan)))
+def plan(config: Config, request: Request | None = None, log: Log = quiet) -> Plan:
+    request = request or Request()
+    rendered = _plan(config)
+    log(f"rendered {len(rendered.files)} files from {config.templates_dir}")
+    prefix = config.package_root.relative_to(config.root).as_posix()
+    shown = "" if prefix == "." else prefix
+    return Plan(rendered, tuple(check(rendered)), request, config.name, shown, config.package.templates)
+
+
+def execute(plan: Plan, log: Log = quiet) -> Report:
+    if plan.request.check:
+        return Report(plan, plan.drift, checked=True)
+    changed = tuple(write(plan.rendered))
+    for d in changed:
+        log(f"{d.kind}: {d.path}")
+    return Report(plan, changed)

@@ -17,9 +17,7 @@ from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
-import platformdirs
-
-from toolkit.core import fs
+from toolkit.core import fs, paths
 from toolkit.core.errors import UpstreamError
 
 EMBEDDED = "embedded"  # the --upstream value (and lock url) that means this miniature
@@ -77,8 +75,7 @@ def _content_key(files: dict[str, bytes]) -> str:
 
 
 def default_dest() -> Path:
-    base = Path(os.environ.get("GGML_VENDOR_CACHE") or platformdirs.user_cache_dir("ggml-vendor"))
-    return base / "mini-upstream"
+    return paths.cache_root() / "mini-upstream"
 
 
 def _built(repo: Path, key: str) -> str | None:

@@ -222,7 +222,7 @@ def _match(existing: list[str], name: str) -> str | None:
     return None
 
 
-def _pristine_plan(cfg: Config, lock: Lock, patches: list[tuple[str, bytes]], *, rev: str | None, mirror, **kw):  # type: ignore[no-untyped-def]
+def _pristine_plan(cfg: Config, lock: Lock, patches: list[tuple[str, bytes]], *, rev: str | None, mirror, **kw):
     """plan_sync of `patches` at `rev` (None: the pinned commit) of the lock's upstream."""
     from toolkit.sync.stage import family_facts, plan_sync
     from toolkit.sync.upstream import open_upstream

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import git
-import platformdirs
 
-from toolkit.core import ggml_facts
+from toolkit.core import ggml_facts, paths
 from toolkit.core.errors import UpstreamError
 from toolkit.sync.embedded import EMBEDDED, built_mini_upstream, materialize_mini_upstream
 
@@ -66,7 +65,7 @@ def is_url(spec: str) -> bool:
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("GGML_VENDOR_CACHE") or platformdirs.user_cache_dir("ggml-vendor"))
+    return paths.cache_root()
 
 
 def _git_env() -> dict[str, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from toolkit.core import ggml_facts as facts
 from toolkit.verify.findings import FAIL, PASS, WARN, Finding
@@ -14,7 +15,7 @@ MACOS_MIN = {"metal": facts.METAL_MIN_MACOS, "cpu": facts.CPU_MIN_MACOS}
 _SHOWN = 5  # symbols listed per finding; the rest are counted
 
 
-def _names(items: list, fmt) -> str:  # type: ignore[no-untyped-def]
+def _names(items: list, fmt) -> str:
     shown = ", ".join(fmt(x) for x in items[:_SHOWN])
     return shown + (f" (+{len(items) - _SHOWN} more)" if len(items) > _SHOWN else "")
 
@@ -96,7 +97,7 @@ def _check_one(variant: str, so: Path, *, os_name: str, macos: str, host_toolcha
     return findings
 
 
-def _manylinux(variant: str, so: Path, violations: list, host_toolchain_ok: bool) -> list[Finding]:  # type: ignore[type-arg]
+def _manylinux(variant: str, so: Path, violations: list[Any], host_toolchain_ok: bool) -> list[Finding]:
     if not violations:
         return []
     return [

@@ -242,9 +242,10 @@ def run_all(mod: Any, ops: Iterable[str]) -> dict[str, Any]:
     if device is None:
         return {"skip": "no GPU on this host (torch sees no CUDA/ROCm or MPS device)"}
     ops = set(ops)
+    every: tuple[GdnCase | FaCase, ...] = (*GDN_CASES, *FA_CASES)
     cases = [
         run_case(torch, mod, c, device)
-        for c in (*GDN_CASES, *FA_CASES)
+        for c in every
         if ("gated_delta_net" if isinstance(c, GdnCase) else "flash_attn") in ops
     ]
     name = torch.cuda.get_device_name() if device == "cuda" else device
@@ -254,7 +255,7 @@ def run_all(mod: Any, ops: Iterable[str]) -> dict[str, Any]:
 def run_case(torch: Any, mod: Any, c: GdnCase | FaCase, device: str) -> dict[str, Any]:
     """One case with its fixed seed; an op that raises fails its case (the others still run)."""
     gdn = isinstance(c, GdnCase)
-    seed = (1000 + GDN_CASES.index(c)) if gdn else (2000 + FA_CASES.index(c))  # type: ignore[arg-type]
+    seed = (1000 + GDN_CASES.index(c)) if gdn else (2000 + FA_CASES.index(c))
     try:
         if gdn:
             return run_gdn_case(torch, mod, c, device, seed)  # type: ignore[arg-type]
@@ -378,7 +379,7 @@ def summarise(variant: str, doc: dict[str, Any]) -> Finding:
     if not cases:
         return Finding(variant, CHECK, FAIL, "the variant exports none of the ops to check", "export the ops")
     bad = [c for c in cases if not c.get("ok")]
-    worst = {}
+    worst: dict[str, float] = {}
     for c in cases:
         if "err" in c:
             worst[c["op"]] = max(worst.get(c["op"], 0.0), c["err"])

@@ -20,7 +20,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from toolkit.verify.objfile import Elf, Symbol
 from toolkit.verify.policy import POLICY, Manylinux
@@ -74,7 +74,7 @@ def python_scope() -> list[Library]:
     return scope
 
 
-def _bfs(needed: tuple[str, ...], libraries: dict) -> list[str]:  # type: ignore[type-arg]
+def _bfs(needed: tuple[str, ...], libraries: dict[str, Any]) -> list[str]:
     order: list[str] = []
     queue = list(needed)
     while queue:

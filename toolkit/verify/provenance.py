@@ -43,9 +43,11 @@ def check_provenance(variant: str, raw: dict[str, Any] | None, lock: Any | None)
                 "rebuild with ggml-vendor build (it records upstream, patches, tool version, dirty flag)",
             )
         ]
-    up = ours.get("upstream") if isinstance(ours.get("upstream"), dict) else {}
+    up = ours.get("upstream")
+    up = up if isinstance(up, dict) else {}
     commit = str(up.get("commit", ""))
-    patches = ours.get("patches") if isinstance(ours.get("patches"), list) else []
+    listed = ours.get("patches")
+    patches: list[Any] = listed if isinstance(listed, list) else []
     kernel = prov.get("kernel") if isinstance(prov, dict) else None
     found = _record_problems(ours, up, commit)
     if isinstance(kernel, dict) and kernel.get("dirty"):
