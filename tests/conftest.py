@@ -274,6 +274,8 @@ def built_binding(tmp_path_factory) -> tuple[Path, dict]:
     for name in ("pyproject.toml", "templates", "variants"):
         src = REPO_ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, root / name)
+    # The binding under test is the first package's; the embedded miniature has no sources of later packages.
+    (root / "pyproject.toml").write_text(first_package_pyproject((root / "pyproject.toml").read_text()))
     (root / "vendor" / "patches").mkdir(parents=True)
     from toolkit.core import config as config_mod
 

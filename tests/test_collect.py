@@ -524,6 +524,9 @@ def _relabelled_torch_env(venv: Path, cuda: str) -> Path:
     ]
     (site / "torch" / "version.py").write_text("\n".join(lines) + "\n")
     (site / "real-torch.pth").write_text(str(real.parent) + "\n")
+    # Its torch/lib is the real one's, as in a real environment of that torch: verify resolves the variant's
+    # unversioned imports against the libraries of the torch it was built with.
+    (site / "torch" / "lib").symlink_to(real / "lib", target_is_directory=True)
     return site
 
 
