@@ -128,10 +128,15 @@ def test_the_extension_defines_the_shim_and_exports_only_its_init(built) -> None
     dynamic = subprocess.run([nm, "-D", "--defined-only", str(so)], capture_output=True, text=True).stdout
     assert f"PyInit_{variant['id']}" in dynamic
     assert "ggml_abort" not in dynamic and "ggml_vendor_gdn_launch" not in dynamic  # hidden
-    everything = subprocess.run([nm, "-C", str(so)], capture_output=True, text=True).stdout
-    undefined = subprocess.run([nm, "-C", "-u", str(so)], capture_output=True, text=True).stdout
+    # The shipped library is stripped (no static symbol table, no debug info: reproducible and free of the
+    # builder's paths), so the shim is checked where a missing definition would show: a shared library links
+    # with undefined symbols, and they would be left as undefined imports in its dynamic table.
+    static = subprocess.run([nm, str(so)], capture_output=True, text=True)
+    assert "no symbols" in static.stderr + static.stdout, "the shipped .so still carries its static symbol table"
+    undefined = subprocess.run([nm, "-D", "-C", "-u", str(so)], capture_output=True, text=True).stdout
+    assert "at::" in undefined or "c10::" in undefined  # the table is read: torch's symbols are imported
     for sym in ("ggml_abort", "ggml_cuda_info()", "ggml_cuda_get_device()", "ggml_cuda_error("):
-        assert sym in everything and sym not in undefined, sym
+        assert sym not in undefined, sym
 
 
 def test_ops_are_registered_under_the_variant_namespace(checks) -> None:
