@@ -1,4 +1,4 @@
-"""No function in toolkit/ is over 60 lines (the code style rule), except a shrinking list being split now."""
+"""No function in toolkit/ is over 60 lines (the code style rule)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,6 @@ from pathlib import Path
 
 TOOLKIT = Path(__file__).resolve().parents[1] / "toolkit"
 MAX_LINES = 60
-# Where functions still over the limit may stand while their owners split them: no other directory, and no
-# new entries. Remove an entry when its function is split (the test says which ones are no longer needed).
-SPLITTING = (
-    "build/",
-    "publish/",
-    "core/config.py",
-    "core/lock.py",
-)
-ALLOWED_OVER = {
-    "core/lock.py": {"render_lock", "parse_lock"},
-}
 
 
 def long_functions(root: Path = TOOLKIT) -> dict[str, dict[str, int]]:
@@ -35,28 +24,11 @@ def long_functions(root: Path = TOOLKIT) -> dict[str, dict[str, int]]:
     return found
 
 
-def test_the_allowlist_names_only_directories_being_split():
-    assert all(rel.startswith(SPLITTING) for rel in ALLOWED_OVER), sorted(ALLOWED_OVER)
-
-
-def test_no_function_over_60_lines_outside_the_allowlist():
+def test_no_function_over_60_lines():
     over = [
-        f"toolkit/{rel}: {name} ({n} lines)"
-        for rel, funcs in long_functions().items()
-        for name, n in funcs.items()
-        if name not in ALLOWED_OVER.get(rel, set())
+        f"toolkit/{rel}: {name} ({n} lines)" for rel, funcs in long_functions().items() for name, n in funcs.items()
     ]
     assert not over, f"functions over {MAX_LINES} lines (split them): {over}"
-
-
-def test_the_allowlist_only_shrinks():
-    found = long_functions()
-    stale = [
-        f"{rel}: {name}" for rel, names in ALLOWED_OVER.items() for name in names if name not in found.get(rel, {})
-    ]
-    assert not stale, (
-        f"no longer over {MAX_LINES} lines: remove them from ALLOWED_OVER in {Path(__file__).name}: {stale}"
-    )
 
 
 def test_the_measure_catches_a_long_function(tmp_path: Path):

@@ -190,8 +190,7 @@ def _array(values: tuple[str, ...] | list[str], indent: str = "") -> str:
     return "[\n" + "".join(f"{indent}  {_q(v)},\n" for v in values) + f"{indent}]"
 
 
-def render_lock(lock: Lock) -> str:
-    """The lock as TOML text: same Lock, same bytes."""
+def _upstream_lines(lock: Lock) -> list[str]:
     lines = [
         "# vendor/UPSTREAM: the pinned upstream of vendor/ggml, written by `ggml-vendor sync`.",
         "# Do not edit by hand: `ggml-vendor sync --check` compares vendor/ against it; re-run sync instead.",
@@ -209,29 +208,37 @@ def render_lock(lock: Lock) -> str:
         lines.append(f"llama-cpp-commit = {_q(lock.llama_cpp_commit)}  # from scripts/sync-llama.last")
     if lock.ggml_commit:
         lines.append(f"ggml-commit = {_q(lock.ggml_commit)}  # from scripts/sync-ggml.last")
-    lines += ["", "[tool]", f"name = {_q('ggml-vendor')}", f"version = {_q(lock.tool_version)}"]
-    for name, keys in lock.packages.items():  # config order; absent for a single package
+    return lines + ["", "[tool]", f"name = {_q('ggml-vendor')}", f"version = {_q(lock.tool_version)}"]
+
+
+def _ops_lines(lock: Lock) -> list[str]:
+    """Packages, then each op's entries and closures (config order: ops as the project lists them)."""
+    lines: list[str] = []
+    for name, keys in lock.packages.items():  # absent for a single package
         lines += ["", f"[packages.{_q(name)}]", f"ops = {_array(list(keys))}"]
-    for op in lock.entries:  # config order: ops as the project lists them
-        lines += ["", f"[entries.{_q(op)}]"]
-        lines += [f"{b} = {_array(v)}" for b, v in lock.entries[op].items()]
-    for op in lock.closures:
-        lines += ["", f"[closures.{_q(op)}]"]
-        lines += [f"{b} = {_array(v)}" for b, v in lock.closures[op].items()]
+    for table, per_op in (("entries", lock.entries), ("closures", lock.closures)):
+        for op, per_backend in per_op.items():
+            lines += ["", f"[{table}.{_q(op)}]"]
+            lines += [f"{b} = {_array(v)}" for b, v in per_backend.items()]
+    return lines
+
+
+def _files_lines(lock: Lock) -> list[str]:
+    lines: list[str] = []
     for f in sorted(lock.file_info, key=lambda f: f.path):
-        lines += [
-            "",
-            f"[files.{_q(f.path)}]",
-            f"sha256 = {_q(f.sha256)}",
-            f"blob = {_q(f.blob)}",
-            f"reason = {_q(f.reason)}",
-        ]
+        lines += ["", f"[files.{_q(f.path)}]", f"sha256 = {_q(f.sha256)}", f"blob = {_q(f.blob)}"]
+        lines.append(f"reason = {_q(f.reason)}")
         if f.needed_by:
             lines.append(f"needed-by = {_array(sorted(f.needed_by))}")
         if f.patched_by:
             lines.append(f"patched-by = {_array(list(f.patched_by))}")
     for p in lock.patches:  # application order (file name order)
         lines += ["", "[[patches]]", f"name = {_q(p.name)}", f"sha256 = {_q(p.sha256)}", f"verdict = {_q(p.verdict)}"]
+    return lines
+
+
+def _license_lines(lock: Lock) -> list[str]:
+    lines: list[str] = []
     if lock.licenses:
         lines += [
             "",
@@ -242,6 +249,12 @@ def render_lock(lock: Lock) -> str:
         lines += ["", f"[licenses.{_q(lic.path)}]", f"spdx = {_array(lic.spdx)}"]
         if lic.copyright_at:
             lines.append(f"copyright-lines = [{', '.join(str(n) for n in lic.copyright_at)}]")
+    return lines
+
+
+def _print_lines(lock: Lock) -> list[str]:
+    """Fingerprints of the regions the bindings depend on, and the behaviour prints of each op."""
+    lines: list[str] = []
     if lock.fingerprints:
         lines += [
             "",
@@ -258,75 +271,91 @@ def render_lock(lock: Lock) -> str:
         ]
     for k in sorted(lock.behaviour):
         b = lock.behaviour[k]
-        lines += [
-            "",
-            f"[behaviour.{_q(k)}]",
-            f"path = {_q(b.path)}",
-            f"signature = {_q(b.signature)}",
-            f"body = {_q(b.body)}",
-        ]
-    return "\n".join(lines) + "\n"
+        lines += ["", f"[behaviour.{_q(k)}]", f"path = {_q(b.path)}", f"signature = {_q(b.signature)}"]
+        lines.append(f"body = {_q(b.body)}")
+    return lines
+
+
+def render_lock(lock: Lock) -> str:
+    """The lock as TOML text: same Lock, same bytes."""
+    sections = (_upstream_lines, _ops_lines, _files_lines, _license_lines, _print_lines)
+    return "\n".join(line for section in sections for line in section(lock)) + "\n"
+
+
+def _checked_upstream(doc: dict) -> dict:
+    """The [upstream] table, its commit ids and the files' sha256 checked (ValueError naming the bad value)."""
+    up = doc["upstream"]
+    commit = str(up["commit"])
+    if not _COMMIT_RE.fullmatch(commit):
+        raise ValueError(f"upstream.commit {commit!r} is not a full commit id (40 or 64 hex digits)")
+    for extra in ("llama-cpp-commit", "ggml-commit"):
+        if extra in up and not _COMMIT_RE.fullmatch(str(up[extra])):
+            raise ValueError(f"upstream.{extra} {up[extra]!r} is not a full commit id")
+    for p, v in doc.get("files", {}).items():
+        if not _SHA256_RE.fullmatch(str(v.get("sha256", ""))):
+            raise ValueError(f"files.{p}.sha256 {v.get('sha256')!r} is not a sha256 (64 hex digits)")
+    return up
+
+
+def _file_info(doc: dict) -> tuple[LockedFile, ...]:
+    return tuple(
+        LockedFile(
+            path=p,
+            sha256=str(v["sha256"]),
+            blob=str(v.get("blob", "")),
+            reason=str(v.get("reason", "")),
+            needed_by=tuple(v.get("needed-by", ())),
+            patched_by=tuple(v.get("patched-by", ())),
+        )
+        for p, v in doc.get("files", {}).items()
+    )
+
+
+def _per_op(doc: dict, table: str) -> dict[str, dict[str, tuple[str, ...]]]:
+    return {op: {b: tuple(v) for b, v in per.items()} for op, per in doc.get(table, {}).items()}
+
+
+def _lock_of(doc: dict) -> Lock:
+    up = _checked_upstream(doc)
+    file_info = _file_info(doc)
+    return Lock(
+        upstream=str(up["url"]),
+        layout=str(up["layout"]),
+        commit=str(up["commit"]),
+        rev=str(up.get("rev", "")),
+        date=str(up.get("date", "")),
+        subject=str(up.get("subject", "")),
+        tool_version=str(doc.get("tool", {}).get("version", "")),
+        files={f.path: f.sha256 for f in file_info},
+        file_info=file_info,
+        patches=tuple(LockedPatch(str(p["name"]), str(p["sha256"]), str(p["verdict"])) for p in doc.get("patches", [])),
+        licenses=tuple(
+            LicenseInfo(
+                p,
+                tuple(v.get("spdx", ())),
+                tuple(v.get("copyright", ())),
+                tuple(int(n) for n in v.get("copyright-lines", ())),
+            )
+            for p, v in doc.get("licenses", {}).items()
+        ),
+        entries=_per_op(doc, "entries"),
+        closures=_per_op(doc, "closures"),
+        fingerprints={str(k): str(v) for k, v in doc.get("fingerprints", {}).items()},
+        llama_cpp_commit=str(up.get("llama-cpp-commit", "")),
+        ggml_commit=str(up.get("ggml-commit", "")),
+        behaviour={
+            str(k): BehaviourPrint(str(v.get("path", "")), str(v["signature"]), str(v["body"]))
+            for k, v in doc.get("behaviour", {}).items()
+        },
+        packages={str(n): tuple(str(k) for k in v["ops"]) for n, v in doc.get("packages", {}).items()},
+    )
 
 
 def parse_lock(text: str, where: str = LOCK_NAME) -> Lock:
     """Parse lock text; a malformed lock is a VendorStateError naming what is wrong."""
     try:
         doc = _toml.loads(text) if _toml is not None else tomlkit.parse(text).unwrap()
-        up = doc["upstream"]
-        commit = str(up["commit"])
-        if not _COMMIT_RE.fullmatch(commit):
-            raise ValueError(f"upstream.commit {commit!r} is not a full commit id (40 or 64 hex digits)")
-        for extra in ("llama-cpp-commit", "ggml-commit"):
-            if extra in up and not _COMMIT_RE.fullmatch(str(up[extra])):
-                raise ValueError(f"upstream.{extra} {up[extra]!r} is not a full commit id")
-        for p, v in doc.get("files", {}).items():
-            if not _SHA256_RE.fullmatch(str(v.get("sha256", ""))):
-                raise ValueError(f"files.{p}.sha256 {v.get('sha256')!r} is not a sha256 (64 hex digits)")
-        files_t = doc.get("files", {})
-        file_info = tuple(
-            LockedFile(
-                path=p,
-                sha256=str(v["sha256"]),
-                blob=str(v.get("blob", "")),
-                reason=str(v.get("reason", "")),
-                needed_by=tuple(v.get("needed-by", ())),
-                patched_by=tuple(v.get("patched-by", ())),
-            )
-            for p, v in files_t.items()
-        )
-        return Lock(
-            upstream=str(up["url"]),
-            layout=str(up["layout"]),
-            commit=commit,
-            rev=str(up.get("rev", "")),
-            date=str(up.get("date", "")),
-            subject=str(up.get("subject", "")),
-            tool_version=str(doc.get("tool", {}).get("version", "")),
-            files={f.path: f.sha256 for f in file_info},
-            file_info=file_info,
-            patches=tuple(
-                LockedPatch(str(p["name"]), str(p["sha256"]), str(p["verdict"])) for p in doc.get("patches", [])
-            ),
-            licenses=tuple(
-                LicenseInfo(
-                    p,
-                    tuple(v.get("spdx", ())),
-                    tuple(v.get("copyright", ())),
-                    tuple(int(n) for n in v.get("copyright-lines", ())),
-                )
-                for p, v in doc.get("licenses", {}).items()
-            ),
-            entries={op: {b: tuple(v) for b, v in per.items()} for op, per in doc.get("entries", {}).items()},
-            closures={op: {b: tuple(v) for b, v in per.items()} for op, per in doc.get("closures", {}).items()},
-            fingerprints={str(k): str(v) for k, v in doc.get("fingerprints", {}).items()},
-            llama_cpp_commit=str(up.get("llama-cpp-commit", "")),
-            ggml_commit=str(up.get("ggml-commit", "")),
-            behaviour={
-                str(k): BehaviourPrint(str(v.get("path", "")), str(v["signature"]), str(v["body"]))
-                for k, v in doc.get("behaviour", {}).items()
-            },
-            packages={str(n): tuple(str(k) for k in v["ops"]) for n, v in doc.get("packages", {}).items()},
-        )
+        return _lock_of(doc)
     except _LOCK_ERRORS as exc:
         raise VendorStateError(
             f"{where} is not a valid lock ({type(exc).__name__}: {exc})",
