@@ -237,11 +237,21 @@ def output_path(template: str, module: str) -> str:
     return str(PurePosixPath(*parts))
 
 
+SHARED_PARTIALS = Path(__file__).resolve().parents[1] / "data" / "partials"
+
+
 def template_environment(templates_dir: Path, **syntax: object) -> jinja2.Environment:
     """The jinja2 environment of every generated file: undefined names are errors, bytes are kept as written.
     `syntax` changes delimiters and whitespace handling (the CI workflow's `<< >>`, whose own ${{ }} stays)."""
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates_dir)),
+        # A package's own templates, plus what holds for every ggml-derived package (toolkit/data/partials,
+        # included as "ggml/<name>"), so no package keeps its own copy of ggml's runtime shim.
+        loader=jinja2.ChoiceLoader(
+            [
+                jinja2.FileSystemLoader(str(templates_dir)),
+                jinja2.PrefixLoader({"ggml": jinja2.FileSystemLoader(str(SHARED_PARTIALS))}),
+            ]
+        ),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
