@@ -19,6 +19,7 @@ import tomlkit
 from toolkit.core import ggml_facts
 from toolkit.core.errors import VendorStateError
 from toolkit.core.hashing import sha256_bytes, sha256_file  # noqa: F401  (re-exported: the lock's hash helpers)
+from toolkit.core.records import fields_json
 
 try:  # the standard library's parser is several times faster than tomlkit (no-op re-sync budget: 0.5 s)
     import tomllib as _toml
@@ -141,15 +142,7 @@ class Lock:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "upstream": self.upstream,
-            "layout": self.layout,
-            "commit": self.commit,
-            "rev": self.rev,
-            "date": self.date,
-            "subject": self.subject,
-            "tool_version": self.tool_version,
-            "llama_cpp_commit": self.llama_cpp_commit,
-            "ggml_commit": self.ggml_commit,
+            **fields_json(self, "upstream layout commit rev date subject tool_version llama_cpp_commit ggml_commit"),
             "files": {
                 f.path: {
                     "sha256": f.sha256,
