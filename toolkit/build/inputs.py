@@ -18,6 +18,7 @@ import tomlkit
 from toolkit import __version__
 from toolkit.build.cache import sha256_file
 from toolkit.build.plan import HEADER_SUFFIXES, SOURCE_SUFFIXES, KernelSection, ProjectInputs
+from toolkit.core import fs
 from toolkit.core.config import Config
 from toolkit.core.errors import BuildError
 
@@ -67,10 +68,7 @@ def remember_validated(root: Path, memo: Path) -> None:
         seen = []
     if digest in seen:
         return
-    memo.parent.mkdir(parents=True, exist_ok=True)
-    tmp = memo.with_name(f"{memo.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(sorted(set(seen) | {digest})[-64:]))
-    os.replace(tmp, memo)
+    fs.atomic_write(memo, json.dumps(sorted(set(seen) | {digest})[-64:]).encode())
 
 
 def _kernel_sections(doc: dict[str, Any]) -> tuple[KernelSection, ...]:
