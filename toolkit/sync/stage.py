@@ -288,10 +288,8 @@ def plan_sync(
     pristine = _pristine_files(closure, snapshot)
     patched, results = apply_patches(pristine.files, patches)
     patched_by = _patched_by(results)
-    # A file no upstream path explains was added by a patch: the first patch that touches it says why.
-    reasons = {**{p: f"added by patch {names[0]}" for p, names in patched_by.items()}, **pristine.reasons}
     kept = [r for r in results if not (drop_upstreamed and r.verdict == VERDICT_UPSTREAM)]
-    file_info = _file_info(patched, pristine.blobs, reasons, closure, patched_by)
+    file_info = _file_info(patched, pristine, closure, patched_by)
     lock = _make_lock(
         snapshot,
         upstream,
@@ -360,18 +358,17 @@ def _make_lock(
 
 
 def _file_info(
-    patched: Mapping[str, bytes],
-    blobs: Mapping[str, str],
-    reasons: Mapping[str, str],
-    closure: Closure,
-    patched_by: Mapping[str, list[str]],
+    patched: Mapping[str, bytes], pristine: _Pristine, closure: Closure, patched_by: Mapping[str, list[str]]
 ) -> tuple[LockedFile, ...]:
     """The lock's record of each vendored file: its bytes' sha256, upstream blob, why and for whom."""
+    # A file no upstream path explains was added by a patch: the first patch that touches it says why.
+    added = {p: f"added by patch {names[0]}" for p, names in patched_by.items()}
+    reasons = {**added, **pristine.reasons}
     return tuple(
         LockedFile(
             path=p,
             sha256=sha256_bytes(patched[p]),
-            blob=blobs.get(p, ""),
+            blob=pristine.blobs.get(p, ""),
             reason=reasons[p],
             needed_by=closure.needed_by.get(p, ()),
             patched_by=tuple(patched_by.get(p, ())),
