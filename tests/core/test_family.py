@@ -341,7 +341,7 @@ def test_init_dry_run_writes_nothing(tmp_path, up):
     assert res.exit_code == 0, res.output
     assert "would add [tool.ggml-vendor.packages.fixture-new] to pyproject.toml" in res.output
     assert "would create templates/fixture-new/facts.py" in res.output
-    assert "would create tests/test_fixture_new.py" in res.output
+    assert "would create tests/packages/test_fixture_new.py" in res.output
     assert tree(root) == before
 
 
@@ -369,7 +369,9 @@ def test_init_adds_a_package_that_syncs_and_renders(tmp_path, up):
     new = cfg.for_package("fixture-new")
     assert (new.hub_repo, new.module, new.backends) == ("someone/fixture-new", "fixture_new", ("cuda", "metal"))
     assert [(op.name, sorted(op.entries)) for op in new.ops] == [("quant", ["cuda", "metal"])]
-    assert (root / "templates/fixture-new/facts.py").is_file() and (root / "tests/test_fixture_new.py").is_file()
+    assert (root / "templates/fixture-new/facts.py").is_file() and (
+        root / "tests/packages/test_fixture_new.py"
+    ).is_file()
     execute(prepare(cfg, SyncRequest(rev="v1")))
     assert set(read_lock(cfg.vendor_dir).package_files("fixture-new")) >= QUANT_CUDA
     res = runner.invoke(app, ["render", "-p", "fixture-new", "-C", str(root)])
@@ -385,7 +387,7 @@ def test_init_adds_a_package_that_syncs_and_renders(tmp_path, up):
     import sys
 
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_fixture_new.py"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/packages/test_fixture_new.py"]
     ok = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     binding = root / "templates/fixture-new/torch-ext/torch_binding.cpp.j2"
