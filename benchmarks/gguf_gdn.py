@@ -8,7 +8,7 @@ version 1, and the loads run in a child process whose environment points hugging
 read at import). gguf-kernels is served as in the other GGUF checks: transformers' `_gguf_kernel` cache set to
 `GgufKernel(gguf_kernels)` before the packed load.
 
-    python3 benchmarks/gguf_gdn.py MODEL.gguf OUT.pt     # the child of tests/test_gguf_transformers_cuda.py
+    python3 benchmarks/gguf_gdn.py MODEL.gguf OUT.pt     # the child of tests/gpu/test_gguf_transformers.py
 
 In that mode it loads, in this order (the layer switch is process-wide once a model with the KernelConfig is
 loaded, so the baseline comes first): the dequantized model with transformers' torch functions (fla hidden),
@@ -146,11 +146,12 @@ def child(file: Path, out: Path) -> int:
     import torch
 
     sys.path.insert(0, str(HERE))
-    sys.path.insert(0, str(REPO / "tests"))
+    sys.path.insert(0, str(REPO))
     import gguf_logit_gap
-    import gguf_reference
     from transformers.integrations.gguf import kernels as hf_kernels
     from transformers.integrations.gguf.utils import GgufLinear
+
+    from tests.helpers import gguf_reference
 
     gk, why = gguf_reference.load_build(REPO)
     if gk is None:

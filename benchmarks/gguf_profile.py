@@ -17,10 +17,11 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
-import gguf_reference as R  # noqa: E402
+sys.path.insert(0, str(HERE.parent))
 from bench_gguf import rand_blocks  # noqa: E402
 from gguf_variants import import_build  # noqa: E402
+
+from tests.helpers import gguf_reference as R  # noqa: E402
 
 N, K = 4096, 14336
 

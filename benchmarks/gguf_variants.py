@@ -26,10 +26,11 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
-import gguf_reference as R  # noqa: E402
+sys.path.insert(0, str(HERE.parent))
 from _timing import Timer  # noqa: E402
 from bench_gguf import HBM_GBPS, SHAPES, copies, rand_blocks  # noqa: E402
+
+from tests.helpers import gguf_reference as R  # noqa: E402
 
 
 def import_build(label: str, path: Path):  # type: ignore[no-untyped-def]

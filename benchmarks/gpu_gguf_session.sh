@@ -9,7 +9,9 @@
 # path, gguf, kernels and the toolkit's own); OBJECTS=<dir> reuses CUDA objects compiled elsewhere with the same
 # toolkit (else they are compiled here); VARIANTS="label=<objects dir> ..." links more builds from objects
 # (e.g. the pin's sources without vendor/patches/0005) and compares them with this one; FIRST_PACKAGE=0 skips
-# the first package; PROFILE=0 skips ncu; DEADLINE_S stops starting steps once that many seconds have passed.
+# the first package; TESTS=0 skips the op and end-to-end tests; PROFILE=0 skips ncu; DEADLINE_S stops starting
+# steps once that many seconds have passed. The generate() rows alone, with and without the first package's
+# layers: TESTS=0 PROFILE=0 BENCH_ARGS="--generate --no-gemv" bash benchmarks/gpu_gguf_session.sh
 # Logs and tables go to RESULTS_DIR (default /tmp/gguf-session).
 #
 #   bash benchmarks/gpu_gguf_session.sh
@@ -84,16 +86,16 @@ fi
 log "built"
 
 t=$(budget ${TEST_TIMEOUT:-420})
-if [ "$t" -gt 0 ]; then
-  log "op tests (tests/test_gguf_cuda.py)"
-  timeout "$t" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gguf_cuda.py -rs --tb=short --maxfail=10 \
+if [ "${TESTS:-1}" = 1 ] && [ "$t" -gt 0 ]; then
+  log "op tests (tests/gpu/test_gguf.py)"
+  timeout "$t" python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_gguf.py -rs --tb=short --maxfail=10 \
     2>&1 | tee "$RESULTS_DIR/gpu-tests.log" | tail -8
 fi
 
 t=$(budget ${E2E_TIMEOUT:-300})
-if [ "$t" -gt 0 ]; then
-  log "transformers end to end (tests/test_gguf_transformers_cuda.py)"
-  timeout "$t" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gguf_transformers_cuda.py -rs -s --tb=short \
+if [ "${TESTS:-1}" = 1 ] && [ "$t" -gt 0 ]; then
+  log "transformers end to end (tests/gpu/test_gguf_transformers.py)"
+  timeout "$t" python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_gguf_transformers.py -rs -s --tb=short \
     2>&1 | grep -v "Loading weights\|falling back" | tee "$RESULTS_DIR/e2e.log" | tail -25
 fi
 
