@@ -23,7 +23,9 @@ the cache, one that connects out, one that starts `pip install` and one that lea
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import shutil
 import socket
 import stat
@@ -445,28 +447,44 @@ def test_every_plan_writes_installs_and_fetches_nothing(project: Project, case: 
 # --- the watcher catches an impure plan ------------------------------------------------------------------
 
 
-def _writes_into_build(p: Project) -> None:
-    (p.cfg.build_dir / "plan-was-here").write_text("x")
+@dataclass(frozen=True)
+class FakePlan:
+    """What an impure stage's plan returns (printable like any plan)."""
+
+    def lines(self) -> list[str]:
+        return ["fake"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {}
 
 
-def _writes_and_removes_in_the_cache(p: Project) -> None:
+def _writes_into_build(cfg: config.Config, log: Any) -> FakePlan:
+    (cfg.build_dir / "plan-was-here").write_text("x")
+    return FakePlan()
+
+
+def _writes_and_removes_in_the_cache(cfg: config.Config, log: Any) -> FakePlan:
     probe = paths.cache_root() / "probe"
     probe.write_text("x")
     probe.unlink()
+    return FakePlan()
 
 
-def _connects_out(p: Project) -> None:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s, pytest.raises(OSError):
+def _connects_out(cfg: config.Config, log: Any) -> FakePlan:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s, contextlib.suppress(OSError):
         s.connect(("192.0.2.1", 443))  # TEST-NET-1: never a real host
+    return FakePlan()
 
 
-def _pip_installs(p: Project) -> None:
-    with pytest.raises(PermissionError):
+def _pip_installs(cfg: config.Config, log: Any) -> FakePlan:
+    with contextlib.suppress(PermissionError):
         subprocess.run(["pip", "install", "ziglang"], check=False)
+    return FakePlan()
 
 
-def _leaves_a_temporary_file(p: Project) -> None:
-    tempfile.mkstemp(prefix="left-")
+def _leaves_a_temporary_file(cfg: config.Config, log: Any) -> FakePlan:
+    os.close(tempfile.mkstemp(prefix="left-")[0])
+    return FakePlan()
 
 
 IMPURE = {
@@ -480,8 +498,12 @@ IMPURE = {
 
 @pytest.mark.parametrize("name", sorted(IMPURE))
 def test_the_watcher_catches_an_impure_plan(project: Project, name: str) -> None:
+    """A fake stage whose plan does one forbidden thing, planned through the same path as every case above."""
+    from toolkit.app import Run
+
     impure, says = IMPURE[name]
-    watch, _ = project.observer.run(lambda: impure(project))
+    case = Case(("status",), lambda p, o: Run("an impure stage", plan=impure), _is_a_plan)
+    watch, _ = project.observer.run(lambda: _plan_as_the_cli_does(project, case))
     assert any(says in line for line in watch.impurities()), (name, watch.impurities())
     for line in watch.changes:  # put the tree back for the cases after this one
         path = Path(line.split(" ", 1)[1])
