@@ -198,8 +198,10 @@ class Provenance:
 
 
 def _git(root: Path, *args: str) -> str | None:
+    # GIT_OPTIONAL_LOCKS=0: `git status` must not refresh .git/index while it only reads (plans write nothing).
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
     try:
-        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30, env=env)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None
