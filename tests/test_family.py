@@ -476,7 +476,10 @@ def test_demo_reports_a_skipped_package_and_runs_the_others(tmp_path, repo_root)
 def test_a_package_names_its_own_conformance_cases(synced):
     from toolkit.verify import conformance
 
-    assert conformance.cases_file_of(synced) is None  # the first package: the built-in GDN/FA cases
+    # the first package's GDN/FA cases live with it (templates/conformance.py), not in the tool
+    assert conformance.cases_file_of(synced) == synced.root / "templates/conformance.py"
+    quant = synced.for_package("fixture-quant")
+    assert conformance.cases_file_of(quant) is None  # a package that declares none: the gate says so
     facts = synced.root / "templates/fixture-quant/facts.py"
     facts.write_text(facts.read_text() + 'CONFORMANCE = "conformance.py"\n')
     quant = synced.for_package("fixture-quant")

@@ -3,12 +3,9 @@ user's code takes) whenever this host can load it, and check its op namespace ha
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
+from toolkit.verify.child import run_child
 from toolkit.verify.findings import FAIL, PASS, SKIP, Finding
 
 TIMEOUT_S = 180
@@ -51,30 +48,20 @@ def smoke_test(variant: str, path: Path, ident: str, *, python: str | None = Non
     ok, why = host_can_load(variant)
     if not ok:
         return [Finding(variant, "smoke", SKIP, f"this host cannot load it: {why}", "")]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # never leave __pycache__ inside the variant
-    try:
-        proc = subprocess.run(
-            [python or sys.executable, "-c", _CHILD, str(path), ident],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-            env=env,
-        )
-    except subprocess.TimeoutExpired:
+    child = run_child(_CHILD, [str(path), ident], marker="SMOKE", timeout=TIMEOUT_S, python=python)
+    if child.timed_out:
         return [Finding(variant, "smoke", FAIL, f"importing the variant hung for {TIMEOUT_S}s", "debug the import")]
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("SMOKE")), None)
-    if proc.returncode != 0 or line is None:
-        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+    info = child.doc
+    if info is None:
         return [
             Finding(
                 variant,
                 "smoke",
                 FAIL,
-                f"get_local_kernel failed (exit {proc.returncode}): {tail}",
+                f"get_local_kernel failed (exit {child.returncode}): {child.tail}",
                 "run python -c 'import kernels; kernels.get_local_kernel(Path(...))' to see the traceback",
             )
         ]
-    info = json.loads(line[len("SMOKE") :])
     if info["missing"]:
         return [
             Finding(
