@@ -553,3 +553,68 @@ def test_a_later_package_entry_missing_at_the_pin_names_its_table(tmp_path, up):
     assert "entry file of fixture-quant:quant/cuda not found" in res.output
     assert "[tool.ggml-vendor.packages.fixture-quant.ops.quant]" in res.output
     assert not (root / "vendor" / "UPSTREAM").exists()  # nothing half written
+
+
+# --- build identity (uid) per package ---------------------------------------------------------------------
+
+
+# The fixture's first package has no templates: its rendered tree is written as it would be.
+FIRST_BUILD_TOML = """[general]
+name = "fixture-kernels"
+version = 1
+edition = 5
+license = "MIT"
+backends = ["cuda"]
+
+[torch]
+src = ["torch-ext/torch_binding.cpp"]
+
+[kernel.gdn]
+backend = "cuda"
+depends = []
+src = ["csrc/gdn.cu"]
+include = ["vendor/ggml/include", "vendor/ggml/src", "vendor/ggml/src/ggml-cuda"]
+cuda-capabilities = ["8.0"]
+"""
+
+
+def _first_rendered(root: Path) -> Path:
+    (root / "build.toml").write_text(FIRST_BUILD_TOML)
+    for rel, text in (
+        ("torch-ext/torch_binding.cpp", "// binding\n"),
+        ("torch-ext/fixture_kernels/__init__.py", "\n"),
+        ("csrc/gdn.cu", '#include "ggml-cuda/gated_delta_net.cu"\n'),
+    ):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def _uid(cfg) -> str:  # type: ignore[no-untyped-def]
+    from toolkit.build.inputs import load_project
+
+    return load_project(cfg, store=False).source_id
+
+
+def test_each_package_uid_hashes_its_own_closure_and_the_first_keeps_its_one_package_value(synced, tmp_path, up):
+    assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
+    _first_rendered(synced.root)
+    quant = synced.for_package("fixture-quant")
+    first, second = _uid(synced), _uid(quant)
+    # The first package's uid is the one a project of that package alone gets for the same pin: the family's
+    # lock enters it as the first package's view (the one-package lock's bytes), and the second package's
+    # vendored files not at all.
+    alone = make_project(tmp_path / "alone", str(up.path))
+    execute(prepare(config.load(alone), SyncRequest(rev="v1")))
+    assert _uid(config.load(_first_rendered(alone))) == first
+    vendored = synced.root / "vendor" / "ggml"
+    only_second = vendored / "src/ggml-cuda/fattn-mma.cuh"  # QUANT_ONLY: needed by fixture-quant alone
+    only_second.write_text(only_second.read_text() + "// edited\n")
+    assert (_uid(synced), _uid(quant) != second) == (first, True)
+    second = _uid(quant)
+    only_first = vendored / "src/ggml-cuda/gated_delta_net.cu"  # the first package's GDN closure only
+    only_first.write_text(only_first.read_text() + "// edited\n")
+    assert (_uid(synced) != first, _uid(quant)) == (True, second)
+    shared = vendored / "src/ggml-cuda/fattn-common.cuh"  # in both closures
+    shared.write_text(shared.read_text() + "// edited\n")
+    assert _uid(synced) != first and _uid(quant) != second
