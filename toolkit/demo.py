@@ -10,7 +10,9 @@ first failure is recorded in the report and the tasks after it are skipped.
 A project of several packages: one sync (the union), then the package tasks render → get_kernel for each
 package in turn (the first package's stages keep their plain names, a later package's are named "<stage>
 <package>"). A later package whose entry files the embedded miniature does not hold is left out of the
-workspace and reported as one visibly skipped stage naming the missing files (the run stays green).
+workspace and reported as one visibly skipped stage naming the missing files (the run stays green). A package
+whose entries the miniature holds as closure-only stand-ins (files that say so, e.g. gguf-kernels' mmvq.cu) is
+synced, rendered and its build planned; its compile, verify, publish and get_kernel stages are skipped, saying so.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ DEMO_TOKEN = "hf_demo_local_only"
 COPIED = ("pyproject.toml", "variants", "templates")
 
 OK, FAILED, SKIPPED = "ok", "failed", "skipped"
+# What the miniature's closure-only stand-ins say in their first line: they carry a package's closure (names,
+# includes, declarations) for sync, render and the build plan, but no kernels to compile.
+STAND_IN_MARK = b"closure-only stand-in"
 
 
 @dataclass
@@ -187,6 +192,20 @@ def missing_in_miniature(pkg: Any) -> list[str]:
         for entry in entries
         if not any(alt in have for alt in entry.alternatives)
     ]
+
+
+def stand_in_entries(pkg: Any) -> list[str]:
+    """The package's entry files that the embedded miniature holds as closure-only stand-ins."""
+    from toolkit.sync.embedded import mini_files
+
+    have = mini_files()
+    found = (
+        next((alt for alt in entry.alternatives if alt in have), None)
+        for op in pkg.ops
+        for entries in op.entries.values()
+        for entry in entries
+    )
+    return list(dict.fromkeys(f for f in found if f is not None and STAND_IN_MARK in have[f].split(b"\n", 1)[0]))
 
 
 def _later_packages_for_demo(dest: Path, *, embedded: bool) -> None:
@@ -360,6 +379,28 @@ def _build(ctx: Context) -> tuple[str, dict[str, Any]]:
     return detail, rep.to_json()
 
 
+def _build_plan(ctx: Context) -> tuple[str, dict[str, Any]]:
+    """A package on closure-only stand-ins: its build planned (pure), not compiled."""
+    from toolkit import build
+
+    req = ctx.plan.request
+    planned = build.plan(ctx.config, build.Request(engine=req.engine, toolchain=req.toolchain, jobs=req.jobs))
+    here = planned.plan.buildable()
+    steps = len(planned.plan.steps_for(here))
+    detail = (
+        f"planned, not compiled: {len(here)} variant(s) buildable here ({steps} steps), "
+        f"{len(planned.plan.variants) - len(here)} elsewhere; {_stand_in_reason(ctx.config.package)}"
+    )
+    return detail, planned.to_json()
+
+
+def _stand_in_reason(pkg: Any) -> str:
+    return (
+        f"the embedded miniature's {', '.join(stand_in_entries(pkg))} are closure-only stand-ins (run the demo "
+        "with --upstream PATH to a ggml clone to build it)"
+    )
+
+
 def _verify(ctx: Context) -> tuple[str, dict[str, Any]]:
     from toolkit import verify
 
@@ -419,6 +460,8 @@ PACKAGE_TASKS: tuple[tuple[str, Task], ...] = (
     ("publish", _publish),
     ("get_kernel", _get_kernel),
 )
+# A package on the miniature's closure-only stand-ins: rendered and planned; the rest is skipped, saying why.
+PLAN_ONLY_TASKS: tuple[tuple[str, Task], ...] = (("render", _render), ("build", _build_plan))
 TASKS = SETUP + SYNC + PACKAGE_TASKS
 STAGES = tuple(name for name, _ in TASKS)
 
@@ -459,10 +502,16 @@ def _run_all(ctx: Context) -> list[Stage]:
     stages += skipped_packages(ctx)
     run_tasks(ctx, SYNC, stages)
     project = ctx.cfg
+    embedded = ctx.plan.request.upstream is None
     for view in project.selected(()) if project is not None else (None,):
         ctx.cfg, ctx.built = view, []
         suffix = "" if view is None or view.is_first else f" {view.name}"
-        run_tasks(ctx, PACKAGE_TASKS, stages, suffix)
+        if view is not None and embedded and stand_in_entries(view.package):
+            run_tasks(ctx, PLAN_ONLY_TASKS, stages, suffix)
+            skipped = [name for name, _ in PACKAGE_TASKS if name not in dict(PLAN_ONLY_TASKS)]
+            stages += [Stage(n + suffix, SKIPPED, detail=f"skipped: {_stand_in_reason(view.package)}") for n in skipped]
+        else:
+            run_tasks(ctx, PACKAGE_TASKS, stages, suffix)
     return stages
 
 
