@@ -618,3 +618,23 @@ def test_each_package_uid_hashes_its_own_closure_and_the_first_keeps_its_one_pac
     shared = vendored / "src/ggml-cuda/fattn-common.cuh"  # in both closures
     shared.write_text(shared.read_text() + "// edited\n")
     assert _uid(synced) != first and _uid(quant) != second
+
+
+def test_a_later_package_stages_its_own_kernel_builder_tree(synced, tmp_path):
+    # The nix executor hands kernel-builder one package's tree with a flake of its own: a later package's
+    # rendered tree (packages/<name>/) reaches vendor/ as ../../vendor, so the staged copy holds vendor/ beside
+    # build.toml and the build.toml's paths are rewritten to it.
+    from toolkit.build.nix import COPIED, NixPlan, _stage_project, render_flake, vendor_of
+
+    assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
+    quant = synced.for_package("fixture-quant")
+    assert vendor_of(synced.root) == "vendor" and vendor_of(quant.package_root) == "../../vendor"
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    plan = NixPlan(render_flake(quant.name), ("nix",), COPIED, vendor_of(quant.package_root))
+    _stage_project(quant.package_root, stage, plan)
+    assert (stage / "vendor/ggml/src/ggml-cuda/fattn.cu").is_file() and (stage / "vendor/UPSTREAM").is_file()
+    text = (stage / "build.toml").read_text()
+    assert '"vendor/ggml/include"' in text and "../../vendor" not in text
+    assert (stage / "torch-ext/torch_binding.cpp").is_file() and (stage / "csrc/cuda/quant_kernels.cu").is_file()
+    assert 'description = "fixture-quant: ' in (stage / "flake.nix").read_text()
