@@ -36,10 +36,10 @@ if has build; then
   tail -2 "$RESULTS/build.log"
 fi
 if has tests; then
-  log "GDN GPU tests (tests/test_ops_cuda.py -k gdn, the chunked path first)"
-  timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py -k "chunk" -x -rs 2>&1 | tee "$RESULTS/gpu-tests-chunk.log" | tail -6
-  [ -n "${CHUNK_TESTS_ONLY:-}" ] || timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py \
-    tests/test_layers_cuda.py -k "not chunk" -rs 2>&1 | tee "$RESULTS/gpu-tests.log" | tail -6
+  log "GDN GPU tests (tests/gpu/test_ops.py -k gdn, the chunked path first)"
+  timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_ops.py -k "chunk" -x -rs 2>&1 | tee "$RESULTS/gpu-tests-chunk.log" | tail -6
+  [ -n "${CHUNK_TESTS_ONLY:-}" ] || timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_ops.py \
+    tests/gpu/test_layers.py -k "not chunk" -rs 2>&1 | tee "$RESULTS/gpu-tests.log" | tail -6
 fi
 if has threshold; then
   log "chunked vs token-sequential (gdn_chunk_threshold.py)"

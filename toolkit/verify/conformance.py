@@ -157,7 +157,7 @@ def conformance_check(
                 CHECK,
                 FAIL,
                 f"the conformance run died (exit {child.returncode}): {child.tail}",
-                f"run the package's GPU tests, or python {cases_file} on this GPU, to see where",
+                f"load the variant by hand and run {cases_file.name}'s run_all(module) to see the traceback",
             )
         ]
     return [summarise(variant, child.doc)]
