@@ -10,6 +10,9 @@ from toolkit.core.ggml_facts import CPU_OPS_SOURCE, METAL_MONOLITH, METAL_SPLIT_
 
 # The ops these templates implement: config naming another op for this package is refused.
 OPS = ("gated_delta_net", "flash_attn")
+# The conformance cases `verify` runs on a built variant (relative to this directory; its float64 references are
+# reference.py next to it).
+CONFORMANCE = "conformance.py"
 
 # Head dims instantiated upstream.
 GDN_CUDA_HEAD_DIMS = (16, 32, 64, 128)

@@ -20,7 +20,11 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.machine import KERNEL_ROOT
-from toolkit.verify.reference import fa_reference, gdn_reference, rel_err  # the one copy (verify uses it too)
+from toolkit.verify.conformance import load_cases
+
+# The first package's float64 references (templates/reference.py): the one copy, its conformance cases use it too.
+_R = load_cases(Path(__file__).resolve().parents[2] / "templates" / "reference.py")
+fa_reference, gdn_reference, rel_err = _R.fa_reference, _R.gdn_reference, _R.rel_err
 
 pytestmark = pytest.mark.gpu
 
