@@ -7,7 +7,7 @@ With the caching allocator off, every tensor is its own cudaMalloc, so a read pa
 past an allocation and memcheck reports it. Covered: flash_attn with n_kv not a multiple of 256 from exactly
 sized K/V (read in place: the kernel stops at n_kv, vendor/patches/0002), from a slice of a larger cache, n_kv = 1,
 odd n_q (two query
-columns per block), bf16, a broadcast mask; gated_delta_net with GQA, KDA, in-place state and head dim 16; the
+columns per block), bf16, a broadcast mask, one query with GQA groups of Q heads per block (0004); gated_delta_net with GQA, KDA, in-place state and head dim 16; the
 transformers layers' one-call op (its preparation kernel, csrc/cuda/gdn_prep.cu) on strided bf16/f16 views with
 grouped heads, l2 norm and KDA gates. `--chunked` runs the same with vendor/patches/0003's chunked prefill path
 switched on (GGML_CUDA_GDN_CHUNKED=1: every call of head dim 128 with more than one token), which covers a
@@ -53,6 +53,20 @@ def main() -> None:
         kc = torch.zeros(1, 2, cap, 128, device=dev, dtype=dtype)
         vc = torch.zeros_like(kc)
         op.flash_attn(q, kc[:, :, :n_kv], vc[:, :, :n_kv], mask)
+    # One query, GQA-grouped (vendor/patches/0004: one block per group of Q heads of a K/V head), exactly sized
+    # K/V: ratios 8, 4 and 2 at every head dim, several sequences, a mask.
+    for B, H, Hkv, n_kv, D, dtype in [
+        (2, 16, 2, 1, 64, torch.float16),
+        (2, 16, 4, 100, 256, torch.bfloat16),
+        (1, 8, 4, 1000, 128, torch.float16),
+        (3, 32, 4, 257, 128, torch.bfloat16),
+        (2, 12, 6, 3000, 256, torch.float16),
+    ]:
+        q = torch.randn(B, H, 1, D, device=dev)
+        k = torch.randn(B, Hkv, n_kv, D, device=dev, dtype=dtype)
+        v = torch.randn(B, Hkv, n_kv, D, device=dev, dtype=dtype)
+        op.flash_attn(q, k, v, None)
+        op.flash_attn(q, k, v, torch.zeros(B, 1, 1, n_kv, device=dev))
     for B, T, Hk, H, D, kda in [
         (2, 3, 2, 4, 16, False),
         (1, 5, 4, 8, 128, True),

@@ -52,6 +52,13 @@ FA_VEC_CUDA_COMBINE = "flash_attn_combine_results"  # template <int D>
 FA_VEC_CUDA_NTHREADS_HOST = "ggml_cuda_fattn_vec_get_nthreads_host"
 # Query columns per block: ggml uses 1 for a single query and 2 otherwise (fattn-vec.cuh).
 FA_VEC_CUDA_NCOLS = (1, 2)
+# GQA-grouped instances (vendor/patches/0004-fa-vec-gqa.patch: ncols2 Q heads of one K/V head per block, one
+# query): the group sizes compiled per head dim. D=256 stops at 4 (8 columns spill registers there). A GQA ratio
+# takes the largest group that divides it; a ratio no group divides runs ggml's one-head-per-block kernel.
+FA_VEC_CUDA_GQA_NCOLS2 = {64: (2, 4, 8), 128: (2, 4, 8), 256: (2, 4)}
+# From which n_kv a single query takes the grouped kernel, per head dim (measured on an H200: docs/benchmarks.md
+# "Decode attention", the grouped and ungrouped rows of benchmarks/bench_fa.py side by side).
+FA_VEC_CUDA_GQA_MIN_KV = {64: 1, 128: 1, 256: 1}
 # K/V element types we instantiate (torch dtype name -> ggml_type); K and V must share one.
 FA_VEC_CUDA_KV_TYPES = (("float16", "GGML_TYPE_F16"), ("bfloat16", "GGML_TYPE_BF16"))
 # The vector kernel is ggml's decode path; ggml-metal takes it for ne01 < 20 queries (ggml-metal-ops.cpp
