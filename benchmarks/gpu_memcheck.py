@@ -28,6 +28,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", default=str(Path(__file__).resolve().parents[1]))
     ap.add_argument("--chunked", action="store_true", help="switch the chunked prefill path on first")
+    ap.add_argument("--fa-only", action="store_true", help="flash_attn's cases only (no gated_delta_net)")
     args = ap.parse_args()
     if args.chunked:  # read by the op once per process, at its first gated_delta_net call
         os.environ["GGML_CUDA_GDN_CHUNKED"] = "1"
@@ -67,16 +68,21 @@ def main() -> None:
         v = torch.randn(B, Hkv, n_kv, D, device=dev, dtype=dtype)
         op.flash_attn(q, k, v, None)
         op.flash_attn(q, k, v, torch.zeros(B, 1, 1, n_kv, device=dev))
-    for B, T, Hk, H, D, kda in [
-        (2, 3, 2, 4, 16, False),
-        (1, 5, 4, 8, 128, True),
-        (3, 1, 3, 3, 64, False),
-        (8, 2, 16, 32, 128, False),  # the vectorised decode path (vendor/patches)
-        (3, 3, 32, 32, 128, True),
-        (6, 2, 22, 22, 64, False),
-        (1, 130, 2, 4, 128, False),  # with --chunked: the chunked prefill path, a partial last chunk
-        (2, 256, 32, 32, 128, False),
-    ]:
+    gdn_cases = (
+        []
+        if args.fa_only
+        else [
+            (2, 3, 2, 4, 16, False),
+            (1, 5, 4, 8, 128, True),
+            (3, 1, 3, 3, 64, False),
+            (8, 2, 16, 32, 128, False),  # the vectorised decode path (vendor/patches)
+            (3, 3, 32, 32, 128, True),
+            (6, 2, 22, 22, 64, False),
+            (1, 130, 2, 4, 128, False),  # with --chunked: the chunked prefill path, a partial last chunk
+            (2, 256, 32, 32, 128, False),
+        ]
+    )
+    for B, T, Hk, H, D, kda in gdn_cases:
         q = F.normalize(torch.randn(B, T, Hk, D, device=dev), dim=-1)
         k = F.normalize(torch.randn(B, T, Hk, D, device=dev), dim=-1)
         v = torch.randn(B, T, H, D, device=dev)
