@@ -30,7 +30,7 @@ fi
   python3 -m toolkit.cli status 2>&1 | grep '^patch'; } 2>&1 | tee -a "$RESULTS/session.log"
 
 # The raw harnesses (upstream's tree with the patches undone, and ours), cached by content under /tmp/rawbuild.
-python3 - >"$RESULTS/raw-build.log" 2>&1 <<'PY' &
+python3 - >/tmp/raw-build.log 2>&1 <<'PY' &
 import sys
 from pathlib import Path
 sys.path.insert(0, "benchmarks")
@@ -72,6 +72,7 @@ if has verify; then
   log "verify (conformance included)"
   timeout 200 python3 -m toolkit.cli verify --json --host-toolchain -p ggml-attn-kernels >"$RESULTS/verify.json" 2>/tmp/verify.err
   echo "verify exit code $?" | tee -a "$RESULTS/session.log"
+  tail -5 /tmp/verify.err | tee -a "$RESULTS/session.log"
   python3 - "$RESULTS/verify.json" <<'PY' 2>&1 | tee -a "$RESULTS/session.log"
 import json, sys
 doc = json.load(open(sys.argv[1]))

@@ -54,14 +54,16 @@ def main() -> None:
         kc = torch.zeros(1, 2, cap, 128, device=dev, dtype=dtype)
         vc = torch.zeros_like(kc)
         op.flash_attn(q, kc[:, :, :n_kv], vc[:, :, :n_kv], mask)
-    # One query, GQA-grouped (vendor/patches/0004: one block per group of Q heads of a K/V head), exactly sized
-    # K/V: ratios 8, 4 and 2 at every head dim, several sequences, a mask.
+    # One query with GQA, exactly sized K/V, several sequences, a mask: below and above the lengths from which the
+    # op takes the grouped kernel (vendor/patches/0004: D=128 from 4096, D=256 from 16384, ratio divisible by 4).
     for B, H, Hkv, n_kv, D, dtype in [
         (2, 16, 2, 1, 64, torch.float16),
         (2, 16, 4, 100, 256, torch.bfloat16),
         (1, 8, 4, 1000, 128, torch.float16),
         (3, 32, 4, 257, 128, torch.bfloat16),
         (2, 12, 6, 3000, 256, torch.float16),
+        (2, 32, 4, 4097, 128, torch.float16),
+        (2, 16, 4, 16385, 256, torch.bfloat16),
     ]:
         q = torch.randn(B, H, 1, D, device=dev)
         k = torch.randn(B, Hkv, n_kv, D, device=dev, dtype=dtype)

@@ -380,17 +380,20 @@ def test_fa_shapes_gqa_and_kv_types(torch, op, B, H, Hkv, n_q, n_kv, D, dtype):
 
 
 FA_GQA_CASES = [
-    # B, H, H_kv, n_kv, D, dtype: one query, the GQA-grouped kernel (vendor/patches/0004; one block per group of
-    # Q heads of a K/V head) wherever a compiled group divides the ratio, one block per Q head otherwise.
+    # B, H, H_kv, n_kv, D, dtype: one query. The op takes the GQA-grouped kernel (vendor/patches/0004: one block per
+    # 4 Q heads of a K/V head) at D=128 from n_kv 4096 and at D=256 from 16384 when 4 divides the GQA ratio
+    # (templates/facts.py), and one block per Q head otherwise: both sides of every threshold are here.
     (1, 16, 4, 32768, 256, "bfloat16"),  # the benchmark's shapes, at full length
     (1, 32, 8, 16384, 128, "bfloat16"),
-    (2, 16, 8, 5000, 256, "float16"),  # ratio 2
-    (2, 64, 8, 1000, 128, "bfloat16"),  # ratio 8, several groups per sequence
-    (1, 64, 4, 777, 256, "float16"),  # ratio 16 at D=256: groups of 4, four per K/V head
-    (3, 24, 4, 300, 64, "bfloat16"),  # ratio 6: groups of 2
-    (2, 12, 4, 129, 128, "float16"),  # ratio 3: no group divides it, one block per Q head
+    (2, 16, 4, 16385, 256, "float16"),  # grouped, two sequences, a partial last chunk
+    (1, 16, 4, 16383, 256, "bfloat16"),  # just below D=256's threshold
+    (2, 64, 8, 4097, 128, "bfloat16"),  # ratio 8: two groups per K/V head
+    (1, 32, 4, 20000, 256, "float16"),  # ratio 8 at D=256
+    (2, 32, 8, 4096, 128, "float16"),  # at D=128's threshold
+    (2, 32, 8, 4095, 128, "float16"),  # just below it
+    (2, 16, 8, 5000, 128, "bfloat16"),  # ratio 2: no group, one block per Q head
+    (3, 24, 4, 300, 64, "bfloat16"),  # head dim 64: one block per Q head
     (1, 8, 1, 1, 64, "float16"),  # one position
-    (2, 32, 4, 4096, 64, "float16"),
 ]
 
 

@@ -46,13 +46,7 @@ fattn_kernel_t fa_kernel(int64_t D, int ncols, int kv_type, int ncols2 = 1) {
         if (D == 256 && ncols == 1 && ncols2 == 1) return flash_attn_ext_vec<256, 1, GGML_TYPE_F16, GGML_TYPE_F16, false>;
         if (D == 256 && ncols == 2 && ncols2 == 1) return flash_attn_ext_vec<256, 2, GGML_TYPE_F16, GGML_TYPE_F16, false>;
 #ifdef GGML_VENDOR_FA_VEC_GQA
-        if (D == 64 && ncols == 2 && ncols2 == 2) return flash_attn_ext_vec<64, 2, GGML_TYPE_F16, GGML_TYPE_F16, false, 2>;
-        if (D == 64 && ncols == 4 && ncols2 == 4) return flash_attn_ext_vec<64, 4, GGML_TYPE_F16, GGML_TYPE_F16, false, 4>;
-        if (D == 64 && ncols == 8 && ncols2 == 8) return flash_attn_ext_vec<64, 8, GGML_TYPE_F16, GGML_TYPE_F16, false, 8>;
-        if (D == 128 && ncols == 2 && ncols2 == 2) return flash_attn_ext_vec<128, 2, GGML_TYPE_F16, GGML_TYPE_F16, false, 2>;
         if (D == 128 && ncols == 4 && ncols2 == 4) return flash_attn_ext_vec<128, 4, GGML_TYPE_F16, GGML_TYPE_F16, false, 4>;
-        if (D == 128 && ncols == 8 && ncols2 == 8) return flash_attn_ext_vec<128, 8, GGML_TYPE_F16, GGML_TYPE_F16, false, 8>;
-        if (D == 256 && ncols == 2 && ncols2 == 2) return flash_attn_ext_vec<256, 2, GGML_TYPE_F16, GGML_TYPE_F16, false, 2>;
         if (D == 256 && ncols == 4 && ncols2 == 4) return flash_attn_ext_vec<256, 4, GGML_TYPE_F16, GGML_TYPE_F16, false, 4>;
 #endif  // GGML_VENDOR_FA_VEC_GQA
     }
@@ -64,13 +58,7 @@ fattn_kernel_t fa_kernel(int64_t D, int ncols, int kv_type, int ncols2 = 1) {
         if (D == 256 && ncols == 1 && ncols2 == 1) return flash_attn_ext_vec<256, 1, GGML_TYPE_BF16, GGML_TYPE_BF16, false>;
         if (D == 256 && ncols == 2 && ncols2 == 1) return flash_attn_ext_vec<256, 2, GGML_TYPE_BF16, GGML_TYPE_BF16, false>;
 #ifdef GGML_VENDOR_FA_VEC_GQA
-        if (D == 64 && ncols == 2 && ncols2 == 2) return flash_attn_ext_vec<64, 2, GGML_TYPE_BF16, GGML_TYPE_BF16, false, 2>;
-        if (D == 64 && ncols == 4 && ncols2 == 4) return flash_attn_ext_vec<64, 4, GGML_TYPE_BF16, GGML_TYPE_BF16, false, 4>;
-        if (D == 64 && ncols == 8 && ncols2 == 8) return flash_attn_ext_vec<64, 8, GGML_TYPE_BF16, GGML_TYPE_BF16, false, 8>;
-        if (D == 128 && ncols == 2 && ncols2 == 2) return flash_attn_ext_vec<128, 2, GGML_TYPE_BF16, GGML_TYPE_BF16, false, 2>;
         if (D == 128 && ncols == 4 && ncols2 == 4) return flash_attn_ext_vec<128, 4, GGML_TYPE_BF16, GGML_TYPE_BF16, false, 4>;
-        if (D == 128 && ncols == 8 && ncols2 == 8) return flash_attn_ext_vec<128, 8, GGML_TYPE_BF16, GGML_TYPE_BF16, false, 8>;
-        if (D == 256 && ncols == 2 && ncols2 == 2) return flash_attn_ext_vec<256, 2, GGML_TYPE_BF16, GGML_TYPE_BF16, false, 2>;
         if (D == 256 && ncols == 4 && ncols2 == 4) return flash_attn_ext_vec<256, 4, GGML_TYPE_BF16, GGML_TYPE_BF16, false, 4>;
 #endif  // GGML_VENDOR_FA_VEC_GQA
     }
@@ -87,28 +75,17 @@ int fa_ncols2(int64_t D, int64_t n_q, int64_t n_heads, int64_t n_heads_kv, int64
     }
     const int64_t ratio = n_heads / n_heads_kv;
     switch (D) {
-        case 64:
-            if (n_kv < 1) {
-                return 1;
-            }
-            if (ratio % 8 == 0) return 8;
-            if (ratio % 4 == 0) return 4;
-            if (ratio % 2 == 0) return 2;
-            return 1;
         case 128:
-            if (n_kv < 1) {
+            if (n_kv < 4096) {
                 return 1;
             }
-            if (ratio % 8 == 0) return 8;
             if (ratio % 4 == 0) return 4;
-            if (ratio % 2 == 0) return 2;
             return 1;
         case 256:
-            if (n_kv < 1) {
+            if (n_kv < 16384) {
                 return 1;
             }
             if (ratio % 4 == 0) return 4;
-            if (ratio % 2 == 0) return 2;
             return 1;
         default:
             return 1;
