@@ -12,7 +12,7 @@ Modes (interleaved round by round, the order rotated each round so that host dri
 The switch is the one transformers itself makes: the hooked module-level functions' `forward` is set to the torch
 reference, the fla path or our layer's forward (what kernelize does with `kernel_config`), and the attention
 implementation is set with `model.set_attn_implementation` to transformers' "sdpa" or to our flash_attn_forward
-registered under a name. tests/test_layers_cuda.py checks the real `from_pretrained(kernel_config=...,
+registered under a name. tests/gpu/test_layers.py checks the real `from_pretrained(kernel_config=...,
 attn_implementation=...)` switch.
 
 Reported per (shape, dtype, batch): tok/s (batch x 128 new tokens / wall time of generate, medians of the rounds),

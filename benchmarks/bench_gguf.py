@@ -35,15 +35,16 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "tests"))
-import gguf_reference as R  # noqa: E402
+sys.path.insert(0, str(HERE.parent))
 from _timing import Timer  # noqa: E402
+
+from tests.helpers import gguf_reference as R  # noqa: E402
 
 HBM_GBPS = 4800.0  # H200 datasheet
 SHAPES = ((4096, 4096), (14336, 4096), (4096, 14336))
 MS = (1, 4, 8)
 WORKING_SET = 512 << 20  # bytes of weight copies per timed graph (several times the 60 MB L2)
-# Byte offsets of the fp16 (or E8M0) scale fields of the types tests/gguf_reference.py quantizes with gguf.
+# Byte offsets of the fp16 (or E8M0) scale fields of the types tests/helpers/gguf_reference.py quantizes with gguf.
 EXTRA_HALF_FIELDS = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,)}
 
 

@@ -1,6 +1,6 @@
 """Where the packed GGUF model's logits part from the dequantized model's, layer by layer, and why.
 
-The model is tests/test_gguf_transformers_cuda.py's (benchmarks/gguf_model.py, the same seed, prompt and
+The model is tests/gpu/test_gguf_transformers.py's (benchmarks/gguf_model.py, the same seed, prompt and
 teacher-forced tokens). The dequantized load is the reference; the packed load runs with transformers' kernel
 cache set to a `GgufKernel` whose ops this script swaps between runs of the same teacher-forced tokens:
 
@@ -41,10 +41,11 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
 
 import gguf_model  # noqa: E402
-import gguf_reference as R  # noqa: E402
+
+from tests.helpers import gguf_reference as R  # noqa: E402
 
 PROMPT = 12  # the end-to-end test's prompt (> MAX_GEMV_ROWS: the prefill takes the dequantize path)
 OFFSET_TYPES = {2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1"}

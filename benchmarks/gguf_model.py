@@ -8,7 +8,7 @@ Weights are quantized with `gguf.quants.quantize` (Q8_0, Q4_0, Q4_1) or written 
 random codes with fp16 scales chosen so every block's largest |w| is about 4 standard deviations of the
 intended weights), since `gguf` cannot quantize K-quants.
 
-Used by tests/test_gguf_transformers_cuda.py and benchmarks/bench_gguf.py (both compare the packed load with the
+Used by tests/gpu/test_gguf_transformers.py and benchmarks/bench_gguf.py (both compare the packed load with the
 dequantized load of the same file, so only the file's consistency matters, not which model it came from).
 """
 

@@ -5,7 +5,7 @@
 #   3. ggml-vendor verify --host-toolchain (a local build: the manylinux ceilings are waived, as for any
 #      build made with this machine's compiler): every check, conformance included (each op against the package's float64
 #      reference of the documented contract on a fixed set of shapes); the conformance rows are printed;
-#   4. the silent-change proof: tests/test_conformance.py copies the project, flips the vendored
+#   4. the silent-change proof: tests/gpu/test_conformance.py copies the project, flips the vendored
 #      gated_delta_net.cu's state indexing from [value][key] to [key][value] without touching any
 #      declaration, rebuilds, and requires the gate to fail.
 # Needs a CUDA GPU, nvcc, torch and the toolkit's dependencies (wheels placed in .whl/ are installed first).
@@ -56,7 +56,7 @@ sys.exit(0 if rows and all(r["status"] == "pass" for r in rows) else 1)
 PY
 
 log "silent change: state indexing flipped must fail the gate"
-timeout 900 python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/test_conformance.py -k flipped -rs 2>&1 \
+timeout 900 python3 -m pytest -q -s -m gpu -p no:cacheprovider tests/gpu/test_conformance.py -k flipped -rs 2>&1 \
   | tee "$RESULTS/flip-test.log" | tail -30
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 

@@ -49,12 +49,12 @@ fi
 [ "$built" = 1 ] || { echo "no build: nothing to test"; exit 1; }
 export GGUF_KERNELS_PATH=$BUILD/pkg
 
-log "op tests (tests/test_gguf_cuda.py)"
-timeout ${TEST_TIMEOUT:-420} python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gguf_cuda.py -rs --tb=short --maxfail=10 \
+log "op tests (tests/gpu/test_gguf.py)"
+timeout ${TEST_TIMEOUT:-420} python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_gguf.py -rs --tb=short --maxfail=10 \
   2>&1 | tee "$RESULTS_DIR/gpu-tests.log" | tail -25
 
-log "transformers end to end (tests/test_gguf_transformers_cuda.py)"
-timeout ${E2E_TIMEOUT:-300} python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gguf_transformers_cuda.py -rs -s --tb=short \
+log "transformers end to end (tests/gpu/test_gguf_transformers.py)"
+timeout ${E2E_TIMEOUT:-300} python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_gguf_transformers.py -rs -s --tb=short \
   2>&1 | grep -v "Loading weights\|falling back" | tee "$RESULTS_DIR/e2e.log" | tail -20
 
 log "benchmark (benchmarks/bench_gguf.py${BENCH_ARGS:+ $BENCH_ARGS})"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The transformers hooks on one CUDA machine, in one go (docs/benchmarks.md, "generate() in transformers"):
-#   wheels -> ggml-vendor build (host variant) -> tests/test_layers_cuda.py (and, alongside, fla's time to
+#   wheels -> ggml-vendor build (host variant) -> tests/gpu/test_layers.py (and, alongside, fla's time to
 #   first token in a fresh process with a cold Triton cache) -> ours' time to first token -> bench_generate.py.
 # Needs: vendor/ synced (ggml-vendor sync), and a folder of wheels for what the machine lacks: transformers
 # 5.22.2, kernels 0.17.2, fla-core 0.6.0, huggingface_hub 2.x (kernels 0.17.2 downloads "kernel"-type repos,
@@ -46,8 +46,8 @@ log "time to first token, fla (fresh process, cold Triton cache; runs beside the
 timeout 150 python3 benchmarks/bench_generate.py --ttft fla >"$RESULTS/ttft.log" 2>&1 &
 TTFT_FLA=$!
 
-log "GPU tests (tests/test_ops_cuda.py tests/test_layers_cuda.py)"
-timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py tests/test_layers_cuda.py -rs \
+log "GPU tests (tests/gpu/test_ops.py tests/gpu/test_layers.py)"
+timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_ops.py tests/gpu/test_layers.py -rs \
   --durations=5 >"$RESULTS/gpu-tests.log" 2>&1
 tail -25 "$RESULTS/gpu-tests.log"
 wait $TTFT_FLA

@@ -38,7 +38,7 @@ if has sweep; then
 fi
 if has tests; then
   log "GPU tests"
-  timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py -x -rs 2>&1 | tee "$RESULTS_DIR/gpu-tests.log" | tail -8
+  timeout 400 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_ops.py -x -rs 2>&1 | tee "$RESULTS_DIR/gpu-tests.log" | tail -8
 fi
 if has memcheck; then
   log "compute-sanitizer memcheck"

@@ -45,9 +45,9 @@ PY
 for so in build/*/*.so; do
   echo "$so: $(objdump -T "$so" | grep -oE 'GLIBC(XX)?_[0-9.]+|CXXABI_[0-9.]+' | sort -V | uniq | tr '\n' ' ')"
 done
-echo "== GPU op tests"; timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py 2>&1 | tail -2
+echo "== GPU op tests"; timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_ops.py 2>&1 | tail -2
 echo "== silent change (state flipped) must fail conformance"
-timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_conformance.py -k flipped -rs 2>&1 | tail -3
+timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_conformance.py -k flipped -rs 2>&1 | tail -3
 echo "== publish to a local test Hub, then get_kernel"
 python3 -m toolkit.testing.localhub --port 8765 --token hf_test_token >"$RESULTS/hub.log" 2>&1 &
 HUB=$!

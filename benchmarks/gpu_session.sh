@@ -53,10 +53,10 @@ else
 fi
 
 log "GPU tests"
-timeout 330 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py -rs --durations=5 2>&1 | tee "$RESULTS_DIR/gpu-tests.log" | tail -25
+timeout 330 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_ops.py -rs --durations=5 2>&1 | tee "$RESULTS_DIR/gpu-tests.log" | tail -25
 if grep -q "Fatal Python error" "$RESULTS_DIR/gpu-tests.log"; then
   log "GPU tests again without the argument-error tests (the run above crashed)"
-  timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py -rs \
+  timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_ops.py -rs \
     -k "not bad_arguments and not supports_is_exact" 2>&1 | tee "$RESULTS_DIR/gpu-tests-2.log" | tail -15
 fi
 

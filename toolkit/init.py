@@ -8,7 +8,7 @@ execute(plan, log) -> InitReport         creates the files (the templates direct
 What it writes: a [tool.ggml-vendor.packages.NAME] table (version, hub-repo, ops), templates/NAME/ (the
 skeleton in toolkit/data/package-skeleton: build.toml, the torch binding, the ggml runtime shim, plus a
 facts.py and one CUDA unit per op), variants/NAME.toml (a copy of the first package's matrix) and
-tests/test_<module>.py (CPU checks that the package is declared and renders).
+tests/packages/test_<module>.py (CPU checks that the package is declared and renders).
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ from pathlib import Path
 from toolkit import render
 from toolkit.core import config
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "{name}"
 OPS = {list(ops)!r}
 
@@ -196,7 +196,7 @@ def plan(cfg: Config, request: Request, log: Log = quiet) -> InitPlan:
     variants = cfg.variants_file
     if variants.is_file():
         files.append((pkg.variants, variants.read_text(encoding="utf-8")))
-    files.append((f"tests/test_{pkg.module}.py", _test_file(pkg.name, pkg.module, tuple(ops))))
+    files.append((f"tests/packages/test_{pkg.module}.py", _test_file(pkg.name, pkg.module, tuple(ops))))
     for path, _ in files:
         if (cfg.root / path).exists() or (cfg.root / pkg.templates).exists():
             raise ConfigError(

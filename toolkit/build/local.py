@@ -196,7 +196,7 @@ def descendants(pid: int) -> list[int]:
 def swap_into_place(stage: Path, final: Path) -> None:
     """Make `stage` the new `final` in one step where the OS allows (renameat2 RENAME_EXCHANGE), so readers
     see the old variant or the new one, never a missing or half-written one."""
-    from toolkit.sync.vendor_tree import exchange
+    from toolkit.core.fs import exchange
 
     if final.exists():
         if exchange(stage, final):

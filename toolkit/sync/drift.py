@@ -166,45 +166,7 @@ class Drift:
             f"Upstream: {self.upstream}",
             "",
         ]
-        out += ["## Files in the vendored subset", ""]
-        if not (self.added or self.removed or self.renamed or self.changed):
-            out.append("No file of the subset changed.")
-        for label, items in (("added", self.added), ("removed", self.removed), ("changed", self.changed)):
-            for p in items:
-                out.append(f"- {label}: `{p}`")
-        for a, b in self.renamed:
-            out.append(f"- renamed: `{a}` → `{b}`")
-        out += [
-            "",
-            "## Upstream commits touching the subset"
-            + (" (dropped: the pin moved backwards)" if self.backwards else ""),
-            "",
-        ]
-        if self.commits is None:
-            out.append(f"Not available: {self.history_note}")
-        elif not self.commits:
-            out.append("None.")
-        else:
-            out += [f"- `{c[:12]}` {s}" for c, s in self.commits]
-        out += ["", "## Behaviour: kernels and ggml-cpu reference per op", ""]
-        if not self.behaviour:
-            out.append("No kernel or reference function changed (comments and whitespace ignored).")
-        for bd in self.behaviour:
-            out.append(f"- **{bd.headline()}** (`{bd.path}`)")
-            if bd.commits:
-                out += [f"  - `{c[:12]}` {t}" for c, t in bd.commits]
-            elif bd.commits is None:
-                out.append("  - commits: not available from this object source")
-            if bd.diff:
-                out += ["", "```diff", bd.diff.rstrip("\n"), "```", ""]
-        out += ["", "## Fingerprinted regions (what our bindings depend on)", ""]
-        if not self.regions:
-            out.append("No fingerprinted region changed.")
-        for r in self.regions:
-            status = "appeared" if r.old == ABSENT else "disappeared" if r.new == ABSENT else "changed"
-            out.append(f"- **{r.name}** (`{r.path}`): {status}")
-            if r.diff:
-                out += ["", "```diff", r.diff.rstrip("\n"), "```", ""]
+        out += _md_files(self) + _md_commits(self) + _md_behaviour(self) + _md_regions(self)
         out += ["", "## Our patches at the new pin", ""]
         out += [f"- `{n}`: {v}" + (f" — {d}" if d else "") for n, v, d in self.patches] or ["None."]
         return "\n".join(out).rstrip("\n") + "\n"
@@ -233,6 +195,64 @@ class Drift:
             for r in self.regions
         ]
         return lines
+
+
+# --- the drift report's sections (Drift.to_markdown) ---------------------------------------------------
+
+
+def _md_files(drift: Drift) -> list[str]:
+    out = ["## Files in the vendored subset", ""]
+    if not (drift.added or drift.removed or drift.renamed or drift.changed):
+        out.append("No file of the subset changed.")
+    for label, items in (("added", drift.added), ("removed", drift.removed), ("changed", drift.changed)):
+        out += [f"- {label}: `{p}`" for p in items]
+    out += [f"- renamed: `{a}` → `{b}`" for a, b in drift.renamed]
+    return out
+
+
+def _md_commits(drift: Drift) -> list[str]:
+    out = [
+        "",
+        "## Upstream commits touching the subset" + (" (dropped: the pin moved backwards)" if drift.backwards else ""),
+        "",
+    ]
+    if drift.commits is None:
+        out.append(f"Not available: {drift.history_note}")
+    elif not drift.commits:
+        out.append("None.")
+    else:
+        out += [f"- `{c[:12]}` {s}" for c, s in drift.commits]
+    return out
+
+
+def _md_behaviour(drift: Drift) -> list[str]:
+    out = ["", "## Behaviour: kernels and ggml-cpu reference per op", ""]
+    if not drift.behaviour:
+        out.append("No kernel or reference function changed (comments and whitespace ignored).")
+    for bd in drift.behaviour:
+        out.append(f"- **{bd.headline()}** (`{bd.path}`)")
+        if bd.commits:
+            out += [f"  - `{c[:12]}` {t}" for c, t in bd.commits]
+        elif bd.commits is None:
+            out.append("  - commits: not available from this object source")
+        out += _md_diff(bd.diff)
+    return out
+
+
+def _md_regions(drift: Drift) -> list[str]:
+    out = ["", "## Fingerprinted regions (what our bindings depend on)", ""]
+    if not drift.regions:
+        out.append("No fingerprinted region changed.")
+    for r in drift.regions:
+        status = "appeared" if r.old == ABSENT else "disappeared" if r.new == ABSENT else "changed"
+        out.append(f"- **{r.name}** (`{r.path}`): {status}")
+        out += _md_diff(r.diff)
+    return out
+
+
+def _md_diff(diff: str) -> list[str]:
+    """A unified diff as a fenced block; nothing when there is none (the old text was not readable)."""
+    return ["", "```diff", diff.rstrip("\n"), "```", ""] if diff else []
 
 
 def compute_drift(

@@ -22,13 +22,14 @@ import stat
 import subprocess
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from toolkit.core.config import Config
 from toolkit.core.errors import PatchError, VendorStateError
 from toolkit.core.lock import VERDICT_APPLIED, VERDICT_UPSTREAM, Lock, read_lock, sha256_bytes
 from toolkit.sync import embedded
+from toolkit.sync.outcome import Succeeded
 from toolkit.sync.patches import apply_patches, describe, lay_files, message_of
 from toolkit.sync.vendor_tree import (
     EDITED,
@@ -60,17 +61,11 @@ class PatchHealth:
         return f"{self.name}: {state}" + (f" — {self.description}" if self.description else "")
 
     def to_json(self) -> dict[str, str]:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "sha256": self.sha256,
-            "health": self.health,
-            "detail": self.detail,
-        }
+        return asdict(self)  # every field is a string: the JSON is the record itself
 
 
 @dataclass(frozen=True)
-class SaveResult:
+class SaveResult(Succeeded):
     """`patch save`'s Report (stage protocol): the patch written, or with `written` false what a dry run
     would write."""
 
@@ -81,14 +76,6 @@ class SaveResult:
     added: int
     removed: int
     written: bool
-
-    @property
-    def ok(self) -> bool:
-        return True
-
-    @property
-    def exit_code(self) -> int:
-        return 0
 
     def lines(self) -> list[str]:
         verb = (
@@ -131,20 +118,12 @@ class SavePlan:
 
 
 @dataclass(frozen=True)
-class ListReport:
+class ListReport(Succeeded):
     """`patch list`'s Report: each patch's health at `commit` (`rev`, or the pin when rev is None)."""
 
     rev: str | None
     commit: str
     health: tuple[PatchHealth, ...]
-
-    @property
-    def ok(self) -> bool:
-        return True
-
-    @property
-    def exit_code(self) -> int:
-        return 0
 
     def lines(self, verbose: bool = False) -> list[str]:
         where = f"{self.rev} ({self.commit[:12]})" if self.rev else f"the pin ({self.commit[:12]})"
@@ -163,19 +142,11 @@ class ListReport:
 
 
 @dataclass(frozen=True)
-class DropReport:
+class DropReport(Succeeded):
     """`patch drop`'s Report (and, with `written` false, its Plan's printout)."""
 
     dropped: str
     written: bool
-
-    @property
-    def ok(self) -> bool:
-        return True
-
-    @property
-    def exit_code(self) -> int:
-        return 0
 
     def lines(self) -> list[str]:
         return [f"{'dropped' if self.written else 'would drop'} vendor/patches/{self.dropped}"]
@@ -380,30 +351,44 @@ def _check_pin(cfg: Config, lock: Lock, *, allow_edits: bool) -> list[str]:
 # --- the three verbs ---------------------------------------------------------------------------------
 
 
-def _target_name(
-    name: str, message: str | None, patches: list[tuple[str, bytes]], edited: list[str]
-) -> tuple[str, bool, str]:
-    """(the patch file to write, whether it refreshes one, its description), refusing what cannot be saved."""
-    m = _NAME_RE.match(name)
-    assert m is not None
+@dataclass(frozen=True)
+class _SaveTarget:
+    """The patch file `patch save` writes and the description it carries."""
+
+    name: str  # NNNN-<name>.patch
+    refreshed: bool  # it replaces a patch of the series (the one `name` designates)
+    message: str
+
+
+def _save_target(name: str, message: str | None, patches: list[tuple[str, bytes]], edited: list[str]) -> _SaveTarget:
+    """The patch to write for `patch save NAME [-m MESSAGE]`, refusing what cannot be saved."""
     target = _match([n for n, _ in patches], name)
-    refreshed = target is not None
-    old_bytes = dict(patches).get(target or "", b"")
-    if not edited and not (refreshed and message is not None):  # a refresh may change only the description
+    if not edited and not (target is not None and message is not None):  # a refresh may change only the description
         raise PatchError(
             "no edits to save: vendor/ggml matches its pin and patches",
             "edit files under vendor/ggml first" + (f" (to refresh {target})" if target else ""),
         )
+    old = dict(patches)[target] if target is not None else None
+    return _SaveTarget(target or _next_name(name, patches), target is not None, _description(message, old))
+
+
+def _description(message: str | None, refreshed: bytes | None) -> str:
+    """The description to save: `message`, else the refreshed patch's own (a new patch must be given one)."""
     if message is not None and not message.strip():
         raise PatchError("the description is empty", "pass -m 'what the patch changes and why'")
     if message is None:
-        message = message_of(old_bytes) if refreshed else ""
+        message = message_of(refreshed) if refreshed is not None else ""
         if not message:
             raise PatchError("a new patch needs a description", "pass -m 'what the patch changes and why'")
-    if target is None:
-        numbers = [int(n[:4]) for n, _ in patches if re.match(r"^\d{4}-", n)]
-        target = f"{(max(numbers) + 1 if numbers else 1):04d}-{m.group(2)}.patch"
-    return target, refreshed, message
+    return message
+
+
+def _next_name(name: str, patches: list[tuple[str, bytes]]) -> str:
+    """NNNN-<name>.patch numbered after the last patch of the series, so that it applies last."""
+    m = _NAME_RE.match(name)
+    assert m is not None  # _check_name has refused anything else
+    numbers = [int(n[:4]) for n, _ in patches if re.match(r"^\d{4}-", n)]
+    return f"{(max(numbers) + 1 if numbers else 1):04d}-{m.group(2)}.patch"
 
 
 def _check_name(name: str) -> None:
@@ -427,7 +412,8 @@ def plan_save(cfg: Config, name: str, message: str | None, *, mirror: Path | Non
     lock = _require_lock(cfg)
     edited = _check_pin(cfg, lock, allow_edits=True)
     patches, others_files = _series(cfg)
-    target, refreshed, message = _target_name(name, message, patches, edited)
+    save = _save_target(name, message, patches, edited)
+    target = save.name
     others = [(n, b) for n, b in patches if n != target]
     baseline = _sources(_pristine_plan(cfg, lock, others, rev=None, mirror=mirror).desired)
     base_dir = cfg.vendor_dir / SOURCES_DIR
@@ -441,7 +427,7 @@ def plan_save(cfg: Config, name: str, message: str | None, *, mirror: Path | Non
     data = format_patch(
         {p: baseline[p] for p in changed if p in baseline},
         {p: current[p] for p in changed},
-        message,
+        save.message,
         author=_git_identity(cfg.root),
     )
     plan = _pristine_plan(
@@ -455,7 +441,7 @@ def plan_save(cfg: Config, name: str, message: str | None, *, mirror: Path | Non
     )
     _check_reproduces(plan.desired, current, target)
     added, removed = _counts(data)
-    result = SaveResult(target, describe(data), refreshed, tuple(changed), added, removed, False)
+    result = SaveResult(target, describe(data), save.refreshed, tuple(changed), added, removed, False)
     return SavePlan(cfg.root, plan.desired, result)
 
 

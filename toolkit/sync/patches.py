@@ -15,7 +15,7 @@ import re
 import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from toolkit.core.errors import PatchError
@@ -34,13 +34,7 @@ class PatchResult:
     detail: str = ""
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "sha256": self.sha256,
-            "verdict": self.verdict,
-            "files": list(self.files),
-            "detail": self.detail,
-        }
+        return {**asdict(self), "files": list(self.files)}  # the record, its tuple as a JSON list
 
 
 def _strip(path: str, n: int) -> str:

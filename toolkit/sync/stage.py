@@ -41,6 +41,7 @@ from toolkit.sync import behaviour, embedded
 from toolkit.sync.closure import Closure, compute_closure
 from toolkit.sync.drift import Drift, compute_drift, fingerprints_of, report_paths, write_report
 from toolkit.sync.embedded import EMBEDDED
+from toolkit.sync.outcome import Succeeded
 from toolkit.sync.patches import PatchResult, apply_patches, describe
 from toolkit.sync.upstream import NeedsFetch, Snapshot, Source, check_recorded, open_upstream
 from toolkit.sync.vendor_tree import (
@@ -119,7 +120,7 @@ class SyncPlan:
 
 
 @dataclass(frozen=True)
-class SyncReport:
+class SyncReport(Succeeded):
     """What sync did (or, for "dry-run", would do). Refusals are raised as VendorErrors, so a report that
     exists is a success: `ok` is always true and `exit_code` 0 (the protocol's fields, for the CLI)."""
 
@@ -132,14 +133,6 @@ class SyncReport:
     seconds: float = 0.0
     timings: Mapping[str, float] = field(default_factory=dict)
     fetch: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return True
-
-    @property
-    def exit_code(self) -> int:
-        return 0
 
     def lines(self, verbose: bool = False) -> list[str]:
         """The report as the CLI prints it (`verbose`: every file with its reason, every change)."""
@@ -292,11 +285,11 @@ def plan_sync(
     if prefetch is not None:  # one round trip for the entries and the always-shipped files (URL upstreams)
         prefetch(_prefetch_paths(entries, behaviour_specs))
     closure = compute_closure(entries, snapshot.read, where=snapshot.commit[:12], prefetch=prefetch)
-    pristine, blobs, reasons = _pristine_files(closure, snapshot)
-    patched, results = apply_patches(pristine, patches)
-    patched_by = _patched_by(results, reasons)
+    pristine = _pristine_files(closure, snapshot)
+    patched, results = apply_patches(pristine.files, patches)
+    patched_by = _patched_by(results)
     kept = [r for r in results if not (drop_upstreamed and r.verdict == VERDICT_UPSTREAM)]
-    file_info = _file_info(patched, blobs, reasons, closure, patched_by)
+    file_info = _file_info(patched, pristine, closure, patched_by)
     lock = _make_lock(
         snapshot,
         upstream,
@@ -306,7 +299,7 @@ def plan_sync(
         kept,
         patched,
         closure,
-        pristine,
+        pristine.files,
         fingerprints,
         behaviour_specs,
         packages,
@@ -365,18 +358,17 @@ def _make_lock(
 
 
 def _file_info(
-    patched: Mapping[str, bytes],
-    blobs: Mapping[str, str],
-    reasons: Mapping[str, str],
-    closure: Closure,
-    patched_by: Mapping[str, list[str]],
+    patched: Mapping[str, bytes], pristine: _Pristine, closure: Closure, patched_by: Mapping[str, list[str]]
 ) -> tuple[LockedFile, ...]:
     """The lock's record of each vendored file: its bytes' sha256, upstream blob, why and for whom."""
+    # A file no upstream path explains was added by a patch: the first patch that touches it says why.
+    added = {p: f"added by patch {names[0]}" for p, names in patched_by.items()}
+    reasons = {**added, **pristine.reasons}
     return tuple(
         LockedFile(
             path=p,
             sha256=sha256_bytes(patched[p]),
-            blob=blobs.get(p, ""),
+            blob=pristine.blobs.get(p, ""),
             reason=reasons[p],
             needed_by=closure.needed_by.get(p, ()),
             patched_by=tuple(patched_by.get(p, ())),
@@ -394,11 +386,18 @@ def _prefetch_paths(entries: list[tuple[str, str, Entry]], specs: tuple[ggml_fac
     )
 
 
-def _pristine_files(
-    closure: Closure, snapshot: SnapshotLike
-) -> tuple[dict[str, bytes], dict[str, str], dict[str, str]]:
-    """(path -> upstream bytes, path -> blob id, path -> why it is vendored) of the closure plus the files
-    that always ship (license notices)."""
+@dataclass(frozen=True)
+class _Pristine:
+    """The vendored files as upstream has them, before our patches: the closure plus the files that always
+    ship (license notices)."""
+
+    files: Mapping[str, bytes]  # path -> upstream bytes
+    blobs: Mapping[str, str]  # path -> upstream blob id
+    reasons: Mapping[str, str]  # path -> why it is vendored
+
+
+def _pristine_files(closure: Closure, snapshot: SnapshotLike) -> _Pristine:
+    """The closure's files and the always-shipped ones read from `snapshot`."""
     pristine: dict[str, bytes] = {}
     blobs: dict[str, str] = {}
     reasons = dict(closure.reasons)
@@ -419,17 +418,17 @@ def _pristine_files(
         reasons[name] = (
             "always ships (license notice)" if name in ggml_facts.ALWAYS_SHIP else "always ships when present"
         )
-    return pristine, blobs, reasons
+    return _Pristine(pristine, blobs, reasons)
 
 
-def _patched_by(results: list[PatchResult], reasons: dict[str, str]) -> dict[str, list[str]]:
-    """path -> the patches that change it (applied ones); a file a patch adds gets its reason here."""
+def _patched_by(results: list[PatchResult]) -> dict[str, list[str]]:
+    """path -> the patches that change it, in series order (applied ones: an already-upstream patch changes
+    nothing)."""
     patched_by: dict[str, list[str]] = {}
     for r in results:
         if r.verdict != VERDICT_UPSTREAM:
             for p in r.files:
                 patched_by.setdefault(p, []).append(r.name)
-                reasons.setdefault(p, f"added by patch {r.name}")
     return patched_by
 
 
@@ -606,28 +605,43 @@ class _Laps:
         self.t = now
 
 
-def _target(cfg: Config, req: SyncRequest, previous: Lock | None) -> tuple[str, str, str]:
-    """(the rev to record, the rev to resolve, the upstream to read) for `req`."""
-    embedded_default = req.rev is None and (
-        req.upstream == EMBEDDED or (req.upstream is None and previous is not None and previous.upstream == EMBEDDED)
-    )
-    if embedded_default:
+@dataclass(frozen=True)
+class _Target:
+    """Where a sync request points."""
+
+    rev: str  # what the lock records (before _recorded_rev keeps the pin's own name for its commit)
+    resolve: str  # what is resolved in the upstream (the pinned commit itself when re-syncing the pin)
+    upstream: str  # the upstream to read, as named
+
+
+def _target(cfg: Config, req: SyncRequest, previous: Lock | None) -> _Target:
+    """The revision and upstream `req` names, the pin's when it names none."""
+    upstream = _target_upstream(cfg, req, previous)
+    if _embedded_default(req, previous):
         # The miniature has one commit, whose id follows its content (which changes with the toolkit):
         # "the pin" of an embedded sync is whatever this toolkit ships.
-        rev = resolve_rev = embedded.BRANCH
-    elif req.rev is not None:
-        rev = resolve_rev = req.rev
-    elif previous is None:
+        return _Target(embedded.BRANCH, embedded.BRANCH, upstream)
+    if req.rev is not None:
+        return _Target(req.rev, req.rev, upstream)
+    if previous is None:
         raise UpstreamError("vendor/ has no pin yet (no vendor/UPSTREAM)", "pass --rev REV (a sha, tag or branch)")
-    else:
-        rev, resolve_rev = previous.rev or previous.commit, previous.commit
+    return _Target(previous.rev or previous.commit, previous.commit, upstream)
+
+
+def _embedded_default(req: SyncRequest, previous: Lock | None) -> bool:
+    """Whether `req` re-syncs the embedded miniature without naming a rev (its own or the pin's upstream)."""
+    return req.rev is None and (
+        req.upstream == EMBEDDED or (req.upstream is None and previous is not None and previous.upstream == EMBEDDED)
+    )
+
+
+def _target_upstream(cfg: Config, req: SyncRequest, previous: Lock | None) -> str:
+    """The upstream to read: the request's, else the pin's when re-syncing it, else the configured one."""
     if req.upstream is not None:
-        label = req.upstream
-    elif req.rev is None and previous is not None:
-        label = previous.upstream  # re-materialise the pin from where it came
-    else:
-        label = cfg.upstream
-    return rev, resolve_rev, label
+        return req.upstream
+    if req.rev is None and previous is not None:
+        return previous.upstream  # re-materialise the pin from where it came
+    return cfg.upstream
 
 
 def prepare(cfg: Config, req: SyncRequest, *, progress: Progress | None = None, online: bool = False) -> Prepared:
@@ -639,15 +653,16 @@ def prepare(cfg: Config, req: SyncRequest, *, progress: Progress | None = None, 
     t0 = time.perf_counter()
     step = progress or _quiet
     previous = _previous_lock(cfg.root)
-    rev, resolve_rev, label = _target(cfg, req, previous)
-    step(f"resolving {resolve_rev} in {label}")
+    target = _target(cfg, req, previous)
+    step(f"resolving {target.resolve} in {target.upstream}")
     laps = _Laps()
     try:
         source, commit = open_upstream(
-            label, resolve_rev, mirror=req.mirror, configured=cfg.upstream, offline=not online
+            target.upstream, target.resolve, mirror=req.mirror, configured=cfg.upstream, offline=not online
         )
         try:
-            return _plan_from(cfg, req, source, commit, _recorded_rev(rev, commit, previous), previous, step, laps, t0)
+            rev = _recorded_rev(target.rev, commit, previous)
+            return _plan_from(cfg, req, source, commit, rev, previous, step, laps, t0)
         finally:
             source.close()
     except NeedsFetch as need:

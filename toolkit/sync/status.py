@@ -10,6 +10,7 @@ from typing import Any
 from toolkit.core import config
 from toolkit.core.lock import read_lock, sha256_file
 from toolkit.core.stage import Log, quiet
+from toolkit.sync.outcome import Succeeded
 from toolkit.sync.patch_workflow import patch_descriptions
 from toolkit.sync.vendor_tree import (
     LOSSY,
@@ -39,18 +40,10 @@ class StatusPlan:
 
 
 @dataclass(frozen=True)
-class StatusReport:
+class StatusReport(Succeeded):
     """The status as data (`doc`, what --json prints). A dirty vendor/ is reported, not a failure."""
 
     doc: dict[str, Any]
-
-    @property
-    def ok(self) -> bool:
-        return True
-
-    @property
-    def exit_code(self) -> int:
-        return 0
 
     def to_json(self) -> dict[str, Any]:
         return self.doc

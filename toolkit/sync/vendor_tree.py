@@ -31,10 +31,9 @@ SOURCES_DIR = ggml_facts.VENDOR_SUBDIR  # vendor/ggml/<standalone path>
 STAGE_PREFIX = ".vendor.stage-"
 OLD_PREFIX = ".vendor.old-"
 JOURNAL = ".vendor.journal"
-# The test hooks and the swap live in toolkit.core.fs; re-exported for the callers that import them here.
+# The test hooks live in toolkit.core.fs (with the swap); re-exported for the tests that import them here.
 KILL_ENV, INT_ENV, NO_FSYNC_ENV = fs.KILL_ENV, fs.INT_ENV, fs.NO_FSYNC_ENV
 checkpoint = fs.checkpoint
-exchange = fs.exchange
 
 # Kinds of TreeFinding. EDITED and EXTRA would be lost by an overwrite, so sync refuses them without --force;
 # MISSING loses nothing (a fresh clone has only the lock) but still makes `sync --check` fail.
@@ -105,43 +104,44 @@ def check_vendor_dir(vendor_dir: Path, lock: Lock | None = None) -> list[TreeFin
         return [TreeFinding(UNLOCKED, LOCK_NAME, "no lock: run ggml-vendor sync --rev REV")] + [
             TreeFinding(EXTRA, p, "not in any lock") for p in present
         ]
-    findings: list[TreeFinding] = []
     expected = {f"{SOURCES_DIR}/{p}": sha for p, sha in lock.files.items()}
-    for rel in present:
-        if rel not in expected:
-            findings.append(TreeFinding(EXTRA, rel, "not in vendor/UPSTREAM"))
+    findings = [TreeFinding(EXTRA, rel, "not in vendor/UPSTREAM") for rel in present if rel not in expected]
     for rel, sha in sorted(expected.items()):
-        path = vendor_dir / rel
-        if not os.path.lexists(path):
-            findings.append(TreeFinding(MISSING, rel))
-            continue
-        actual = _file_sha(path)
-        if actual != sha:
-            info = lock.info(rel[len(SOURCES_DIR) + 1 :])
-            if (
-                actual is not None
-                and info is not None
-                and info.blob
-                and not info.patched_by
-                and git_blob_id(path.read_bytes()) == info.blob
-            ):
-                findings.append(
-                    TreeFinding(
-                        LOCK_CORRUPT,
-                        rel,
-                        f"the file is the locked upstream blob {info.blob[:12]}, but the lock says sha256 {sha[:12]}",
-                    )
-                )
-                continue
-            findings.append(
-                TreeFinding(
-                    EDITED,
-                    rel,
-                    "not a regular file" if actual is None else f"sha256 {actual[:12]} != locked {sha[:12]}",
-                )
-            )
+        finding = _locked_file_finding(vendor_dir, lock, rel, sha)
+        if finding is not None:
+            findings.append(finding)
+    findings += _patch_findings(vendor_dir, lock)
+    return sorted(findings, key=lambda f: (f.path, f.kind))
+
+
+def _locked_file_finding(vendor_dir: Path, lock: Lock, rel: str, sha: str) -> TreeFinding | None:
+    """How the vendored file `rel` (vendor/-relative) disagrees with the `sha` its lock records; None if not."""
+    path = vendor_dir / rel
+    if not os.path.lexists(path):
+        return TreeFinding(MISSING, rel)
+    actual = _file_sha(path)
+    if actual == sha:
+        return None
+    blob = _unpatched_blob(lock, rel) if actual is not None else ""
+    if blob and git_blob_id(path.read_bytes()) == blob:
+        detail = f"the file is the locked upstream blob {blob[:12]}, but the lock says sha256 {sha[:12]}"
+        return TreeFinding(LOCK_CORRUPT, rel, detail)
+    detail = "not a regular file" if actual is None else f"sha256 {actual[:12]} != locked {sha[:12]}"
+    return TreeFinding(EDITED, rel, detail)
+
+
+def _unpatched_blob(lock: Lock, rel: str) -> str:
+    """The upstream blob id the lock names for `rel` when no patch changes it ("" otherwise): a file that is
+    still that blob was not edited, so a sha256 that disagrees means the lock itself was changed."""
+    info = lock.info(rel[len(SOURCES_DIR) + 1 :])
+    return info.blob if info is not None and not info.patched_by else ""
+
+
+def _patch_findings(vendor_dir: Path, lock: Lock) -> list[TreeFinding]:
+    """vendor/patches/*.patch against the series the lock recorded: added, removed or edited since sync."""
     locked = {p.name: p.sha256 for p in lock.patches}
     current = {p.name: sha256_file(p) for p in patch_files(vendor_dir)}
+    findings: list[TreeFinding] = []
     for name in sorted(set(locked) | set(current)):
         rel = f"{PATCHES_DIR}/{name}"
         if name not in current:
@@ -150,7 +150,7 @@ def check_vendor_dir(vendor_dir: Path, lock: Lock | None = None) -> list[TreeFin
             findings.append(TreeFinding(PATCH_ADDED, rel, "not applied yet: re-run sync"))
         elif locked[name] != current[name]:
             findings.append(TreeFinding(PATCH_EDITED, rel, "changed since sync: re-run sync"))
-    return sorted(findings, key=lambda f: (f.path, f.kind))
+    return findings
 
 
 def check_vendor(cfg: Config) -> list[TreeFinding]:

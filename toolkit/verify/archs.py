@@ -2,7 +2,7 @@
 section (no cuobjdump needed), ROCm code objects from the clang offload bundle in `.hip_fatbin`. lief finds
 the sections; the two device-code containers inside them are read here, since no library parses them.
 
-Fatbin layout (as nvcc 12/13 write it; checked against nvcc 13.0 output in tests/test_verify.py):
+Fatbin layout (as nvcc 12/13 write it; checked against nvcc 13.0 output in tests/verify/test_checks.py):
 a section holds one container per translation unit, each `u32 magic 0xBA55ED50, u16 version, u16 header
 size, u64 payload size`, followed by entries `u16 kind (1 PTX, 2 ELF cubin), u16, u32 header size, u64 size,
 u32 compressed size, u32, u16 minor, u16 major, u32 arch (e.g. 90), u32 name offset, u32 name length,

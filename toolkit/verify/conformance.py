@@ -329,7 +329,7 @@ def conformance_check(
                 CHECK,
                 FAIL,
                 f"the conformance run died (exit {proc.returncode}): {tail}",
-                "run the GPU tests (pytest -m gpu tests/test_ops_cuda.py) to see where",
+                "run the GPU tests (pytest -m gpu tests/gpu/test_ops.py) to see where",
             )
         ]
     doc = json.loads(line[len("CONFORMANCE") :])

@@ -1,0 +1,1 @@
+"""Tests of toolkit/build (see tests/README.md for the layout)."""

@@ -1,0 +1,1 @@
+"""Tests of toolkit/ci (see tests/README.md for the layout)."""

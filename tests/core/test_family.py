@@ -1,0 +1,553 @@
+"""A family of kernel packages in one project: config, one pin's union closure, per-package stages, `init`.
+
+The fixture project declares the fixture ops as its first package and a second package (`fixture-quant`)
+whose one op enters the miniature upstream through src/ggml-cuda/fattn.cu: it shares most of its closure
+with the first package's flash_attn and adds two files of its own, so the union has something to dedupe
+and something only the second package needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.helpers.fixture_repos import FA_CUDA, GDN_CUDA, METAL, build_upstream, make_project
+from tests.helpers.project import first_package_pyproject
+from toolkit.cli import app
+from toolkit.core import config
+from toolkit.core.errors import ConfigError
+from toolkit.core.lock import read_lock
+from toolkit.sync.closure import compute_closure
+from toolkit.sync.stage import SyncRequest, execute, prepare
+
+runner = CliRunner()
+
+SECOND = """
+[tool.ggml-vendor.packages.fixture-quant]
+version = 2
+hub-repo = "someone/fixture-quant"
+backends = ["cuda"]
+
+[tool.ggml-vendor.packages.fixture-quant.ops.quant]
+cuda = ["src/ggml-cuda/fattn.cu"]
+"""
+QUANT_ONLY = {"src/ggml-cuda/fattn.cu", "src/ggml-cuda/fattn-mma.cuh"}
+QUANT_CUDA = FA_CUDA | QUANT_ONLY
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory):
+    return build_upstream(tmp_path_factory.mktemp("upstream") / "ggml", "ggml")
+
+
+@pytest.fixture(autouse=True)
+def _cache(isolated_upstream_cache):  # type: ignore[no-untyped-def]
+    return isolated_upstream_cache
+
+
+def family(tmp_path: Path, up, extra: str = SECOND) -> Path:  # type: ignore[no-untyped-def]
+    root = make_project(tmp_path / "proj", str(up.path))
+    with (root / "pyproject.toml").open("a") as fh:
+        fh.write(extra)
+    return root
+
+
+def edited(tmp_path: Path, up, old: str, new: str) -> Path:  # type: ignore[no-untyped-def]
+    root = family(tmp_path, up)
+    text = (root / "pyproject.toml").read_text()
+    assert old in text, old
+    (root / "pyproject.toml").write_text(text.replace(old, new, 1))
+    return root
+
+
+# --- config --------------------------------------------------------------------------------------------
+
+
+def test_packages_load_in_order_with_defaults(tmp_path, up):
+    cfg = config.load(family(tmp_path, up))
+    assert [p.name for p in cfg.packages] == ["fixture-kernels", "fixture-quant"]
+    first, second = cfg.packages
+    assert first.first and (first.templates, first.root, first.variants) == ("templates", ".", "variants/default.toml")
+    assert not second.first
+    assert cfg.name == "fixture-kernels" and cfg.package_root == cfg.root and cfg.build_dir == cfg.root / "build"
+    quant = cfg.for_package("fixture-quant")
+    assert (quant.name, quant.version, quant.hub_repo, quant.module) == (
+        "fixture-quant",
+        2,
+        "someone/fixture-quant",
+        "fixture_quant",
+    )
+    assert quant.package_root == cfg.root / "packages/fixture-quant"
+    assert quant.templates_dir == cfg.root / "templates/fixture-quant"
+    assert quant.variants_file == cfg.root / "variants/fixture-quant.toml"
+    assert quant.build_dir == cfg.root / "build" / "fixture-quant"
+    assert quant.backends == ("cuda",) and [op.name for op in quant.ops] == ["quant"]
+    assert quant.license == cfg.license and quant.upstream == cfg.upstream and quant.vendor_dir == cfg.vendor_dir
+    assert second.key("quant") == "fixture-quant:quant" and first.key("flash_attn") == "flash_attn"
+
+
+def test_selected_filters_and_names_the_nearest(tmp_path, up):
+    cfg = config.load(family(tmp_path, up))
+    assert [c.name for c in cfg.selected(())] == ["fixture-kernels", "fixture-quant"]
+    assert [c.name for c in cfg.selected(["fixture-quant"])] == ["fixture-quant"]
+    with pytest.raises(ConfigError, match=r"no package 'fixture-qant'.*did you mean 'fixture-quant'"):
+        cfg.selected(["fixture-qant"])
+
+
+def test_all_entries_is_every_package_with_qualified_keys(tmp_path, up):
+    cfg = config.load(family(tmp_path, up))
+    keys = [(k, b) for k, b, _ in cfg.all_entries()]
+    assert keys == [
+        ("gated_delta_net", "cuda"),
+        ("gated_delta_net", "metal"),
+        ("flash_attn", "cuda"),
+        ("flash_attn", "metal"),
+        ("fixture-quant:quant", "cuda"),
+    ]
+    assert [(k, b) for k, b, _ in cfg.all_entries(("metal",))] == [
+        ("gated_delta_net", "metal"),
+        ("flash_attn", "metal"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "match"),
+    [
+        (
+            'hub-repo = "someone/fixture-quant"',
+            'hub-rpo = "someone/fixture-quant"',
+            r"unknown key 'hub-rpo'.*'hub-repo'",
+        ),
+        ('backends = ["cuda"]\n', 'backends = ["cuda"]\nmodule = "fixture_kernels"\n', "share the Python module"),
+        ('hub-repo = "someone/fixture-quant"', 'hub-repo = "someone/fixture-kernels"', "share the Hub repo"),
+        ('backends = ["cuda"]', 'backends = ["rocm"]', r"unknown backend 'rocm'"),
+        ('cuda = ["src/ggml-cuda/fattn.cu"]', 'metal = ["src/x.metal"]', "op 'quant' has no entry file"),
+        ('cuda = ["src/ggml-cuda/fattn.cu"]', 'cudaa = ["src/ggml-cuda/fattn.cu"]', r"unknown backend 'cudaa'.*'cuda'"),
+        ('cuda = ["src/ggml-cuda/fattn.cu"]', "cuda = []", "non-empty list"),
+        ("[tool.ggml-vendor.packages.fixture-quant]", "[tool.ggml-vendor.packages.Quant]", "not a valid kernel name"),
+        ('backends = ["cuda"]\n', 'backends = ["cuda"]\nroot = "../out"\n', "path inside the project"),
+    ],
+)
+def test_bad_package_config_is_one_line_exit_2(tmp_path, up, old, new, match):
+    root = edited(tmp_path, up, old, new)
+    with pytest.raises(ConfigError, match=match):
+        config.load(root)
+    res = runner.invoke(app, ["render", "--check", "-C", str(root)])
+    assert res.exit_code == 2, res.output
+    assert len([line for line in res.output.splitlines() if line.strip()]) <= 3, res.output  # one error, wrapped
+
+
+def test_unknown_shared_key_names_the_nearest(tmp_path, up):
+    root = edited(tmp_path, up, 'license = "MIT"', 'license = "MIT"\ncuda-arch = ["9.0"]')
+    with pytest.raises(ConfigError, match=r"unknown key 'cuda-arch' \(did you mean 'cuda-archs'\?\)"):
+        config.load(root)
+
+
+def test_package_named_like_the_first_is_refused(tmp_path, up):
+    root = family(tmp_path, up, SECOND.replace("fixture-quant", "fixture-kernels"))
+    with pytest.raises(ConfigError, match="declared twice"):
+        config.load(root)
+
+
+# --- one pin: the union closure ------------------------------------------------------------------------
+
+
+def test_union_closure_vendors_each_file_once_and_records_who_needs_it(tmp_path, up):
+    cfg = config.load(family(tmp_path, up))
+    prep = prepare(cfg, SyncRequest(rev="v1"))
+    closure = prep.plan.closure
+    assert len(closure.files) == len(set(closure.files))
+    assert set(closure.files) == GDN_CUDA | FA_CUDA | METAL | QUANT_ONLY
+    assert set(closure.for_op("fixture-quant:quant", "cuda").files) == QUANT_CUDA
+    assert closure.needed_by["src/ggml-cuda/fattn-mma.cuh"] == ("fixture-quant:quant/cuda",)
+    assert closure.needed_by["src/ggml-cuda/fattn-common.cuh"] == ("fixture-quant:quant/cuda", "flash_attn/cuda")
+    execute(prep)
+    lock = read_lock(cfg.vendor_dir)
+    assert lock is not None
+    assert dict(lock.packages) == {
+        "fixture-kernels": ("gated_delta_net", "flash_attn"),
+        "fixture-quant": ("fixture-quant:quant",),
+    }
+    assert set(lock.package_files("fixture-quant")) == QUANT_CUDA
+    assert set(lock.package_files("fixture-kernels")) == GDN_CUDA | FA_CUDA | METAL
+    vendored = {p.relative_to(cfg.vendor_dir / "ggml").as_posix() for p in (cfg.vendor_dir / "ggml").rglob("*")}
+    assert QUANT_ONLY <= vendored
+    assert '[packages."fixture-quant"]' in (cfg.vendor_dir / "UPSTREAM").read_text()
+
+
+def test_one_package_lock_has_no_package_table(tmp_path, up):
+    cfg = config.load(make_project(tmp_path / "one", str(up.path)))
+    execute(prepare(cfg, SyncRequest(rev="v1")))
+    assert "[packages." not in (cfg.vendor_dir / "UPSTREAM").read_text()
+    assert read_lock(cfg.vendor_dir).packages == {}
+
+
+def test_union_closure_is_pure_over_a_reader():
+    files = {
+        "a.cu": b'#include "common.h"\n#include "only_a.h"\n',
+        "b.cu": b'#include "common.h"\n',
+        "common.h": b"#pragma once\n",
+        "only_a.h": b"#pragma once\n",
+    }
+    entries = [(k, "cuda", config.Entry((p,))) for k, p in (("a", "a.cu"), ("pkg:b", "b.cu"))]
+    closure = compute_closure(entries, files.get, roots=())
+    assert closure.files == ("a.cu", "b.cu", "common.h", "only_a.h")
+    assert closure.needed_by["common.h"] == ("a/cuda", "pkg:b/cuda")
+    assert closure.needed_by["only_a.h"] == ("a/cuda",)
+
+
+# --- per package: render, build plan, --package ----------------------------------------------------------
+
+QUANT_TEMPLATES = {
+    "facts.py": (
+        '"""The fixture-quant package\'s op facts (a test fixture)."""\n\n'
+        'OPS = ("quant",)\nCUDA_TU_FOR_OP = {"quant": "quant_kernels"}\nQUANT_BLOCK = 32\n'
+    ),
+    "build.toml.j2": (
+        "# {{ notice }}\n[general]\nname = {{ name | tojson }}\nversion = {{ version }}\nedition = 5\n"
+        'license = {{ license | tojson }}\nbackends = ["cuda"]\n\n[torch]\nsrc = ["torch-ext/torch_binding.cpp"]\n'
+        '{% for key, unit in cuda_units.items() %}\n[kernel.{{ unit.kernel }}]\nbackend = "cuda"\ndepends = []\n'
+        "src = {{ unit.src | tojson }}\ninclude = {{ unit.include_dirs | tojson }}\n"
+        "cuda-capabilities = {{ cuda_archs | list | tojson }}\n{% endfor %}"
+    ),
+    "torch-ext/torch_binding.cpp.j2": "// {{ notice }}\n// block {{ facts.QUANT_BLOCK }}, flags {{ cuda_flags | length }}\n",
+    "torch-ext/__module__/__init__.py.j2": '# {{ notice }}\n"""{{ module }} from {{ package.name }}."""\n',
+    "csrc/cuda/quant_kernels.cu.j2": '// {{ notice }}\n#include "{{ cuda_units.quant.include }}"\n',
+}
+QUANT_VARIANTS = (
+    'schema = 1\ntorch = ["2.14"]\n\n[[build]]\nbackend = "cuda"\ntoolkits = ["13.0"]\nsystems = ["x86_64-linux"]\n'
+)
+
+
+def with_quant_templates(root: Path) -> Path:
+    for rel, text in QUANT_TEMPLATES.items():
+        path = root / "templates" / "fixture-quant" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    (root / "variants").mkdir(exist_ok=True)
+    (root / "variants" / "fixture-quant.toml").write_text(QUANT_VARIANTS)
+    return root
+
+
+@pytest.fixture
+def synced(tmp_path, up):  # type: ignore[no-untyped-def]
+    cfg = config.load(with_quant_templates(family(tmp_path, up)))
+    execute(prepare(cfg, SyncRequest(rev="v1")))
+    return cfg
+
+
+def cli(cfg, *args: str):  # type: ignore[no-untyped-def]
+    return runner.invoke(app, [*args, "-C", str(cfg.root)])
+
+
+def test_render_plan_per_package(synced):
+    from toolkit import render
+
+    quant = synced.for_package("fixture-quant")
+    plan = render.plan(quant)
+    assert plan.root == synced.root / "packages" / "fixture-quant"
+    by_path = plan.by_path()
+    assert set(by_path) == {
+        "build.toml",
+        "torch-ext/torch_binding.cpp",
+        "torch-ext/fixture_quant/__init__.py",
+        "csrc/cuda/quant_kernels.cu",
+    }
+    assert '#include "ggml-cuda/fattn.cu"' in by_path["csrc/cuda/quant_kernels.cu"].content  # the locked entry
+    assert "from templates/fixture-quant/build.toml.j2" in by_path["build.toml"].content
+    assert '"../../vendor/ggml/include"' in by_path["build.toml"].content
+    assert "// block 32, flags 7" in by_path["torch-ext/torch_binding.cpp"].content  # own fact + shared fact
+    # The first package's templates/ holds the second's: they are not rendered as the first package's.
+    first = render.plan(synced)
+    assert first.root == synced.root and not [f for f in first.files if "fixture-quant" in f.template]
+
+
+def test_render_cli_filters_by_package(synced):
+    res = cli(synced, "render", "-p", "fixture-quant")
+    assert res.exit_code == 0, res.output
+    assert (synced.root / "packages/fixture-quant/build.toml").is_file()
+    assert "packages/fixture-quant/csrc/cuda/quant_kernels.cu" in res.output
+    assert not (synced.root / "build.toml").exists() and not (synced.root / "torch-ext").exists()
+    res = cli(synced, "render", "--check", "--package", "fixture-quant", "--json")
+    assert res.exit_code == 0 and '"ok": true' in res.output
+    res = cli(synced, "render", "--check", "--json")  # both: one document keyed by package
+    assert res.exit_code == 0, res.output
+    import json
+
+    doc = json.loads(res.stdout)
+    assert set(doc["packages"]) == {"fixture-kernels", "fixture-quant"}
+    assert doc["packages"]["fixture-kernels"]["files"] == []  # the fixture's first package has only facts
+    res = cli(synced, "render", "-p", "fixture-qaunt")
+    assert res.exit_code == 2 and "did you mean 'fixture-quant'" in res.output
+
+
+def test_stale_second_package_names_itself(synced):
+    assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
+    target = synced.root / "packages/fixture-quant/torch-ext/torch_binding.cpp"
+    target.write_text(target.read_text() + "// hand edit\n")
+    res = cli(synced, "render", "--check")
+    assert res.exit_code == 6, res.output
+    assert (
+        "package fixture-quant: generated files are out of date: packages/fixture-quant/torch-ext/torch_binding.cpp"
+        in res.output
+    )
+
+
+def test_build_plan_per_package_lands_under_build_package(synced):
+    import json
+
+    assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
+    res = cli(synced, "build", "--dry-run", "--json", "-p", "fixture-quant", "--all", "--no-provision")
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.stdout)
+    names = [v["name"] for v in plan["variants"]]
+    assert names == ["torch214-cxx11-cu130-x86_64-linux"]
+    assert plan["variants"][0]["out_dir"] == "../../build/fixture-quant/torch214-cxx11-cu130-x86_64-linux"
+    assert plan["variants"][0]["id"].startswith("_fixture_quant_cuda_")
+    quant = synced.for_package("fixture-quant")
+    assert (quant.package_root / plan["variants"][0]["out_dir"]).resolve() == (
+        quant.build_dir / "torch214-cxx11-cu130-x86_64-linux"
+    ).resolve()
+
+
+def test_verify_and_status_per_package(synced):
+    import json
+
+    res = cli(synced, "verify", "--dry-run", "--json", "-p", "fixture-quant")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout) == {"dry_run": True, "variants": []}
+    res = cli(synced, "status", "--json")
+    assert json.loads(res.stdout)["packages"] == {
+        "fixture-kernels": len(GDN_CUDA | FA_CUDA | METAL),
+        "fixture-quant": len(QUANT_CUDA),
+    }
+
+
+# --- init ------------------------------------------------------------------------------------------------
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_init_dry_run_writes_nothing(tmp_path, up):
+    root = make_project(tmp_path / "proj", str(up.path))
+    before = tree(root)
+    res = runner.invoke(
+        app, ["init", "fixture-new", "--op", "quant=src/ggml-cuda/fattn.cu", "--dry-run", "-C", str(root)]
+    )
+    assert res.exit_code == 0, res.output
+    assert "would add [tool.ggml-vendor.packages.fixture-new] to pyproject.toml" in res.output
+    assert "would create templates/fixture-new/facts.py" in res.output
+    assert "would create tests/packages/test_fixture_new.py" in res.output
+    assert tree(root) == before
+
+
+def test_init_adds_a_package_that_syncs_and_renders(tmp_path, up):
+    root = make_project(tmp_path / "proj", str(up.path))
+    before = (root / "pyproject.toml").read_text()
+    res = runner.invoke(
+        app,
+        [
+            "init",
+            "fixture-new",
+            "--op",
+            "quant=src/ggml-cuda/fattn.cu",
+            "--op",
+            "quant=metal:src/ggml-metal/ggml-metal.metal",
+            "-C",
+            str(root),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    after = (root / "pyproject.toml").read_text()
+    assert after.startswith(before)  # appended: every comment and line of the old file kept
+    assert "# a comment that must survive" in after
+    cfg = config.load(root)
+    new = cfg.for_package("fixture-new")
+    assert (new.hub_repo, new.module, new.backends) == ("someone/fixture-new", "fixture_new", ("cuda", "metal"))
+    assert [(op.name, sorted(op.entries)) for op in new.ops] == [("quant", ["cuda", "metal"])]
+    assert (root / "templates/fixture-new/facts.py").is_file() and (
+        root / "tests/packages/test_fixture_new.py"
+    ).is_file()
+    execute(prepare(cfg, SyncRequest(rev="v1")))
+    assert set(read_lock(cfg.vendor_dir).package_files("fixture-new")) >= QUANT_CUDA
+    res = runner.invoke(app, ["render", "-p", "fixture-new", "-C", str(root)])
+    assert res.exit_code == 0, res.output
+    unit = (root / "packages/fixture-new/csrc/cuda/quant_kernels.cu").read_text()
+    assert '#include "ggml-cuda/fattn.cu"' in unit
+    binding = (root / "packages/fixture-new/torch-ext/torch_binding.cpp").read_text()
+    assert "quant: cuda src/ggml-cuda/fattn.cu; metal src/ggml-metal/ggml-metal.metal" in binding
+    assert runner.invoke(app, ["render", "--check", "-p", "fixture-new", "-C", str(root)]).exit_code == 0
+    # The test init wrote passes in the new project, and fails once the op is gone from the binding.
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/packages/test_fixture_new.py"]
+    ok = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    binding = root / "templates/fixture-new/torch-ext/torch_binding.cpp.j2"
+    binding.write_text(
+        binding.read_text().replace("{%- for op in ops %}", "{%- for op in [] %}").replace("{{ op }}:", "-")
+    )
+    bad = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["fixture-kernels", "--op", "quant=src/x.cu"], "already exists"),
+        (["Bad_Name", "--op", "quant=src/x.cu"], "not a valid kernel name"),
+        (["fixture-new"], "at least one --op"),
+        (["fixture-new", "--op", "quant=vulkan:src/x.cu"], "unknown backend 'vulkan'"),
+        (["fixture-new", "--op", "quant=../x.cu"], "not a relative path"),
+        (["fixture-new", "--op", "quant=src/x.cu", "--hub-repo", "someone/fixture-kernels"], "share the Hub repo"),
+    ],
+)
+def test_init_refusals_are_one_line_exit_2_and_write_nothing(tmp_path, up, args, match):
+    root = make_project(tmp_path / "proj", str(up.path))
+    before = tree(root)
+    res = runner.invoke(app, ["init", *args, "-C", str(root)])
+    assert res.exit_code == 2, res.output
+    assert match in res.output
+    assert tree(root) == before
+
+
+# --- the demo on a family -----------------------------------------------------------------------------------
+
+DEMO_LATER = """
+[tool.ggml-vendor.packages.mini-quant]
+version = 1
+hub-repo = "someone/mini-quant"
+backends = ["cuda"]
+
+[tool.ggml-vendor.packages.mini-quant.ops.quant]
+cuda = ["src/ggml-cuda/convert.cuh"]
+
+[tool.ggml-vendor.packages.absent-quant]
+version = 1
+hub-repo = "someone/absent-quant"
+backends = ["cuda"]
+
+[tool.ggml-vendor.packages.absent-quant.ops.quant]
+cuda = ["src/ggml-cuda/not-in-the-miniature.cu"]
+"""
+
+
+def demo_source(tmp_path: Path, repo_root: Path) -> Path:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "pyproject.toml").write_text(
+        first_package_pyproject((repo_root / "pyproject.toml").read_text()) + DEMO_LATER
+    )
+    return src
+
+
+def test_demo_workspace_keeps_what_the_miniature_serves(tmp_path, repo_root):
+    from toolkit.demo import make_workspace, missing_in_miniature
+
+    src = demo_source(tmp_path, repo_root)
+    absent = config.load(src).for_package("absent-quant").package
+    assert missing_in_miniature(absent) == ["src/ggml-cuda/not-in-the-miniature.cu"]
+    cfg = config.load(make_workspace(src, tmp_path / "ws"))
+    assert cfg.package_names() == ("ggml-attn-kernels", "mini-quant")
+    assert cfg.for_package("mini-quant").hub_repo == "ggml-demo/mini-quant"
+    assert cfg.hub_repo == "ggml-demo/ggml-attn-kernels"
+
+
+def test_demo_reports_a_skipped_package_and_runs_the_others(tmp_path, repo_root):
+    from toolkit.demo import run_demo
+
+    src = demo_source(tmp_path, repo_root)  # no templates/: the first package's render fails
+    report = run_demo(src, workspace=tmp_path / "ws")
+    status = {s.name: (s.status, s.detail) for s in report.stages}
+    names = [s.name for s in report.stages]
+    assert names[:3] == ["setup", "absent-quant", "sync"]
+    assert status["absent-quant"][0] == "skipped"
+    assert "src/ggml-cuda/not-in-the-miniature.cu are not in the embedded miniature" in status["absent-quant"][1]
+    assert status["sync"][0] == "ok" and status["render"][0] == "failed"
+    assert "render mini-quant" in names and status["get_kernel mini-quant"][0] == "skipped"
+    assert not report.ok
+
+
+def test_a_package_names_its_own_conformance_cases(synced):
+    from toolkit.verify import conformance
+
+    assert conformance.cases_file_of(synced) is None  # the first package: the built-in GDN/FA cases
+    facts = synced.root / "templates/fixture-quant/facts.py"
+    facts.write_text(facts.read_text() + 'CONFORMANCE = "conformance.py"\n')
+    quant = synced.for_package("fixture-quant")
+    assert conformance.cases_file_of(quant) == synced.root / "templates/fixture-quant/conformance.py"
+    compile(conformance._CHILD, "<conformance child>", "exec")  # the child that loads it parses
+
+
+def test_json_of_several_packages_keeps_the_failing_one(synced):
+    import json
+
+    assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
+    (synced.root / "packages/fixture-quant/build.toml").unlink()
+    res = cli(synced, "render", "--check", "--json")
+    assert res.exit_code == 6
+    doc = json.loads(res.stdout)
+    assert doc["packages"]["fixture-kernels"]["ok"] is True
+    assert doc["packages"]["fixture-quant"]["drift"] == [
+        {"path": "packages/fixture-quant/build.toml", "kind": "missing"}
+    ]
+
+
+# --- verify and publish of a later package ----------------------------------------------------------------
+
+PUBLISHED_SECOND = """
+[tool.ggml-vendor.packages.fixture-quant]
+version = 2
+hub-repo = "ggml-test/fixture-quant"
+backends = ["cuda"]
+
+[tool.ggml-vendor.packages.fixture-quant.ops.quant]
+cuda = ["src/ggml-cuda/fattn.cu"]
+"""
+
+
+def test_a_later_package_verifies_and_publishes_to_its_own_repo(tmp_path):
+    import json
+
+    from tests.helpers.hubserver import HubServer, HubState
+    from tests.helpers.hubserver.variants import make_variant, write_lock, write_project
+    from toolkit.verify import VerifyOptions, verify_build
+
+    root = write_project(tmp_path / "proj", hub_repo="ggml-test/ggml-attn-kernels")
+    with (root / "pyproject.toml").open("a") as fh:
+        fh.write(PUBLISHED_SECOND)
+    write_lock(root)
+    quant = config.load(root).for_package("fixture-quant")
+    make_variant(quant.build_dir, name="fixture-quant", module="fixture_quant", version=2)
+    assert verify_build(quant, options=VerifyOptions(check_vendor=False, smoke=False)).ok
+    assert (root / "build/fixture-quant/.verified.json").is_file() and not (root / "build/.verified.json").exists()
+    with HubServer(HubState(tokens=("hf_test_token",))) as hub:
+        args = ["publish", "-p", "fixture-quant", "--endpoint", hub.url, "--token", "hf_test_token", "--json"]
+        res = runner.invoke(app, [*args, "--dry-run", "-C", str(root)])
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.stdout)
+        assert doc["status"] == "dry-run" and "ggml-test/fixture-quant" in json.dumps(doc)
+        res = runner.invoke(app, [*args, "-C", str(root)])
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.stdout)
+        assert doc["status"] == "published", doc
+        assert "ggml-test/fixture-quant" in doc["target"] and "v2" in json.dumps(doc)
+        assert (root / "build/fixture-quant/publish-report.json").is_file()
+        res = runner.invoke(app, ["publish", "--repo", "x/y", "--endpoint", hub.url, "-C", str(root)])
+        assert res.exit_code == 2 and "several packages are selected" in res.output
+
+
+def test_a_later_package_entry_missing_at_the_pin_names_its_table(tmp_path, up):
+    root = edited(tmp_path, up, 'cuda = ["src/ggml-cuda/fattn.cu"]', 'cuda = ["src/ggml-cuda/no-such.cu"]')
+    res = runner.invoke(app, ["sync", "--rev", "v1", "-C", str(root)])
+    assert res.exit_code == 3, res.output
+    assert "entry file of fixture-quant:quant/cuda not found" in res.output
+    assert "[tool.ggml-vendor.packages.fixture-quant.ops.quant]" in res.output
+    assert not (root / "vendor" / "UPSTREAM").exists()  # nothing half written

@@ -1,0 +1,1 @@
+"""Tests of toolkit/publish (see tests/README.md for the layout)."""

@@ -1,0 +1,1 @@
+"""Tests of toolkit/render (see tests/README.md for the layout)."""

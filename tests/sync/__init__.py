@@ -1,0 +1,1 @@
+"""Tests of toolkit/sync (see tests/README.md for the layout)."""

@@ -1,0 +1,1 @@
+"""Tests of toolkit/verify (see tests/README.md for the layout)."""

@@ -1,0 +1,146 @@
+"""The conformance gate (issue 11): its cases against stand-in ops on the CPU (a faithful one passes, each
+plausible wrong contract fails), the verdict it leaves in the verification record, publish report and Hub
+card, and publish's refusal where the gate could have run. The real build failing the gate once the
+vendored kernel's state indexing is flipped is tests/gpu/test_conformance.py's (it needs a CUDA device).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.hubserver import HubServer, HubState
+from tests.helpers.hubserver.variants import make_variant, write_project
+from toolkit.core import config
+from toolkit.core.errors import PublishError
+from toolkit.verify import VerifyOptions, verify_build
+from toolkit.verify import conformance as conf
+from toolkit.verify.findings import FAIL, PASS, SKIP
+from toolkit.verify.runner import STAMP_NAME
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch", reason="torch is not installed: the references need it")
+
+
+class FaithfulOps:
+    """The documented contract in float32 on the CPU, with optional deliberate mistakes."""
+
+    def __init__(self, torch, *, state="vk", gqa="tiled", gate="log", fa_gqa="grouped", honour_scale=True):
+        self.torch, self.state, self.gqa, self.gate = torch, state, gqa, gate
+        self.fa_gqa, self.honour_scale = fa_gqa, honour_scale
+
+    def supports_gated_delta_net(self, d):
+        return d in (16, 32, 64, 128)
+
+    def supports_flash_attn(self, n_q, dk, dv):
+        return 1 <= n_q <= 19 and dk == dv and dk in (64, 128, 256)
+
+    def gated_delta_net(self, q, k, v, g, beta, state):
+        from toolkit.verify.reference import gdn_reference
+
+        s = state.transpose(-1, -2) if self.state == "kv" else state
+        out, final = gdn_reference(self.torch, q, k, v, g, beta, s, gqa=self.gqa, gate=self.gate)
+        if self.state == "kv":
+            final = final.transpose(-1, -2)
+        return out.float(), final.float().contiguous()
+
+    def flash_attn(self, q, k, v, mask=None, scale=None):
+        import math
+
+        from toolkit.verify.reference import fa_reference
+
+        if scale is None or not self.honour_scale:
+            scale = 1 / math.sqrt(q.shape[-1])
+        return fa_reference(self.torch, q, k.float(), v.float(), mask, scale, gqa=self.fa_gqa).float()
+
+
+def run_cases(torch, ops) -> dict:
+    return {"device": "cpu", "cases": [conf.run_case(torch, ops, c, "cpu") for c in (*conf.GDN_CASES, *conf.FA_CASES)]}
+
+
+def failed(doc) -> set[str]:
+    return {c["case"] for c in doc["cases"] if not c["ok"]}
+
+
+def test_the_cases_cover_the_documented_contract():
+    covered = " ".join(c.covers for c in (*conf.GDN_CASES, *conf.FA_CASES))
+    for part in ("[value][key]", "tiled", "KDA", "log-domain", "1/sqrt", "mask", "multiple of 256", "scale"):
+        assert part in covered, part
+    contrasts = {w for c in (*conf.GDN_CASES, *conf.FA_CASES) for w in c.contrast}
+    assert {"state-kv", "grouped", "linear-gate", "unscaled", "tiled", "default-scale"} <= contrasts
+
+
+def test_faithful_ops_pass_every_case(torch):
+    doc = run_cases(torch, FaithfulOps(torch))
+    assert failed(doc) == set(), [c for c in doc["cases"] if not c["ok"]]
+    assert conf.summarise("v", doc).status == PASS
+
+
+@pytest.mark.parametrize(
+    "mistake,expected",
+    [
+        ({"state": "kv"}, {"gdn-decode", "gdn-tokens", "gdn-kda"}),
+        ({"gqa": "grouped"}, {"gdn-tiled-gqa"}),
+        ({"gate": "linear"}, {"gdn-log-gates"}),
+        ({"fa_gqa": "tiled"}, {"fa-grouped-gqa"}),
+        ({"honour_scale": False}, {"fa-scale-bf16"}),
+    ],
+)
+def test_each_wrong_contract_fails_its_cases(torch, mistake, expected):
+    doc = run_cases(torch, FaithfulOps(torch, **mistake))
+    assert expected <= failed(doc)
+    finding = conf.summarise("v", doc)
+    assert finding.status == FAIL and "off the contract" in finding.message
+    assert "drift report" in finding.remedy
+
+
+def test_a_raising_op_fails_its_case_and_the_rest_still_run(torch):
+    class Broken(FaithfulOps):
+        def flash_attn(self, *a, **kw):
+            raise RuntimeError("kernel launch failed")
+
+    doc = run_cases(torch, Broken(torch))
+    assert failed(doc) == {c.name for c in conf.FA_CASES}
+    assert "kernel launch failed" in conf.summarise("v", doc).message
+
+
+def test_not_run_says_why_in_record_report_and_card(tmp_path):
+    root = write_project(tmp_path / "proj", hub_repo="someone/kern")
+    cfg = config.load(root)
+    make_variant(root / "build")
+    report = verify_build(cfg, options=VerifyOptions(check_vendor=False))
+    assert report.ok
+    finding = next(f for v in report.variants for f in v.findings if f.check == "conformance")
+    assert finding.status == SKIP and finding.message.startswith("not run: ")
+    stamp = json.loads((root / "build" / STAMP_NAME).read_text())
+    status = next(iter(stamp["variants"].values()))["conformance"]
+    assert status.startswith("not run (") and status.endswith(")")
+
+    from toolkit import publish
+
+    with HubServer(HubState(tokens=("tok",))) as hub:
+        if conf.runnable_here(next(iter(stamp["variants"])))[0]:
+            pytest.skip("this host can run the gate, so publish would (rightly) refuse a not-run variant")
+        request = publish.Request(endpoint=hub.url, token="tok", check_vendor=False)
+        result = publish.execute(publish.plan(cfg, request))
+    doc = json.loads(Path(result.report_path).read_text())
+    assert doc["conformance"] == {next(iter(stamp["variants"])): status}
+    assert f"conformance: {status}" in result.plan.card_text
+
+
+def test_publish_refuses_where_the_gate_could_have_run(tmp_path, monkeypatch):
+    root = write_project(tmp_path / "proj", hub_repo="someone/kern")
+    cfg = config.load(root)
+    make_variant(root / "build")
+    assert verify_build(cfg, options=VerifyOptions(check_vendor=False, conformance=False)).ok
+    monkeypatch.setattr(conf, "runnable_here", lambda variant: (True, ""))
+    from toolkit.publish.preflight import preflight
+
+    with pytest.raises(PublishError, match="conformance not run .* this host can run it"):
+        preflight(cfg, None, check_vendor=False)
