@@ -50,8 +50,8 @@ if has build; then
 fi
 if has tests; then
   log "GPU tests (ops, attention hook)"
-  timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_ops_cuda.py tests/test_layers_cuda.py \
-    -k "test_ops_cuda or flash_attn" -rs 2>&1 | tee "$RESULTS/gpu-tests.log" | tail -8
+  timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_ops.py tests/gpu/test_layers.py \
+    -k "test_ops or flash_attn" -rs 2>&1 | tee "$RESULTS/gpu-tests.log" | tail -8
 fi
 wait "$RAW_PID"
 if has fa; then
