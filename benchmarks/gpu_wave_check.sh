@@ -61,19 +61,19 @@ tail -3 "$RESULTS/build-first.log"
 export GGUF_KERNELS_PATH=$GGUF/pkg
 
 GPU=(python3 -m pytest -q -m gpu -p no:cacheprovider -rs --tb=short)
-if ! step gdn-chunk-tests 200 "${GPU[@]}" tests/gpu/test_ops.py tests/gpu/test_layers.py -k "chunk or dispatch or long_bf16"; then
+if ! step gdn-chunk-tests 150 "${GPU[@]}" tests/gpu/test_ops.py tests/gpu/test_layers.py -k "chunk or dispatch or long_bf16"; then
   export GGML_CUDA_GDN_CHUNKED=0
   log "THE CHUNKED PATH FAILED ITS TESTS: the rest runs with GGML_CUDA_GDN_CHUNKED=0"
 fi
-step gpu-tests 200 "${GPU[@]}" tests/gpu/test_ops.py tests/gpu/test_layers.py tests/gpu/test_conformance.py \
-  -k "not chunk and not dispatch and not long_bf16"
-PYTORCH_NO_CUDA_MEMORY_CACHING=1 step memcheck-chunked 150 \
+PYTORCH_NO_CUDA_MEMORY_CACHING=1 step memcheck-chunked 100 \
   compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 python3 benchmarks/gpu_memcheck.py --chunked
 grep -E 'ERROR SUMMARY|MEMCHECK-SCRIPT-DONE' "$RESULTS/memcheck-chunked.log" | head -3
-step gguf-tests 60 "${GPU[@]}" tests/gpu/test_gguf.py --maxfail=10
-TAIL=25 step gguf-e2e 200 "${GPU[@]}" -s tests/gpu/test_gguf_transformers.py
-TAIL=40 step prefill 240 python3 benchmarks/bench_gdn.py --prefill --out "$RESULTS" --no-raw \
+TAIL=40 step prefill 150 python3 benchmarks/bench_gdn.py --prefill --out "$RESULTS" --no-raw \
   --prefill-cases "${PREFILL_CASES:-1x512,1x2048,1x8192,1x32768,8x512,8x2048,8x8192,8x32768}"
-TAIL=40 step gguf-generate 200 python3 benchmarks/bench_gguf.py --out "$RESULTS" --generate --no-gemv --rounds 2 --new-tokens 32
+step gguf-tests 40 "${GPU[@]}" tests/gpu/test_gguf.py --maxfail=10
+step gpu-tests 150 "${GPU[@]}" tests/gpu/test_ops.py tests/gpu/test_layers.py tests/gpu/test_conformance.py \
+  -k "not chunk and not dispatch and not long_bf16"
+TAIL=40 step gguf-generate 150 python3 benchmarks/bench_gguf.py --out "$RESULTS" --generate --no-gemv --rounds 2 --new-tokens 32
+TAIL=25 step gguf-e2e 150 "${GPU[@]}" -s tests/gpu/test_gguf_transformers.py
 TAIL=30 step threshold 120 python3 benchmarks/gdn_chunk_threshold.py ${THRESHOLD_CASES:+--cases $THRESHOLD_CASES}
 log "done"
