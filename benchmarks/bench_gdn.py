@@ -213,6 +213,8 @@ def graph_sets(B: int, T: int, l2_bytes: int) -> int:
 def load_raws(args) -> tuple[dict, dict[str, str]]:
     """{name: (RawGgml, note)} for upstream's kernel unpatched and, when vendor/patches holds patches, patched."""
     raws, status = {}, {}
+    if getattr(args, "no_raw", False):
+        return raws, {BASE: "not built (--no-raw)"}
     try:
         from raw_ggml import loader
 
@@ -430,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--loop", action="store_true", help="also time back-to-back Python calls (host-bound)")
     p.add_argument("--eager", action="store_true", help="also time transformers' eager recurrence (slow)")
     p.add_argument("--prefill", action="store_true", help="the prefill grid (bench_gdn_prefill.py) instead of decode")
+    p.add_argument("--no-raw", action="store_true", help="skip ggml's own launcher rows (no harness build)")
     p.add_argument("--prefill-cases", default=None, help="BxT list for --prefill, e.g. 1x512,8x2048 (default: all)")
     args = p.parse_args(argv)
     if args.prefill:

@@ -13,7 +13,9 @@ Per type and N x K (4096x4096, 14336x4096, 4096x14336) and M (1, 4, 8 activation
 Each number is the median per call inside one CUDA graph over enough weight copies that the working set
 exceeds L2 (benchmarks/_timing.py). --generate adds transformers' generate() on a random Qwen3.5-shaped GGUF
 (benchmarks/gguf_model.py): packed (GgufLinear, our kernel) vs the dequantized model, decode tok/s, time to
-first token and weight memory.
+first token and weight memory; where `ggml-vendor build` has built the first package (ggml-attn-kernels) for
+this torch, both again with its GDN functions and attention function switched on (KernelConfig, served by the
+local test Hub to a child process: benchmarks/gguf_gdn.py).
 
     GGUF_KERNELS_PATH=<dir holding gguf_kernels/> python3 benchmarks/bench_gguf.py --out benchmarks/out [--generate]
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -183,15 +186,16 @@ def bench_host(gk, timer: Timer) -> dict:  # type: ignore[no-untyped-def]
 # ---- generate() -------------------------------------------------------------------------------------------
 
 
-def _load(path: Path, gk, packed: bool):  # type: ignore[no-untyped-def]
+def _load(path: Path, gk, packed: bool, **kw):  # type: ignore[no-untyped-def]
     import transformers
     from transformers.integrations.gguf import kernels as hf_kernels
 
     hf_kernels._gguf_kernel = hf_kernels.GgufKernel(gk) if packed else False
+    kw.setdefault("attn_implementation", "sdpa")
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=torch.float32, device_map="cuda", attn_implementation="sdpa"
+        str(path.parent), gguf_file=path.name, dtype=torch.float32, device_map="cuda", **kw
     )
     torch.cuda.synchronize()
     weight_bytes = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
@@ -206,6 +210,63 @@ def _generate_s(model, prompt, new_tokens: int) -> tuple[float, torch.Tensor]:  
     return time.perf_counter() - t0, out
 
 
+def _prompt(vocab: int, prompt_len: int) -> torch.Tensor:
+    return torch.randint(2, vocab, (1, prompt_len), generator=torch.Generator().manual_seed(1)).cuda()
+
+
+def measure_modes(path: Path, gk, modes: list[str], rounds: int, new_tokens: int, prompt) -> dict:  # type: ignore[no-untyped-def]
+    """generate() per mode ("dequantized", "packed", and with "+gdn" the first package's layers switched on):
+    weight memory, time to first token, decode tok/s, the greedy tokens and the functions the model ran."""
+    import gguf_gdn
+
+    res: dict = {}
+    for mode in modes:
+        kw = gguf_gdn.kernel_kwargs() if mode.endswith("+gdn") else {}
+        model, wbytes, alloc = _load(path, gk, packed=mode.startswith("packed"), **kw)
+        n_packed = sum(type(m).__name__ in ("GgufLinear", "GgufEmbedding") for m in model.modules())
+        _generate_s(model, prompt, 4)  # warm-up
+        ttft, decode = [], []
+        for _ in range(rounds):
+            t1, _ = _generate_s(model, prompt, 1)
+            tn, out = _generate_s(model, prompt, new_tokens)
+            ttft.append(t1)
+            decode.append((new_tokens - 1) / max(tn - t1, 1e-9))
+        res[mode] = {
+            "weight_mb": wbytes / 1e6, "allocated_mb": alloc / 1e6, "packed_modules": n_packed,
+            "ttft_ms": 1e3 * statistics.median(ttft), "decode_tok_s": statistics.median(decode),
+            "tokens": out[0, prompt.shape[1] :].tolist(), "used": gguf_gdn.used(model),
+        }  # fmt: skip
+        print(f"  {mode}: { {k: v for k, v in res[mode].items() if k != 'tokens'} }", flush=True)
+        del model
+        torch.cuda.empty_cache()
+    return res
+
+
+def _gdn_rows(path: Path, rounds: int, new_tokens: int, vocab: int, prompt_len: int) -> dict:
+    """The "+gdn" rows in a child process that loads ggml-attn-kernels from the local test Hub (gguf_gdn.py)."""
+    import subprocess
+
+    import gguf_gdn
+
+    variant = gguf_gdn.first_package_variant()
+    if variant is None:
+        print("  no ggml-attn-kernels variant under build/ (ggml-vendor build): no +gdn rows", flush=True)
+        return {}
+    with gguf_gdn.served(variant, path.parent / "hf") as env:
+        run = subprocess.run(
+            [sys.executable, str(Path(__file__)), "--gdn-child", str(path), "--rounds", str(rounds),
+             "--new-tokens", str(new_tokens), "--vocab", str(vocab), "--prompt-len", str(prompt_len)],
+            env={**env, "PYTHONPATH": os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])},
+            capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+    line = next((x for x in run.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if run.returncode or line is None:
+        print(f"  +gdn rows failed (exit {run.returncode}):\n{run.stdout[-1500:]}{run.stderr[-2500:]}", flush=True)
+        return {}
+    print("\n".join(x for x in run.stdout.splitlines() if x.startswith("  ")), flush=True)
+    return json.loads(line[len("RESULT ") :])
+
+
 def bench_generate(gk, shape, rounds: int, new_tokens: int, prompt_len: int) -> dict:  # type: ignore[no-untyped-def]
     import gguf_model
 
@@ -215,56 +276,49 @@ def bench_generate(gk, shape, rounds: int, new_tokens: int, prompt_len: int) -> 
     gguf_model.write(path, shape)
     file_mb = path.stat().st_size / 1e6
     print(f"  wrote {file_mb:.0f} MB GGUF in {time.perf_counter() - t0:.0f} s", flush=True)
-    gen = torch.Generator().manual_seed(1)
-    prompt = torch.randint(2, shape.vocab, (1, prompt_len), generator=gen).cuda()
     res = {"file_mb": file_mb, "prompt": prompt_len, "new_tokens": new_tokens}
-    tokens = {}
-    for mode in ("dequantized", "packed"):
-        model, wbytes, alloc = _load(path, gk, packed=mode == "packed")
-        n_packed = sum(type(m).__name__ in ("GgufLinear", "GgufEmbedding") for m in model.modules())
-        _generate_s(model, prompt, 4)  # warm-up
-        ttft, decode = [], []
-        for _ in range(rounds):
-            t1, _ = _generate_s(model, prompt, 1)
-            tn, out = _generate_s(model, prompt, new_tokens)
-            ttft.append(t1)
-            decode.append((new_tokens - 1) / max(tn - t1, 1e-9))
-        tokens[mode] = out[0, prompt_len:].tolist()
-        res[mode] = {
-            "weight_mb": wbytes / 1e6, "allocated_mb": alloc / 1e6, "packed_modules": n_packed,
-            "ttft_ms": 1e3 * statistics.median(ttft), "decode_tok_s": statistics.median(decode),
-        }  # fmt: skip
-        print(f"  {mode}: {res[mode]}", flush=True)
-        del model
-        torch.cuda.empty_cache()
-    same = next((i for i, (a, b) in enumerate(zip(tokens["dequantized"], tokens["packed"])) if a != b), None)
-    res["first_token_mismatch"] = same
+    rows = measure_modes(path, gk, ["dequantized", "packed"], rounds, new_tokens, _prompt(shape.vocab, prompt_len))
+    rows.update(_gdn_rows(path, rounds, new_tokens, shape.vocab, prompt_len))
+    res["rows"] = rows
+    ref = {"packed": "dequantized", "packed+gdn": "dequantized+gdn", "dequantized+gdn": "dequantized"}
+    res["first_token_mismatch"] = {
+        f"{m} vs {r}": next((i for i, (a, b) in enumerate(zip(rows[r]["tokens"], rows[m]["tokens"])) if a != b), None)
+        for m, r in ref.items()
+        if m in rows and r in rows
+    }
     return res
 
 
 def generate_table(g: dict) -> str:
-    d, p = g["dequantized"], g["packed"]
-    return "\n".join(
-        [
-            f"GGUF file {g['file_mb']:.0f} MB, prompt {g['prompt']} tokens, {g['new_tokens']} new tokens, float32, sdpa",
-            "",
-            "| model | packed modules | weight MB | allocated MB | time to first token ms | decode tok/s |",
-            "|---|---|---|---|---|---|",
-            f"| dequantized | {d['packed_modules']} | {d['weight_mb']:.0f} | {d['allocated_mb']:.0f} | "
-            f"{d['ttft_ms']:.1f} | {d['decode_tok_s']:.1f} |",
-            f"| packed (ours) | {p['packed_modules']} | {p['weight_mb']:.0f} | {p['allocated_mb']:.0f} | "
-            f"{p['ttft_ms']:.1f} | {p['decode_tok_s']:.1f} |",
-            f"| packed / dequantized | | {p['weight_mb'] / d['weight_mb']:.3f} | | "
-            f"{p['ttft_ms'] / d['ttft_ms']:.2f} | {p['decode_tok_s'] / d['decode_tok_s']:.2f} |",
-            "",
-            "greedy tokens: "
-            + (
-                "identical"
-                if g["first_token_mismatch"] is None
-                else f"first differ at new token {g['first_token_mismatch']}"
-            ),
-        ]
-    )
+    rows = g["rows"]
+    d = rows["dequantized"]
+    out = [
+        f"GGUF file {g['file_mb']:.0f} MB, prompt {g['prompt']} tokens, {g['new_tokens']} new tokens, float32",
+        "",
+        "| model | GDN functions | attention | packed modules | weight MB | allocated MB | TTFT ms | decode tok/s "
+        "| × dequantized tok/s | × dequantized weight |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for mode, r in rows.items():
+        gdn = r["used"]["torch_chunk_gated_delta_rule"].split(".")[0]
+        out.append(
+            f"| {mode} | {gdn} | {r['used']['attention'][0]} | {r['packed_modules']} | {r['weight_mb']:.0f} | "
+            f"{r['allocated_mb']:.0f} | {r['ttft_ms']:.1f} | {r['decode_tok_s']:.1f} | "
+            f"{r['decode_tok_s'] / d['decode_tok_s']:.2f} | {r['weight_mb'] / d['weight_mb']:.3f} |"
+        )
+    out += ["", "greedy tokens: " + "; ".join(
+        f"{k}: " + ("identical" if v is None else f"first differ at new token {v}")
+        for k, v in g["first_token_mismatch"].items()
+    )]  # fmt: skip
+    return "\n".join(out)
+
+
+def gdn_child(path: Path, rounds: int, new_tokens: int, vocab: int, prompt_len: int) -> int:
+    """--gdn-child: the "+gdn" rows, printed as one RESULT line (run by _gdn_rows)."""
+    gk = load_module()
+    rows = measure_modes(path, gk, ["dequantized+gdn", "packed+gdn"], rounds, new_tokens, _prompt(vocab, prompt_len))
+    print("RESULT " + json.dumps(rows))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -274,9 +328,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="one shape (4096x14336), M = 1")
     ap.add_argument("--generate", action="store_true", help="also transformers' generate(), packed vs dequantized")
     ap.add_argument("--no-gemv", action="store_true")
+    ap.add_argument("--gdn-child", type=Path, help=argparse.SUPPRESS)  # internal: the +gdn rows' process
+    ap.add_argument("--vocab", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--prompt-len", type=int, default=32, help=argparse.SUPPRESS)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--new-tokens", type=int, default=64)
     args = ap.parse_args(argv)
+    if args.gdn_child:
+        return gdn_child(args.gdn_child, args.rounds, args.new_tokens, args.vocab, args.prompt_len)
     gk = load_module()
     timer = Timer()
     props = torch.cuda.get_device_properties(0)

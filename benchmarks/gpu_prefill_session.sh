@@ -32,25 +32,27 @@ python3 -m toolkit.cli sync --check 2>&1 | tail -1 | tee -a "$RESULTS/session.lo
 
 if has build; then
   log "ggml-vendor build (host variant, patches applied)"
-  python3 -m toolkit.cli build -j "$(nproc)" -p ggml-attn-kernels >"$RESULTS/build.log" 2>&1 || { echo "build failed"; grep -E "error|Error" "$RESULTS/build.log" | head -20; tail -20 "$RESULTS/build.log"; exit 1; }
+  python3 -m toolkit.cli build -j "$(nproc)" -p "${PACKAGE:-ggml-attn-kernels}" >"$RESULTS/build.log" 2>&1 || { echo "build failed"; grep -E "error|Error" "$RESULTS/build.log" | head -20; tail -20 "$RESULTS/build.log"; exit 1; }
   tail -2 "$RESULTS/build.log"
 fi
 if has tests; then
   log "GDN GPU tests (tests/gpu/test_ops.py -k gdn, the chunked path first)"
-  timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_ops.py -k "chunk" -x -rs 2>&1 | tee "$RESULTS/gpu-tests-chunk.log" | tail -6
+  timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_ops.py tests/gpu/test_layers.py -k "chunk or dispatch or long_bf16" -rs 2>&1 | tee "$RESULTS/gpu-tests-chunk.log" | tail -6
   [ -n "${CHUNK_TESTS_ONLY:-}" ] || timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_ops.py \
-    tests/gpu/test_layers.py -k "not chunk" -rs 2>&1 | tee "$RESULTS/gpu-tests.log" | tail -6
+    tests/gpu/test_layers.py -k "not chunk and not dispatch and not long_bf16" -rs 2>&1 | tee "$RESULTS/gpu-tests.log" | tail -6
 fi
 if has threshold; then
   log "chunked vs token-sequential (gdn_chunk_threshold.py)"
-  timeout 240 python3 benchmarks/gdn_chunk_threshold.py --build-dir /tmp/rawbuild ${THRESHOLD_CASES:+--cases $THRESHOLD_CASES} 2>&1 | tee "$RESULTS/threshold.md" | tail -25
+  timeout 240 python3 benchmarks/gdn_chunk_threshold.py ${THRESHOLD_CASES:+--cases $THRESHOLD_CASES} 2>&1 | tee "$RESULTS/threshold.md" | tail -25
 fi
 if has memcheck; then
   log "compute-sanitizer memcheck (benchmarks/gpu_memcheck.py)"
-  PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 \
-    python3 benchmarks/gpu_memcheck.py >"$RESULTS/memcheck.log" 2>&1
-  echo "memcheck exit code $?" | tee -a "$RESULTS/session.log"
-  grep -E 'ERROR SUMMARY|MEMCHECK-SCRIPT-DONE|Invalid' "$RESULTS/memcheck.log" | head -5
+  if [ -z "${CHUNKED_MEMCHECK_ONLY:-}" ]; then
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 \
+      python3 benchmarks/gpu_memcheck.py >"$RESULTS/memcheck.log" 2>&1
+    echo "memcheck exit code $?" | tee -a "$RESULTS/session.log"
+    grep -E 'ERROR SUMMARY|MEMCHECK-SCRIPT-DONE|Invalid' "$RESULTS/memcheck.log" | head -5
+  fi
   PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 \
     python3 benchmarks/gpu_memcheck.py --chunked >"$RESULTS/memcheck-chunked.log" 2>&1
   echo "memcheck (chunked path on) exit code $?" | tee -a "$RESULTS/session.log"
@@ -58,7 +60,7 @@ if has memcheck; then
 fi
 if has prefill; then
   log "prefill grid (bench_gdn.py --prefill)"
-  timeout 420 python3 benchmarks/bench_gdn.py --prefill --out "$RESULTS" --build-dir /tmp/rawbuild ${PREFILL_CASES:+--prefill-cases $PREFILL_CASES} >"$RESULTS/prefill.log" 2>&1 || tail -20 "$RESULTS/prefill.log"
+  timeout 420 python3 benchmarks/bench_gdn.py --prefill --out "$RESULTS" --build-dir /tmp/rawbuild ${NO_RAW:+--no-raw} ${PREFILL_CASES:+--prefill-cases $PREFILL_CASES} >"$RESULTS/prefill.log" 2>&1 || tail -20 "$RESULTS/prefill.log"
   sed -n '/^| B /,/^### Environment/p' "$RESULTS/bench_gdn_prefill.md" 2>/dev/null || tail -30 "$RESULTS/prefill.log"
 fi
 if has fa; then

@@ -6,6 +6,24 @@
 
 #include "raw_common.h"
 
+// The chunked prefill path (vendor/patches/0003) needs a workspace that ggml's op takes from its pool: here one
+// grow-only device buffer per process (a benchmark harness, never captured in a graph).
+#ifdef GGML_CUDA_GDN_CHUNK_AVAILABLE
+static float * raw_chunk_ws(int64_t floats) {
+    static float * buf = nullptr;
+    static int64_t cap = 0;
+    if (floats > cap) {
+        if (buf != nullptr) {
+            CUDA_CHECK(cudaDeviceSynchronize());
+            CUDA_CHECK(cudaFree(buf));
+        }
+        CUDA_CHECK(cudaMalloc(&buf, floats * sizeof(float)));
+        cap = floats;
+    }
+    return buf;
+}
+#endif // GGML_CUDA_GDN_CHUNK_AVAILABLE
+
 // Strides are in floats, as upstream's host wrapper computes them (nb / sizeof(float)).
 // state_out may equal state_in (upstream supports in place for K == 1).
 RAW_API int raw_gdn_launch(const float * q, const float * k, const float * v, const float * g, const float * beta,
@@ -23,9 +41,19 @@ RAW_API int raw_gdn_launch(const float * q, const float * k, const float * v, co
                                                 sq1, sq2, sq3, sv1, sv2, sv3, sb1, sb2, sb3, neqk1, rq3, scale,
                                                 state_slot_stride, 1, (cudaStream_t) stream);
         } else {
+            float * ws = nullptr;
+#ifdef GGML_CUDA_GDN_CHUNK_AVAILABLE
+            const int64_t n_ws = gated_delta_net_chunk_workspace(S_v, false, false, H, n_tokens, n_seqs, q, k, v,
+                                                                 state_in, state_out, sq1, sq2, sq3, sv1, sv2, sv3);
+            ws = n_ws > 0 ? raw_chunk_ws(n_ws) : nullptr;
+#endif // GGML_CUDA_GDN_CHUNK_AVAILABLE
             launch_gated_delta_net<false, false>(q, k, v, g, beta, state_in, out, state_out, S_v, H, n_tokens, n_seqs,
                                                  sq1, sq2, sq3, sv1, sv2, sv3, sb1, sb2, sb3, neqk1, rq3, scale,
-                                                 state_slot_stride, 1, (cudaStream_t) stream);
+                                                 state_slot_stride, 1, (cudaStream_t) stream
+#ifdef GGML_CUDA_GDN_CHUNK_AVAILABLE
+                                                 , ws
+#endif // GGML_CUDA_GDN_CHUNK_AVAILABLE
+                                                 );
         }
         CUDA_CHECK(cudaGetLastError());
     })
@@ -57,7 +85,9 @@ RAW_API int raw_gdn_launch_cols(const float * q, const float * k, const float * 
 #ifdef GGML_CUDA_GDN_CHUNK_AVAILABLE
     if (cols == -1) {  // the chunked prefill kernel (vendor/patches/0003), whatever the launcher would choose
         RAW_GUARD({
-            launch_gated_delta_net_chunk(q, k, v, g, beta, state_in, out, state_out, H, n_tokens, n_seqs,
+            const int64_t n_chunks = (n_tokens + gdn_chunk::C - 1) / gdn_chunk::C;
+            float * ws = raw_chunk_ws(n_seqs * H * n_chunks * gdn_chunk::WS_CHUNK);
+            launch_gated_delta_net_chunk(q, k, v, g, beta, state_in, out, state_out, ws, H, n_tokens, n_seqs,
                                          sq1, sq2, sq3, sv1, sv2, sv3, sb1, sb2, sb3, init_fastdiv_values(neqk1),
                                          init_fastdiv_values(rq3), 1.0f / sqrtf((float) S_v), (cudaStream_t) stream);
             CUDA_CHECK(cudaGetLastError());

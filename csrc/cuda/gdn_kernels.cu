@@ -39,6 +39,22 @@ extern "C" int ggml_vendor_gdn_supports(int64_t head_dim) {
     }
 }
 
+// Floats of workspace the launch needs (the chunked prefill path of vendor/patches/0003, where it takes the call),
+// or 0: the caller allocates it and passes it as args->workspace. Sources without that path need none.
+extern "C" int64_t ggml_vendor_gdn_workspace(const ggml_vendor_gdn_args * a) {
+#ifdef GGML_CUDA_GDN_CHUNK_AVAILABLE
+    try {
+        return gated_delta_net_chunk_workspace(a->head_dim, a->kda != 0, false, a->n_heads, a->n_tokens, a->n_seqs,
+            a->q, a->k, a->v, a->state_in, a->state_out, a->sq1, a->sq2, a->sq3, a->sv1, a->sv2, a->sv3);
+    } catch (const std::exception &) {
+        return 0;  // the launch reports the same device error
+    }
+#else
+    (void) a;
+    return 0;
+#endif
+}
+
 extern "C" const char * ggml_vendor_gdn_launch(const ggml_vendor_gdn_args * a, void * stream) {
     if (!ggml_vendor_gdn_supports(a->head_dim)) {
         return gdn_fail("gated_delta_net: no compiled instance for this head_dim");
@@ -60,7 +76,11 @@ extern "C" const char * ggml_vendor_gdn_launch(const ggml_vendor_gdn_args * a, v
                 a->q, a->k, a->v, a->g, a->beta, a->state_in, a->out, a->state_out,
                 a->head_dim, a->n_heads, a->n_tokens, a->n_seqs,
                 a->sq1, a->sq2, a->sq3, a->sv1, a->sv2, a->sv3, a->sb1, a->sb2, a->sb3,
-                a->n_heads_qk, rq3, scale, state_slot_stride, 1, (cudaStream_t) stream);
+                a->n_heads_qk, rq3, scale, state_slot_stride, 1, (cudaStream_t) stream
+#ifdef GGML_CUDA_GDN_CHUNK_AVAILABLE
+                , a->workspace
+#endif
+            );
         }
     } catch (const std::exception & e) {
         return gdn_fail(e.what());

@@ -44,10 +44,14 @@ typedef struct ggml_vendor_gdn_args {
     int64_t sb1, sb2, sb3;    // beta strides (floats); g uses the same offsets (x head_dim for KDA)
     int64_t n_heads_qk;       // H_k; value head h reads q/k head h % H_k (ggml's tiled mapping, §1.4)
     int     kda;              // 1: g carries one gate per key channel (Kimi delta attention)
+    float * workspace;        // ggml_vendor_gdn_workspace(args) floats, or NULL when that is 0
 } ggml_vendor_gdn_args;
 
 // 1 when launch_gated_delta_net has an instance for this head dim (the switch in launch_gated_delta_net).
 GGML_VENDOR_HIDDEN int ggml_vendor_gdn_supports(int64_t head_dim);
+// Floats of device workspace a launch with these arguments needs (the chunked prefill path), 0 for none. Depends on
+// the pointers' alignment too: ask with the final q/k/v/state pointers set.
+GGML_VENDOR_HIDDEN int64_t ggml_vendor_gdn_workspace(const ggml_vendor_gdn_args * args);
 GGML_VENDOR_HIDDEN const char * ggml_vendor_gdn_launch(const ggml_vendor_gdn_args * args, void * stream);
 
 // ---- the layers' input preparation (csrc/cuda/gdn_prep.cu: our code, not ggml's) -------------------------

@@ -118,8 +118,19 @@ void ggml_abort(const char * file, int line, const char * fmt, ...) {
     throw std::runtime_error(buf);
 }
 
+}  // extern "C"
+
 // Reached only from ggml's ggml_tensor-based wrappers (ggml_cuda_op_*), which this extension never calls;
-// they must still link because those wrappers are non-static.
+// they must still link because those wrappers are non-static. ggml_cuda_op_gated_delta_net takes the chunked
+// prefill path's workspace from ggml's pool (vendor/patches/0003); the torch binding passes its own.
+std::unique_ptr<ggml_cuda_pool> ggml_backend_cuda_context::new_pool_for_device(int device, int stream_no) {
+    (void) device;
+    (void) stream_no;
+    ggml_abort(__FILE__, __LINE__, "ggml's CUDA memory pool is not available in a ggml-vendor extension");
+}
+
+extern "C" {
+
 bool ggml_is_contiguous(const struct ggml_tensor * tensor) {
     (void) tensor;
     ggml_abort(__FILE__, __LINE__, "ggml_is_contiguous is not available in a ggml-vendor extension");

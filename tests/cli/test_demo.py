@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.machine import requires_torch
+from tests.helpers.project import first_package_pyproject
 from toolkit.core import config
-from toolkit.demo import DEMO_REPO, make_workspace, run_demo
+from toolkit.demo import DEMO_REPO, Request, make_workspace, missing_in_miniature, run_demo
+from toolkit.demo import plan as demo_plan
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,6 +42,99 @@ def test_a_failing_stage_stops_the_run_and_is_reported(tmp_path: Path) -> None:
     assert not report.ok
     render = next(s for s in report.stages if s.name == "render")
     assert "templates" in render.detail
+
+
+# Two later packages: one the embedded miniature serves (its entry file is there), one it cannot.
+LATER = """
+[tool.ggml-vendor.packages.mini-quant]
+version = 1
+hub-repo = "someone/mini-quant"
+backends = ["cuda"]
+
+[tool.ggml-vendor.packages.mini-quant.ops.quant]
+cuda = ["src/ggml-cuda/convert.cuh"]
+
+[tool.ggml-vendor.packages.absent-quant]
+version = 1
+hub-repo = "someone/absent-quant"
+backends = ["cuda"]
+
+[tool.ggml-vendor.packages.absent-quant.ops.quant]
+cuda = ["src/ggml-cuda/not-in-the-miniature.cu"]
+"""
+TASKS = ["render", "build", "verify", "publish", "get_kernel"]
+
+
+def _family(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "pyproject.toml").write_text(first_package_pyproject((REPO_ROOT / "pyproject.toml").read_text()) + LATER)
+    return src
+
+
+def test_the_plan_lists_the_stages_of_every_package_and_the_run_follows_it(tmp_path: Path) -> None:
+    src = _family(tmp_path)
+    plan = demo_plan(src, Request(workspace=tmp_path / "ws"))
+    assert plan.packages == ("ggml-attn-kernels", "mini-quant")
+    assert [(x.package, x.missing) for x in plan.left_out] == [
+        ("absent-quant", ("src/ggml-cuda/not-in-the-miniature.cu",))
+    ]
+    assert list(plan.stages) == ["setup", "absent-quant", "sync", *TASKS, *(f"{t} mini-quant" for t in TASKS)]
+    lines = plan.lines()
+    assert lines[0] == f"would run, in {tmp_path / 'ws'}, on the embedded miniature upstream:"
+    assert "  ggml-attn-kernels: render -> build -> verify -> publish -> get_kernel" in lines
+    assert "  mini-quant: render -> build -> verify -> publish -> get_kernel" in lines
+    assert any(line.startswith("  absent-quant: skipped: its entry files src/ggml-cuda/not-in-") for line in lines)
+    assert plan.to_json()["stages"] == list(plan.stages)
+    assert not (tmp_path / "ws").exists(), "the plan made the workspace"
+    # with a real upstream nothing is left out: every package gets its tasks
+    assert demo_plan(src, Request(upstream=str(tmp_path / "clone"))).packages == (
+        "ggml-attn-kernels",
+        "mini-quant",
+        "absent-quant",
+    )
+    # execute runs exactly the stages the plan listed (no templates/: render fails, the rest say so)
+    report = run_demo(src, workspace=tmp_path / "ws")
+    assert [s.name for s in report.stages] == list(plan.stages)
+
+
+def test_the_plan_of_this_project_lists_what_the_demo_runs(tmp_path: Path) -> None:
+    """This repository's packages: each is either run (its tasks listed) or left out naming its missing files."""
+    plan = demo_plan(REPO_ROOT)
+    project = config.load(REPO_ROOT)
+    assert plan.packages[0] == project.name
+    names = list(project.package_names())
+    assert sorted([*plan.packages, *(x.package for x in plan.left_out)], key=names.index) == names
+    for x in plan.left_out:
+        assert list(x.missing) == missing_in_miniature(project.for_package(x.package).package)
+    for package in plan.packages[1:]:
+        assert f"render {package}" in plan.stages
+    assert config.load(make_workspace(REPO_ROOT, tmp_path / "ws")).package_names() == plan.packages
+
+
+def test_a_host_with_nothing_to_build_fails_the_build_with_the_stage_s_line(tmp_path: Path, monkeypatch) -> None:
+    """The build stage refuses a host that can build none of the selected variants (NothingToBuildError); the
+    demo's build task fails with that one line, and the stages after it are skipped."""
+    from dataclasses import replace
+
+    from toolkit.build import stage as build_stage
+
+    real = build_stage.host_variant
+    # this machine's variant, on a backend it has no toolchain for
+    monkeypatch.setattr(build_stage, "host_variant", lambda host: replace(real(host), backend="rocm", toolkit="7.2"))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "pyproject.toml").write_text(first_package_pyproject((REPO_ROOT / "pyproject.toml").read_text()))
+    for name in ("templates", "variants"):
+        shutil.copytree(REPO_ROOT / name, src / name)
+    report = run_demo(src, workspace=tmp_path / "ws")
+    stages = {s.name: s for s in report.stages}
+    assert [stages[n].status for n in ("setup", "sync", "render", "build")] == ["ok", "ok", "ok", "failed"]
+    detail = stages["build"].detail
+    assert detail.startswith("nothing to build on this host (torch") and "needs ROCm 7.2" in detail, detail
+    assert "see `ggml-vendor variants`" in detail
+    assert all(stages[n].status == "skipped" for n in ("verify", "publish", "get_kernel"))
+    assert not report.ok and report.exit_code == 1
 
 
 @pytest.mark.slow

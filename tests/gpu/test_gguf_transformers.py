@@ -224,3 +224,95 @@ def test_greedy_tokens_and_logits_follow_dequantized(setup, models, forced) -> N
         )
     same = NEW if not len(mismatch) else int(mismatch[0])
     print(f"\nlogit rel diff (worst step) {rel:.3g}, {rel_q:.3g} with exact Q4_0/Q4_1; greedy identical {same}/{NEW}")
+
+
+# ---- the same model with the first package's layers switched on ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def with_gdn(setup, tmp_path_factory):  # type: ignore[no-untyped-def]
+    """benchmarks/gguf_gdn.py's child run on the test's GGUF file, ggml-attn-kernels served by the local test Hub:
+    the dequantized model with transformers' torch functions, then the dequantized and the packed model with
+    ggml-attn-kernels' GDN functions and attention function (KernelConfig, as the README switches them on)."""
+    import os
+    import subprocess
+
+    import gguf_gdn
+
+    torch, _, _, file, _ = setup
+    variant = gguf_gdn.first_package_variant(REPO)
+    if variant is None:
+        pytest.skip(f"no ggml-attn-kernels variant for torch {torch.__version__} under build/: run `ggml-vendor build`")
+    tmp = tmp_path_factory.mktemp("gdn")
+    with gguf_gdn.served(variant, tmp / "hf") as env:
+        run = subprocess.run(
+            [sys.executable, str(REPO / "benchmarks" / "gguf_gdn.py"), str(file), str(tmp / "out.pt")],
+            env={**env, "PYTHONPATH": os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-4000:]
+    res = torch.load(tmp / "out.pt", weights_only=False)
+    eos = res["eos"]
+    for row in ("torch", "dequantized+gdn", "packed+gdn"):
+        for key in [k for k in res[row] if k.startswith("logits")]:
+            for e in [eos] if isinstance(eos, int) else list(eos or []):
+                res[row][key][:, e] = float("-inf")  # generate() with min_new_tokens never picks it
+    return res
+
+
+def test_gdn_layers_are_the_ones_running(with_gdn) -> None:  # type: ignore[no-untyped-def]
+    import gguf_gdn
+
+    switched = {**gguf_gdn.SWITCHED, "attention": [gguf_gdn.REPO_ID, "flash_attn_forward"]}
+    assert with_gdn["dequantized+gdn"]["used"] == switched
+    assert with_gdn["packed+gdn"]["used"] == switched
+    assert with_gdn["torch"]["used"]["torch_chunk_gated_delta_rule"] != switched["torch_chunk_gated_delta_rule"]
+    assert with_gdn["packed+gdn"]["gemv_linears"] > 0  # still packed with our gemv beside the GDN layers
+
+
+def test_gdn_layers_follow_the_torch_functions(with_gdn) -> None:  # type: ignore[no-untyped-def]
+    """The dequantized model with ggml's GDN kernels switched on, along the torch baseline's greedy tokens: its
+    logits are the baseline's to float32 rounding (the GDN ops are float32 against transformers' float32 torch
+    recurrence: 1e-6 per call, tests/test_layers_cuda.py), so 1e-4 of the worst step."""
+    base = with_gdn["torch"]["logits"]
+    ours = with_gdn["dequantized+gdn"]["logits_on_torch_tokens"]
+    rel = rel_worst(ours, base)
+    print(f"\ndequantized: ggml GDN vs torch GDN logits (worst step) {rel:.3g}")
+    assert rel <= 1e-4
+
+
+def test_packed_with_gdn_follows_dequantized_with_gdn(with_gdn) -> None:  # type: ignore[no-untyped-def]
+    """Packed + GDN against dequantized + GDN, along the latter's greedy tokens. With the gemv exact (gguf's numpy
+    dequantization, float64 matmul) the two are the same model to float32 rounding and greedy decoding must
+    give the same tokens; with ggml's gemv the logit gap is the one measured without the GDN layers (ggml's
+    Q4_0/Q4_1 arithmetic, LOGIT_GGML_TOL) and greedy tokens may part only where the dequantized model's top-2
+    margin is within twice that step's logit difference."""
+    import torch
+
+    ref, ld = with_gdn["dequantized+gdn"]["tokens"], with_gdn["dequantized+gdn"]["logits"]
+    row = with_gdn["packed+gdn"]
+    assert torch.equal(ld.argmax(-1), ref)  # the teacher forcing reproduces greedy decoding
+    lx = row["logits_exact_gemv"]
+    rel_x = rel_worst(lx, ld)
+    assert rel_x <= 1e-5, f"with an exact gemv packed + GDN differs from dequantized + GDN by {rel_x:.3g}"
+    assert torch.equal(lx.argmax(-1), ref)  # an exact gemv: the dequantized model's greedy tokens
+    lp, got = row["logits"], row["tokens"]
+    rel = rel_worst(lp, ld)
+    assert rel <= LOGIT_GGML_TOL, f"packed + GDN logits differ from dequantized + GDN by {rel:.3g}"
+    finite = ld.isfinite()
+    diff = (lp.where(finite, 0.0) - ld.where(finite, 0.0)).abs().max(dim=-1).values
+    top2 = ld.topk(2, dim=-1).values
+    mismatch = (ref != got).nonzero()
+    if len(mismatch):
+        i = int(mismatch[0])
+        margin = top2[i, 0] - top2[i, 1]
+        assert margin <= 2 * diff[i], (
+            f"greedy tokens first differ at new token {i} although the margin there ({margin:.3g}) exceeds "
+            f"twice the logit difference ({diff[i]:.3g})"
+        )
+    same = len(ref) if not len(mismatch) else int(mismatch[0])
+    print(
+        f"\npacked+GDN vs dequantized+GDN: exact gemv {rel_x:.3g}, ggml gemv {rel:.3g}; greedy identical {same}/{len(ref)}"
+    )

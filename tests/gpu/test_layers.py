@@ -160,6 +160,31 @@ def test_gdn_state_carried_over_calls_like_a_generate_loop(torch, kernel, refs, 
     assert rel_err(state, s_ref) < 1e-4
 
 
+@pytest.mark.parametrize("B,T", [(1, 2048), (2, 1000)])
+def test_gdn_long_bf16_prefill_then_decode_like_the_models(torch, kernel, refs, B, T) -> None:
+    """The prefill call Qwen3.5 makes (bf16 q/k/v/beta, float32 g, l2 norm in the kernel, 16 q/k heads repeated to
+    32 value heads, no initial state, final state out) is long enough for the op's chunked path; four decode steps
+    carry its state on. Against transformers' torch recurrence on the same inputs."""
+    Hk, H, D, steps = 16, 32, 128, 4
+    q, k, v, g, beta, _ = inputs(torch, B, T + steps, Hk, H, D, torch.bfloat16, seed=T)
+    g = g * torch.tensor([1.0, 8.0, 30.0, 0.05] * (H // 4), device="cuda")  # mild to very strong decay per head
+    q, k = q.repeat_interleave(H // Hk, dim=2), k.repeat_interleave(H // Hk, dim=2)
+    o_ref, s_ref = refs["recurrent"](q, k, v, g, beta, output_final_state=True, use_qk_l2norm_in_kernel=True)
+    chunk, rec = kernel.layers.chunk_gated_delta_rule(), kernel.layers.fused_recurrent_gated_delta_rule()
+    kw = dict(output_final_state=True, use_qk_l2norm_in_kernel=True)
+    o, state = chunk(q[:, :T], k[:, :T], v[:, :T], g=g[:, :T], beta=beta[:, :T], **kw)
+    outs = [o]
+    for t in range(T, T + steps):
+        sl = slice(t, t + 1)
+        o, state = rec(q[:, sl], k[:, sl], v[:, sl], g=g[:, sl], beta=beta[:, sl], initial_state=state, **kw)
+        outs.append(o)
+    out = torch.cat(outs, 1)
+    assert out.dtype == torch.bfloat16 and not out.isnan().any()
+    assert rel_err(out, o_ref) < TOL["bfloat16"]
+    assert rel_err(out[:, T:], o_ref[:, T:]) < TOL["bfloat16"]
+    assert rel_err(state, s_ref) < 1e-4
+
+
 def test_gdn_state_from_a_key_value_buffer_is_converted(torch, kernel, refs) -> None:
     q, k, v, g, beta, s0 = inputs(torch, 2, 1, 4, 4, 128, torch.float32, seed=9)
     o_ref, s_ref = refs["recurrent"](q, k, v, g, beta, initial_state=s0, output_final_state=True)

@@ -123,9 +123,11 @@ def test_gdn_state_carried_across_calls_equals_one_call(torch, op, kda):
     assert rel_err(st, whole_state.double()) < 1e-6
 
 
-# ---- the chunked prefill path (vendor/patches/0003): S_v 128, scalar gates, opt-in (GGML_CUDA_GDN_CHUNKED=1) ----
-# The op reads the switch once per process, so these tests run twice: here (the default dispatch: the
-# token-sequential kernels) and in a fresh process with the chunked path on (the last test of this group).
+# ---- the chunked prefill path (vendor/patches/0003): S_v 128, scalar gates ----
+# The op takes it by itself for long enough calls (its threshold by sequences x heads); GGML_CUDA_GDN_CHUNKED=1
+# forces it for every call of more than one token, =0 turns it off. The op reads the switch once per process, so
+# these tests run here (the default dispatch: the chunked path for the long calls) and again in a fresh process
+# with the path forced on (the last test of this group).
 CHUNK_FORCED = os.environ.get("GGML_CUDA_GDN_CHUNKED") == "1"
 
 
@@ -142,6 +144,8 @@ CHUNK_CASES = [
     (2, 200, 2, 4),
     (3, 1000, 3, 3),
     (1, 4133, 1, 2),
+    (8, 300, 16, 32),  # many sequences x heads (1024 state blocks), tiled GQA, a partial last chunk
+    (4, 1100, 32, 32),
 ]
 
 
@@ -203,6 +207,46 @@ def test_gdn_state_carried_from_chunked_prefill_into_decode(torch, op):
     assert rel_err(out, ref_out) < GDN_TOL
     assert rel_err(out[:, T:], ref_out[:, T:]) < GDN_TOL
     assert rel_err(st, ref_state) < GDN_TOL
+
+
+def _gdn_in_a_process(mode: str | None, cases: str) -> dict:
+    """gated_delta_net outputs of `cases` (B x T x H) computed in a fresh process with GGML_CUDA_GDN_CHUNKED=mode."""
+    code = textwrap.dedent(f"""
+        import sys, torch, kernels
+        sys.path.insert(0, {str(REPO)!r})
+        from tests.gpu.test_ops import gdn_inputs, strong_decay_gates
+        op = kernels.get_local_kernel(__import__("pathlib").Path({str(KERNEL_ROOT)!r}))
+        res = {{}}
+        for B, T, H in {cases}:
+            q, k, v, g, beta, state = gdn_inputs(torch, B, T, H, H, 128, seed=T)
+            res[(B, T, H)] = [x.cpu() for x in op.gated_delta_net(q, k, v, strong_decay_gates(torch, g), beta, state)]
+        torch.save(res, sys.argv[1])
+    """)
+    env = dict(os.environ)
+    env.pop("GGML_CUDA_GDN_CHUNKED", None)
+    if mode is not None:
+        env["GGML_CUDA_GDN_CHUNKED"] = mode
+    out = Path(os.environ.get("TMPDIR", "/tmp")) / f"gdn-dispatch-{mode}-{os.getpid()}.pt"
+    res = subprocess.run([sys.executable, "-c", code, str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    import torch as torch_mod
+
+    data = torch_mod.load(out)
+    out.unlink()
+    return data
+
+
+def test_gdn_default_dispatch_chunks_long_calls_and_leaves_short_ones(torch, op):
+    """By default the op picks the chunked path for a long prefill and the token-sequential kernels for a short
+    call: the default's outputs are bit-identical to the forced-on process at T = 4096 and to the forced-off one at
+    T = 8, and the two paths' outputs differ there (so the comparison can tell them apart)."""
+    cases = "[(1, 4096, 32), (1, 8, 32), (8, 2048, 32)]"
+    default, on, off = (_gdn_in_a_process(m, cases) for m in (None, "1", "0"))
+    for key in [(1, 4096, 32), (8, 2048, 32)]:
+        assert all(torch.equal(a, b) for a, b in zip(default[key], on[key])), key
+        assert not torch.equal(on[key][0], off[key][0]), key
+        assert rel_err(on[key][0], off[key][0].double()) < GDN_TOL  # both correct: same results within tolerance
+    assert all(torch.equal(a, b) for a, b in zip(default[(1, 8, 32)], off[(1, 8, 32)]))
 
 
 def test_gdn_chunked_path_enabled_in_a_fresh_process_passes_the_same_tests(torch, op):

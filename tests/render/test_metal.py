@@ -524,7 +524,7 @@ def test_translation_unit_preprocesses_against_the_real_monolith(tmp_path: Path)
     assert not any(p.endswith("metal_tensor") for p in included)
     assert "__embed_ggml-common.h__" not in res.stdout
     names = set(re.findall(r'host_name\("([A-Za-z0-9_]+)"\)', res.stdout))
-    needed = set(metal.required_kernels(["gated_delta_net", "flash_attn"])) - {
+    needed = set(metal.required_kernels(["gated_delta_net", "flash_attn"], FACTS)) - {
         "kernel_flash_attn_ext_vec_reduce",
         "kernel_flash_attn_ext_pad",
     }

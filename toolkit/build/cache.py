@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolkit.core import fs
 from toolkit.core.hashing import sha256_file
 
 
@@ -177,8 +178,4 @@ class BuildCache:
             return None
 
     def write_stamp(self, variant: str, stamp: dict) -> None:
-        p = self.stamp_path(variant)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(stamp, indent=1, sort_keys=True))
-        os.replace(tmp, p)
+        fs.atomic_write(self.stamp_path(variant), json.dumps(stamp, indent=1, sort_keys=True).encode())

@@ -18,6 +18,7 @@ import tomlkit
 from toolkit import __version__
 from toolkit.build.cache import sha256_file
 from toolkit.build.plan import HEADER_SUFFIXES, SOURCE_SUFFIXES, KernelSection, ProjectInputs
+from toolkit.core import fs
 from toolkit.core.config import Config
 from toolkit.core.errors import BuildError
 
@@ -67,10 +68,7 @@ def remember_validated(root: Path, memo: Path) -> None:
         seen = []
     if digest in seen:
         return
-    memo.parent.mkdir(parents=True, exist_ok=True)
-    tmp = memo.with_name(f"{memo.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(sorted(set(seen) | {digest})[-64:]))
-    os.replace(tmp, memo)
+    fs.atomic_write(memo, json.dumps(sorted(set(seen) | {digest})[-64:]).encode())
 
 
 def _kernel_sections(doc: dict[str, Any]) -> tuple[KernelSection, ...]:
@@ -200,8 +198,10 @@ class Provenance:
 
 
 def _git(root: Path, *args: str) -> str | None:
+    # GIT_OPTIONAL_LOCKS=0: `git status` must not refresh .git/index while it only reads (plans write nothing).
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
     try:
-        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30, env=env)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None

@@ -22,19 +22,18 @@ compile and link; this module holds what they and verify share:
 from __future__ import annotations
 
 import hashlib
-import os
 import platform
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from toolkit.build import metallib as mtlb
+from toolkit.core import fs
 from toolkit.core import ggml_facts as facts
 from toolkit.core.errors import BuildError, VendorStateError
 
@@ -211,16 +210,7 @@ def embed_metallib(metallib: Path, header: Path, namespace: str, *, required: It
     problems = mtlb.check(lib, required=required, min_macos=facts.METAL_MIN_MACOS)
     if problems:
         raise BuildError(f"{metallib}: {problems[0]}", "rebuild the metallib from the vendored sources")
-    header = Path(header)
-    header.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=header.name, dir=header.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(header_source(data, namespace, source_name=Path(metallib).name))
-        os.replace(tmp, header)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    fs.atomic_write(Path(header), header_source(data, namespace, source_name=Path(metallib).name).encode("utf-8"))
     return lib
 
 

@@ -58,6 +58,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from toolkit.core.errors import VerifyError
+from toolkit.core.records import fields_json
 
 MAGIC = b"MTLB"
 HEADER_SIZE = 88
@@ -122,6 +123,10 @@ def _version(v: tuple[int, ...] | None) -> str | None:
     return None if v is None else f"{v[0]}.{v[1]}"
 
 
+# The versions a function and a whole library both report, written "M.m" in JSON (fields_json's converters).
+_AS_VERSION = dict.fromkeys(("air_version", "language_version"), _version)
+
+
 def parse_version(text: str) -> tuple[int, int]:
     """'26.0' / '26' / '4.0' -> (26, 0); raises MetallibError on anything else."""
     parts = text.strip().split(".")
@@ -148,14 +153,7 @@ class MetalFunction:
     tags: tuple[str, ...]
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "type": self.type,
-            "air_version": _version(self.air_version),
-            "language_version": _version(self.language_version),
-            "bitcode_size": self.bitcode_size,
-            "hash_ok": self.hash_ok,
-        }
+        return fields_json(self, "name type air_version language_version bitcode_size hash_ok", **_AS_VERSION)
 
 
 @dataclass(frozen=True)
@@ -210,21 +208,16 @@ class MetalLibrary:
         return sorted({n for n in names if n not in have})
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "offset": self.offset,
-            "size": self.size,
-            "sha256": self.sha256,
-            "platform": self.platform,
-            "file_version": _version(self.file_version),
-            "library_type": self.library_type,
-            "target_os": self.target_os,
-            "min_os": _version(self.min_os),
-            "language_version": _version(self.language_version),
-            "air_version": _version(self.air_version),
-            "required_macos": _version(self.required_macos),
-            "uuid": self.uuid,
-            "functions": [f.to_dict() for f in self.functions],
-        }
+        return fields_json(
+            self,
+            "offset size sha256 platform file_version library_type target_os min_os language_version air_version"
+            " required_macos uuid functions",
+            **_AS_VERSION,
+            file_version=_version,
+            min_os=_version,
+            required_macos=_version,
+            functions=lambda functions: [f.to_dict() for f in functions],
+        )
 
 
 def language_min_macos(version: tuple[int, int] | None) -> tuple[int, int] | None:

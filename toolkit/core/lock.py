@@ -19,6 +19,7 @@ import tomlkit
 from toolkit.core import ggml_facts
 from toolkit.core.errors import VendorStateError
 from toolkit.core.hashing import sha256_bytes, sha256_file  # noqa: F401  (re-exported: the lock's hash helpers)
+from toolkit.core.records import fields_json
 
 try:  # the standard library's parser is several times faster than tomlkit (no-op re-sync budget: 0.5 s)
     import tomllib as _toml
@@ -141,15 +142,7 @@ class Lock:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "upstream": self.upstream,
-            "layout": self.layout,
-            "commit": self.commit,
-            "rev": self.rev,
-            "date": self.date,
-            "subject": self.subject,
-            "tool_version": self.tool_version,
-            "llama_cpp_commit": self.llama_cpp_commit,
-            "ggml_commit": self.ggml_commit,
+            **fields_json(self, "upstream layout commit rev date subject tool_version llama_cpp_commit ggml_commit"),
             "files": {
                 f.path: {
                     "sha256": f.sha256,
@@ -237,43 +230,44 @@ def _files_lines(lock: Lock) -> list[str]:
     return lines
 
 
+def _under_comment(comment: tuple[str, ...], body: list[str]) -> list[str]:
+    """A group of tables after the comment that explains them; nothing, not even the comment, for an empty group
+    (a lock without that group keeps its bytes)."""
+    return ["", *comment, *body] if body else []
+
+
+_LICENSES_COMMENT = (
+    "# Copyright notices stay in the vendored files: `copyright-lines` says where (ggml-vendor status prints them).",
+)
+_FINGERPRINTS_COMMENT = (
+    "# sha256 of the upstream regions our bindings depend on (FINGERPRINTS of ggml_facts and the packages).",
+    "[fingerprints]",
+)
+_BEHAVIOUR_COMMENT = (
+    "# sha256 of the functions each op's semantics live in (the packages' BEHAVIOUR): the kernels and",
+    "# ggml-cpu's reference, declaration and body apart, comments and whitespace out. The CPU reference",
+    "# is read from upstream's git objects at the pin and is not vendored.",
+)
+
+
 def _license_lines(lock: Lock) -> list[str]:
-    lines: list[str] = []
-    if lock.licenses:
-        lines += [
-            "",
-            "# Copyright notices stay in the vendored files: `copyright-lines` says where (ggml-vendor status"
-            " prints them).",
-        ]
+    body: list[str] = []
     for lic in sorted(lock.licenses, key=lambda x: x.path):
-        lines += ["", f"[licenses.{_q(lic.path)}]", f"spdx = {_array(lic.spdx)}"]
+        body += ["", f"[licenses.{_q(lic.path)}]", f"spdx = {_array(lic.spdx)}"]
         if lic.copyright_at:
-            lines.append(f"copyright-lines = [{', '.join(str(n) for n in lic.copyright_at)}]")
-    return lines
+            body.append(f"copyright-lines = [{', '.join(str(n) for n in lic.copyright_at)}]")
+    return _under_comment(_LICENSES_COMMENT, body)
 
 
 def _print_lines(lock: Lock) -> list[str]:
     """Fingerprints of the regions the bindings depend on, and the behaviour prints of each op."""
-    lines: list[str] = []
-    if lock.fingerprints:
-        lines += [
-            "",
-            "# sha256 of the upstream regions our bindings depend on (FINGERPRINTS of ggml_facts and the packages).",
-            "[fingerprints]",
-        ]
-        lines += [f"{_q(k)} = {_q(v)}" for k, v in sorted(lock.fingerprints.items())]
-    if lock.behaviour:
-        lines += [
-            "",
-            "# sha256 of the functions each op's semantics live in (the packages' BEHAVIOUR): the kernels and",
-            "# ggml-cpu's reference, declaration and body apart, comments and whitespace out. The CPU reference",
-            "# is read from upstream's git objects at the pin and is not vendored.",
-        ]
+    fingerprints = [f"{_q(k)} = {_q(v)}" for k, v in sorted(lock.fingerprints.items())]
+    behaviour: list[str] = []
     for k in sorted(lock.behaviour):
         b = lock.behaviour[k]
-        lines += ["", f"[behaviour.{_q(k)}]", f"path = {_q(b.path)}", f"signature = {_q(b.signature)}"]
-        lines.append(f"body = {_q(b.body)}")
-    return lines
+        behaviour += ["", f"[behaviour.{_q(k)}]", f"path = {_q(b.path)}", f"signature = {_q(b.signature)}"]
+        behaviour.append(f"body = {_q(b.body)}")
+    return _under_comment(_FINGERPRINTS_COMMENT, fingerprints) + _under_comment(_BEHAVIOUR_COMMENT, behaviour)
 
 
 def render_lock(lock: Lock) -> str:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.core.hashing import git_blob_id, sha256_bytes
+from toolkit.core.records import fields_json, json_list
 
 ADD, DELETE, UNCHANGED = "add", "delete", "unchanged"
 CARD_PATH = "README.md"
@@ -77,13 +78,7 @@ class PublishPlan:
     card_text: str = ""  # README.md content for main (generated, so it has no file on disk)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "repo_id": self.repo_id,
-            "target": self.target,
-            "version": self.version,
-            "variants": list(self.variants),
-            "branches": [b.to_json() for b in self.branches],
-        }
+        return fields_json(self, "repo_id target version variants branches", variants=list, branches=json_list)
 
     def lines(self) -> list[str]:
         out = [f"publish {self.repo_id} ({self.target}), version {self.version}: {', '.join(self.variants)}"]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toolkit import __version__
+from toolkit.core import fs
 from toolkit.publish.plan import FileAction, PublishPlan, batches
 from toolkit.publish.preflight import Ready
 
@@ -98,10 +98,7 @@ Report = PublishResult
 
 
 def write_report(path: Path, result: PublishResult) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    fs.atomic_write(path, (json.dumps(result.to_json(), indent=2, sort_keys=True) + "\n").encode())
     return str(path)
 
 

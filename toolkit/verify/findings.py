@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit.core.records import fields_json, json_list
+
 PASS, FAIL, WARN, SKIP = "pass", "fail", "warn", "skip"
 
 
@@ -28,13 +30,7 @@ class Finding:
         return f"[{self.status}] {self.variant}: {self.check}: {self.message}{tail}"
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "variant": self.variant,
-            "check": self.check,
-            "status": self.status,
-            "message": self.message,
-            "remedy": self.remedy,
-        }
+        out = fields_json(self, "variant check status message remedy")
         if self.details:
             out["details"] = list(self.details)
         return out
@@ -54,13 +50,7 @@ class VariantReport:
         return not any(f.failed for f in self.findings)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "variant": self.variant,
-            "path": self.path,
-            "ok": self.ok,
-            "tree_sha256": self.tree_sha256,
-            "findings": [f.to_json() for f in self.findings],
-        }
+        return fields_json(self, "variant path ok tree_sha256 findings", findings=json_list)
 
 
 @dataclass(frozen=True)

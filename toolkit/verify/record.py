@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.core import fs
+from toolkit.core.records import fields_json
 
 NAME = ".verified.json"
 # What collect keeps of the runner's own verdict next to the entry it merges.
@@ -96,14 +97,7 @@ class Verdict:
     conformance: str
 
     def to_entry(self) -> dict[str, Any]:
-        return {
-            "tree_sha256": self.tree_sha256,
-            "ok": self.ok,
-            "tool_version": self.tool_version,
-            "hub_compliant": self.hub_compliant,
-            "failures": list(self.failures),
-            "conformance": self.conformance,
-        }
+        return fields_json(self, "tree_sha256 ok tool_version hub_compliant failures conformance", failures=list)
 
 
 def record_verdicts(build_dir: Path, verdicts: Iterable[Verdict]) -> None:

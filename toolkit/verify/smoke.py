@@ -3,17 +3,15 @@ user's code takes) whenever this host can load it, and check its op namespace ha
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
+from toolkit.verify.child import run_child
 from toolkit.verify.findings import FAIL, PASS, SKIP, Finding
 
 TIMEOUT_S = 180
 
-# Runs in the child: a crash (bad ELF, missing symbol, abort in a static initializer) cannot take verify down.
+# Runs in the child (toolkit.verify.child): a crash while importing cannot take verify down.
 _CHILD = r"""
 import json, sys
 from pathlib import Path
@@ -52,29 +50,20 @@ def smoke_test(variant: str, path: Path, ident: str, *, python: str | None = Non
     if not ok:
         return [Finding(variant, "smoke", SKIP, f"this host cannot load it: {why}", "")]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # never leave __pycache__ inside the variant
-    try:
-        proc = subprocess.run(
-            [python or sys.executable, "-c", _CHILD, str(path), ident],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-            env=env,
-        )
-    except subprocess.TimeoutExpired:
+    run = run_child(_CHILD, [str(path), ident], "SMOKE", timeout=TIMEOUT_S, env=env, python=python)
+    if run.hung:
         return [Finding(variant, "smoke", FAIL, f"importing the variant hung for {TIMEOUT_S}s", "debug the import")]
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("SMOKE")), None)
-    if proc.returncode != 0 or line is None:
-        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+    if run.died:
         return [
             Finding(
                 variant,
                 "smoke",
                 FAIL,
-                f"get_local_kernel failed (exit {proc.returncode}): {tail}",
+                f"get_local_kernel failed (exit {run.returncode}): {run.tail}",
                 "run python -c 'import kernels; kernels.get_local_kernel(Path(...))' to see the traceback",
             )
         ]
-    info = json.loads(line[len("SMOKE") :])
+    info = run.doc
     if info["missing"]:
         return [
             Finding(
