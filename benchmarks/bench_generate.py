@@ -424,6 +424,9 @@ def run_sweep(model, switch, modes, prompts, new_tokens: int, rounds: int, deadl
 
     res: dict = {}
     for n in prompts:
+        if time.time() > deadline:
+            log(f"  deadline reached: prompts from {n} on not run")
+            break
         ids = prompt(model, 1, n)
         cell: dict = {m: [] for m in modes}
         for m in modes:  # warm-up at this length (fla's Triton kernels autotune per shape)
