@@ -416,7 +416,7 @@ def table(title: str, res: dict, modes) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_sweep(model, switch, modes, prompts, new_tokens: int, rounds: int, deadline: float) -> dict:
+def run_sweep(model, switch, modes, prompts, new_tokens: int, rounds: int, deadline: float, done=None) -> dict:
     """Batch 1, eager: per prompt length, the time to first token (the prefill: every GDN layer's
     chunk_gated_delta_rule call over the whole prompt, plus attention and the rest of the model) and the decode
     rate after it (tok/s from the median step), for each mode; modes interleaved, order rotated per round."""
@@ -450,6 +450,8 @@ def run_sweep(model, switch, modes, prompts, new_tokens: int, rounds: int, deadl
             for m, xs in cell.items()
             if xs
         }
+        if done is not None:  # each prompt length is saved when it is done: a run cut short keeps what it measured
+            done(res)
         torch.cuda.empty_cache()
     return res
 
@@ -616,7 +618,12 @@ def main() -> int:
         modes = [m for m in MODES if m in args.sweep_modes.split(",") and (m != "fla" or switch.fla_active)]
         key = f"{shapes[0]} bf16 eager b1 prompt sweep ({args.sweep_new_tokens} new tokens)"
         log(f"== {key}")
-        res = run_sweep(model, switch, modes, prompts, args.sweep_new_tokens, args.rounds, deadline)
+
+        def done(partial: dict) -> None:
+            report["cases"][key] = partial
+            save()
+
+        res = run_sweep(model, switch, modes, prompts, args.sweep_new_tokens, args.rounds, deadline, done)
         report["cases"][key] = res
         md.append(sweep_table(key, res, modes))
         print(md[-1], flush=True)
