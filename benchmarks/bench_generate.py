@@ -351,7 +351,7 @@ def run_case(model, switch, modes, batch: int, rounds: int, profile: bool, deadl
             res[m]["compile"] = counter_delta(before, compile_counters())
     frames_before = compile_counters()["frames"]
     for r in range(rounds):
-        if time.time() > deadline:
+        if r and time.time() > deadline:  # one round always: the warm-up (a compile) is paid for by then
             log(f"  deadline reached after {r} rounds")
             break
         order = list(modes[r % len(modes) :]) + list(modes[: r % len(modes)])
