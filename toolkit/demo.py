@@ -10,8 +10,10 @@ first failure is recorded in the report and the tasks after it are skipped.
 A project of several packages: one sync (the union), then the package tasks render → get_kernel for each
 package in turn (the first package's stages keep their plain names, a later package's are named "<stage>
 <package>"). A later package whose entry files the embedded miniature does not hold is left out of the
-workspace and reported as one visibly skipped stage naming the missing files (the run stays green). The plan
-decides all of that (`Plan.stages` is the run's stage list, `--dry-run` prints it per package); execute
+workspace and reported as one visibly skipped stage naming the missing files (the run stays green). A package
+whose entries the miniature holds as closure-only stand-ins (files that say so, e.g. gguf-kernels' mmvq.cu) is
+synced, rendered and its build planned; its compile, verify, publish and get_kernel stages are skipped, saying so.
+The plan decides all of that (`Plan.stages` is the run's stage list, `--dry-run` prints it per package); execute
 follows it. Policy stays with the stages: a host with nothing to build fails the build task with the build
 stage's own one line (NothingToBuildError: every variant's reason and what to do).
 """
@@ -24,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,9 @@ DEMO_TOKEN = "hf_demo_local_only"
 COPIED = ("pyproject.toml", "variants", "templates")
 
 OK, FAILED, SKIPPED = "ok", "failed", "skipped"
+# What the miniature's closure-only stand-ins say in their first line: they carry a package's closure (names,
+# includes, declarations) for sync, render and the build plan, but no kernels to compile.
+STAND_IN_MARK = b"closure-only stand-in"
 
 
 @dataclass
@@ -129,23 +134,32 @@ class Plan:
     request: Request
     packages: tuple[str, ...] = ()
     left_out: tuple[LeftOut, ...] = ()
+    # packages kept on the miniature's closure-only stand-ins -> why only render and a planned build run
+    plan_only: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def stages(self) -> tuple[str, ...]:
         """The run's stage names, in the order the report lists them."""
         names = [name for name, _ in SETUP] + [x.package for x in self.left_out] + [name for name, _ in SYNC]
         for i, package in enumerate(self.packages or ("",)):  # ("",): a configuration the setup will refuse
-            names += [name + ("" if i == 0 else f" {package}") for name, _ in PACKAGE_TASKS]
+            names += [
+                name + ("" if i == 0 else f" {package}") for name, _ in PACKAGE_TASKS
+            ]  # plan-only: the rest skipped
         return tuple(names)
 
     def lines(self) -> list[str]:
         where = self.request.workspace or "a temporary directory"
         upstream = self.request.upstream or "the embedded miniature upstream"
         tasks = " -> ".join(name for name, _ in PACKAGE_TASKS)
+        planned = " -> ".join(name for name, _ in PLAN_ONLY_TASKS)
         out = [f"would run, in {where}, on {upstream}:"]
         out.append(f"  setup: copy {', '.join(COPIED)} from {self.source}")
         out.append(f"  sync: one pin for {', '.join(self.packages) or 'the project'}")
-        out += [f"  {package}: {tasks}" for package in self.packages]
+        for package in self.packages:
+            why = self.plan_only.get(package)
+            out.append(
+                f"  {package}: {planned} (planned, not compiled); the rest {why}" if why else f"  {package}: {tasks}"
+            )
         out += [f"  {x.package}: {x.detail()}" for x in self.left_out]
         return out
 
@@ -155,6 +169,7 @@ class Plan:
             "stages": list(self.stages),
             "packages": list(self.packages),
             "skipped": {x.package: x.detail() for x in self.left_out},
+            "plan_only": dict(self.plan_only),
         }
 
 
@@ -238,6 +253,20 @@ def packages_left_out(cfg: Config, *, embedded: bool) -> tuple[LeftOut, ...]:
         return ()
     found = ((pkg.name, tuple(missing_in_miniature(pkg))) for pkg in cfg.packages[1:])
     return tuple(LeftOut(name, missing) for name, missing in found if missing)
+
+
+def stand_in_entries(pkg: Any) -> list[str]:
+    """The package's entry files that the embedded miniature holds as closure-only stand-ins."""
+    from toolkit.sync.embedded import mini_files
+
+    have = mini_files()
+    found = (
+        next((alt for alt in entry.alternatives if alt in have), None)
+        for op in pkg.ops
+        for entries in op.entries.values()
+        for entry in entries
+    )
+    return list(dict.fromkeys(f for f in found if f is not None and STAND_IN_MARK in have[f].split(b"\n", 1)[0]))
 
 
 def _later_packages_for_demo(dest: Path, left_out: tuple[str, ...]) -> None:
@@ -398,6 +427,28 @@ def _build(ctx: Context) -> tuple[str, dict[str, Any]]:
     return detail, rep.to_json()
 
 
+def _build_plan(ctx: Context) -> tuple[str, dict[str, Any]]:
+    """A package on closure-only stand-ins: its build planned (pure), not compiled."""
+    from toolkit import build
+
+    req = ctx.plan.request
+    planned = build.plan(ctx.config, build.Request(engine=req.engine, toolchain=req.toolchain, jobs=req.jobs))
+    here = planned.plan.buildable()
+    steps = len(planned.plan.steps_for(here))
+    detail = (
+        f"planned, not compiled: {len(here)} variant(s) buildable here ({steps} steps), "
+        f"{len(planned.plan.variants) - len(here)} elsewhere; {_stand_in_reason(ctx.config.package)}"
+    )
+    return detail, planned.to_json()
+
+
+def _stand_in_reason(pkg: Any) -> str:
+    return (
+        f"the embedded miniature's {', '.join(stand_in_entries(pkg))} are closure-only stand-ins (run the demo "
+        "with --upstream PATH to a ggml clone to build it)"
+    )
+
+
 def _verify(ctx: Context) -> tuple[str, dict[str, Any]]:
     from toolkit import verify
 
@@ -457,6 +508,8 @@ PACKAGE_TASKS: tuple[tuple[str, Task], ...] = (
     ("publish", _publish),
     ("get_kernel", _get_kernel),
 )
+# A package on the miniature's closure-only stand-ins: rendered and planned; the rest is skipped, saying why.
+PLAN_ONLY_TASKS: tuple[tuple[str, Task], ...] = (("render", _render), ("build", _build_plan))
 TASKS = SETUP + SYNC + PACKAGE_TASKS
 STAGES = tuple(name for name, _ in TASKS)
 
@@ -500,7 +553,13 @@ def _run_all(ctx: Context) -> list[Stage]:
     for view in project.selected(()) if project is not None else (None,):
         ctx.cfg, ctx.built = view, []
         suffix = "" if view is None or view.is_first else f" {view.name}"
-        run_tasks(ctx, PACKAGE_TASKS, stages, suffix)
+        why = ctx.plan.plan_only.get(view.name) if view is not None else None
+        if why:
+            run_tasks(ctx, PLAN_ONLY_TASKS, stages, suffix)
+            skipped = [name for name, _ in PACKAGE_TASKS if name not in dict(PLAN_ONLY_TASKS)]
+            stages += [Stage(n + suffix, SKIPPED, detail=why) for n in skipped]
+        else:
+            run_tasks(ctx, PACKAGE_TASKS, stages, suffix)
     return stages
 
 
@@ -514,9 +573,16 @@ def plan(project: Path | None, request: Request | None = None, log: Log = quiet)
         cfg = load_config(source)
     except VendorError:
         return Plan(source, request)  # the setup task reports the broken configuration
-    left_out = packages_left_out(cfg, embedded=request.upstream is None)
+    embedded = request.upstream is None
+    left_out = packages_left_out(cfg, embedded=embedded)
     dropped = {x.package for x in left_out}
-    return Plan(source, request, tuple(n for n in cfg.package_names() if n not in dropped), left_out)
+    kept = tuple(n for n in cfg.package_names() if n not in dropped)
+    plan_only = {
+        pkg.name: f"skipped: {_stand_in_reason(pkg)}"
+        for pkg in cfg.packages
+        if embedded and pkg.name in kept and stand_in_entries(pkg)
+    }
+    return Plan(source, request, kept, left_out, plan_only)
 
 
 def execute(plan: Plan, log: Log = quiet) -> DemoReport:

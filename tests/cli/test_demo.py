@@ -17,6 +17,7 @@ from toolkit.demo import DEMO_REPO, Request, make_workspace, missing_in_miniatur
 from toolkit.demo import plan as demo_plan
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+GGUF_STAGES = [f"{n} gguf-kernels" for n in ("render", "build", "verify", "publish", "get_kernel")]
 
 
 def test_workspace_points_at_the_embedded_upstream_and_leaves_the_project_alone(tmp_path: Path) -> None:
@@ -163,21 +164,48 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert proc.returncode == 0 and doc["ok"], json.dumps(
         {k: (v["status"], v["detail"]) for k, v in stages.items()}, indent=1
     )
-    # The project's second package (gguf-kernels) needs files the embedded miniature does not have: one
-    # visible skipped stage, and the first package runs end to end.
-    assert stages["gguf-kernels"]["status"] == "skipped" and "mmvq.cu" in stages["gguf-kernels"]["detail"]
+    # The project's second package (gguf-kernels) runs on the miniature's closure-only stand-ins: synced, rendered
+    # and its build planned; compiling, verifying, publishing and loading it are skipped, naming the stand-ins.
     assert [s["stage"] for s in doc["stages"]] == [
         "setup",
-        "gguf-kernels",
         "sync",
         "render",
         "build",
         "verify",
         "publish",
         "get_kernel",
+        *GGUF_STAGES,
     ]
+    assert (
+        stages["build gguf-kernels"]["status"] == "ok"
+        and "planned, not compiled" in stages["build gguf-kernels"]["detail"]
+    )
+    for name in ("verify gguf-kernels", "publish gguf-kernels", "get_kernel gguf-kernels"):
+        assert stages[name]["status"] == "skipped" and "mmvq.cu" in stages[name]["detail"], stages[name]
     pub = stages["publish"]["data"]
     assert pub["status"] == "published" and pub["verified"]["ok"]
     loaded = stages["get_kernel"]["data"]
     assert loaded["module"].startswith("_ggml_attn_kernels_cuda_")
     assert loaded["ops"], "no op registered under the build's namespace"
+
+
+def test_the_second_package_is_synced_rendered_and_planned_on_the_miniature(tmp_path: Path, monkeypatch) -> None:
+    # The first package's compile/verify/publish/load are stubbed (the slow end-to-end test runs them): what is
+    # checked is that the miniature's gguf stand-ins carry gguf-kernels' closure through sync, render and the
+    # build plan, and that what the stand-ins cannot do is skipped, saying why.
+    from toolkit import demo
+
+    stub = lambda ctx: ("stubbed", {})  # noqa: E731
+    monkeypatch.setattr(demo, "PACKAGE_TASKS", (("render", demo._render),) + tuple((n, stub) for n in demo.STAGES[3:]))
+    report = run_demo(REPO_ROOT, workspace=tmp_path / "ws")
+    status = {s.name: (s.status, s.detail) for s in report.stages}
+    assert [s.name for s in report.stages][-5:] == GGUF_STAGES
+    assert report.ok, status
+    assert status["sync"][0] == "ok" and "mmvq.cu" in " ".join(report.stages[1].data["files"])
+    assert status["render gguf-kernels"][0] == "ok"
+    assert (tmp_path / "ws" / "packages" / "gguf-kernels" / "build.toml").is_file()
+    build_status, build_detail = status["build gguf-kernels"]
+    assert build_status == "ok" and build_detail.startswith("planned, not compiled: ")
+    for name in GGUF_STAGES[2:]:
+        assert status[name][0] == "skipped" and "closure-only stand-ins" in status[name][1], status[name]
+    assert "src/ggml-cuda/mmvq.cu" in status["verify gguf-kernels"][1]
