@@ -287,19 +287,26 @@ def _kernel_times(model, ids, new_tokens: int, gen_kw: dict) -> dict:
     return per
 
 
-def profile_compiled_step(model, ids, gen_kw: dict, short: int = 16, long: int = 48) -> dict:
-    """One steady compiled decode step: the difference of two profiled generate() calls (short and long), over
-    the extra steps, so that the prefill, the first steps and CUDA-graph recording cancel out."""
-    long = min(long, NEW_TOKENS)  # within the static cache's length so far: no new cache size, no recompile
-    a, b = _kernel_times(model, ids, short, gen_kw), _kernel_times(model, ids, long, gen_kw)
-    steps = long - short
-    diff = {k: ((b[k][0] - a.get(k, (0.0, 0))[0]) / steps, (b[k][1] - a.get(k, (0.0, 0))[1]) / steps) for k in b}
+def per_step(short: dict, long: dict, steps: int) -> dict:
+    """Kernels of one steady step from two profiles ({name: (device µs, count)}) `steps` decode steps apart."""
+    diff = {}
+    for name, (us, n) in long.items():
+        us0, n0 = short.get(name, (0.0, 0))
+        diff[name] = ((us - us0) / steps, (n - n0) / steps)
     top = sorted(diff.items(), key=lambda kv: -kv[1][0])[:8]
     return {
         "device_us": sum(us for us, _ in diff.values()),
         "launches": sum(n for _, n in diff.values()),
         "top": [[k[:90], round(us, 2), round(n, 2)] for k, (us, n) in top],
     }
+
+
+def profile_compiled_step(model, ids, gen_kw: dict, short: int = 16, long: int = 48) -> dict:
+    """One steady compiled decode step: the difference of two profiled generate() calls (short and long), over
+    the extra steps, so that the prefill, the first steps and CUDA-graph recording cancel out."""
+    long = min(long, NEW_TOKENS)  # within the static cache's length so far: no new cache size, no recompile
+    a, b = _kernel_times(model, ids, short, gen_kw), _kernel_times(model, ids, long, gen_kw)
+    return per_step(a, b, long - short)
 
 
 def compile_table(title: str, res: dict, modes) -> str:
