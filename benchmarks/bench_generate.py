@@ -20,8 +20,11 @@ speedup over torch and over fla, the decode step's wall time (a logits processor
 synchronises each step), and from a forward-only decode loop: host enqueue time per step, device (kernel) time per
 step from torch.profiler, kernel launches per step. Greedy tokens of each mode are compared with torch's.
 
-`--compile` adds static cache + torch.compile (transformers' auto-compile of the decode step, CUDA graphs) for
-torch, fla and ours; `--ttft MODE` times the first generate() of a fresh process (run it once per mode, each
+`--compile` adds static cache + torch.compile rows (transformers' auto-compile of the decode step; prefill stays
+eager) for --compile-modes; `--compile-backend default` is transformers' own CompileConfig() (inductor,
+mode="reduce-overhead": what a user gets unasked), `cudagraphs` dynamo's CUDA-graphs backend. Each compiled mode
+also reports its compile counters (graphs, graph breaks, recompiles during the timed rounds, CUDA-graph skips) and,
+with `--compile-profile`, the device time and kernels of one steady decode step. `--ttft MODE` times the first generate() of a fresh process (run it once per mode, each
 in a new process; fla compiles its Triton kernels there unless TRITON_CACHE_DIR is warm).
 
     python3 benchmarks/bench_generate.py --out benchmarks/out [--kernel <repo root with build/>] [--rounds 5]
@@ -249,6 +252,88 @@ def profile_decode(model, ids, steps: int = 8) -> dict:
     }
 
 
+def compile_counters() -> dict:
+    """dynamo/inductor's own counters: frames compiled, graphs, graph breaks, CUDA-graph skips."""
+    import torch
+
+    c = torch._dynamo.utils.counters
+    return {
+        "frames": c["frames"].get("total", 0),
+        "graphs": c["stats"].get("unique_graphs", 0),
+        "graph_breaks": sum(c["graph_break"].values()),
+        "break_reasons": sorted(str(k)[:200] for k in c["graph_break"]),
+        "cudagraph_skips": c["inductor"].get("cudagraph_skips", 0),
+    }
+
+
+def counter_delta(a: dict, b: dict) -> dict:
+    out = {k: b[k] - a[k] for k in ("frames", "graphs", "graph_breaks", "cudagraph_skips")}
+    out["break_reasons"] = sorted(set(b["break_reasons"]) - set(a["break_reasons"]))
+    return out
+
+
+def _kernel_times(model, ids, new_tokens: int, gen_kw: dict) -> dict:
+    """Device µs and count per kernel name over one generate() (CUDA-graph replays included)."""
+    import torch
+    from torch.autograd import DeviceType
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        timed_generate(model, ids, new_tokens, **gen_kw)
+    per: dict = {}
+    for e in prof.events():
+        if e.device_type == DeviceType.CUDA:
+            us, n = per.get(e.name, (0.0, 0))
+            per[e.name] = (us + e.time_range.end - e.time_range.start, n + 1)
+    return per
+
+
+def per_step(short: dict, long: dict, steps: int) -> dict:
+    """Kernels of one steady step from two profiles ({name: (device µs, count)}) `steps` decode steps apart."""
+    diff = {}
+    for name, (us, n) in long.items():
+        us0, n0 = short.get(name, (0.0, 0))
+        diff[name] = ((us - us0) / steps, (n - n0) / steps)
+    top = sorted(diff.items(), key=lambda kv: -kv[1][0])[:8]
+    return {
+        "device_us": sum(us for us, _ in diff.values()),
+        "launches": sum(n for _, n in diff.values()),
+        "top": [[k[:90], round(us, 2), round(n, 2)] for k, (us, n) in top],
+    }
+
+
+def profile_compiled_step(model, ids, gen_kw: dict, short: int = 16, long: int = 48) -> dict:
+    """One steady compiled decode step: the difference of two profiled generate() calls (short and long), over
+    the extra steps, so that the prefill, the first steps and CUDA-graph recording cancel out."""
+    long = min(long, NEW_TOKENS)  # within the static cache's length so far: no new cache size, no recompile
+    a, b = _kernel_times(model, ids, short, gen_kw), _kernel_times(model, ids, long, gen_kw)
+    return per_step(a, b, long - short)
+
+
+def compile_table(title: str, res: dict, modes) -> str:
+    """Per compiled mode: what dynamo/inductor did, and (with --compile-profile) one steady step's kernels."""
+    lines = [
+        f"#### {title}: compile diagnostics",
+        "",
+        f"recompiles during the timed rounds: {res.get('recompiles_in_rounds', 'n/a')}",
+        "",
+        "| mode | warm-up s | frames compiled | graphs | graph breaks | CUDA-graph skips | time to first token ms | "
+        "device µs/step | kernels/step | top kernels (µs/step, per step) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    nan = float("nan")
+    for m in modes:
+        r = res.get(m, {})
+        c, p = r.get("compile", {}), r.get("profile", {})
+        ttft = statistics.median(x["ttft_ms"] for x in r["rounds"]) if r.get("rounds") else nan
+        top = "; ".join(f"{n} {us:.1f}/{k:.0f}" for n, us, k in p.get("top", [])[:5])
+        lines.append(
+            f"| {m} | {r.get('warmup_s', nan):.1f} | {c.get('frames', '')} | {c.get('graphs', '')} | "
+            f"{c.get('graph_breaks', '')} {c.get('break_reasons', '') or ''} | {c.get('cudagraph_skips', '')} | "
+            f"{ttft:.1f} | {p.get('device_us', nan):.0f} | {p.get('launches', nan):.0f} | {top} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def first_diff(a: list, b: list):
     for row, (x, y) in enumerate(zip(a, b)):
         for i, (p, q) in enumerate(zip(x, y)):
@@ -265,21 +350,27 @@ def run_case(model, switch, modes, batch: int, rounds: int, profile: bool, deadl
     res: dict = {m: {"rounds": []} for m in modes}
     for m in modes:  # warm-up: JIT (fla), kernel loading, cuBLAS handles, compiled graphs
         set_mode(model, switch, m)
+        before = compile_counters()
         t = time.perf_counter()
         timed_generate(model, ids, 4 if not gen_kw else NEW_TOKENS, **gen_kw)
         res[m]["warmup_s"] = time.perf_counter() - t
+        if gen_kw:
+            res[m]["compile"] = counter_delta(before, compile_counters())
+    frames_before = compile_counters()["frames"]
     for r in range(rounds):
-        if time.time() > deadline:
+        if r and time.time() > deadline:  # one round always: the warm-up (a compile) is paid for by then
             log(f"  deadline reached after {r} rounds")
             break
         order = list(modes[r % len(modes) :]) + list(modes[: r % len(modes)])
         for m in order:
             set_mode(model, switch, m)
             res[m]["rounds"].append(timed_generate(model, ids, NEW_TOKENS, **gen_kw))
+    if gen_kw:  # frames compiled during the timed rounds: recompiles (0 when every mode's graph was reused)
+        res["recompiles_in_rounds"] = compile_counters()["frames"] - frames_before
     if profile and time.time() < deadline:
         for m in modes:
             set_mode(model, switch, m)
-            res[m]["profile"] = profile_decode(model, ids)
+            res[m]["profile"] = profile_compiled_step(model, ids, gen_kw) if gen_kw else profile_decode(model, ids)
     ref = res[modes[0]]["rounds"][-1]["tokens"] if res[modes[0]]["rounds"] else None
     for m in modes:
         rs = res[m]["rounds"]
@@ -288,6 +379,7 @@ def run_case(model, switch, modes, batch: int, rounds: int, profile: bool, deadl
         res[m]["tok_s"] = statistics.median(x["tok_s"] for x in rs)
         res[m]["tok_s_all"] = [round(x["tok_s"], 1) for x in rs]
         res[m]["step_ms"] = statistics.median(x["step_ms"] for x in rs)
+        res[m]["ttft_ms"] = statistics.median(x["ttft_ms"] for x in rs)
         res[m]["first_diff_vs_" + modes[0]] = first_diff(rs[-1]["tokens"], ref)
         for x in rs:
             x.pop("tokens")
@@ -331,7 +423,7 @@ def table(title: str, res: dict, modes) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_sweep(model, switch, modes, prompts, new_tokens: int, rounds: int, deadline: float) -> dict:
+def run_sweep(model, switch, modes, prompts, new_tokens: int, rounds: int, deadline: float, done=None) -> dict:
     """Batch 1, eager: per prompt length, the time to first token (the prefill: every GDN layer's
     chunk_gated_delta_rule call over the whole prompt, plus attention and the rest of the model) and the decode
     rate after it (tok/s from the median step), for each mode; modes interleaved, order rotated per round."""
@@ -339,6 +431,9 @@ def run_sweep(model, switch, modes, prompts, new_tokens: int, rounds: int, deadl
 
     res: dict = {}
     for n in prompts:
+        if time.time() > deadline:
+            log(f"  deadline reached: prompts from {n} on not run")
+            break
         ids = prompt(model, 1, n)
         cell: dict = {m: [] for m in modes}
         for m in modes:  # warm-up at this length (fla's Triton kernels autotune per shape)
@@ -362,6 +457,8 @@ def run_sweep(model, switch, modes, prompts, new_tokens: int, rounds: int, deadl
             for m, xs in cell.items()
             if xs
         }
+        if done is not None:  # each prompt length is saved when it is done: a run cut short keeps what it measured
+            done(res)
         torch.cuda.empty_cache()
     return res
 
@@ -448,11 +545,18 @@ def main() -> int:
     ap.add_argument("--compile", action="store_true", help="static cache + torch.compile rows (qwen3.5-4b)")
     ap.add_argument(
         "--compile-backend",
-        default="cudagraphs",
-        help="torch.compile backend for --compile; 'default' = transformers' own CompileConfig() (inductor, "
-        "reduce-overhead), what a user gets",
+        default="default",
+        help="torch.compile backend for --compile: 'default' (the default) = transformers' own CompileConfig() "
+        "(inductor, mode reduce-overhead), what a user gets unasked; 'inductor' the same spelled out; "
+        "'cudagraphs' dynamo's CUDA-graphs backend (no inductor fusion)",
     )
     ap.add_argument("--compile-rounds", type=int, default=3)
+    ap.add_argument("--compile-only", action="store_true", help="only the --compile rows (no eager rows)")
+    ap.add_argument(
+        "--compile-profile",
+        action="store_true",
+        help="per compiled mode: device µs, kernels and the top kernels of one steady decode step (torch.profiler)",
+    )
     ap.add_argument(
         "--compile-modes", default="torch,fla,ours", help="modes of the --compile rows (independent of --modes)"
     )
@@ -495,7 +599,7 @@ def main() -> int:
         "transformers": transformers.__version__,
         "kernel": kernel.__name__,
         "compile": ("eager rows: no torch.compile; compiled rows: " + compile_label(args.compile_backend))
-        if args.compile
+        if args.compile or args.compile_only
         else "eager (no torch.compile)",
     }
     try:
@@ -521,7 +625,12 @@ def main() -> int:
         modes = [m for m in MODES if m in args.sweep_modes.split(",") and (m != "fla" or switch.fla_active)]
         key = f"{shapes[0]} bf16 eager b1 prompt sweep ({args.sweep_new_tokens} new tokens)"
         log(f"== {key}")
-        res = run_sweep(model, switch, modes, prompts, args.sweep_new_tokens, args.rounds, deadline)
+
+        def done(partial: dict) -> None:
+            report["cases"][key] = partial
+            save()
+
+        res = run_sweep(model, switch, modes, prompts, args.sweep_new_tokens, args.rounds, deadline, done)
         report["cases"][key] = res
         md.append(sweep_table(key, res, modes))
         print(md[-1], flush=True)
@@ -532,11 +641,11 @@ def main() -> int:
             return 0
     # in order of importance (the budget cuts from the end): Qwen3.5 eager, its compiled rows, the other
     # shapes, float32
-    plan = [] if args.f32_only else [(shapes[0], "bf16", "eager")]
-    if args.compile and not args.f32_only:
+    plan = [] if args.f32_only or args.compile_only else [(shapes[0], "bf16", "eager")]
+    if (args.compile or args.compile_only) and not args.f32_only:
         plan.append(("qwen3.5-4b", "bf16", "compile"))
-    plan += [] if args.f32_only else [(shape, "bf16", "eager") for shape in shapes[1:]]
-    if args.f32 or args.f32_only:
+    plan += [] if args.f32_only or args.compile_only else [(shape, "bf16", "eager") for shape in shapes[1:]]
+    if (args.f32 or args.f32_only) and not args.compile_only:
         plan.append(("qwen3.5-4b", "f32", "eager"))
     for shape, dname, kind in plan:
         if time.time() > deadline:
@@ -563,7 +672,7 @@ def main() -> int:
             else:
                 cc = CompileConfig(backend=args.compile_backend, mode="reduce-overhead" if inductor else None)
             gen_kw = {"cache_implementation": "static", "compile_config": cc}
-            profile, rounds = False, args.compile_rounds
+            profile, rounds = args.compile_profile, args.compile_rounds
         for batch in batches if dname == "bf16" else [1]:
             key = (
                 f"{shape} {dname} "
@@ -588,7 +697,9 @@ def main() -> int:
             if gen_kw:
                 breaks = dict(torch._dynamo.utils.counters.get("graph_break", {}))
                 res["graph_breaks"] = {str(k): v for k, v in breaks.items()}
-                text += f"\ngraph breaks: {sum(breaks.values())} {list(breaks)[:5]}\n"
+                text += f"\ngraph breaks: {sum(breaks.values())} {list(breaks)[:5]}\n\n" + compile_table(
+                    key, res, modes
+                )
             report["cases"][key] = res
             md.append(text)
             print(text, flush=True)

@@ -2,8 +2,8 @@
 # The prefill work (issue 19) on one CUDA machine, in one go:
 #   wheels -> ggml-vendor build (host variant, vendor/patches applied) -> the GDN GPU tests (chunked path
 #   included) -> where the chunked path wins (gdn_chunk_threshold.py) -> compute-sanitizer memcheck -> the prefill
-#   grid (bench_gdn.py --prefill) -> bench_fa.py (n_kv 512..32K) -> bench_generate.py's prompt sweep and the
-#   compiled rows under transformers' default compile config.
+#   grid (bench_gdn.py --prefill) -> bench_fa.py (n_kv 512..32K) -> bench_generate.py's compiled rows under
+#   transformers' default compile config (with their compile diagnostics) and its prompt sweep.
 # Needs vendor/ synced (ggml-vendor sync) and, on a machine without network access, a folder of wheels
 # (WHEELS=<dir>): transformers 5.22.2, kernels 0.17.2, fla-core 0.6.0, huggingface_hub 2.4.0, httpx2, httpcore2,
 # truststore, tomlkit, gitpython, gitdb, smmap, platformdirs.
@@ -12,7 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${RESULTS_DIR:-/tmp/gpu-prefill}
-STEPS=${STEPS:-"build tests threshold prefill memcheck fa sweep compile"}
+STEPS=${STEPS:-"build tests threshold prefill memcheck fa compile sweep"}
 mkdir -p "$RESULTS"
 export PYTHONUNBUFFERED=1 GIT_PYTHON_REFRESH=quiet HF_HUB_OFFLINE=1 HF_HUB_DISABLE_XET=1
 log() { printf '\n=== %s (%ss)\n' "$*" "$SECONDS" | tee -a "$RESULTS/session.log"; }
@@ -68,16 +68,23 @@ if has fa; then
   timeout 240 python3 benchmarks/bench_fa.py --out "$RESULTS" --build-dir /tmp/rawbuild >"$RESULTS/fa.log" 2>&1 || tail -20 "$RESULTS/fa.log"
   sed -n '/### Targets/,/### Environment/p' "$RESULTS/bench_fa.md"
 fi
+if has compile; then
+  # What a user gets unasked: generate(cache_implementation="static") with transformers' default CompileConfig()
+  # (inductor, mode="reduce-overhead"). dynamo's graph-break / recompile / CUDA-graph-skip logs go to compile.log.
+  log "bench_generate compiled rows, transformers' default compile config (inductor, reduce-overhead)"
+  mkdir -p "$RESULTS/compile"
+  TORCH_LOGS="${COMPILE_TORCH_LOGS:-graph_breaks,recompiles,perf_hints}" timeout "${COMPILE_TIMEOUT_S:-420}" \
+    python3 benchmarks/bench_generate.py --out "$RESULTS/compile" --compile-only --compile-backend default \
+    --compile-modes "${COMPILE_MODES:-fla,ours}" --compile-rounds "${COMPILE_ROUNDS:-5}" --compile-profile \
+    --shapes qwen3.5-4b --batches "${COMPILE_BATCHES:-1,32}" --budget-s "${COMPILE_BUDGET_S:-300}" \
+    2>"$RESULTS/compile.log" | tail -40
+  grep -ciE "graph break|recompil" "$RESULTS/compile.log" | sed 's/^/compile.log graph-break\/recompile lines: /'
+  grep -iE "skipping cudagraphs" "$RESULTS/compile.log" | sort | uniq -c | head -5
+fi
 if has sweep; then
   log "bench_generate prompt sweep (32, 512, 4096, 16384; eager, batch 1)"
-  timeout 420 python3 benchmarks/bench_generate.py --out "$RESULTS" --prompts "${PROMPTS:-32,512,4096,16384}" \
-    --sweep-only --rounds "${SWEEP_ROUNDS:-2}" --budget-s "${SWEEP_BUDGET_S:-300}" 2>"$RESULTS/sweep.log" | tail -20
-fi
-if has compile; then
-  log "bench_generate compiled rows, transformers' default compile config"
-  mkdir -p "$RESULTS/compile"
-  timeout 420 python3 benchmarks/bench_generate.py --out "$RESULTS/compile" --compile --compile-backend default \
-    --modes torch --compile-modes fla,ours --rounds 1 --compile-rounds 2 --shapes qwen3.5-4b \
-    --budget-s "${COMPILE_BUDGET_S:-300}" 2>"$RESULTS/compile.log" | tail -30
+  timeout "${SWEEP_TIMEOUT_S:-420}" python3 benchmarks/bench_generate.py --out "$RESULTS" \
+    --prompts "${PROMPTS:-32,512,4096,16384}" --sweep-only --rounds "${SWEEP_ROUNDS:-2}" \
+    --budget-s "${SWEEP_BUDGET_S:-300}" 2>"$RESULTS/sweep.log" | tail -20
 fi
 log "done"

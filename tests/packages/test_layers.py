@@ -237,3 +237,111 @@ def test_flash_attn_forward_sdpa_path_equals_transformers_sdpa(checks) -> None:
         assert weights_none, label
         assert diff < 1e-6, (label, diff)
     assert checks["fa_softcap"].startswith("ValueError: flash_attn_forward: softcap is not supported")
+
+
+# ---- under inductor (what transformers' default CompileConfig runs), on a CPU -------------------------------------
+# The decode step as transformers' static cache runs it: our layer with the cache's recurrent buffer as
+# initial_state (laid out the way the cache makes it from our prefill: zeros_like of the [value][key] state's
+# transposed view), then the cache's `copy_` of the returned state onto that buffer. The built CPU kernels refuse
+# CPU tensors, so the child registers a torch test double for gated_delta_net_ (the recurrence in plain torch,
+# in place on `state`, as the op's schema declares); what is checked is what
+# inductor makes of the layers' glue around the opaque op: the in-place state update survives functionalization
+# (no state-sized buffer is allocated: no clone, no copy back), the numbers equal the uncompiled step's, and
+# flash_attn_forward (traced on meta tensors, where the op's fake runs) hands the op a float32 q and a float16 mask
+# converted in the graph.
+INDUCTOR = textwrap.dedent(r"""
+    import json, re, sys
+    from pathlib import Path
+    import torch, kernels
+    from torch._inductor.utils import run_and_get_code
+
+    m = kernels.get_local_kernel(Path(sys.argv[1]))
+    lib = torch.library.Library(m.__name__, "IMPL")
+
+    def gdn_(q, k, v, g, beta, state):
+        B, T, H, D = v.shape
+        out = torch.empty_like(v)
+        for t in range(T):
+            state.mul_(g[:, t].exp()[:, :, None, None])
+            kv = (state * k[:, t, :, None, :]).sum(-1)
+            state.add_(((v[:, t] - kv) * beta[:, t, :, None])[..., None] * k[:, t, :, None, :])
+            out[:, t] = (state * q[:, t, :, None, :]).sum(-1) * D ** -0.5
+        return out
+
+    seen = []
+    lib.impl("gated_delta_net_", gdn_, "CPU", allow_override=True)
+    rec = m.layers.fused_recurrent_gated_delta_rule()
+    B, H, D = 1, 4, 128
+
+    def step(q, k, v, g, beta, cache):
+        o, s = rec(q, k, v, g=g, beta=beta, initial_state=cache, output_final_state=True, use_qk_l2norm_in_kernel=True)
+        cache.copy_(s)  # transformers' update_recurrent_state
+        return o
+
+    torch.manual_seed(0)
+    bf = dict(dtype=torch.bfloat16)
+    args = [torch.randn(B, 1, H, D, **bf) for _ in range(3)] + [-torch.rand(B, 1, H), torch.rand(B, 1, H, **bf)]
+    cache0 = torch.zeros_like(torch.empty(B, H, D, D).transpose(-1, -2)).normal_()
+    eager_cache, compiled_cache = cache0.clone(), cache0.clone()
+    eager_out = step(*args, eager_cache)
+    out, code = run_and_get_code(torch.compile(step, fullgraph=True, backend="inductor"), *args, compiled_cache)
+    text = "\n".join(code)
+    state_shape = re.escape(str(tuple(cache0.shape)))
+    # the graph input that is the cache buffer (the wrapper's benchmark harness names each input with its shape)
+    cache_in = re.search(r"(\w+) = rand_strided\(" + state_shape + r", " + re.escape(str(cache0.stride())), text)
+    call = re.search(r"gated_delta_net_\.default\((.*)\)", text)
+    r = {
+        "out_diff": float((out.float() - eager_out.float()).abs().max()),
+        "cache_diff": float((compiled_cache - eager_cache).abs().max()),
+        "cache_moved": float((compiled_cache - cache0).abs().max()),
+        "cache_strides": list(compiled_cache.stride()),
+        "state_buffers": len(re.findall(r"empty_strided\w*\(" + state_shape, text)),
+        "op_called": call is not None,
+        # the op's state argument is the cache's own buffer (a clone would hand it a buffer of inductor's)
+        "op_on_cache": bool(cache_in and call and re.search(r"\b" + cache_in.group(1) + r"\b", call.group(1))),
+    }
+
+    # flash_attn_forward on the op's path (meta tensors: the op's fake runs), traced as inductor receives it
+    def record(gm, example_inputs):
+        for node in gm.graph.nodes:
+            if node.op == "call_function" and "flash_attn" in str(node.target):
+                q_arg, mask_arg = node.args[0], node.args[3]
+                seen.append([str(q_arg.meta["example_value"].dtype), str(mask_arg.meta["example_value"].dtype)])
+        return gm.forward
+
+    def fwd(q, k, v, mask):
+        return m.flash_attn_forward(torch.nn.Module(), q, k, v, mask, dropout=0.0, scaling=0.0625)[0]
+
+    meta = dict(device="meta", dtype=torch.bfloat16)
+    fa_in = (torch.empty(2, 16, 1, 256, **meta), torch.empty(2, 4, 40, 256, **meta), torch.empty(2, 4, 40, 256, **meta))
+    seen.clear()
+    got = torch.compile(fwd, fullgraph=True, backend=record)(*fa_in, torch.empty(2, 1, 1, 40, device="meta", dtype=torch.bool))
+    r["fa_traced_inputs"] = seen
+    r["fa_out"] = [list(got.shape), str(got.dtype)]
+    print("RESULT " + json.dumps(r))
+""")
+
+
+@pytest.fixture(scope="module")
+def inductor_checks(built_binding) -> dict:
+    root, _ = built_binding
+    res = subprocess.run([sys.executable, "-c", INDUCTOR, str(root)], capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout + res.stderr
+    line = next(x for x in res.stdout.splitlines() if x.startswith("RESULT "))
+    return json.loads(line[len("RESULT ") :])
+
+
+def test_inductor_keeps_the_state_update_in_place_on_the_cache_buffer(inductor_checks) -> None:
+    r = inductor_checks
+    assert r["op_called"], "the compiled step no longer calls gated_delta_net_"
+    assert r["op_on_cache"], "gated_delta_net_ no longer updates the cache's buffer itself (a copy of the state)"
+    assert r["state_buffers"] == 0, "inductor allocates a state-sized buffer: the state is cloned or copied"
+    assert r["cache_moved"] > 0.1  # the decode step did update the cache's buffer ...
+    assert r["cache_diff"] < 1e-5 and r["out_diff"] < 1e-2  # ... exactly as the uncompiled step does
+    assert r["cache_strides"] == [65536, 16384, 1, 128]  # still the [value][key] buffer transformers holds
+
+
+def test_flash_attn_forward_converts_q_and_mask_in_the_traced_graph(inductor_checks) -> None:
+    # bf16 q and transformers' bool mask reach the op as float32 and float16, converted where inductor fuses them
+    assert inductor_checks["fa_traced_inputs"] == [["torch.float32", "torch.float16"]]
+    assert inductor_checks["fa_out"] == [[2, 1, 16, 256], "torch.bfloat16"]

@@ -237,6 +237,31 @@ def test_generate_prompt_sweep_reports_first_token_and_decode_apart():
     assert "not run" in rows["ours-fa"]
 
 
+def test_compiled_rows_report_compile_counters_and_one_steady_step():
+    import bench_generate
+
+    before = {"frames": 1, "graphs": 1, "graph_breaks": 0, "break_reasons": [], "cudagraph_skips": 0}
+    after = {"frames": 2, "graphs": 2, "graph_breaks": 1, "break_reasons": ["x.item()"], "cudagraph_skips": 0}
+    delta = bench_generate.counter_delta(before, after)
+    assert delta == {"frames": 1, "graphs": 1, "graph_breaks": 1, "cudagraph_skips": 0, "break_reasons": ["x.item()"]}
+    # two profiles 32 steps apart: the prefill kernel (in both) cancels, the step's kernels are per step
+    short = {"prefill": (500.0, 1), "gdn": (160.0, 16), "mm": (3200.0, 64)}
+    long = {"prefill": (500.0, 1), "gdn": (480.0, 48), "mm": (9600.0, 192)}
+    step = bench_generate.per_step(short, long, 32)
+    assert step["device_us"] == 210.0 and step["launches"] == 5.0
+    assert step["top"][0] == ["mm", 200.0, 4.0] and step["top"][1] == ["gdn", 10.0, 1.0]
+    res = {
+        "recompiles_in_rounds": 0,
+        "ours": {"warmup_s": 18.2, "compile": delta, "profile": step, "rounds": [{"ttft_ms": 30.0}, {"ttft_ms": 50.0}]},
+        "fla": {"warmup_s": 74.3},
+    }
+    md = bench_generate.compile_table("t", res, ["fla", "ours"])
+    rows = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| ")}
+    assert "recompiles during the timed rounds: 0" in md
+    assert "| 18.2 | 1 | 1 | 1 ['x.item()'] | 0 | 40.0 | 210 | 5 | mm 200.0/4; gdn 10.0/1" in rows["ours"]
+    assert "| 74.3 |" in rows["fla"] and "| nan |" in rows["fla"]  # compiled, never timed: said, not invented
+
+
 def test_prefill_report_judges_ours_against_fla_chunk():
     import bench_gdn_prefill as pre
 

@@ -35,6 +35,26 @@ _fa = ops.flash_attn.default
 _MAX_Q = 19
 _KV_TYPES = (torch.float16, torch.bfloat16)
 _UNSUPPORTED_KWARGS = ("softcap", "position_bias", "s_aux", "sinks")
+_is_compiling = torch.compiler.is_compiling
+
+
+def _traced_inputs(query: torch.Tensor, mask: Optional[torch.Tensor]):
+    """Under torch.compile: q in float32 and the mask as the op's float16 additive mask, converted here.
+
+    The op converts both itself (one launch each, inside every call, opaque to inductor). Done in the traced
+    graph instead, the q cast fuses into the kernel that makes q (RoPE) and the mask conversion is one kernel
+    per step for all the layers that share transformers' mask (inductor computes it once). Same numbers: these
+    are the op's own conversions (bool True = attend -> 0 / -inf, float masks rounded to float16).
+    """
+    if query.dtype is not torch.float32:
+        query = query.float()
+    if mask is not None and mask.dtype is not torch.float16:
+        if mask.dtype is torch.bool:
+            mask = torch.where(mask, 0.0, float("-inf"))
+        mask = mask.to(torch.float16)
+    return query, mask
+
+
 def _causal_mask(n_q: int, n_kv: int, device: torch.device) -> torch.Tensor:
     """(1, 1, n_q, n_kv) bool: query i sees keys 0 .. n_kv - n_q + i."""
     rows = torch.arange(n_kv - n_q, n_kv, device=device).unsqueeze(1)
@@ -98,6 +118,9 @@ def flash_attn_forward(
             causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
             if causal:
                 mask = _causal_mask(n_q, key.shape[2], query.device)
-        out = _fa(query, key, value, mask, scaling if scaling is not None else 1.0 / math.sqrt(query.shape[3]))
+        q = query
+        if _is_compiling():
+            q, mask = _traced_inputs(query, mask)
+        out = _fa(q, key, value, mask, scaling if scaling is not None else 1.0 / math.sqrt(query.shape[3]))
         return (out if out.dtype is query.dtype else out.to(query.dtype)), None
     return _sdpa(module, query, key, value, attention_mask, dropout, scaling, is_causal, kwargs)
