@@ -21,6 +21,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from toolkit.core import fs
 from toolkit.core.errors import BuildError
 
 _VERSION_LINE = re.compile(r"^(?P<key>__version__|cuda|hip)\s*(?::\s*[^=]+)?=\s*(?P<val>.+)$", re.M)
@@ -220,10 +221,7 @@ def _store_probe(cache_file: Path, key: str, facts: dict) -> None:
     if cached.get(key) == facts:
         return
     cached[key] = facts
-    cache_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache_file.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(cached, indent=1, sort_keys=True))
-    tmp.replace(cache_file)
+    fs.atomic_write(cache_file, json.dumps(cached, indent=1, sort_keys=True).encode())
 
 
 def remember_probe(env: TorchEnv, cache_file: Path) -> None:
@@ -364,26 +362,18 @@ def torch_build_problem(tree: Path, torch_minor: str, compute: str, version: str
 
 
 def create_env(plan: EnvPlan) -> None:
-    """Create the venv next to its final place and rename it in, so a failed install leaves nothing. The
-    torch it ends up with must be the row's build (`torch_build_problem`), else nothing is kept; an existing
-    environment holding another build is replaced."""
+    """Create the venv beside its final place and swap it in (toolkit.core.fs.staged), so a failed or
+    killed install leaves nothing. The torch it ends up with must be the row's build
+    (`torch_build_problem`), else nothing is kept; an existing environment holding another build is
+    replaced."""
     if (plan.path / "bin" / "python").exists():
         if not plan.compute or not torch_build_problem(plan.path, plan.torch_minor, plan.compute):
             return
         shutil.rmtree(plan.path)  # a wrong build left by an older tool: made again, checked this time
-    staging = plan.path.with_name(plan.path.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.parent.mkdir(parents=True, exist_ok=True)
-    try:
+    with fs.staged(plan.path, f"{plan.path.name}.partial-") as staging:
+        staging.rmdir()  # `python -m venv` makes it
         for cmd in plan.commands:
-            cmd = tuple(c.replace(str(plan.path), str(staging)) for c in cmd)
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
-                raise BuildError(
-                    f"creating torch environment {plan.path.name} failed: {tail[0]}",
-                    "check that the torch index is reachable, or set [torch-index] in the matrix",
-                )
+            _run_env_command(plan, tuple(c.replace(str(plan.path), str(staging)) for c in cmd))
         problem = torch_build_problem(staging, plan.torch_minor, plan.compute) if plan.compute else ""
         if problem:
             index = next((c[c.index("--index-url") + 1] for c in plan.commands if "--index-url" in c), None)
@@ -392,10 +382,17 @@ def create_env(plan: EnvPlan) -> None:
                 f"make {index or 'the torch index'} reachable from this machine (pip fell back to another "
                 "source, e.g. its configured find-links), or point [torch-index] at a mirror; then rerun",
             )
-        staging.rename(plan.path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     # venv scripts embed their own path: a renamed venv still runs `bin/python` fine, which is all we use.
+
+
+def _run_env_command(plan: EnvPlan, cmd: tuple[str, ...]) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise BuildError(
+            f"creating torch environment {plan.path.name} failed: {tail[0]}",
+            "check that the torch index is reachable, or set [torch-index] in the matrix",
+        )
 
 
 # --- toolkits ------------------------------------------------------------------------------------------

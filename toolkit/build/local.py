@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -23,14 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolkit.build.cache import BuildCache, clean_dead_scratch, digest_strings, parse_depfile, scratch_dir
+from toolkit.build.cache import BuildCache, digest_strings, parse_depfile, scratch_prefix
 from toolkit.build.inputs import Provenance, toolchain_env
 from toolkit.build.metal import embed_metallib
 from toolkit.build.plan import GLIBC_COMPAT_C, BuildPlan, Step, VariantPlan
-from toolkit.core import ggml_facts
+from toolkit.core import fs, ggml_facts
 from toolkit.core.errors import BuildError, Interrupted
 
-STAGE_PREFIX = "."  # staging dirs are hidden siblings of the variant dirs: build/.<variant>.tmp-XXXX
+STAGE_MARKER = ".tmp-"  # staging dirs are hidden siblings of the variant dirs: build/.<variant>.tmp-<pid>-<hex>
 LOG_TAIL_LINES = 25
 
 # kernel-builder's registration.h (docs/hub-contract.md §4.3), supplied when a package's
@@ -154,11 +153,16 @@ def _digest_files(out: Path) -> dict | None:
         return None
 
 
-def clean_stale_stages(build_dir: Path) -> None:
-    """Staging dirs left by a killed build (SIGKILL skips our cleanup) are removed on the next run."""
-    if build_dir.is_dir():
-        for p in build_dir.glob(f"{STAGE_PREFIX}*.tmp-*"):
-            shutil.rmtree(p, ignore_errors=True)
+def clean_stale_stages(build_dir: Path) -> list[str]:
+    """What a killed build left in build/ (SIGKILL skips our cleanup) is undone on the next run: an
+    interrupted swap rolled back, staging dirs and old trees removed (the project lock is ours alone)."""
+    return fs.recover_dir(build_dir, (STAGE_MARKER,), only_dead=False)
+
+
+def variant_stage(final: Path) -> Any:
+    """The staged tree of build/<variant>/ (toolkit.core.fs.staged): swapped in when complete, so readers
+    see the old variant or the new one, never a missing or half-written one."""
+    return fs.staged(final, f".{final.name}{STAGE_MARKER}", only_dead=False)
 
 
 def spawn_compiler(argv: list[str], cwd: Path, tmp: Path) -> subprocess.Popen:
@@ -191,23 +195,6 @@ def descendants(pid: int) -> list[int]:
         out.append(p)
         todo += children.get(p, [])
     return out[::-1]
-
-
-def swap_into_place(stage: Path, final: Path) -> None:
-    """Make `stage` the new `final` in one step where the OS allows (renameat2 RENAME_EXCHANGE), so readers
-    see the old variant or the new one, never a missing or half-written one."""
-    from toolkit.core.fs import exchange
-
-    if final.exists():
-        if exchange(stage, final):
-            shutil.rmtree(stage, ignore_errors=True)  # stage now holds the old variant
-            return
-        old = final.with_name(f"{STAGE_PREFIX}{final.name}.tmp-old{os.getpid()}")
-        os.rename(final, old)
-        os.rename(stage, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(stage, final)
 
 
 @dataclass
@@ -284,9 +271,8 @@ class LocalExecutor:
         if entry is not None:
             res.entry, res.hit = entry.path, True
             return res
-        tmp = scratch_dir(self.cache.root / "tmp", step.id)
         t0 = time.monotonic()
-        try:
+        with fs.scratch(self.cache.root / "tmp", scratch_prefix(step.id)) as tmp:
             out, dep = tmp / step.output, tmp / (step.output + ".d")
             inputs = [str(self._results[a].entry / self.plan.steps[a].output) for a in step.after]  # type: ignore[operator]
             argv: list[str] = []
@@ -317,8 +303,6 @@ class LocalExecutor:
                     kind, res.key, {step.output: out}, deps, {"label": step.label, "seconds": round(res.seconds, 3)}
                 )
                 res.entry = entry.path
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
         return res
 
     def _spawn(self, argv: list[str], tmp: Path) -> tuple[int, str]:
@@ -378,13 +362,13 @@ class LocalExecutor:
 
     def _prepare_dirs(self, variants: tuple[VariantPlan, ...]) -> None:
         (self.cache.root / "tmp").mkdir(parents=True, exist_ok=True)
-        clean_dead_scratch(self.cache.root / "tmp")  # what killed runs left (SIGKILL skips our cleanup)
+        fs.stale_entries(self.cache.root / "tmp", "*")  # what killed runs left (SIGKILL skips our cleanup)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.gen_dir.mkdir(parents=True, exist_ok=True)
         for name, text in (("registration.h", REGISTRATION_H), (GLIBC_COMPAT_C, GLIBC_COMPAT)):
             f = self.gen_dir / name
             if not f.is_file() or f.read_text() != text:
-                f.write_text(text)
+                fs.atomic_write(f, text.encode())
         clean_stale_stages(self.root / self.plan.project.out_base)
         self._materialize_cublas(variants)
 
@@ -467,13 +451,10 @@ class LocalExecutor:
             dest = Path(cublas_dir(str(self.gen_dir), tk.cublas_headers))
             if dest.is_dir():
                 continue
-            tmp = Path(tempfile.mkdtemp(prefix=".cublas-", dir=self.gen_dir))
-            for header in Path(tk.cublas_headers).glob("cublas*.h"):
-                shutil.copy2(header, tmp / header.name)
-            try:
-                os.rename(tmp, dest)
-            except OSError:  # another build made it first
-                shutil.rmtree(tmp, ignore_errors=True)
+            # keep_existing: another build that made it first made the same copy
+            with fs.staged(dest, ".cublas-", keep_existing=True) as tmp:
+                for header in Path(tk.cublas_headers).glob("cublas*.h"):
+                    shutil.copy2(header, tmp / header.name)
 
     def _progress(self, variants):
         from toolkit.core import ui
@@ -610,35 +591,35 @@ class LocalExecutor:
             return VariantResult(
                 v.name, "up-to-date", "", v.out_dir, v.ops_id, v.archs, time.monotonic() - t0, compiles, hits, log
             )
-        final.parent.mkdir(parents=True, exist_ok=True)
-        stage = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{v.name}.tmp-", dir=final.parent))
-        try:
-            shutil.copy2(link.entry / v.so_name, stage / v.so_name)  # type: ignore[operator]
-            for rel, data in py.items():
-                (stage / rel).parent.mkdir(parents=True, exist_ok=True)
-                (stage / rel).write_bytes(data)
-            from toolkit.core.kernels_bindings import kernels_types  # deferred: heavy import
-
-            Digest, DigestAlgorithm, Metadata = kernels_types("Digest", "DigestAlgorithm", "Metadata")
-
-            digest = Digest.hash_variant(DigestAlgorithm.SHA256, str(stage))  # computed last
-            meta["digest"] = {"algorithm": "sha256", "files": dict(sorted(digest.files.items()))}
-            text = json.dumps(meta, indent=2) + "\n"
-            try:
-                Metadata.from_bytes(text.encode())
-            except Exception as exc:
-                raise BuildError(
-                    f"{v.name}: generated metadata.json is rejected by kernels: {exc}",
-                    "report this as a ggml-vendor bug",
-                ) from None
-            (stage / "metadata.json").write_text(text)
-            os.chmod(stage, 0o755)
-            swap_into_place(stage, final)
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
+        with variant_stage(final) as stage:
+            self._fill_variant(v, stage, link, py, meta)
         self.cache.write_stamp(
             v.name, {"stamp": stamp, "id": v.ops_id, "link-key": link.key, "files": meta["digest"]["files"]}
         )
         return VariantResult(
             v.name, "built", "", v.out_dir, v.ops_id, v.archs, time.monotonic() - t0, compiles, hits, log
         )
+
+    def _fill_variant(self, v: VariantPlan, stage: Path, link: StepResult, py: dict[str, bytes], meta: dict) -> None:
+        """Write build/<variant>/'s files into `stage`: the .so, the Python package, metadata.json (its
+        digest computed last, over what is staged)."""
+        shutil.copy2(link.entry / v.so_name, stage / v.so_name)  # type: ignore[operator]
+        for rel, data in py.items():
+            (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+            (stage / rel).write_bytes(data)
+        from toolkit.core.kernels_bindings import kernels_types  # deferred: heavy import
+
+        Digest, DigestAlgorithm, Metadata = kernels_types("Digest", "DigestAlgorithm", "Metadata")
+
+        digest = Digest.hash_variant(DigestAlgorithm.SHA256, str(stage))  # computed last
+        meta["digest"] = {"algorithm": "sha256", "files": dict(sorted(digest.files.items()))}
+        text = json.dumps(meta, indent=2) + "\n"
+        try:
+            Metadata.from_bytes(text.encode())
+        except Exception as exc:
+            raise BuildError(
+                f"{v.name}: generated metadata.json is rejected by kernels: {exc}",
+                "report this as a ggml-vendor bug",
+            ) from None
+        (stage / "metadata.json").write_text(text)
+        os.chmod(stage, 0o755)

@@ -2,8 +2,8 @@
 CUDA toolkit per version (`cuda-toolkit[nvcc,cccl,cudart]==X` from PyPI: a complete toolkit root under
 `nvidia/cu13/`), and one torch environment per torch version and compute tag.
 
-Every install is staged next to its final place (`<name>.partial-<pid>`) and renamed in only when it is
-complete and checked, so an interrupted or failed install leaves nothing; a later run reuses what exists.
+Every install is staged next to its final place (`<name>.partial-<pid>-<hex>`) and swapped in only when it
+is complete and checked (toolkit.core.fs.staged), so an interrupted or failed install leaves nothing; a later run reuses what exists.
 pip is used as it is set up on the machine (its config, constraints and indexes); "pypi" in the matrix
 means pip's default index, so no URL is written anywhere. A package that cannot be installed is one line
 naming the package, its version and the index.
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -21,9 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolkit.core import fs
 from toolkit.core.errors import BuildError
 
 PYPI = "pypi"  # pip's default index (no URL)
+PARTIAL = ".partial-"  # in the name of an install being made (readers of the cache skip such names)
 
 
 class ProvisionError(BuildError):
@@ -97,40 +98,41 @@ def _last_error(text: str) -> str:
 
 
 def provision(item: Install, *, say: Callable[[str], None] | None = None, runner=None) -> Path:
-    """Install `item` unless it is already there; returns its path. Atomic: staged and renamed in."""
+    """Install `item` unless it is already there; returns its path. Atomic: staged beside it and swapped in
+    (toolkit.core.fs.staged), so a failed, interrupted or killed install leaves the old state."""
+    # Even when ready: a run killed just after its swap left the old tree (and, swapping without
+    # renameat2, its journal) beside the new one.
+    fs.recover(item.path, f"{item.path.name}{PARTIAL}")
+    clean_partials(item.path.parent)
     if item.ready:
         return item.path
     say = say or (lambda _m: None)
     runner = runner or _run_pip
-    item.path.parent.mkdir(parents=True, exist_ok=True)
-    clean_partials(item.path.parent)
-    stage = item.path.with_name(f"{item.path.name}.partial-{os.getpid()}")
-    shutil.rmtree(stage, ignore_errors=True)
     t0 = time.monotonic()
     say(f"provisioning {item.what} ({item.requirement} from {index_words(item.index)}) into {item.path} …")
-    try:
-        for cmd in item.commands(stage):
-            rc, out = runner(cmd)
-            if rc != 0:
-                raise ProvisionError(
-                    f"cannot install {item.package} {item.version} from {index_words(item.index)}: {_last_error(out)}",
-                    "check the version and that the index is reachable (nothing was installed)",
-                )
-        problem = item.check(stage) if item.check else ""
-        if problem:
-            raise ProvisionError(
-                f"{item.package} {item.version} from {index_words(item.index)} is not what this variant needs: "
-                f"{problem}",
-                "nothing was installed; fix the matrix's [sources] entry or pip's configuration",
-            )
-        (stage / ".complete").write_text(f"{item.requirement}\n{index_words(item.index)}\n")
-        if item.path.exists():  # a half-made leftover without .complete (from an older tool): replace it
-            shutil.rmtree(item.path)
-        os.rename(stage, item.path)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+    # A half-made leftover without .complete (from an older tool) at item.path is replaced by the swap.
+    with fs.staged(item.path, f"{item.path.name}{PARTIAL}") as stage:
+        _install_into(item, stage, runner)
     say(f"provisioned {item.what} in {time.monotonic() - t0:.0f}s")
     return item.path
+
+
+def _install_into(item: Install, stage: Path, runner) -> None:
+    """Run `item`'s pip commands into the empty staging dir `stage` and check the result."""
+    for cmd in item.commands(stage):
+        rc, out = runner(cmd)
+        if rc != 0:
+            raise ProvisionError(
+                f"cannot install {item.package} {item.version} from {index_words(item.index)}: {_last_error(out)}",
+                "check the version and that the index is reachable (nothing was installed)",
+            )
+    problem = item.check(stage) if item.check else ""
+    if problem:
+        raise ProvisionError(
+            f"{item.package} {item.version} from {index_words(item.index)} is not what this variant needs: {problem}",
+            "nothing was installed; fix the matrix's [sources] entry or pip's configuration",
+        )
+    (stage / ".complete").write_text(f"{item.requirement}\n{index_words(item.index)}\n")
 
 
 def _run_pip(cmd: list[str]) -> tuple[int, str]:
@@ -149,18 +151,8 @@ def _run_pip(cmd: list[str]) -> tuple[int, str]:
 
 
 def clean_partials(base: Path) -> None:
-    """Staging dirs left by a killed provisioning run (SIGKILL skips our cleanup)."""
-    if base.is_dir():
-        for p in base.glob("*.partial-*"):
-            try:
-                pid = int(p.name.rsplit("-", 1)[1])
-                os.kill(pid, 0)
-                continue  # still being made by a live process
-            except (ValueError, ProcessLookupError):
-                pass
-            except PermissionError:
-                continue
-            shutil.rmtree(p, ignore_errors=True)
+    """Staging dirs left by a killed provisioning run (SIGKILL skips our cleanup), whatever they install."""
+    fs.stale_entries(base, f"*{PARTIAL}*")
 
 
 # --- pip's own configuration: constraints that exclude a wanted version -------------------------------------
