@@ -21,10 +21,10 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from toolkit.build.provision import PARTIAL, default_toolchains_dir, provisioned_cuda_roots
+from toolkit.build.torchtree import default_envs_dir, env_dir_name, read_torch_version, torch_build_problem
 from toolkit.core import fs
 from toolkit.core.errors import BuildError
-
-_VERSION_LINE = re.compile(r"^(?P<key>__version__|cuda|hip)\s*(?::\s*[^=]+)?=\s*(?P<val>.+)$", re.M)
 
 
 @dataclass(frozen=True)
@@ -124,34 +124,6 @@ def host_platform() -> tuple[str, str]:
 
 
 # --- torch environments --------------------------------------------------------------------------------
-
-
-def default_envs_dir() -> Path:
-    if os.environ.get("GGML_VENDOR_ENVS"):
-        return Path(os.environ["GGML_VENDOR_ENVS"])
-    from toolkit.core.paths import user_cache_dir
-
-    return user_cache_dir() / "envs"
-
-
-def env_dir_name(torch_minor: str, compute: str) -> str:
-    return f"torch{torch_minor.replace('.', '')}-{compute}"
-
-
-def read_torch_version(torch_dir: Path) -> tuple[str, str | None, str | None] | None:
-    """(version, cuda, hip) from torch/version.py without importing torch."""
-    try:
-        text = (torch_dir / "version.py").read_text()
-    except OSError:
-        return None
-    found = {m["key"]: m["val"].strip() for m in _VERSION_LINE.finditer(text)}
-    if "__version__" not in found:
-        return None
-
-    def unquote(v: str | None) -> str | None:
-        return None if v in (None, "None") else v.strip("'\"")
-
-    return unquote(found["__version__"]) or "", unquote(found.get("cuda")), unquote(found.get("hip"))
 
 
 def _current_torch_dir() -> Path | None:
@@ -333,34 +305,6 @@ def plan_env(torch_minor: str, compute: str, index: str | None, envs_dir: Path |
     )
 
 
-def _compute_of(cuda: str | None, hip: str | None) -> str:
-    if cuda:
-        return "cu" + "".join(cuda.split(".")[:2])
-    if hip:
-        return "rocm" + "".join(hip.split(".")[:2])
-    return "cpu"
-
-
-def torch_build_problem(tree: Path, torch_minor: str, compute: str, version: str = "") -> str:
-    """Why the torch under `tree` (a venv or a --target tree) is not the build a row names, or "". The row
-    names a torch version (minor, or exact `version`) and a compute tag: the installed build's version,
-    its local tag (`+cu130`, when it has one) and torch.version.cuda/hip must all say so. pip picks any
-    build that satisfies `torch==2.13.*` (a `+cpu` one from a find-links folder, say), so this is checked."""
-    found = sorted(tree.glob("lib/python3*/site-packages/torch/version.py")) + sorted(tree.glob("torch/version.py"))
-    got = read_torch_version(found[0].parent) if found else None
-    if got is None:
-        return "no readable torch/version.py in it"
-    ver, cuda, hip = got
-    base, _, local = ver.partition("+")
-    built_for = _compute_of(cuda, hip)
-    if compute == "metal":
-        built_for = "metal" if not cuda and not hip else built_for
-    wrong_version = (base != version) if version else not base.startswith(f"{torch_minor}.")
-    if wrong_version or (local and local != compute) or built_for != compute:
-        return f"it holds torch {ver} (built for {built_for}), not torch {version or torch_minor} for {compute}"
-    return ""
-
-
 def create_env(plan: EnvPlan) -> None:
     """Create the venv beside its final place and swap it in (toolkit.core.fs.staged), so a failed or
     killed install leaves nothing. The torch it ends up with must be the row's build
@@ -370,7 +314,7 @@ def create_env(plan: EnvPlan) -> None:
         if not plan.compute or not torch_build_problem(plan.path, plan.torch_minor, plan.compute):
             return
         shutil.rmtree(plan.path)  # a wrong build left by an older tool: made again, checked this time
-    with fs.staged(plan.path, f"{plan.path.name}.partial-") as staging:
+    with fs.staged(plan.path, f"{plan.path.name}{PARTIAL}") as staging:
         staging.rmdir()  # `python -m venv` makes it
         for cmd in plan.commands:
             _run_env_command(plan, tuple(c.replace(str(plan.path), str(staging)) for c in cmd))
@@ -408,8 +352,6 @@ def _run(cmd: list[str]) -> str:
 
 
 def _cuda_roots(toolchains_dir: Path | None = None) -> list[Path]:
-    from toolkit.build.provision import provisioned_cuda_roots
-
     roots: list[Path] = []
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
@@ -586,8 +528,6 @@ def detect_cross_cpus(os_: str, cpu: str) -> tuple[str, ...]:
 
 
 def provisioned_cudart(base: Path | None = None) -> dict[str, str]:
-    from toolkit.build.provision import default_toolchains_dir
-
     out: dict[str, str] = {}
     for lib in sorted((base or default_toolchains_dir()).glob("cudart-*-*/nvidia/cu*/lib")):
         top = lib.parents[2]

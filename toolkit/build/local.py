@@ -1,5 +1,5 @@
 """The local executor: runs a BuildPlan's steps on this host in parallel through the build cache, then
-assembles each variant into build/<variant>/ atomically (staged next to it, swapped into place).
+assembles each variant into build/<variant>/ atomically (outdir.py: staged next to it, swapped into place).
 
 Each step is a compiler invocation whose result is cached by content (cache.py); a step shared by several
 variants (a torch-independent kernel object) runs once. A variant whose inputs and output are unchanged is
@@ -8,7 +8,6 @@ left alone ("up-to-date") without a single compiler invocation and without impor
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -20,51 +19,21 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit.build.cache import BuildCache, digest_strings, parse_depfile, scratch_prefix
-from toolkit.build.inputs import Provenance, toolchain_env
+from toolkit.build.geninclude import GLIBC_COMPAT, GLIBC_COMPAT_C, REGISTRATION_H, cublas_dir
 from toolkit.build.metal import embed_metallib
-from toolkit.build.plan import GLIBC_COMPAT_C, BuildPlan, Step, VariantPlan
+from toolkit.build.outdir import clean_stale_stages, digest_files, variant_intact, variant_stage
+from toolkit.build.results import RunStats, VariantResult
 from toolkit.core import fs, ggml_facts
 from toolkit.core.errors import BuildError, Interrupted
 
-STAGE_MARKER = ".tmp-"  # staging dirs are hidden siblings of the variant dirs: build/.<variant>.tmp-<pid>-<hex>
+if TYPE_CHECKING:
+    from toolkit.build.inputs import Provenance
+    from toolkit.build.plan import BuildPlan, Step, VariantPlan
+
 LOG_TAIL_LINES = 25
-
-# kernel-builder's registration.h (docs/hub-contract.md §4.3), supplied when a package's
-# render does not write one (the first package's templates do; a later package's may not).
-REGISTRATION_H = """\
-// registration.h supplied by ggml-vendor build (same macros as kernel-builder's, from vLLM).
-#pragma once
-#include <Python.h>
-
-#define _CONCAT(A, B) A##B
-#define CONCAT(A, B) _CONCAT(A, B)
-#define _STRINGIFY(A) #A
-#define STRINGIFY(A) _STRINGIFY(A)
-
-// Expand NAME first so that it can be the TORCH_EXTENSION_NAME macro.
-#define TORCH_LIBRARY_EXPAND(NAME, MODULE) TORCH_LIBRARY(NAME, MODULE)
-#define TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)
-
-// An empty Python module named NAME (limited-API safe): the ops live in torch.ops.NAME.
-#define REGISTER_EXTENSION(NAME)                                                   \\
-  PyMODINIT_FUNC CONCAT(PyInit_, NAME)() {                                         \\
-    static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, STRINGIFY(NAME),   \\
-                                        nullptr, 0, nullptr};                      \\
-    return PyModule_Create(&module);                                               \\
-  }
-"""
-
-# See plan.py (GLIBC_COMPAT_C): keeps __libc_single_threaded@GLIBC_2.32 out of the extension's imports.
-GLIBC_COMPAT = """\
-/* glibc_compat.c, supplied by ggml-vendor build. libstdc++ >= 11 reads __libc_single_threaded (glibc >= 2.32)
-   to skip atomics in single-threaded processes; manylinux_2_28 promises glibc 2.28. This hidden local copy,
-   fixed at 0 ("may be multi-threaded"), satisfies those references inside the extension: atomics are always
-   used, which is correct everywhere, and the .so imports no glibc symbol newer than 2.28 for it. */
-__attribute__((visibility("hidden"))) char __libc_single_threaded = 0;
-"""
 
 # kernel-builder's _ops.py (docs/hub-contract.md §4.2), written when torch-ext/<module>/ has no _ops.py.
 OPS_PY = '''\
@@ -92,77 +61,14 @@ class StepResult:
     error: str = ""
 
 
-@dataclass
-class VariantResult:
-    name: str
-    result: str  # built | up-to-date | skipped | failed | planned | interrupted
-    reason: str = ""
-    out_dir: str = ""
-    id: str = ""
-    archs: tuple[str, ...] = ()
-    seconds: float = 0.0
-    compiles: int = 0  # compiler invocations run for this variant (a shared one only for its first user)
-    hits: int = 0
-    log: str = ""
-    failed_step: str = ""
-    tail: str = ""
-    engine: str = ""  # skipped here: who builds it instead (the generated workflow's runner)
-
-    def to_json(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
-
-
-@dataclass
-class RunStats:
-    compiler_invocations: int = 0
-    cache_hits: int = 0
-    seconds: float = 0.0
-    per_tool: dict[str, int] = field(default_factory=dict)
-
-
-def b64_sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return base64.b64encode(h.digest()).decode()
-
-
-def variant_intact(out: Path) -> bool:
-    """build/<variant>/ exactly as its metadata digest says: same file set, same bytes."""
-    try:
-        meta = json.loads((out / "metadata.json").read_text())
-        files = meta["digest"]["files"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    present = {
-        p.relative_to(out).as_posix()
-        for p in out.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
-    }
-    present -= {"metadata.json", "metadata.json.sigstore"}
-    if present != set(files):
-        return False
-    return all(b64_sha256_file(out / rel) == want for rel, want in files.items())
-
-
-def _digest_files(out: Path) -> dict | None:
-    try:
-        return json.loads((out / "metadata.json").read_text())["digest"]["files"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def clean_stale_stages(build_dir: Path) -> list[str]:
-    """What a killed build left in build/ (SIGKILL skips our cleanup) is undone on the next run: an
-    interrupted swap rolled back, staging dirs and old trees removed (the project lock is ours alone)."""
-    return fs.recover_dir(build_dir, (STAGE_MARKER,), only_dead=False)
-
-
-def variant_stage(final: Path) -> Any:
-    """The staged tree of build/<variant>/ (toolkit.core.fs.staged): swapped in when complete, so readers
-    see the old variant or the new one, never a missing or half-written one."""
-    return fs.staged(final, f".{final.name}{STAGE_MARKER}", only_dead=False)
+def toolchain_env(tmp: Path | None = None) -> dict[str, str]:
+    """Environment for compiler subprocesses: deterministic locale and timestamps, no colour codes in logs;
+    `tmp` (the step's scratch dir, prefix-mapped in its command line) takes nvcc's tmpxft files."""
+    env = dict(os.environ)
+    env.update(LC_ALL="C", LANG="C", TERM="dumb", SOURCE_DATE_EPOCH="0")
+    if tmp is not None:
+        env.update(TMPDIR=str(tmp), TMP=str(tmp), TEMP=str(tmp))
+    return env
 
 
 def spawn_compiler(argv: list[str], cwd: Path, tmp: Path) -> subprocess.Popen:
@@ -442,8 +348,6 @@ class LocalExecutor:
 
     def _materialize_cublas(self, variants: tuple[VariantPlan, ...]) -> None:
         """Copy cublas*.h from the nvidia-cublas wheel into the planned include dir (see envs.Toolkit)."""
-        from toolkit.build.plan import cublas_dir
-
         for v in variants:
             tk = v.status.toolkit
             if tk is None or not tk.cublas_headers:
@@ -587,7 +491,7 @@ class LocalExecutor:
         compiles, hits = self._counts(v)
         log = str(self.log_dir / f"{v.name}.log")
         old = self.cache.read_stamp(v.name) or {}
-        if old.get("stamp") == stamp and variant_intact(final) and old.get("files") == _digest_files(final):
+        if old.get("stamp") == stamp and variant_intact(final) and old.get("files") == digest_files(final):
             return VariantResult(
                 v.name, "up-to-date", "", v.out_dir, v.ops_id, v.archs, time.monotonic() - t0, compiles, hits, log
             )

@@ -14,10 +14,14 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from toolkit.build.local import VariantResult, variant_stage
-from toolkit.build.plan import BuildPlan, VariantPlan
+from toolkit.build.outdir import variant_stage
+from toolkit.build.results import VariantResult
 from toolkit.core import fs
+
+if TYPE_CHECKING:
+    from toolkit.build.plan import BuildPlan, VariantPlan
 
 KERNEL_BUILDER_FLAKE = "github:huggingface/kernels"
 # What kernel-builder reads from a kernel source tree (everything else stays out of the nix store copy).

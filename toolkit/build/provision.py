@@ -19,9 +19,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from toolkit.build.torchtree import default_envs_dir, env_dir_name, torch_build_problem
 from toolkit.core import fs
 from toolkit.core.errors import BuildError
+
+if TYPE_CHECKING:
+    from toolkit.build.matrix import Source
 
 PYPI = "pypi"  # pip's default index (no URL)
 PARTIAL = ".partial-"  # in the name of an install being made (readers of the cache skip such names)
@@ -215,6 +220,11 @@ def constraint_excludes(package: str, version: str) -> str:
     return ""
 
 
+def source_blocked(src: Source) -> str:
+    """Why pip as set up here may not install the matrix source `src` (its configured constraints), or ""."""
+    return constraint_excludes(src.name, src.version)
+
+
 # --- what the matrix's [sources] provision -------------------------------------------------------------------
 
 
@@ -296,8 +306,6 @@ def torch_install(
     build needs its headers and libraries, not the GBs of runtime wheels it imports at run time. A local CPU
     build of the same version (e.g. `2.13.0+cpu` in a find-links folder) is excluded in the requirement, and
     the installed build's torch/version.py must name the row's build (version, local tag, CUDA)."""
-    from toolkit.build.envs import env_dir_name, torch_build_problem
-
     requirement = f"torch=={version}"
     if compute.startswith("cu"):
         requirement += f",!={version}+cpu"
@@ -335,8 +343,6 @@ def installs_for(
 ) -> tuple[Install, ...]:
     """The installs a variant's Status.provision stands for: a toolkit (host binaries, any CPU's headers),
     another CPU's libcudart, a torch build (a venv here, a headers-and-libraries tree for another CPU)."""
-    from toolkit.build.envs import default_envs_dir
-
     cpu = variant.cpu if variant.cpu != host_cpu else None
     out = []
     for kind, src in provision:
