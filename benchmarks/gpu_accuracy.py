@@ -1,5 +1,5 @@
 """Accuracy table for docs/gpu-results.md: the built ops (through kernels.get_local_kernel) against the float64
-references of toolkit/verify/reference.py (the ones verify's conformance gate uses), on fresh random inputs, outputs allocated from NaN-poisoned memory.
+references of templates/reference.py (the ones the package's conformance cases in verify use), on fresh random inputs, outputs allocated from NaN-poisoned memory.
 Prints markdown; asserts nothing (the pass/fail lives in tests/gpu/test_ops.py).
 
     python3 benchmarks/gpu_accuracy.py [--root .]
@@ -18,7 +18,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.gpu import test_ops as t  # noqa: E402  (the input makers; the references come from toolkit.verify.reference)
+from tests.gpu import test_ops as t  # noqa: E402  (the input makers; the references come from templates/reference.py)
 
 
 def per_call_us(fn, n=200) -> float:

@@ -7,7 +7,7 @@ With the caching allocator off, every tensor is its own cudaMalloc, so a read pa
 past an allocation and memcheck reports it. Covered: flash_attn with n_kv not a multiple of 256 from exactly
 sized K/V (read in place: the kernel stops at n_kv, vendor/patches/0002), from a slice of a larger cache, n_kv = 1,
 odd n_q (two query
-columns per block), bf16, a broadcast mask; gated_delta_net with GQA, KDA, in-place state and head dim 16; the
+columns per block), bf16, a broadcast mask, one query with GQA groups of Q heads per block (0004); gated_delta_net with GQA, KDA, in-place state and head dim 16; the
 transformers layers' one-call op (its preparation kernel, csrc/cuda/gdn_prep.cu) on strided bf16/f16 views with
 grouped heads, l2 norm and KDA gates. `--chunked` runs the same with vendor/patches/0003's chunked prefill path
 switched on (GGML_CUDA_GDN_CHUNKED=1: every call of head dim 128 with more than one token), which covers a
@@ -28,6 +28,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", default=str(Path(__file__).resolve().parents[1]))
     ap.add_argument("--chunked", action="store_true", help="switch the chunked prefill path on first")
+    ap.add_argument("--fa-only", action="store_true", help="flash_attn's cases only (no gated_delta_net)")
     args = ap.parse_args()
     if args.chunked:  # read by the op once per process, at its first gated_delta_net call
         os.environ["GGML_CUDA_GDN_CHUNKED"] = "1"
@@ -53,16 +54,37 @@ def main() -> None:
         kc = torch.zeros(1, 2, cap, 128, device=dev, dtype=dtype)
         vc = torch.zeros_like(kc)
         op.flash_attn(q, kc[:, :, :n_kv], vc[:, :, :n_kv], mask)
-    for B, T, Hk, H, D, kda in [
-        (2, 3, 2, 4, 16, False),
-        (1, 5, 4, 8, 128, True),
-        (3, 1, 3, 3, 64, False),
-        (8, 2, 16, 32, 128, False),  # the vectorised decode path (vendor/patches)
-        (3, 3, 32, 32, 128, True),
-        (6, 2, 22, 22, 64, False),
-        (1, 130, 2, 4, 128, False),  # with --chunked: the chunked prefill path, a partial last chunk
-        (2, 256, 32, 32, 128, False),
+    # One query with GQA, exactly sized K/V, several sequences, a mask: below and above the lengths from which the
+    # op takes the grouped kernel (vendor/patches/0004: D=128 from 4096, D=256 from 16384, ratio divisible by 4).
+    for B, H, Hkv, n_kv, D, dtype in [
+        (2, 16, 2, 1, 64, torch.float16),
+        (2, 16, 4, 100, 256, torch.bfloat16),
+        (1, 8, 4, 1000, 128, torch.float16),
+        (3, 32, 4, 257, 128, torch.bfloat16),
+        (2, 12, 6, 3000, 256, torch.float16),
+        (2, 32, 4, 4097, 128, torch.float16),
+        (2, 16, 4, 16385, 256, torch.bfloat16),
     ]:
+        q = torch.randn(B, H, 1, D, device=dev)
+        k = torch.randn(B, Hkv, n_kv, D, device=dev, dtype=dtype)
+        v = torch.randn(B, Hkv, n_kv, D, device=dev, dtype=dtype)
+        op.flash_attn(q, k, v, None)
+        op.flash_attn(q, k, v, torch.zeros(B, 1, 1, n_kv, device=dev))
+    gdn_cases = (
+        []
+        if args.fa_only
+        else [
+            (2, 3, 2, 4, 16, False),
+            (1, 5, 4, 8, 128, True),
+            (3, 1, 3, 3, 64, False),
+            (8, 2, 16, 32, 128, False),  # the vectorised decode path (vendor/patches)
+            (3, 3, 32, 32, 128, True),
+            (6, 2, 22, 22, 64, False),
+            (1, 130, 2, 4, 128, False),  # with --chunked: the chunked prefill path, a partial last chunk
+            (2, 256, 32, 32, 128, False),
+        ]
+    )
+    for B, T, Hk, H, D, kda in gdn_cases:
         q = F.normalize(torch.randn(B, T, Hk, D, device=dev), dim=-1)
         k = F.normalize(torch.randn(B, T, Hk, D, device=dev), dim=-1)
         v = torch.randn(B, T, H, D, device=dev)

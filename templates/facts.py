@@ -10,6 +10,9 @@ from toolkit.core.ggml_facts import CPU_OPS_SOURCE, METAL_MONOLITH, METAL_SPLIT_
 
 # The ops these templates implement: config naming another op for this package is refused.
 OPS = ("gated_delta_net", "flash_attn")
+# The conformance cases `verify` runs on a built variant (relative to this directory; its float64 references are
+# reference.py next to it).
+CONFORMANCE = "conformance.py"
 
 # Head dims instantiated upstream.
 GDN_CUDA_HEAD_DIMS = (16, 32, 64, 128)
@@ -52,6 +55,15 @@ FA_VEC_CUDA_COMBINE = "flash_attn_combine_results"  # template <int D>
 FA_VEC_CUDA_NTHREADS_HOST = "ggml_cuda_fattn_vec_get_nthreads_host"
 # Query columns per block: ggml uses 1 for a single query and 2 otherwise (fattn-vec.cuh).
 FA_VEC_CUDA_NCOLS = (1, 2)
+# GQA-grouped instances (vendor/patches/0004-fa-vec-gqa.patch: ncols2 Q heads of one K/V head per block, one
+# query), per head dim: the group sizes compiled and the n_kv from which the op takes them. Dispatch by measurement
+# (H200, bf16 K/V, benchmarks/bench_fa.py's grouped and one-head-per-block rows side by side, docs/benchmarks.md
+# "Decode attention"): groups of 4 against one block per Q head were 1.37 / 0.91 / 0.98 / 0.93x at D=128 and
+# n_kv 512 / 4K / 16K / 32K, 1.53 / 1.26 / 0.90 / 0.78x at D=256. Only what was measured faster is dispatched:
+# groups of 4 (a GQA ratio divisible by 4 runs ratio/4 groups per K/V head), D=128 from 4K, D=256 from 16K; other
+# head dims, ratios and lengths run ggml's one-head-per-block kernel.
+FA_VEC_CUDA_GQA_NCOLS2 = {128: (4,), 256: (4,)}
+FA_VEC_CUDA_GQA_MIN_KV = {128: 4096, 256: 16384}
 # K/V element types we instantiate (torch dtype name -> ggml_type); K and V must share one.
 FA_VEC_CUDA_KV_TYPES = (("float16", "GGML_TYPE_F16"), ("bfloat16", "GGML_TYPE_BF16"))
 # The vector kernel is ggml's decode path; ggml-metal takes it for ne01 < 20 queries (ggml-metal-ops.cpp

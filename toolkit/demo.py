@@ -10,7 +10,12 @@ first failure is recorded in the report and the tasks after it are skipped.
 A project of several packages: one sync (the union), then the package tasks render → get_kernel for each
 package in turn (the first package's stages keep their plain names, a later package's are named "<stage>
 <package>"). A later package whose entry files the embedded miniature does not hold is left out of the
-workspace and reported as one visibly skipped stage naming the missing files (the run stays green).
+workspace and reported as one visibly skipped stage naming the missing files (the run stays green). A package
+whose entries the miniature holds as closure-only stand-ins (files that say so, e.g. gguf-kernels' mmvq.cu) is
+synced, rendered and its build planned; its compile, verify, publish and get_kernel stages are skipped, saying so.
+The plan decides all of that (`Plan.stages` is the run's stage list, `--dry-run` prints it per package); execute
+follows it. Policy stays with the stages: a host with nothing to build fails the build task with the build
+stage's own one line (NothingToBuildError: every variant's reason and what to do).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +43,9 @@ DEMO_TOKEN = "hf_demo_local_only"
 COPIED = ("pyproject.toml", "variants", "templates")
 
 OK, FAILED, SKIPPED = "ok", "failed", "skipped"
+# What the miniature's closure-only stand-ins say in their first line: they carry a package's closure (names,
+# includes, declarations) for sync, render and the build plan, but no kernels to compile.
+STAND_IN_MARK = b"closure-only stand-in"
 
 
 @dataclass
@@ -104,20 +112,65 @@ class Request:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """A later package the workspace leaves out: the embedded miniature lacks its entry files."""
+
+    package: str
+    missing: tuple[str, ...]
+
+    def detail(self) -> str:
+        return (
+            f"skipped: its entry files {', '.join(self.missing)} are not in the embedded miniature upstream "
+            "(run the demo with --upstream PATH to a ggml clone to include it)"
+        )
+
+
+@dataclass(frozen=True)
 class Plan:
+    """What the demo will run: the project whose configuration it copies, the packages the workspace keeps
+    (each gets the package tasks, in order) and those it leaves out (one skipped stage each)."""
+
     source: Path  # the project whose configuration is copied
     request: Request
+    packages: tuple[str, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
+    # packages kept on the miniature's closure-only stand-ins -> why only render and a planned build run
+    plan_only: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def stages(self) -> tuple[str, ...]:
-        return STAGES
+        """The run's stage names, in the order the report lists them."""
+        names = [name for name, _ in SETUP] + [x.package for x in self.left_out] + [name for name, _ in SYNC]
+        for i, package in enumerate(self.packages or ("",)):  # ("",): a configuration the setup will refuse
+            names += [
+                name + ("" if i == 0 else f" {package}") for name, _ in PACKAGE_TASKS
+            ]  # plan-only: the rest skipped
+        return tuple(names)
 
     def lines(self) -> list[str]:
         where = self.request.workspace or "a temporary directory"
-        return [f"would run, in {where}: {' -> '.join(self.stages)}"]
+        upstream = self.request.upstream or "the embedded miniature upstream"
+        tasks = " -> ".join(name for name, _ in PACKAGE_TASKS)
+        planned = " -> ".join(name for name, _ in PLAN_ONLY_TASKS)
+        out = [f"would run, in {where}, on {upstream}:"]
+        out.append(f"  setup: copy {', '.join(COPIED)} from {self.source}")
+        out.append(f"  sync: one pin for {', '.join(self.packages) or 'the project'}")
+        for package in self.packages:
+            why = self.plan_only.get(package)
+            out.append(
+                f"  {package}: {planned} (planned, not compiled); the rest {why}" if why else f"  {package}: {tasks}"
+            )
+        out += [f"  {x.package}: {x.detail()}" for x in self.left_out]
+        return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"workspace": str(self.request.workspace or "a temporary directory"), "stages": list(self.stages)}
+        return {
+            "workspace": str(self.request.workspace or "a temporary directory"),
+            "stages": list(self.stages),
+            "packages": list(self.packages),
+            "skipped": {x.package: x.detail() for x in self.left_out},
+            "plan_only": dict(self.plan_only),
+        }
 
 
 @dataclass
@@ -151,8 +204,11 @@ def _source_project(start: Path | None) -> Path:
         raise
 
 
-def make_workspace(source: Path, dest: Path, upstream: str | None = None) -> Path:
-    """A copy of the project's configuration pointing at the embedded miniature upstream (or `upstream`)."""
+def make_workspace(
+    source: Path, dest: Path, upstream: str | None = None, left_out: tuple[str, ...] | None = None
+) -> Path:
+    """A copy of the project's configuration pointing at the embedded miniature upstream (or `upstream`),
+    without the later packages `left_out` (None: those the miniature cannot serve, see `left_out`)."""
     from toolkit.core.config import set_value
     from toolkit.sync.embedded import EMBEDDED
 
@@ -167,7 +223,9 @@ def make_workspace(source: Path, dest: Path, upstream: str | None = None) -> Pat
     (dest / "vendor" / "patches").mkdir(parents=True, exist_ok=True)
     set_value(dest, "upstream", upstream or EMBEDDED)
     set_value(dest, "hub-repo", DEMO_REPO)
-    _later_packages_for_demo(dest, embedded=upstream is None)
+    if left_out is None:
+        left_out = tuple(x.package for x in packages_left_out(load_config(source), embedded=upstream is None))
+    _later_packages_for_demo(dest, left_out)
     return dest
 
 
@@ -189,8 +247,30 @@ def missing_in_miniature(pkg: Any) -> list[str]:
     ]
 
 
-def _later_packages_for_demo(dest: Path, *, embedded: bool) -> None:
-    """Point each later package at its demo Hub repo; on the miniature, drop those it cannot serve."""
+def packages_left_out(cfg: Config, *, embedded: bool) -> tuple[LeftOut, ...]:
+    """The later packages a workspace on the embedded miniature cannot serve (none on a real upstream)."""
+    if not embedded:
+        return ()
+    found = ((pkg.name, tuple(missing_in_miniature(pkg))) for pkg in cfg.packages[1:])
+    return tuple(LeftOut(name, missing) for name, missing in found if missing)
+
+
+def stand_in_entries(pkg: Any) -> list[str]:
+    """The package's entry files that the embedded miniature holds as closure-only stand-ins."""
+    from toolkit.sync.embedded import mini_files
+
+    have = mini_files()
+    found = (
+        next((alt for alt in entry.alternatives if alt in have), None)
+        for op in pkg.ops
+        for entries in op.entries.values()
+        for entry in entries
+    )
+    return list(dict.fromkeys(f for f in found if f is not None and STAND_IN_MARK in have[f].split(b"\n", 1)[0]))
+
+
+def _later_packages_for_demo(dest: Path, left_out: tuple[str, ...]) -> None:
+    """Point each later package at its demo Hub repo, and drop those left out."""
     import tomlkit
 
     from toolkit.core import fs
@@ -200,7 +280,7 @@ def _later_packages_for_demo(dest: Path, *, embedded: bool) -> None:
     doc = parse_toml(dest / "pyproject.toml")
     tables = doc["tool"][TABLE].get("packages", {})
     for pkg in cfg.packages[1:]:
-        if embedded and missing_in_miniature(pkg):
+        if pkg.name in left_out:
             del tables[pkg.name]
         else:
             tables[pkg.name]["hub-repo"] = demo_repo(pkg.name, first=False)
@@ -279,7 +359,7 @@ def load_with_get_kernel(endpoint: str, repo: str, version: int, cache: Path) ->
 
 def _setup(ctx: Context) -> tuple[str, dict[str, Any]]:
     upstream = ctx.plan.request.upstream
-    make_workspace(ctx.plan.source, ctx.workspace, upstream)
+    make_workspace(ctx.plan.source, ctx.workspace, upstream, tuple(x.package for x in ctx.plan.left_out))
     cfg = ctx.cfg = load_config(ctx.workspace)
     source = ctx.plan.source
     detail = (
@@ -291,21 +371,11 @@ def _setup(ctx: Context) -> tuple[str, dict[str, Any]]:
 
 
 def skipped_packages(ctx: Context) -> list[Stage]:
-    """One deliberately skipped stage per package of the project that the workspace left out (none when the
-    setup failed: the stages after it say so)."""
+    """One deliberately skipped stage per package the plan left out of the workspace (none when the setup
+    failed: the stages after it say so)."""
     if ctx.cfg is None:
         return []
-    kept = set(ctx.cfg.package_names())
-    return [
-        Stage(
-            pkg.name,
-            SKIPPED,
-            detail=f"skipped: its entry files {', '.join(missing_in_miniature(pkg))} are not in the embedded "
-            "miniature upstream (run the demo with --upstream PATH to a ggml clone to include it)",
-        )
-        for pkg in load_config(ctx.plan.source).packages
-        if pkg.name not in kept
-    ]
+    return [Stage(x.package, SKIPPED, detail=x.detail()) for x in ctx.plan.left_out]
 
 
 def _sync(ctx: Context) -> tuple[str, dict[str, Any]]:
@@ -343,21 +413,40 @@ def _build(ctx: Context) -> tuple[str, dict[str, Any]]:
 
     req = ctx.plan.request
     request = build.Request(engine=req.engine, toolchain=req.toolchain, jobs=req.jobs, progress=False)
+    # A host with nothing to build is the build stage's refusal (NothingToBuildError, its one line naming
+    # every variant's reason): the task fails with it, so whatever execute returns built something or failed.
     rep = build.execute(build.plan(ctx.config, request))
     ctx.built = [r.name for r in rep.results if r.result in ("built", "up-to-date")]
     skipped = [r for r in rep.results if r.result == "skipped"]
     if rep.failed:
         raise _build_failure(rep)
-    if not ctx.built:
-        raise VendorError(
-            "this machine can build no variant: " + "; ".join(f"{r.name}: {r.reason}" for r in skipped),
-            "install a CUDA toolkit matching torch (see ggml-vendor variants)",
-        )
     detail = (
         f"built {', '.join(ctx.built)} ({rep.stats.compiler_invocations} compiler runs); "
         f"{len(skipped)} other variants skipped here"
     )
     return detail, rep.to_json()
+
+
+def _build_plan(ctx: Context) -> tuple[str, dict[str, Any]]:
+    """A package on closure-only stand-ins: its build planned (pure), not compiled."""
+    from toolkit import build
+
+    req = ctx.plan.request
+    planned = build.plan(ctx.config, build.Request(engine=req.engine, toolchain=req.toolchain, jobs=req.jobs))
+    here = planned.plan.buildable()
+    steps = len(planned.plan.steps_for(here))
+    detail = (
+        f"planned, not compiled: {len(here)} variant(s) buildable here ({steps} steps), "
+        f"{len(planned.plan.variants) - len(here)} elsewhere; {_stand_in_reason(ctx.config.package)}"
+    )
+    return detail, planned.to_json()
+
+
+def _stand_in_reason(pkg: Any) -> str:
+    return (
+        f"the embedded miniature's {', '.join(stand_in_entries(pkg))} are closure-only stand-ins (run the demo "
+        "with --upstream PATH to a ggml clone to build it)"
+    )
 
 
 def _verify(ctx: Context) -> tuple[str, dict[str, Any]]:
@@ -419,6 +508,8 @@ PACKAGE_TASKS: tuple[tuple[str, Task], ...] = (
     ("publish", _publish),
     ("get_kernel", _get_kernel),
 )
+# A package on the miniature's closure-only stand-ins: rendered and planned; the rest is skipped, saying why.
+PLAN_ONLY_TASKS: tuple[tuple[str, Task], ...] = (("render", _render), ("build", _build_plan))
 TASKS = SETUP + SYNC + PACKAGE_TASKS
 STAGES = tuple(name for name, _ in TASKS)
 
@@ -462,13 +553,36 @@ def _run_all(ctx: Context) -> list[Stage]:
     for view in project.selected(()) if project is not None else (None,):
         ctx.cfg, ctx.built = view, []
         suffix = "" if view is None or view.is_first else f" {view.name}"
-        run_tasks(ctx, PACKAGE_TASKS, stages, suffix)
+        why = ctx.plan.plan_only.get(view.name) if view is not None else None
+        if why:
+            run_tasks(ctx, PLAN_ONLY_TASKS, stages, suffix)
+            skipped = [name for name, _ in PACKAGE_TASKS if name not in dict(PLAN_ONLY_TASKS)]
+            stages += [Stage(n + suffix, SKIPPED, detail=why) for n in skipped]
+        else:
+            run_tasks(ctx, PACKAGE_TASKS, stages, suffix)
     return stages
 
 
 def plan(project: Path | None, request: Request | None = None, log: Log = quiet) -> Plan:
-    """The project to copy (--project, else the nearest, else the tool's own repository) and the request."""
-    return Plan(_source_project(project), request or Request())
+    """The project to copy (--project, else the nearest, else the tool's own repository), the packages the
+    workspace keeps and those it leaves out (on the embedded miniature: the later packages whose entry files
+    it lacks). Reads the project's configuration only."""
+    request = request or Request()
+    source = _source_project(project)
+    try:
+        cfg = load_config(source)
+    except VendorError:
+        return Plan(source, request)  # the setup task reports the broken configuration
+    embedded = request.upstream is None
+    left_out = packages_left_out(cfg, embedded=embedded)
+    dropped = {x.package for x in left_out}
+    kept = tuple(n for n in cfg.package_names() if n not in dropped)
+    plan_only = {
+        pkg.name: f"skipped: {_stand_in_reason(pkg)}"
+        for pkg in cfg.packages
+        if embedded and pkg.name in kept and stand_in_entries(pkg)
+    }
+    return Plan(source, request, kept, left_out, plan_only)
 
 
 def execute(plan: Plan, log: Log = quiet) -> DemoReport:

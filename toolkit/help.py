@@ -104,12 +104,13 @@ PATCH_LIST = (
 
 PATCH_DROP = "Remove a patch from vendor/patches/ and un-apply it from vendor/ggml."
 
-CI = """Render .github/workflows/build-variants.yml from the variant matrix: one job per variant on a runner that
-can build it (x86_64 and arm64 Linux, NVIDIA's CUDA image for toolkits PyPI lacks, a ROCm container, macOS
-with Xcode's Metal toolchain), each building and verifying its variant and uploading build/<variant>/ with
-its verification record as an artifact named after the variant; a final job runs `ggml-vendor collect`,
-verifies and publishes (v* tags, or a manual run that asks for it). Same inputs give the same bytes;
---check exits 6 when the committed workflow is missing or stale."""
+CI = """Render .github/workflows/build-variants.yml from every package's variant matrix: one job per variant on a
+runner that can build it (x86_64 and arm64 Linux, NVIDIA's CUDA image for toolkits PyPI lacks, a ROCm container,
+macOS with Xcode's Metal toolchain), each building and verifying its variant and uploading the package's
+build/<variant>/ with its verification record as an artifact named after the variant (a later package's names
+start with the package's); then per package a job runs `ggml-vendor collect`, verifies and publishes to its Hub
+repo (v* tags, or a manual run that asks for it). Same inputs give the same bytes; --check exits 6 when the
+committed workflow is missing or stale."""
 
 COLLECT = """Merge per-variant build artifacts into build/: what the `ggml-vendor ci` jobs upload (<variant>/ plus
 its .verified.json record), as directories or .zip files, or a directory holding them (download-artifact's

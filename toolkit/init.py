@@ -137,6 +137,10 @@ def _facts_file(name: str, ops: dict[str, dict[str, list[str]]]) -> str:
         "# Regions of upstream code the binding depends on, fingerprinted by sync (Fingerprint from\n"
         "# toolkit.core.ggml_facts), and the functions the ops' semantics live in (Behaviour).\n"
         "FINGERPRINTS: tuple = ()\nBEHAVIOUR: tuple = ()\n"
+        "# The conformance cases `verify` runs on a built variant: a module beside this file whose run_all(mod)\n"
+        "# returns what toolkit/verify/conformance.py describes (templates/gguf-kernels/conformance.py is one).\n"
+        "# Until it names one, the gate says 'not run (the package declares no conformance cases ...)'.\n"
+        '# CONFORMANCE = "conformance.py"\n'
     )
 
 

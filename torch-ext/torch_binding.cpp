@@ -561,7 +561,8 @@ at::Tensor flash_attn_cuda(const at::Tensor & q, const at::Tensor & k, const at:
   }
 
   int parallel_blocks = 1;
-  check_launch(ggml_vendor_fa_vec_plan(D, kv_type, n_q, H, B, n_pad, &parallel_blocks), op);
+  int ncols2 = 1;
+  check_launch(ggml_vendor_fa_vec_plan(D, kv_type, n_q, H, Hkv, B, n_pad, &parallel_blocks, &ncols2), op);
   GV_CHECK(ValueError, B * n_q * H * parallel_blocks * D <= kInt32Max, op,
                     ": the output is too large for the kernel's 32-bit indexing; split the batch");
   at::Tensor partials, meta;
@@ -579,6 +580,7 @@ at::Tensor flash_attn_cuda(const at::Tensor & q, const at::Tensor & k, const at:
   a.partials = parallel_blocks > 1 ? partials.data_ptr<float>() : nullptr;
   a.meta = parallel_blocks > 1 ? meta.data_ptr<float>() : nullptr;
   a.parallel_blocks = parallel_blocks;
+  a.ncols2 = ncols2;
   a.kv_type = kv_type;
   a.head_dim = D;
   a.scale = static_cast<float>(scale);

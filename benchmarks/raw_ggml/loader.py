@@ -230,12 +230,23 @@ class RawGgml:
             p,
         ]
         L.raw_fa_launch.restype = i32
+        L.raw_fa_launch_ex.argtypes = [i32, i32, *L.raw_fa_launch.argtypes]
+        L.raw_fa_launch_ex.restype = i32
+        L.raw_fa_occupancy_ex.argtypes = [i32, i32, i32, ctypes.POINTER(i32)]
+        L.raw_fa_occupancy_ex.restype = i32
+        L.raw_fa_has_gqa.argtypes = []
+        L.raw_fa_has_gqa.restype = i32
 
     def check(self, rc: int) -> None:
         if rc != 0:
             raise RuntimeError(self.lib.raw_last_error().decode(errors="replace"))
 
-    def fa_occupancy(self, head_dim: int) -> int:
+    def fa_occupancy(self, head_dim: int, kv_type: int = 0, ncols2: int = 1) -> int:
         n = ctypes.c_int(0)
-        self.check(self.lib.raw_fa_occupancy(head_dim, ctypes.byref(n)))
+        self.check(self.lib.raw_fa_occupancy_ex(head_dim, kv_type, ncols2, ctypes.byref(n)))
         return n.value
+
+    @property
+    def fa_has_gqa(self) -> bool:
+        """True when the tree's vec kernel has the GQA-grouped form (vendor/patches/0004)."""
+        return bool(self.lib.raw_fa_has_gqa())

@@ -111,6 +111,7 @@ typedef struct ggml_vendor_fa_args {
     float *       partials;    // f32 [parallel_blocks * n_seqs * n_q * n_heads * head_dim] when parallel_blocks > 1
     float *       meta;        // f32 [parallel_blocks * n_seqs * n_q * n_heads * 2] when parallel_blocks > 1
     int     parallel_blocks;   // from ggml_vendor_fa_vec_plan
+    int     ncols2;            // from ggml_vendor_fa_vec_plan: Q heads per block (1, or a GQA group with the 0004 patch)
     int     kv_type;
     int64_t head_dim;
     float   scale;
@@ -128,10 +129,13 @@ typedef struct ggml_vendor_fa_args {
 GGML_VENDOR_HIDDEN int ggml_vendor_fa_vec_bounded_kv(void);
 // 1 when flash_attn_ext_vec has an instance for these head dims and this K/V type.
 GGML_VENDOR_HIDDEN int ggml_vendor_fa_vec_supports(int64_t head_dim_k, int64_t head_dim_v, int kv_type);
-// parallel_blocks as ggml's launch_fattn picks it (occupancy, then wave efficiency). Cached per device and
+// The kernel and split for a call: ncols2, the Q heads one block handles (a GQA group for a single query where
+// the grouped kernel is compiled and faster, else 1), and parallel_blocks (ungrouped: as ggml's launch_fattn
+// picks it, occupancy then wave efficiency; grouped: equal shares of one wave). Occupancy is cached per device and
 // kernel, so after the first call for a shape class it issues no CUDA call (safe inside graph capture).
 GGML_VENDOR_HIDDEN const char * ggml_vendor_fa_vec_plan(int64_t head_dim, int kv_type, int64_t n_q, int64_t n_heads,
-                                                        int64_t n_seqs, int64_t n_kv, int * parallel_blocks);
+                                                        int64_t n_heads_kv, int64_t n_seqs, int64_t n_kv,
+                                                        int * parallel_blocks, int * ncols2);
 GGML_VENDOR_HIDDEN const char * ggml_vendor_fa_vec_launch(const ggml_vendor_fa_args * args, void * stream);
 
 #ifdef __cplusplus

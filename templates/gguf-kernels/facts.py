@@ -7,6 +7,9 @@ from toolkit.core.ggml_facts import METAL_MONOLITH, METAL_SPLIT_DIR, Fingerprint
 # (ggml's mmvq.cu) also serves mul_mat_id (MUL_MAT_ID is the same kernel with expert ids); quantize is ggml's
 # q8_1 activation quantizer that the gemv reads.
 OPS = ("mul_mat_vec", "quantize", "dequantize", "get_rows")
+# The conformance cases `verify` runs on a built variant (relative to this directory): every op against gguf's
+# numpy dequantization (reference.py next to it).
+CONFORMANCE = "conformance.py"
 # Our CUDA unit per op (csrc/cuda/<unit>.cu includes the op's upstream entry exactly once).
 CUDA_TU_FOR_OP = {
     "mul_mat_vec": "gguf_mmvq",

@@ -182,6 +182,32 @@ def test_an_interrupted_merge_leaves_the_previous_build(proj, tmp_path: Path, mo
     assert sorted(p.name for p in proj.build_dir.iterdir()) == [".verified.json", V1]
 
 
+def test_plan_and_execute_follow_the_stage_protocol(proj, tmp_path: Path) -> None:
+    """The plan checks and decides, writing nothing (build/ is not even created); execute carries it out and
+    refuses a variant whose artifact changed after the plan checked it (build/ then untouched)."""
+    from toolkit.ci import collect as collect_mod
+    from toolkit.core import stage
+
+    art = _artifact(proj, tmp_path / "a", V1)
+    planned = collect_mod.plan(proj, collect_mod.Request((art,)))
+    assert isinstance(planned, stage.Plan) and planned.ok and not proj.build_dir.exists()
+    assert planned.lines()[0].startswith(f"would add {V1} from {V1}") and planned.to_json()["dry_run"] is True
+    with (art / V1 / "__init__.py").open("a") as fh:
+        fh.write("# changed after the plan\n")
+    report = collect_mod.execute(planned)
+    assert isinstance(report, stage.Report) and not report.ok and stage.exit_code_of(report) == 11
+    assert [(r.variant, r.kind) for r in report.refusals] == [(V1, "changed")]
+    assert not proj.build_dir.exists()
+    again = collect_mod.execute(collect_mod.plan(proj, collect_mod.Request((_artifact(proj, tmp_path / "b", V1),))))
+    assert (
+        again.ok
+        and again.committed
+        and again.lines()[0]
+        == f"added {V1} from {V1} (re-checked here: " + ", ".join(again.incoming[0].rechecked) + ")"
+    )
+    assert (proj.build_dir / V1 / "metadata.json").is_file()
+
+
 # --- refusals --------------------------------------------------------------------------------------------
 
 

@@ -1,8 +1,10 @@
-"""`ggml-vendor ci`: the committed workflow is what the matrix renders to, its jobs are exactly the matrix's
-variants on matching runners, it passes actionlint offline, and --check catches a stale or missing file."""
+"""`ggml-vendor ci`: the committed workflow is what the packages' matrices render to, its jobs are exactly each
+package's variants on matching runners (with a collect job per package that waits for that package's jobs
+alone), it passes actionlint offline, and --check catches a stale or missing file."""
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import shutil
 import subprocess
@@ -19,7 +21,10 @@ from toolkit.core import config
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / workflow.OUTPUT
-PACKAGE = "ggml-attn-kernels"  # the first package: the workflow is rendered for it
+PACKAGE = "ggml-attn-kernels"  # the first package: its job ids, artifact names and build/ are as before families
+SECOND = "gguf-kernels"
+# package -> (job id prefix = artifact name prefix, its build/ directory)
+PACKAGES = {PACKAGE: ("", "build"), SECOND: (f"{SECOND}-", f"build/{SECOND}")}
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess:
@@ -37,8 +42,15 @@ def _project(tmp_path: Path) -> Path:
     return root
 
 
-def _jobs(doc: dict) -> dict[str, dict]:
-    return {k: v for k, v in doc["jobs"].items() if k != "collect"}
+def _jobs(doc: dict, package: str = PACKAGE) -> dict[str, dict]:
+    """The variant jobs of `package` (the first package's have bare ids; a later one's start with its name)."""
+    prefix = PACKAGES[package][0]
+    others = tuple(p for p, _ in PACKAGES.values() if p and p != prefix)
+    return {
+        k: v
+        for k, v in doc["jobs"].items()
+        if not k.endswith("collect") and k.startswith(prefix) and not (not prefix and k.startswith(others))
+    }
 
 
 def test_committed_workflow_is_current() -> None:
@@ -47,35 +59,42 @@ def test_committed_workflow_is_current() -> None:
     assert "is up to date" in res.stdout
 
 
-def test_job_matrix_equals_the_variants_command() -> None:
-    res = _cli(REPO, "variants", "-p", "ggml-attn-kernels", "--json")  # the workflow is the first package's
+@pytest.mark.parametrize("package", list(PACKAGES))
+def test_job_matrix_equals_the_variants_command(package: str) -> None:
+    res = _cli(REPO, "variants", "-p", package, "--json")
     assert res.returncode == 0, res.stderr
     listed = [v["name"] for v in json.loads(res.stdout)["variants"]]
     doc = yaml.safe_load(WORKFLOW.read_text())
-    rendered = [row["variant"] for job in _jobs(doc).values() for row in job["strategy"]["matrix"]["include"]]
+    jobs = _jobs(doc, package)
+    rendered = [row["variant"] for job in jobs.values() for row in job["strategy"]["matrix"]["include"]]
     assert sorted(rendered) == sorted(listed) and len(rendered) == len(set(rendered))
-    assert len(listed) >= 15  # the default matrix: CUDA x2 arches, Metal, ROCm
+    assert len(listed) >= 15  # both matrices: CUDA x2 arches x3 toolkits (+2.15), Metal (the first: ROCm too)
+    # A package with Metal gets its own macOS job (the gguf Metal build is ggml-metal's gemv / get_rows).
+    assert f"{PACKAGES[package][0]}macos" in jobs
 
 
-def test_every_job_builds_verifies_and_uploads_its_variant_on_a_matching_runner() -> None:
+@pytest.mark.parametrize("package", list(PACKAGES))
+def test_every_job_builds_verifies_and_uploads_its_variant_on_a_matching_runner(package: str) -> None:
     doc = yaml.safe_load(WORKFLOW.read_text())
-    for job_id, job in _jobs(doc).items():
+    prefix, build = PACKAGES[package]
+    assert _jobs(doc, package)
+    for job_id, job in _jobs(doc, package).items():
         steps = job["steps"]
         runs = "\n".join(s.get("run", "") for s in steps)
-        # Every command names the package the workflow is of: in a family, a plain `build --variant` would run
-        # for every package.
-        assert f'ggml-vendor build --package {PACKAGE} --variant "${{{{ matrix.variant }}}}"' in runs, job_id
-        assert f'ggml-vendor verify --package {PACKAGE} "${{{{ matrix.variant }}}}"' in runs, job_id
+        # Every command names its package: in a family, a plain `build --variant` would run for every package.
+        assert f'ggml-vendor build --package {package} --variant "${{{{ matrix.variant }}}}"' in runs, job_id
+        assert f'ggml-vendor verify --package {package} "${{{{ matrix.variant }}}}"' in runs, job_id
         verify = [s["run"] for s in steps if s.get("run", "").startswith("ggml-vendor verify")]
         # CUDA jobs load their variant (kernels.get_local_kernel) without a GPU: the aarch64 rows get loaded
-        smoke = job_id in ("linux", "cuda-image")
+        smoke = job_id.removeprefix(prefix) in ("linux", "cuda-image")
         assert verify == [
-            f'ggml-vendor verify --package {PACKAGE} "${{{{ matrix.variant }}}}"' + ("" if smoke else " --no-smoke")
+            f'ggml-vendor verify --package {package} "${{{{ matrix.variant }}}}"' + ("" if smoke else " --no-smoke")
         ]
         [upload] = [s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")]
-        assert upload["with"]["name"] == "${{ matrix.variant }}"
-        assert "build/${{ matrix.variant }}/" in upload["with"]["path"].splitlines()
-        assert "build/.verified.json" in upload["with"]["path"].splitlines()  # the verification record travels too
+        assert upload["with"]["name"] == prefix + "${{ matrix.variant }}"
+        assert f"{build}/${{{{ matrix.variant }}}}/" in upload["with"]["path"].splitlines()
+        # the verification record travels too
+        assert f"{build}/.verified.json" in upload["with"]["path"].splitlines()
         assert upload["with"]["include-hidden-files"] is True
         for row in job["strategy"]["matrix"]["include"]:
             v = parse_name(row["variant"])
@@ -94,18 +113,29 @@ def test_every_job_builds_verifies_and_uploads_its_variant_on_a_matching_runner(
                 assert row["container"].startswith("nvidia/cuda:" + v.toolkit)
             if v.backend == "cuda" and v.toolkit in workflow.PYPI_CUDA:
                 assert "container" not in row and "container" not in job
-    collect = doc["jobs"]["collect"]
-    assert sorted(collect["needs"]) == sorted(_jobs(doc))
+    collect = doc["jobs"][f"{prefix}collect"]
+    assert sorted(collect["needs"]) == sorted(_jobs(doc, package))  # its own jobs only
     steps = collect["steps"]
     runs = [s.get("run", "") for s in steps]
-    assert runs.index(f"ggml-vendor collect --package {PACKAGE} artifacts") < runs.index(
-        f"ggml-vendor verify --package {PACKAGE} --no-smoke"
+    assert runs.index(f"ggml-vendor collect --package {package} artifacts") < runs.index(
+        f"ggml-vendor verify --package {package} --no-smoke"
     )
-    [publish] = [s for s in steps if s.get("run") == f"ggml-vendor publish --package {PACKAGE}"]
+    [publish] = [s for s in steps if s.get("run") == f"ggml-vendor publish --package {package}"]
     assert "refs/tags/v" in publish["if"] and "workflow_dispatch" in publish["if"]
     assert publish["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
     [download] = [s for s in steps if s.get("uses", "").startswith("actions/download-artifact@")]
     assert download["with"]["path"] == "artifacts"
+    # The download takes exactly this package's artifacts: every name the package's jobs upload matches its
+    # pattern, and no other package's does (download-artifact's glob, checked with fnmatch's equivalent here).
+    pattern = download["with"]["pattern"]
+    for other, (other_prefix, _) in PACKAGES.items():
+        for job in _jobs(doc, other).values():
+            for row in job["strategy"]["matrix"]["include"]:
+                assert fnmatch.fnmatchcase(other_prefix + row["variant"], pattern) == (other == package), (
+                    pattern,
+                    other,
+                    row["variant"],
+                )
 
 
 def _actionlint() -> str:
@@ -142,8 +172,11 @@ def test_check_reports_missing_then_stale_and_writing_is_byte_reproducible(tmp_p
     matrix.write_text(matrix.read_text().replace('toolkits = ["12.6", "13.0", "13.2"]', 'toolkits = ["13.0"]'))
     res = _cli(root, "ci", "--check", "--json")
     assert res.returncode == 6 and json.loads(res.stdout)["drift"] == "stale"
-    names = [j["variant"] for j in json.loads(res.stdout)["jobs"]]
+    jobs = json.loads(res.stdout)["jobs"]
+    names = [j["variant"] for j in jobs if j["package"] == PACKAGE]
     assert "torch214-cxx11-cu130-aarch64-linux" in names and not any("cu126" in n for n in names)
+    # the other package's matrix is its own: unchanged by the first's edit
+    assert any("cu126" in j["variant"] for j in jobs if j["package"] == SECOND)
 
 
 def test_a_toolkit_without_a_runner_setup_is_one_clear_line(tmp_path: Path) -> None:
@@ -171,4 +204,28 @@ def test_rows_follow_the_matrix_order_and_backends(tmp_path: Path) -> None:
         "torch214-cxx11-rocm72-x86_64-linux",
     }
     doc = yaml.safe_load(wf.content)
-    assert set(doc["jobs"]) == {"linux", "cuda-image", "collect"}
+    assert set(doc["jobs"]) == {
+        "linux",
+        "cuda-image",
+        "collect",
+        f"{SECOND}-linux",
+        f"{SECOND}-cuda-image",
+        f"{SECOND}-collect",
+    }
+
+
+def test_a_later_package_named_like_a_variant_is_one_clear_line(tmp_path: Path) -> None:
+    # Its artifacts would match the first package's download pattern (torch<digits>...): refused, nothing written.
+    root = _project(tmp_path)
+    py = root / "pyproject.toml"
+    py.write_text(py.read_text().replace("packages.gguf-kernels", "packages.torch2-kernels"))
+    (root / "variants" / "gguf-kernels.toml").rename(root / "variants" / "torch2-kernels.toml")
+    text = py.read_text().replace(
+        'variants = "variants/gguf-kernels.toml"', 'variants = "variants/torch2-kernels.toml"'
+    )
+    py.write_text(text.replace('module = "gguf_kernels"', 'module = "torch2_kernels"'))
+    res = _cli(root, "ci")
+    assert res.returncode == 2, res.stdout + res.stderr
+    err = res.stderr.strip()
+    assert len(err.splitlines()) == 1 and "torch2-kernels" in err and "rename" in err
+    assert not (root / workflow.OUTPUT).exists()

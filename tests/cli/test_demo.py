@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.machine import requires_torch
+from tests.helpers.project import first_package_pyproject
 from toolkit.core import config
-from toolkit.demo import DEMO_REPO, make_workspace, run_demo
+from toolkit.demo import DEMO_REPO, Request, make_workspace, missing_in_miniature, run_demo
+from toolkit.demo import plan as demo_plan
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+GGUF_STAGES = [f"{n} gguf-kernels" for n in ("render", "build", "verify", "publish", "get_kernel")]
 
 
 def test_workspace_points_at_the_embedded_upstream_and_leaves_the_project_alone(tmp_path: Path) -> None:
@@ -40,6 +43,99 @@ def test_a_failing_stage_stops_the_run_and_is_reported(tmp_path: Path) -> None:
     assert not report.ok
     render = next(s for s in report.stages if s.name == "render")
     assert "templates" in render.detail
+
+
+# Two later packages: one the embedded miniature serves (its entry file is there), one it cannot.
+LATER = """
+[tool.ggml-vendor.packages.mini-quant]
+version = 1
+hub-repo = "someone/mini-quant"
+backends = ["cuda"]
+
+[tool.ggml-vendor.packages.mini-quant.ops.quant]
+cuda = ["src/ggml-cuda/convert.cuh"]
+
+[tool.ggml-vendor.packages.absent-quant]
+version = 1
+hub-repo = "someone/absent-quant"
+backends = ["cuda"]
+
+[tool.ggml-vendor.packages.absent-quant.ops.quant]
+cuda = ["src/ggml-cuda/not-in-the-miniature.cu"]
+"""
+TASKS = ["render", "build", "verify", "publish", "get_kernel"]
+
+
+def _family(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "pyproject.toml").write_text(first_package_pyproject((REPO_ROOT / "pyproject.toml").read_text()) + LATER)
+    return src
+
+
+def test_the_plan_lists_the_stages_of_every_package_and_the_run_follows_it(tmp_path: Path) -> None:
+    src = _family(tmp_path)
+    plan = demo_plan(src, Request(workspace=tmp_path / "ws"))
+    assert plan.packages == ("ggml-attn-kernels", "mini-quant")
+    assert [(x.package, x.missing) for x in plan.left_out] == [
+        ("absent-quant", ("src/ggml-cuda/not-in-the-miniature.cu",))
+    ]
+    assert list(plan.stages) == ["setup", "absent-quant", "sync", *TASKS, *(f"{t} mini-quant" for t in TASKS)]
+    lines = plan.lines()
+    assert lines[0] == f"would run, in {tmp_path / 'ws'}, on the embedded miniature upstream:"
+    assert "  ggml-attn-kernels: render -> build -> verify -> publish -> get_kernel" in lines
+    assert "  mini-quant: render -> build -> verify -> publish -> get_kernel" in lines
+    assert any(line.startswith("  absent-quant: skipped: its entry files src/ggml-cuda/not-in-") for line in lines)
+    assert plan.to_json()["stages"] == list(plan.stages)
+    assert not (tmp_path / "ws").exists(), "the plan made the workspace"
+    # with a real upstream nothing is left out: every package gets its tasks
+    assert demo_plan(src, Request(upstream=str(tmp_path / "clone"))).packages == (
+        "ggml-attn-kernels",
+        "mini-quant",
+        "absent-quant",
+    )
+    # execute runs exactly the stages the plan listed (no templates/: render fails, the rest say so)
+    report = run_demo(src, workspace=tmp_path / "ws")
+    assert [s.name for s in report.stages] == list(plan.stages)
+
+
+def test_the_plan_of_this_project_lists_what_the_demo_runs(tmp_path: Path) -> None:
+    """This repository's packages: each is either run (its tasks listed) or left out naming its missing files."""
+    plan = demo_plan(REPO_ROOT)
+    project = config.load(REPO_ROOT)
+    assert plan.packages[0] == project.name
+    names = list(project.package_names())
+    assert sorted([*plan.packages, *(x.package for x in plan.left_out)], key=names.index) == names
+    for x in plan.left_out:
+        assert list(x.missing) == missing_in_miniature(project.for_package(x.package).package)
+    for package in plan.packages[1:]:
+        assert f"render {package}" in plan.stages
+    assert config.load(make_workspace(REPO_ROOT, tmp_path / "ws")).package_names() == plan.packages
+
+
+def test_a_host_with_nothing_to_build_fails_the_build_with_the_stage_s_line(tmp_path: Path, monkeypatch) -> None:
+    """The build stage refuses a host that can build none of the selected variants (NothingToBuildError); the
+    demo's build task fails with that one line, and the stages after it are skipped."""
+    from dataclasses import replace
+
+    from toolkit.build import stage as build_stage
+
+    real = build_stage.host_variant
+    # this machine's variant, on a backend it has no toolchain for
+    monkeypatch.setattr(build_stage, "host_variant", lambda host: replace(real(host), backend="rocm", toolkit="7.2"))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "pyproject.toml").write_text(first_package_pyproject((REPO_ROOT / "pyproject.toml").read_text()))
+    for name in ("templates", "variants"):
+        shutil.copytree(REPO_ROOT / name, src / name)
+    report = run_demo(src, workspace=tmp_path / "ws")
+    stages = {s.name: s for s in report.stages}
+    assert [stages[n].status for n in ("setup", "sync", "render", "build")] == ["ok", "ok", "ok", "failed"]
+    detail = stages["build"].detail
+    assert detail.startswith("nothing to build on this host (torch") and "needs ROCm 7.2" in detail, detail
+    assert "see `ggml-vendor variants`" in detail
+    assert all(stages[n].status == "skipped" for n in ("verify", "publish", "get_kernel"))
+    assert not report.ok and report.exit_code == 1
 
 
 @pytest.mark.slow
@@ -68,21 +164,48 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert proc.returncode == 0 and doc["ok"], json.dumps(
         {k: (v["status"], v["detail"]) for k, v in stages.items()}, indent=1
     )
-    # The project's second package (gguf-kernels) needs files the embedded miniature does not have: one
-    # visible skipped stage, and the first package runs end to end.
-    assert stages["gguf-kernels"]["status"] == "skipped" and "mmvq.cu" in stages["gguf-kernels"]["detail"]
+    # The project's second package (gguf-kernels) runs on the miniature's closure-only stand-ins: synced, rendered
+    # and its build planned; compiling, verifying, publishing and loading it are skipped, naming the stand-ins.
     assert [s["stage"] for s in doc["stages"]] == [
         "setup",
-        "gguf-kernels",
         "sync",
         "render",
         "build",
         "verify",
         "publish",
         "get_kernel",
+        *GGUF_STAGES,
     ]
+    assert (
+        stages["build gguf-kernels"]["status"] == "ok"
+        and "planned, not compiled" in stages["build gguf-kernels"]["detail"]
+    )
+    for name in ("verify gguf-kernels", "publish gguf-kernels", "get_kernel gguf-kernels"):
+        assert stages[name]["status"] == "skipped" and "mmvq.cu" in stages[name]["detail"], stages[name]
     pub = stages["publish"]["data"]
     assert pub["status"] == "published" and pub["verified"]["ok"]
     loaded = stages["get_kernel"]["data"]
     assert loaded["module"].startswith("_ggml_attn_kernels_cuda_")
     assert loaded["ops"], "no op registered under the build's namespace"
+
+
+def test_the_second_package_is_synced_rendered_and_planned_on_the_miniature(tmp_path: Path, monkeypatch) -> None:
+    # The first package's compile/verify/publish/load are stubbed (the slow end-to-end test runs them): what is
+    # checked is that the miniature's gguf stand-ins carry gguf-kernels' closure through sync, render and the
+    # build plan, and that what the stand-ins cannot do is skipped, saying why.
+    from toolkit import demo
+
+    stub = lambda ctx: ("stubbed", {})  # noqa: E731
+    monkeypatch.setattr(demo, "PACKAGE_TASKS", (("render", demo._render),) + tuple((n, stub) for n in demo.STAGES[3:]))
+    report = run_demo(REPO_ROOT, workspace=tmp_path / "ws")
+    status = {s.name: (s.status, s.detail) for s in report.stages}
+    assert [s.name for s in report.stages][-5:] == GGUF_STAGES
+    assert report.ok, status
+    assert status["sync"][0] == "ok" and "mmvq.cu" in " ".join(report.stages[1].data["files"])
+    assert status["render gguf-kernels"][0] == "ok"
+    assert (tmp_path / "ws" / "packages" / "gguf-kernels" / "build.toml").is_file()
+    build_status, build_detail = status["build gguf-kernels"]
+    assert build_status == "ok" and build_detail.startswith("planned, not compiled: ")
+    for name in GGUF_STAGES[2:]:
+        assert status[name][0] == "skipped" and "closure-only stand-ins" in status[name][1], status[name]
+    assert "src/ggml-cuda/mmvq.cu" in status["verify gguf-kernels"][1]

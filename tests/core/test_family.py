@@ -478,7 +478,10 @@ def test_demo_reports_a_skipped_package_and_runs_the_others(tmp_path, repo_root)
 def test_a_package_names_its_own_conformance_cases(synced):
     from toolkit.verify import conformance
 
-    assert conformance.cases_file_of(synced) is None  # the first package: the built-in GDN/FA cases
+    # the first package's GDN/FA cases live with it (templates/conformance.py), not in the tool
+    assert conformance.cases_file_of(synced) == synced.root / "templates/conformance.py"
+    quant = synced.for_package("fixture-quant")
+    assert conformance.cases_file_of(quant) is None  # a package that declares none: the gate says so
     facts = synced.root / "templates/fixture-quant/facts.py"
     facts.write_text(facts.read_text() + 'CONFORMANCE = "conformance.py"\n')
     quant = synced.for_package("fixture-quant")
@@ -551,3 +554,88 @@ def test_a_later_package_entry_missing_at_the_pin_names_its_table(tmp_path, up):
     assert "entry file of fixture-quant:quant/cuda not found" in res.output
     assert "[tool.ggml-vendor.packages.fixture-quant.ops.quant]" in res.output
     assert not (root / "vendor" / "UPSTREAM").exists()  # nothing half written
+
+
+# --- build identity (uid) per package ---------------------------------------------------------------------
+
+
+# The fixture's first package has no templates: its rendered tree is written as it would be.
+FIRST_BUILD_TOML = """[general]
+name = "fixture-kernels"
+version = 1
+edition = 5
+license = "MIT"
+backends = ["cuda"]
+
+[torch]
+src = ["torch-ext/torch_binding.cpp"]
+
+[kernel.gdn]
+backend = "cuda"
+depends = []
+src = ["csrc/gdn.cu"]
+include = ["vendor/ggml/include", "vendor/ggml/src", "vendor/ggml/src/ggml-cuda"]
+cuda-capabilities = ["8.0"]
+"""
+
+
+def _first_rendered(root: Path) -> Path:
+    (root / "build.toml").write_text(FIRST_BUILD_TOML)
+    for rel, text in (
+        ("torch-ext/torch_binding.cpp", "// binding\n"),
+        ("torch-ext/fixture_kernels/__init__.py", "\n"),
+        ("csrc/gdn.cu", '#include "ggml-cuda/gated_delta_net.cu"\n'),
+    ):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def _uid(cfg) -> str:  # type: ignore[no-untyped-def]
+    from toolkit.build.inputs import load_project
+
+    return load_project(cfg, store=False).source_id
+
+
+def test_each_package_uid_hashes_its_own_closure_and_the_first_keeps_its_one_package_value(synced, tmp_path, up):
+    assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
+    _first_rendered(synced.root)
+    quant = synced.for_package("fixture-quant")
+    first, second = _uid(synced), _uid(quant)
+    # The first package's uid is the one a project of that package alone gets for the same pin: the family's
+    # lock enters it as the first package's view (the one-package lock's bytes), and the second package's
+    # vendored files not at all.
+    alone = make_project(tmp_path / "alone", str(up.path))
+    execute(prepare(config.load(alone), SyncRequest(rev="v1")))
+    assert _uid(config.load(_first_rendered(alone))) == first
+    vendored = synced.root / "vendor" / "ggml"
+    only_second = vendored / "src/ggml-cuda/fattn-mma.cuh"  # QUANT_ONLY: needed by fixture-quant alone
+    only_second.write_text(only_second.read_text() + "// edited\n")
+    assert (_uid(synced), _uid(quant) != second) == (first, True)
+    second = _uid(quant)
+    only_first = vendored / "src/ggml-cuda/gated_delta_net.cu"  # the first package's GDN closure only
+    only_first.write_text(only_first.read_text() + "// edited\n")
+    assert (_uid(synced) != first, _uid(quant)) == (True, second)
+    shared = vendored / "src/ggml-cuda/fattn-common.cuh"  # in both closures
+    shared.write_text(shared.read_text() + "// edited\n")
+    assert _uid(synced) != first and _uid(quant) != second
+
+
+def test_a_later_package_stages_its_own_kernel_builder_tree(synced, tmp_path):
+    # The nix executor hands kernel-builder one package's tree with a flake of its own: a later package's
+    # rendered tree (packages/<name>/) reaches vendor/ as ../../vendor, so the staged copy holds vendor/ beside
+    # build.toml and the build.toml's paths are rewritten to it.
+    from toolkit.build.nix import COPIED, NixPlan, _stage_project, render_flake, vendor_of
+
+    assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
+    quant = synced.for_package("fixture-quant")
+    assert vendor_of(synced.root) == "vendor" and vendor_of(quant.package_root) == "../../vendor"
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    plan = NixPlan(render_flake(quant.name), ("nix",), COPIED, vendor_of(quant.package_root))
+    _stage_project(quant.package_root, stage, plan)
+    assert (stage / "vendor/ggml/src/ggml-cuda/fattn.cu").is_file() and (stage / "vendor/UPSTREAM").is_file()
+    text = (stage / "build.toml").read_text()
+    assert '"vendor/ggml/include"' in text and "../../vendor" not in text
+    assert (stage / "torch-ext/torch_binding.cpp").is_file() and (stage / "csrc/cuda/quant_kernels.cu").is_file()
+    assert 'description = "fixture-quant: ' in (stage / "flake.nix").read_text()

@@ -1,5 +1,6 @@
 """The CUDA ops on a real GPU against float64 references: gated_delta_net (shapes, head dims, GQA, KDA, state
-carried across calls, in-place state) and flash_attn (n_kv 1..4096 in place and padded, masks, GQA, n_q > 1).
+carried across calls, in-place state) and flash_attn (n_kv 1..32768 in place and padded, masks, GQA grouped per
+block and not, n_q > 1).
 
 Runs the variant that `kernels.get_local_kernel` loads from GGML_VENDOR_KERNEL_ROOT (a folder holding
 build/<variant>/; default: this repository), i.e. the path a user's code takes. Every output is allocated
@@ -20,7 +21,11 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.machine import KERNEL_ROOT
-from toolkit.verify.reference import fa_reference, gdn_reference, rel_err  # the one copy (verify uses it too)
+from toolkit.verify.conformance import load_cases
+
+# The first package's float64 references (templates/reference.py): the one copy, its conformance cases use it too.
+_R = load_cases(Path(__file__).resolve().parents[2] / "templates" / "reference.py")
+fa_reference, gdn_reference, rel_err = _R.fa_reference, _R.gdn_reference, _R.rel_err
 
 pytestmark = pytest.mark.gpu
 
@@ -420,6 +425,48 @@ def test_fa_shapes_gqa_and_kv_types(torch, op, B, H, Hkv, n_q, n_kv, D, dtype):
     assert rel_err(out, fa_reference(torch, q, k, v, mask, scale)) < FA_TOL
     out_nomask = op.flash_attn(q, k, v, None, scale)
     assert rel_err(out_nomask, fa_reference(torch, q, k, v, None, scale)) < FA_TOL
+
+
+FA_GQA_CASES = [
+    # B, H, H_kv, n_kv, D, dtype: one query. The op takes the GQA-grouped kernel (vendor/patches/0004: one block per
+    # 4 Q heads of a K/V head) at D=128 from n_kv 4096 and at D=256 from 16384 when 4 divides the GQA ratio
+    # (templates/facts.py), and one block per Q head otherwise: both sides of every threshold are here.
+    (1, 16, 4, 32768, 256, "bfloat16"),  # the benchmark's shapes, at full length
+    (1, 32, 8, 16384, 128, "bfloat16"),
+    (2, 16, 4, 16385, 256, "float16"),  # grouped, two sequences, a partial last chunk
+    (1, 16, 4, 16383, 256, "bfloat16"),  # just below D=256's threshold
+    (2, 64, 8, 4097, 128, "bfloat16"),  # ratio 8: two groups per K/V head
+    (1, 32, 4, 20000, 256, "float16"),  # ratio 8 at D=256
+    (2, 32, 8, 4096, 128, "float16"),  # at D=128's threshold
+    (2, 32, 8, 4095, 128, "float16"),  # just below it
+    (2, 16, 8, 5000, 128, "bfloat16"),  # ratio 2: no group, one block per Q head
+    (3, 24, 4, 300, 64, "bfloat16"),  # head dim 64: one block per Q head
+    (1, 8, 1, 1, 64, "float16"),  # one position
+]
+
+
+@pytest.mark.parametrize("B,H,Hkv,n_kv,D,dtype", FA_GQA_CASES)
+def test_fa_single_query_gqa_groups_match_float64(torch, op, B, H, Hkv, n_kv, D, dtype):
+    q, k, v = fa_inputs(torch, B, H, Hkv, 1, n_kv, D, getattr(torch, dtype), seed=H * 7 + n_kv)
+    mask, _ = causal_like_mask(torch, B, 1, n_kv, seed=n_kv)
+    scale = 1.0 / math.sqrt(D)
+    for m in (None, mask):
+        ref = fa_reference(torch, q, k, v, m, scale)
+        poison(torch, (B, 1, H, D))
+        out = op.flash_attn(q, k, v, m, scale)
+        torch.cuda.synchronize()
+        assert not out.isnan().any()
+        assert rel_err(out, ref) < FA_TOL
+        # Each head against its own reference: a group writing a neighbour's head would pass the global norm less
+        # clearly than this.
+        per_head = (out.double() - ref).norm(dim=-1) / ref.norm(dim=-1)
+        assert per_head.max().item() < FA_TOL
+    # q rows D + 16 floats apart (a view of a padded buffer): the grouped kernel steps Q heads by q's head stride.
+    q_pad = torch.zeros(B, H, 1, D + 16, device="cuda")
+    q_pad[..., :D] = q
+    q_view = q_pad[..., :D]
+    assert q_view.stride(1) == D + 16
+    assert rel_err(op.flash_attn(q_view, k, v, mask, scale), fa_reference(torch, q, k, v, mask, scale)) < FA_TOL
 
 
 def test_fa_gqa_is_grouped(torch, op):

@@ -1,7 +1,8 @@
-"""The conformance gate (issue 11): its cases against stand-in ops on the CPU (a faithful one passes, each
-plausible wrong contract fails), the verdict it leaves in the verification record, publish report and Hub
-card, and publish's refusal where the gate could have run. The real build failing the gate once the
-vendored kernel's state indexing is flipped is tests/gpu/test_conformance.py's (it needs a CUDA device).
+"""The conformance gate (issue 11): the first package's cases (templates/conformance.py) against stand-in ops on
+the CPU (a faithful one passes, each plausible wrong contract fails), the verdict it leaves in the verification
+record, publish report and Hub card, and publish's refusal where the gate could have run. The real build failing
+the gate once the vendored kernel's state indexing is flipped is tests/gpu/test_conformance.py's (it needs a CUDA
+device).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from toolkit.verify.findings import FAIL, PASS, SKIP
 from toolkit.verify.runner import STAMP_NAME
 
 REPO = Path(__file__).resolve().parents[2]
+CASES = conf.load_cases(REPO / "templates" / "conformance.py")  # the first package's cases (its facts name them)
+R = CASES.R  # and their float64 references (templates/reference.py)
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +45,8 @@ class FaithfulOps:
         return 1 <= n_q <= 19 and dk == dv and dk in (64, 128, 256)
 
     def gated_delta_net(self, q, k, v, g, beta, state):
-        from toolkit.verify.reference import gdn_reference
-
         s = state.transpose(-1, -2) if self.state == "kv" else state
-        out, final = gdn_reference(self.torch, q, k, v, g, beta, s, gqa=self.gqa, gate=self.gate)
+        out, final = R.gdn_reference(self.torch, q, k, v, g, beta, s, gqa=self.gqa, gate=self.gate)
         if self.state == "kv":
             final = final.transpose(-1, -2)
         return out.float(), final.float().contiguous()
@@ -53,15 +54,16 @@ class FaithfulOps:
     def flash_attn(self, q, k, v, mask=None, scale=None):
         import math
 
-        from toolkit.verify.reference import fa_reference
-
         if scale is None or not self.honour_scale:
             scale = 1 / math.sqrt(q.shape[-1])
-        return fa_reference(self.torch, q, k.float(), v.float(), mask, scale, gqa=self.fa_gqa).float()
+        return R.fa_reference(self.torch, q, k.float(), v.float(), mask, scale, gqa=self.fa_gqa).float()
 
 
 def run_cases(torch, ops) -> dict:
-    return {"device": "cpu", "cases": [conf.run_case(torch, ops, c, "cpu") for c in (*conf.GDN_CASES, *conf.FA_CASES)]}
+    return {
+        "device": "cpu",
+        "cases": [CASES.run_case(torch, ops, c, "cpu") for c in (*CASES.GDN_CASES, *CASES.FA_CASES)],
+    }
 
 
 def failed(doc) -> set[str]:
@@ -69,10 +71,10 @@ def failed(doc) -> set[str]:
 
 
 def test_the_cases_cover_the_documented_contract():
-    covered = " ".join(c.covers for c in (*conf.GDN_CASES, *conf.FA_CASES))
+    covered = " ".join(c.covers for c in (*CASES.GDN_CASES, *CASES.FA_CASES))
     for part in ("[value][key]", "tiled", "KDA", "log-domain", "1/sqrt", "mask", "multiple of 256", "scale"):
         assert part in covered, part
-    contrasts = {w for c in (*conf.GDN_CASES, *conf.FA_CASES) for w in c.contrast}
+    contrasts = {w for c in (*CASES.GDN_CASES, *CASES.FA_CASES) for w in c.contrast}
     assert {"state-kv", "grouped", "linear-gate", "unscaled", "tiled", "default-scale"} <= contrasts
 
 
@@ -106,7 +108,7 @@ def test_a_raising_op_fails_its_case_and_the_rest_still_run(torch):
             raise RuntimeError("kernel launch failed")
 
     doc = run_cases(torch, Broken(torch))
-    assert failed(doc) == {c.name for c in conf.FA_CASES}
+    assert failed(doc) == {c.name for c in CASES.FA_CASES}
     assert "kernel launch failed" in conf.summarise("v", doc).message
 
 
@@ -144,3 +146,12 @@ def test_publish_refuses_where_the_gate_could_have_run(tmp_path, monkeypatch):
 
     with pytest.raises(PublishError, match="conformance not run .* this host can run it"):
         preflight(cfg, None, check_vendor=False)
+
+
+def test_a_package_without_cases_is_not_run_and_says_why(tmp_path, monkeypatch):
+    # Where the gate could run (a GPU host that loads the variant), a package whose facts name no cases module
+    # gets SKIP naming that, not a pass.
+    monkeypatch.setattr(conf, "runnable_here", lambda variant: (True, ""))
+    [finding] = conf.conformance_check("v", tmp_path, cases_file=None)
+    assert finding.status == SKIP and finding.message == f"not run: {conf.NO_CASES}"
+    assert conf.status_of([finding]) == f"not run ({conf.NO_CASES})"

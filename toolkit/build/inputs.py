@@ -23,7 +23,8 @@ from toolkit.core.errors import BuildError
 
 DEFAULT_PYEXT = ("py", "pyi")
 # Files that make up the vendored upstream and our patches: hashed into the source identity so an edited
-# vendored file changes the namespace and misses the cache even when the lock did not change.
+# vendored file changes the namespace and misses the cache even when the lock did not change. In a family,
+# a package hashes only its part of them (VendorView).
 VENDOR_GLOBS = ("vendor/ggml/**/*", "vendor/patches/*", "vendor/UPSTREAM")
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".c", ".mm", ".m", ".metal")
 HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inc")
@@ -82,6 +83,49 @@ class ProjectInputs:
 
     def sections(self, backend: str) -> tuple[KernelSection, ...]:
         return tuple(k for k in self.kernels if k.backend == backend)
+
+
+@dataclass(frozen=True)
+class VendorView:
+    """What of the shared vendor/ one package's source identity hashes: the vendored files its closure needs
+    (and the always-shipped ones), the patches that change them, and its view of the lock (lock.package_view)
+    in place of the family's vendor/UPSTREAM. So adding or re-syncing another package's ops leaves a package's
+    uid alone, and the first package of a family gets the uid a one-package project with the same pin gets."""
+
+    rel: str  # vendor/ relative to the package root: "vendor" for the first package, "../../vendor" for others
+    files: frozenset[str]  # vendored paths (standalone layout, relative to vendor/ggml)
+    foreign_patches: frozenset[str]  # patch files that change only other packages' files
+    lock_sha256: str  # sha256 of the rendered view of the lock
+
+    def foreign(self, rel: str) -> bool:
+        """A path (relative to the package root) under vendor/ that belongs to other packages only."""
+        ggml, patches = f"{self.rel}/ggml/", f"{self.rel}/patches/"
+        if rel.startswith(ggml):
+            return rel[len(ggml) :] not in self.files
+        return rel.startswith(patches) and rel[len(patches) :] in self.foreign_patches
+
+
+def vendor_view(cfg: Config, root: Path) -> VendorView | None:
+    """The package's view of vendor/ (None: no readable lock of a family, and every vendored file counts)."""
+    from toolkit.core import ggml_facts, package_facts
+    from toolkit.core.errors import VendorStateError
+    from toolkit.core.lock import package_view, read_lock, render_lock, sha256_bytes
+
+    try:
+        lock = read_lock(cfg.vendor_dir)
+    except VendorStateError:
+        return None  # sync reports a broken lock; the identity then hashes the files as they are
+    if lock is None or not lock.packages:
+        return None
+    names = [f.name for f in ggml_facts.FINGERPRINTS] + [f.name for f in package_facts.of(cfg).fingerprints]
+    view = package_view(lock, cfg.package.name, names)
+    kept = {p.name for p in view.patches}
+    return VendorView(
+        Path(os.path.relpath(cfg.vendor_dir, root)).as_posix(),
+        frozenset(view.files),
+        frozenset(p.name for p in lock.patches if p.name not in kept),
+        sha256_bytes(render_lock(view).encode()),
+    )
 
 
 def _tuple(table: dict[str, Any], key: str) -> tuple[str, ...]:
@@ -159,10 +203,8 @@ def python_files(root: Path, module: str, pyext: tuple[str, ...]) -> tuple[str, 
     return tuple(found)
 
 
-def source_files(root: Path, inputs: ProjectInputs) -> list[str]:
-    """Every file whose content defines the build: build.toml, sources listed in it, files in the kernel
-    include dirs that are sources or headers, the Python package, and the vendor tree."""
-    files = {"build.toml", *inputs.torch_src}
+def _include_files(root: Path, inputs: ProjectInputs) -> set[str]:
+    files: set[str] = set()
     for sec in inputs.kernels:
         files.update(sec.src)
         for inc in sec.include:
@@ -177,22 +219,33 @@ def source_files(root: Path, inputs: ProjectInputs) -> list[str]:
             files.update(
                 p.relative_to(root).as_posix() for p in d.glob("*") if p.is_file() and p.suffix in HEADER_SUFFIXES
             )
+    return files
+
+
+def source_files(root: Path, inputs: ProjectInputs, view: VendorView | None = None) -> list[str]:
+    """Every file whose content defines the build: build.toml, sources listed in it, files in the kernel
+    include dirs that are sources or headers, the Python package, and the vendor tree (with `view`: the
+    package's part of it)."""
+    files = {"build.toml", *inputs.torch_src} | _include_files(root, inputs)
     files.update(f"torch-ext/{inputs.module}/{f}" for f in inputs.python_files)
-    for pattern in VENDOR_GLOBS:
+    globs = VENDOR_GLOBS if view is None else tuple(g.replace("vendor/", f"{view.rel}/", 1) for g in VENDOR_GLOBS)
+    for pattern in globs:
         files.update(p.relative_to(root).as_posix() for p in root.glob(pattern) if p.is_file())
     reg = root / "torch-ext" / "registration.h"
     if reg.is_file():
         files.add("torch-ext/registration.h")
-    return sorted(files)
+    return sorted(f for f in files if view is None or not view.foreign(f))
 
 
-def source_identity(root: Path, files: list[str]) -> str:
+def source_identity(root: Path, files: list[str], view: VendorView | None = None) -> str:
     h = hashlib.sha256()
+    lock_rel = f"{view.rel}/UPSTREAM" if view is not None else None
     for rel in files:
         p = root / rel
         if not p.is_file():
             raise BuildError(f"build input {rel} does not exist", "run `ggml-vendor render` (and `sync`)")
-        h.update(rel.encode() + b"\0" + sha256_file(p).encode() + b"\n")
+        digest = view.lock_sha256 if view is not None and rel == lock_rel else sha256_file(p)
+        h.update(rel.encode() + b"\0" + digest.encode() + b"\n")
     return h.hexdigest()
 
 
@@ -235,7 +288,8 @@ def load_project(
     )
     from dataclasses import replace
 
-    return replace(proj, source_id=source_identity(root, source_files(root, proj)))
+    view = vendor_view(cfg, root)
+    return replace(proj, source_id=source_identity(root, source_files(root, proj, view), view))
 
 
 # --- provenance ---------------------------------------------------------------------------------------------
@@ -254,8 +308,10 @@ class Provenance:
 
 
 def _git(root: Path, *args: str) -> str | None:
+    # GIT_OPTIONAL_LOCKS=0: `git status` must not refresh .git/index while it only reads (plans write nothing).
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
     try:
-        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30, env=env)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None

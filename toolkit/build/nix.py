@@ -5,10 +5,16 @@ It renders what kernel-builder needs next to our rendered tree — a flake.nix w
 `kernel-builder.lib.genKernelFlakeOutputs` — in a staging copy of the project, runs
 `nix run .#build-and-copy`, and moves each produced variant into build/ with the same atomic swap as the
 local executor. kernel-builder writes metadata.json, the digest and provenance itself.
+
+Every package of a family gets its own flake, over its own rendered tree: a later package's tree
+(packages/<name>/) reaches the shared vendor/ as ../../vendor, so its staging copy is laid out as a kernel
+source tree of its own (vendor/ beside build.toml, the build.toml's paths to it rewritten), which is what
+kernel-builder reads.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -26,6 +32,7 @@ if TYPE_CHECKING:
 KERNEL_BUILDER_FLAKE = "github:huggingface/kernels"
 # What kernel-builder reads from a kernel source tree (everything else stays out of the nix store copy).
 COPIED = ("build.toml", "torch-ext", "csrc", "vendor/ggml", "vendor/UPSTREAM")
+VENDOR = "vendor"
 
 FLAKE_TEMPLATE = """\
 {{
@@ -59,12 +66,31 @@ def render_flake(name: str, builder: str = KERNEL_BUILDER_FLAKE) -> str:
 class NixPlan:
     flake: str
     command: tuple[str, ...]
-    copied: tuple[str, ...]
+    copied: tuple[str, ...]  # destinations in the staged tree (COPIED)
+    vendor: str = VENDOR  # where the package's tree finds vendor/ ("vendor", or "../../vendor" for a later one)
+
+    def source(self, rel: str) -> str:
+        """Where a staged path comes from, relative to the package's rendered tree."""
+        if rel == VENDOR or rel.startswith(VENDOR + "/"):
+            return self.vendor + rel[len(VENDOR) :]
+        return rel
+
+
+def vendor_of(root: Path) -> str:
+    """vendor/ relative to a package's rendered tree: the project's, found upwards from it."""
+    from toolkit.core.config import find_root
+    from toolkit.core.errors import ConfigError
+
+    try:
+        project = find_root(root)
+    except ConfigError:  # a tree outside any project (a test's): its own vendor/
+        return VENDOR
+    return Path(os.path.relpath(project / VENDOR, root)).as_posix()
 
 
 def plan_nix(plan: BuildPlan, nix: str, jobs: int, variants: tuple[VariantPlan, ...]) -> NixPlan:
     cmd = (nix, "run", ".#build-and-copy", "-L", "--max-jobs", str(jobs))
-    return NixPlan(render_flake(plan.project.name), cmd, COPIED)
+    return NixPlan(render_flake(plan.project.name), cmd, COPIED, vendor_of(plan.project.root))
 
 
 class NixExecutor:
@@ -122,14 +148,18 @@ class NixExecutor:
 
 def _stage_project(root: Path, stage: Path, np_: NixPlan) -> None:
     """The files kernel-builder reads, copied into `stage` with the flake, as a git repository (flakes
-    only see files tracked by git)."""
+    only see files tracked by git). vendor/ lands beside build.toml, whose paths to it say so."""
     for rel in np_.copied:
-        src = root / rel
+        src = root / np_.source(rel)
         if src.is_dir():
             shutil.copytree(src, stage / rel)
         elif src.is_file():
             (stage / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, stage / rel)
+    build_toml = stage / "build.toml"
+    if np_.vendor != VENDOR and build_toml.is_file():
+        text = build_toml.read_text()
+        build_toml.write_text(text.replace(f'"{np_.vendor}/', f'"{VENDOR}/'))
     (stage / "flake.nix").write_text(np_.flake)
     subprocess.run(["git", "init", "-q"], cwd=stage, check=False)
     subprocess.run(["git", "add", "-A"], cwd=stage, check=False)

@@ -12,10 +12,20 @@ Each variant is admitted only when it is
   Metal library, provenance) pass again on this machine. The import test needs the variant's own platform
   and is not repeated.
 
+It follows the stage protocol (toolkit/core/stage.py):
+
+    plan(config, request, log) -> Plan      finds the artifacts and runs every check on their bytes where they
+                                            lie (a .zip is unpacked into a private temporary directory outside
+                                            the project and the cache, removed before plan returns); decides
+                                            what is added, replaced, kept and refused; writes nothing
+    execute(plan, log) -> Report            rolls back a swap a killed run left half done, copies the admitted
+                                            variants into a staging directory beside build/, refuses any whose
+                                            copy differs from the bytes the plan checked, then swaps them in
+                                            and merges their records into build/.verified.json
+
 Anything refused is named with its artifact and the reason, and build/ is not touched. Otherwise the variants
-are swapped into build/ (each replacing its previous directory, other variants kept) and their records are
-merged into build/.verified.json with what was re-checked; an error or Ctrl-C midway restores the previous
-state, so build/ is either the old or the new one.
+are swapped into build/ (each replacing its previous directory, other variants kept); an error or Ctrl-C
+midway restores the previous state, so build/ is either the old or the new one.
 """
 
 from __future__ import annotations
@@ -26,8 +36,10 @@ import os
 import re
 import shutil
 import stat
+import tempfile
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -37,17 +49,32 @@ from toolkit.core.config import Config
 from toolkit.core.errors import CollectError
 from toolkit.core.hashing import sha256_file
 from toolkit.core.records import sub_table
+from toolkit.core.stage import Log, Verdict, quiet
 from toolkit.verify import record as vrecord  # the one owner of the verification record
+
+__all__ = ["Request", "Plan", "Report", "Refusal", "Incoming", "plan", "execute", "collect"]
 
 RECORD = vrecord.NAME
 STAGING_PREFIX = ".collect-"
+SCRATCH_PREFIX = "ggml-vendor-collect-"  # the plan's private unpacking of a .zip, in the system temp dir
+# What reading an artifact (unpacking a zip, copying a directory) may raise: a refusal, never a traceback.
+_UNREADABLE = (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error)
+
+
+@dataclass(frozen=True)
+class Request:
+    """The artifacts to collect (directories or .zip files, or directories of them); `build_dir` overrides
+    the package's build/ (tests, a staging checkout)."""
+
+    artifacts: tuple[Path, ...]
+    build_dir: Path | None = None
 
 
 @dataclass(frozen=True)
 class Refusal:
     artifact: str
     variant: str  # "" when the artifact as a whole is refused
-    kind: str  # not-an-artifact | incomplete | foreign | unverified | duplicate | misnamed | recheck
+    kind: str  # not-an-artifact | incomplete | foreign | unverified | duplicate | misnamed | recheck | changed
     reason: str
 
     def line(self) -> str:
@@ -58,14 +85,18 @@ class Refusal:
         return {"artifact": self.artifact, "variant": self.variant, "kind": self.kind, "reason": self.reason}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Incoming:
+    """A variant the plan admitted: where it comes from, what it does to build/, and the bytes it was
+    checked on (`tree_sha256`: execute refuses a copy that differs)."""
+
     variant: str
     artifact: str
-    staged: Path
+    source: Path  # the artifact (directory or .zip) execute copies the variant from
     action: str  # add | replace
-    record: dict[str, Any]
-    rechecked: list[str] = field(default_factory=list)
+    record: dict[str, Any]  # the runner's entry of .verified.json
+    rechecked: tuple[str, ...]
+    tree_sha256: str
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,35 +104,130 @@ class Incoming:
             "artifact": self.artifact,
             "action": self.action,
             "hub_compliant": self.record.get("hub_compliant", True),
-            "rechecked": self.rechecked,
+            "rechecked": list(self.rechecked),
         }
 
 
-@dataclass
-class CollectReport:
-    build_dir: Path
-    artifacts: list[str]
-    incoming: list[Incoming]
-    refusals: list[Refusal]
-    kept: list[str]  # variants already in build/ that no artifact replaces
-    dry_run: bool
-    committed: bool = False
+def _refused(refusals: tuple[Refusal, ...], report: Any) -> CollectError | None:
+    """The one error a refusal ends the command with (the report rides on it as `.report`), or None."""
+    if not refusals:
+        return None
+    err = CollectError(
+        f"refused {len(refusals)} artifact problem(s); first: {refusals[0].line()}",
+        "re-run the job that uploaded it (same commit, verify passing); build/ is unchanged",
+    )
+    err.report = report  # type: ignore[attr-defined]
+    return err
 
-    @property
-    def ok(self) -> bool:
-        return not self.refusals
+
+def _no_variants() -> CollectError:
+    return CollectError("no variants to collect", "pass the artifact directories (or zips) the jobs uploaded")
+
+
+def _json(plan: Plan, refusals: tuple[Refusal, ...], *, dry_run: bool, committed: bool) -> dict[str, Any]:
+    return {
+        "ok": not refusals and bool(plan.incoming),
+        "dry_run": dry_run,
+        "committed": committed,
+        "build_dir": str(plan.build_dir),
+        "artifacts": list(plan.artifacts),
+        "variants": [i.to_json() for i in plan.incoming],
+        "kept": list(plan.kept),
+        "refused": [r.to_json() for r in refusals],
+        "recover": list(plan.recover),
+    }
+
+
+def _lines(plan: Plan, refusals: tuple[Refusal, ...], verbs: dict[str, str] | None) -> list[str]:
+    """The plan's or report's lines: the roll-backs, the variants (`verbs` per action; None: not brought in),
+    the refusals and what build/ keeps."""
+    out: list[str] = []
+    if verbs is not None:
+        out += [f"roll back the interrupted swap of {name}" for name in plan.recover]
+        out += [
+            f"{verbs[i.action]} {i.variant} from {i.artifact} (re-checked here: {', '.join(i.rechecked)})"
+            for i in plan.incoming
+        ]
+    out += [f"refused {r.line()}" for r in refusals]
+    out += [f"kept {name} (already in build/, no artifact replaces it)" for name in plan.kept]
+    return out
+
+
+@dataclass(frozen=True)
+class Plan(Verdict):
+    """What collect will do: the variants to swap into build/ (each checked), the refusals, the variants
+    build/ keeps, and the interrupted swaps of killed runs to roll back first. Not ok when anything is
+    refused (exit 11): then execute changes nothing but that roll-back."""
+
+    cfg: Config
+    build_dir: Path
+    artifacts: tuple[str, ...]
+    incoming: tuple[Incoming, ...]
+    refusals: tuple[Refusal, ...]
+    kept: tuple[str, ...]
+    recover: tuple[str, ...] = ()
+
+    dry_run = True  # the protocol's dry run prints the plan: the printer's word for "would"
+    committed = False
+
+    def failure(self) -> CollectError | None:
+        refused = _refused(self.refusals, self)
+        return refused if refused or self.incoming else _no_variants()
+
+    def lines(self) -> list[str]:
+        out = _lines(self, self.refusals, {"add": "would add", "replace": "would replace"})
+        if self.ok:
+            out.append(f"{len(self.incoming)} variant(s) would be collected; nothing changed (--dry-run)")
+        return out
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "dry_run": self.dry_run,
-            "committed": self.committed,
-            "build_dir": str(self.build_dir),
-            "artifacts": self.artifacts,
-            "variants": [i.to_json() for i in self.incoming],
-            "kept": self.kept,
-            "refused": [r.to_json() for r in self.refusals],
-        }
+        return _json(self, self.refusals, dry_run=True, committed=False)
+
+
+@dataclass(frozen=True)
+class Report(Verdict):
+    """What execute did: `committed` when the variants are in build/; `refusals` are the plan's and any
+    found while copying (an artifact changed after the plan checked it), build/ then unchanged."""
+
+    plan: Plan
+    committed: bool = False
+    refusals: tuple[Refusal, ...] = ()
+    recovered: tuple[str, ...] = ()
+
+    dry_run = False
+
+    @property
+    def build_dir(self) -> Path:
+        return self.plan.build_dir
+
+    @property
+    def artifacts(self) -> tuple[str, ...]:
+        return self.plan.artifacts
+
+    @property
+    def incoming(self) -> tuple[Incoming, ...]:
+        return self.plan.incoming
+
+    @property
+    def kept(self) -> tuple[str, ...]:
+        return self.plan.kept
+
+    def failure(self) -> CollectError | None:
+        refused = _refused(self.refusals, self)
+        return refused if refused or self.committed else _no_variants()
+
+    def lines(self) -> list[str]:
+        verbs = {"add": "added", "replace": "replaced"} if self.committed else None
+        out = list(self.recovered) + _lines(self.plan, self.refusals, verbs)
+        if self.committed:
+            out.append(f"collected {len(self.incoming)} variant(s) into {self.build_dir}; records merged into {RECORD}")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return _json(self.plan, self.refusals, dry_run=False, committed=self.committed)
+
+
+CollectReport = Report  # the name older callers use
 
 
 # --- finding the artifacts ------------------------------------------------------------------------------
@@ -111,23 +237,33 @@ def _holds_variants(d: Path) -> bool:
     return (d / RECORD).is_file() or any(c.is_dir() and (c / "metadata.json").is_file() for c in d.iterdir())
 
 
+def _child_artifact(c: Path) -> tuple[str, Path] | Refusal | None:
+    """One entry of a directory of artifacts: an artifact, a refusal, or None (not ours: skipped)."""
+    if c.is_dir() and _holds_variants(c):
+        return c.name, c
+    if c.is_file() and zipfile.is_zipfile(c):
+        return c.name.removesuffix(".zip"), c
+    if c.is_dir():
+        return Refusal(c.name, "", "incomplete", f"{c} holds no <variant>/metadata.json (empty artifact?)")
+    if c.name.endswith(".zip"):
+        return Refusal(
+            c.name.removesuffix(".zip"), "", "incomplete", f"{c} is not a readable zip (truncated download?)"
+        )
+    return None
+
+
 def _artifacts_in(p: Path) -> tuple[list[tuple[str, Path]], list[Refusal]]:
     """The artifacts inside a directory of them (what `download-artifact` writes): sub-directories that hold
     variants and zips. A `.zip` that does not read as one (a truncated download) is refused, never skipped:
     skipping it would publish without its variant."""
     found: list[tuple[str, Path]] = []
     refused: list[Refusal] = []
-    children = sorted(c for c in p.iterdir() if not c.name.startswith("."))
-    for c in children:
-        if c.is_dir() and _holds_variants(c):
-            found.append((c.name, c))
-        elif c.is_file() and zipfile.is_zipfile(c):
-            found.append((c.name.removesuffix(".zip"), c))
-        elif c.is_dir():
-            refused.append(Refusal(c.name, "", "incomplete", f"{c} holds no <variant>/metadata.json (empty artifact?)"))
-        elif c.name.endswith(".zip"):
-            name = c.name.removesuffix(".zip")
-            refused.append(Refusal(name, "", "incomplete", f"{c} is not a readable zip (truncated download?)"))
+    for c in sorted(c for c in p.iterdir() if not c.name.startswith(".")):
+        entry = _child_artifact(c)
+        if isinstance(entry, Refusal):
+            refused.append(entry)
+        elif entry is not None:
+            found.append(entry)
     if not found and not refused:
         refused.append(
             Refusal(p.name, "", "not-an-artifact", f"{p} holds no <variant>/metadata.json nor artifacts of them")
@@ -162,6 +298,8 @@ def find_artifacts(paths: list[Path]) -> tuple[list[tuple[str, Path]], list[Refu
     return found, refused
 
 
+# --- reading an artifact: in place, unpacked for the plan, copied for execute ------------------------------
+
 _SPECIAL = {stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device"}
 
 
@@ -181,9 +319,9 @@ def _extract(zip_path: Path, dest: Path) -> None:
         zf.extractall(dest)
 
 
-def _copy_in(src: Path, dest: Path) -> None:
-    """Copy an artifact directory (never hard-link: a later write to the artifact must not change build/),
-    refusing links and special files before anything is opened (reading a named pipe would block)."""
+def _regular_only(src: Path) -> None:
+    """Refuse an artifact directory holding links or special files, before anything in it is opened
+    (reading a named pipe would block)."""
     for p in sorted(src.rglob("*")):
         rel = p.relative_to(src).as_posix()
         mode = p.lstat().st_mode
@@ -191,20 +329,27 @@ def _copy_in(src: Path, dest: Path) -> None:
             raise ValueError(f"it contains symbolic links ({rel})")
         if stat.S_IFMT(mode) in _SPECIAL:
             raise ValueError(f"{rel} is {_SPECIAL[stat.S_IFMT(mode)]}, not a regular file")
+
+
+def _copy_in(src: Path, dest: Path) -> None:
+    """Copy an artifact directory (never hard-link: a later write to the artifact must not change build/)."""
+    _regular_only(src)
     shutil.copytree(src, dest, copy_function=shutil.copy2)
 
 
-def _read_artifact(src: Path, root: Path) -> str | None:
-    """Unpack or copy one artifact into `root`; why it cannot be read, or None. A damaged zip (bad deflate
+def _attempt(read: Callable[..., None], *args: Path) -> str | None:
+    """Run one way of reading an artifact; why it cannot be read, or None. A damaged zip (bad deflate
     stream, bad CRC, truncated member) is a refusal like any other, never a traceback."""
     try:
-        if src.is_file():
-            _extract(src, root)
-        else:
-            _copy_in(src, root)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        read(*args)
+    except _UNREADABLE as exc:
         return f"cannot be read: {exc}"
     return None
+
+
+def _read_artifact(src: Path, root: Path) -> str | None:
+    """Unpack or copy one artifact into `root` (execute's staging); why it cannot be read, or None."""
+    return _attempt(_extract, src, root) if src.is_file() else _attempt(_copy_in, src, root)
 
 
 # --- the checks -----------------------------------------------------------------------------------------
@@ -231,11 +376,24 @@ def local_identity(cfg: Config) -> TreeIdentity:
             "run collect in the checkout the artifacts were built from (vendor/UPSTREAM is committed)",
         )
     try:
-        proj = load_project(cfg, tool_version=__version__)
+        proj = load_project(cfg, tool_version=__version__, store=False)
         prov = read_provenance(cfg.root)
     except BuildError as exc:
         raise CollectError(f"cannot identify this checkout's build inputs: {exc.message}", exc.remedy) from None
     return TreeIdentity(sha256_file(lock), proj.source_id, prov.kernel_commit)
+
+
+def _digest_difference(files: dict[str, str], actual: dict[str, str]) -> str | None:
+    missing = sorted(set(files) - set(actual))
+    if missing:
+        return "missing " + ", ".join(missing[:3]) + (f" (+{len(missing) - 3} more)" if len(missing) > 3 else "")
+    extra = sorted(set(actual) - set(files))
+    if extra:
+        return "files not in its digest: " + ", ".join(extra[:3])
+    changed = sorted(rel for rel, want in files.items() if actual[rel] != want)
+    if changed:
+        return f"{changed[0]} does not match its digest (truncated or altered in transit)"
+    return None
 
 
 def _completeness(variant_dir: Path, meta: dict[str, Any]) -> str | None:
@@ -253,16 +411,7 @@ def _completeness(variant_dir: Path, meta: dict[str, Any]) -> str | None:
         actual = dict(Digest.hash_variant(DigestAlgorithm.SHA256, str(variant_dir)).files)
     except Exception as exc:  # kernels raises its own exception types from Rust
         return f"its files cannot be hashed ({exc})"
-    missing = sorted(set(files) - set(actual))
-    if missing:
-        return "missing " + ", ".join(missing[:3]) + (f" (+{len(missing) - 3} more)" if len(missing) > 3 else "")
-    extra = sorted(set(actual) - set(files))
-    if extra:
-        return "files not in its digest: " + ", ".join(extra[:3])
-    changed = sorted(rel for rel, want in files.items() if actual[rel] != want)
-    if changed:
-        return f"{changed[0]} does not match its digest (truncated or altered in transit)"
-    return None
+    return _digest_difference(files, actual)
 
 
 def _foreign(meta: dict[str, Any], here: TreeIdentity) -> str | None:
@@ -279,19 +428,10 @@ def _foreign(meta: dict[str, Any], here: TreeIdentity) -> str | None:
         return (
             f"built from other sources (source-id {str(source)[:12]}, here {here.source_id[:12]}): render/sync differ"
         )
-    kernel = sub_table(prov, "kernel")
-    commit = kernel.get("commit")
+    commit = sub_table(prov, "kernel").get("commit")
     if commit and here.commit and commit != here.commit:
         return f"built from commit {str(commit)[:12]}, this checkout is at {here.commit[:12]}"
     return None
-
-
-def _unverified(record_doc: dict[str, Any] | None, variant: str, tree: str) -> str | None:
-    return vrecord.why_unverified(record_doc, variant, tree)
-
-
-def _read_record(root: Path) -> dict[str, Any] | None:
-    return vrecord.read(root)
 
 
 # --- the checks of one variant -------------------------------------------------------------------------
@@ -299,12 +439,13 @@ def _read_record(root: Path) -> dict[str, Any] | None:
 
 @dataclass
 class _Context:
-    """What every variant is checked against, and what the run has seen so far."""
+    """What every variant is checked against, and what the plan has seen so far."""
 
     cfg: Config
     here: TreeIdentity
     lock: Any
     build_dir: Path
+    recovering: tuple[str, ...] = ()  # variants an interrupted swap moved aside (put back by execute)
     seen: dict[str, str] = field(default_factory=dict)  # variant -> the artifact it came from
 
 
@@ -316,9 +457,9 @@ def _read_meta(vd: Path) -> dict[str, Any] | str:
     return meta if isinstance(meta, dict) else "metadata.json is unreadable (not a JSON object)"
 
 
-def _admission(ctx: _Context, name: str, vd: Path, record_doc: dict[str, Any] | None, alone: bool) -> Refusal | None:
-    """The first reason to refuse the variant `vd` of artifact `name` on its bytes, or None."""
-    from toolkit.verify.runner import is_variant_dir, tree_sha256
+def _placement(ctx: _Context, name: str, vd: Path, alone: bool) -> Refusal | None:
+    """Whether the variant directory belongs where it is: a variant, named by its artifact, seen once."""
+    from toolkit.verify.runner import is_variant_dir
 
     variant = vd.name
     if not is_variant_dir(vd) or not (vd / "metadata.json").is_file():
@@ -328,21 +469,31 @@ def _admission(ctx: _Context, name: str, vd: Path, record_doc: dict[str, Any] | 
     if variant in ctx.seen:
         return Refusal(name, variant, "duplicate", f"{variant} also comes from {ctx.seen[variant]}")
     ctx.seen[variant] = name
-    meta = _read_meta(vd)
-    if isinstance(meta, str):
-        return Refusal(name, variant, "incomplete", meta)
-    for kind, why in (
-        ("incomplete", lambda: _completeness(vd, meta)),
-        ("foreign", lambda: _foreign(meta, ctx.here)),
-        ("unverified", lambda: _unverified(record_doc, variant, tree_sha256(vd))),
-    ):
-        reason = why()
-        if reason:
-            return Refusal(name, variant, kind, reason)
     return None
 
 
-def _recheck(ctx: _Context, name: str, vd: Path, record: dict[str, Any]) -> Refusal | Incoming:
+def _admission(ctx: _Context, name: str, vd: Path, record_doc: dict[str, Any] | None, alone: bool) -> Refusal | None:
+    """The first reason to refuse the variant `vd` of artifact `name` on its bytes, or None."""
+    from toolkit.verify.runner import tree_sha256
+
+    placed = _placement(ctx, name, vd, alone)
+    if placed is not None:
+        return placed
+    meta = _read_meta(vd)
+    if isinstance(meta, str):
+        return Refusal(name, vd.name, "incomplete", meta)
+    for kind, why in (
+        ("incomplete", lambda: _completeness(vd, meta)),
+        ("foreign", lambda: _foreign(meta, ctx.here)),
+        ("unverified", lambda: vrecord.why_unverified(record_doc, vd.name, tree_sha256(vd))),
+    ):
+        reason = why()
+        if reason:
+            return Refusal(name, vd.name, kind, reason)
+    return None
+
+
+def _recheck(ctx: _Context, name: str, src: Path, vd: Path, record: dict[str, Any]) -> Refusal | Incoming:
     """verify's host-independent checks, again on this machine; the variant as Incoming when they pass."""
     from toolkit.verify.findings import FAIL
     from toolkit.verify.runner import VerifyOptions, verify_variant
@@ -354,92 +505,77 @@ def _recheck(ctx: _Context, name: str, vd: Path, record: dict[str, Any]) -> Refu
     if failed:
         more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
         return Refusal(name, vd.name, "recheck", f"fails here: {failed[0].check}: {failed[0].message}{more}")
-    checks = sorted({f.check for f in rep.findings if f.status != "skip"})
-    action = "replace" if (ctx.build_dir / vd.name).exists() else "add"
-    return Incoming(vd.name, name, vd, action, record, checks)
+    checks = tuple(sorted({f.check for f in rep.findings if f.status != "skip"}))
+    present = (ctx.build_dir / vd.name).exists() or vd.name in ctx.recovering
+    return Incoming(vd.name, name, src, "replace" if present else "add", record, checks, rep.tree_sha256)
 
 
-def _check_artifact(ctx: _Context, name: str, src: Path, root: Path, report: CollectReport) -> None:
-    """Read one artifact into `root` and sort each of its variants into report.incoming or .refusals."""
-    why = _read_artifact(src, root)
-    if why:
-        report.refusals.append(Refusal(name, "", "incomplete", why))
-        return
-    record_doc = _read_record(root)
+def _check_variants(ctx: _Context, name: str, src: Path, root: Path) -> tuple[list[Incoming], list[Refusal]]:
+    """Sort each variant of the artifact read at `root` into admitted or refused."""
+    record_doc = vrecord.read(root)
     variant_dirs = sorted(c for c in root.iterdir() if c.is_dir() and not c.name.startswith("."))
     if not variant_dirs:
-        report.refusals.append(Refusal(name, "", "incomplete", "it holds no variant directory"))
-        return
+        return [], [Refusal(name, "", "incomplete", "it holds no variant directory")]
+    incoming: list[Incoming] = []
+    refused: list[Refusal] = []
     for vd in variant_dirs:
         refusal = _admission(ctx, name, vd, record_doc, alone=len(variant_dirs) == 1)
-        if refusal is None:
-            record = dict((record_doc or {}).get("variants", {})[vd.name])
-            outcome = _recheck(ctx, name, vd, record)
-            if isinstance(outcome, Incoming):
-                report.incoming.append(outcome)
-                continue
-            refusal = outcome
-        report.refusals.append(refusal)
+        outcome = refusal or _recheck(ctx, name, src, vd, dict((record_doc or {}).get("variants", {})[vd.name]))
+        if isinstance(outcome, Incoming):
+            incoming.append(outcome)
+        else:
+            refused.append(outcome)
+    return incoming, refused
 
 
-# --- the merge ------------------------------------------------------------------------------------------
+def _check_artifact(ctx: _Context, name: str, src: Path) -> tuple[list[Incoming], list[Refusal]]:
+    """Check each variant of one artifact where it lies: a directory in place, a zip unpacked into a
+    private temporary directory (outside the project and the cache) that is gone when this returns."""
+    if src.is_dir():
+        why = _attempt(_regular_only, src)
+        return ([], [Refusal(name, "", "incomplete", why)]) if why else _check_variants(ctx, name, src, src)
+    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as scratch:
+        why = _attempt(_extract, src, Path(scratch))
+        return ([], [Refusal(name, "", "incomplete", why)]) if why else _check_variants(ctx, name, src, Path(scratch))
 
 
-def collect(
-    cfg: Config,
-    paths: list[Path],
-    *,
-    dry_run: bool = False,
-    build_dir: Path | None = None,
-    progress: Any = None,
-) -> CollectReport:
-    """Check every artifact, then (unless `dry_run` or anything was refused) swap the variants into build/.
-    Raises CollectError when any artifact is refused (the report rides on the exception as `.report`)."""
-    from toolkit.core.lock import read_lock
+# --- the plan ------------------------------------------------------------------------------------------
 
-    build_dir = build_dir or cfg.build_dir
-    ctx = _Context(cfg, local_identity(cfg), read_lock(cfg.vendor_dir), build_dir)
-    found, refusals = find_artifacts(paths)
-    created_build = not build_dir.exists()
-    if not dry_run:
-        _recover(build_dir)
-    staging = fs.new_staging(build_dir, STAGING_PREFIX)
-    report = CollectReport(build_dir, [n for n, _ in found], [], refusals, [], dry_run)
-    try:
-        for i, (name, src) in enumerate(found):
-            if progress:
-                progress(name)
-            _check_artifact(ctx, name, src, staging / f"a{i}", report)
-        _settle(report, staging)
-        return report
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        if created_build and not report.committed:
-            with contextlib.suppress(OSError):
-                build_dir.rmdir()  # only when we created it and left it empty
+_JOURNAL = re.compile(r"^\.(?P<name>.+)\.journal$")
 
 
-def _settle(report: CollectReport, staging: Path) -> None:
-    """Refuse (build/ untouched) or commit the incoming variants (unless a dry run)."""
+def _interrupted_swaps(build_dir: Path) -> tuple[str, ...]:
+    """The variants whose swap a killed run left journaled (execute rolls each back before anything else)."""
+    if not build_dir.is_dir():
+        return ()
+    return tuple(m.group("name") for e in sorted(build_dir.iterdir()) if (m := _JOURNAL.match(e.name)))
+
+
+def _kept(build_dir: Path, incoming: list[Incoming], recovering: tuple[str, ...]) -> tuple[str, ...]:
+    """The variants build/ holds (or holds again once a roll-back is done) that no artifact replaces."""
     from toolkit.verify.runner import is_variant_dir
 
-    incoming = {i.variant for i in report.incoming}
-    build_dir = report.build_dir
-    if build_dir.is_dir():
-        report.kept = sorted(p.name for p in build_dir.iterdir() if is_variant_dir(p) and p.name not in incoming)
-    if report.refusals:
-        first = report.refusals[0]
-        err = CollectError(
-            f"refused {len(report.refusals)} artifact problem(s); first: {first.line()}",
-            "re-run the job that uploaded it (same commit, verify passing); build/ is unchanged",
-        )
-        err.report = report  # type: ignore[attr-defined]
-        raise err
-    if not report.incoming:
-        raise CollectError("no variants to collect", "pass the artifact directories (or zips) the jobs uploaded")
-    if not report.dry_run:
-        _commit(build_dir, staging, report.incoming)
-        report.committed = True
+    present = {p.name for p in build_dir.iterdir() if is_variant_dir(p)} if build_dir.is_dir() else set()
+    return tuple(sorted((present | set(recovering)) - {i.variant for i in incoming}))
+
+
+def plan(config: Config, request: Request, log: Log = quiet) -> Plan:
+    """Check every artifact against this checkout and decide what build/ becomes; writes nothing. Raises
+    CollectError when there is nothing to compare with (no vendor/UPSTREAM, build inputs unreadable)."""
+    from toolkit.core.lock import read_lock
+
+    build_dir = request.build_dir or config.build_dir
+    recovering = _interrupted_swaps(build_dir)
+    ctx = _Context(config, local_identity(config), read_lock(config.vendor_dir), build_dir, recovering)
+    found, refusals = find_artifacts(list(request.artifacts))
+    incoming: list[Incoming] = []
+    for name, src in found:
+        log(f"checking {name}")
+        admitted, refused = _check_artifact(ctx, name, src)
+        incoming += admitted
+        refusals += refused
+    kept = _kept(build_dir, incoming, recovering)
+    return Plan(config, build_dir, tuple(n for n, _ in found), tuple(incoming), tuple(refusals), kept, recovering)
 
 
 def _is_variant_name(name: str) -> bool:
@@ -448,23 +584,68 @@ def _is_variant_name(name: str) -> bool:
     return NAME_RE.match(name) is not None
 
 
-_JOURNAL = re.compile(r"^\.(?P<name>.+)\.journal$")
+# --- execute: roll back, copy, swap ----------------------------------------------------------------------
 
 
-def _recover(build_dir: Path) -> None:
-    """What killed runs left in build/: a variant swap stopped between its two renames is rolled back (the
-    previous variant put back), and their staging and moved-aside trees are removed (only those whose
-    process is dead: a dry run may be reading beside us)."""
+def _recover(build_dir: Path, swaps: tuple[str, ...]) -> tuple[str, ...]:
+    """What killed runs left in build/: the planned swaps stopped between their two renames are rolled back
+    (the previous variant put back), and their staging and moved-aside trees are removed (only those whose
+    process is dead: a dry run may be reading beside us). Returns what was put back."""
     if not build_dir.is_dir():
-        return
-    for entry in sorted(build_dir.iterdir()):
-        m = _JOURNAL.match(entry.name)
-        if m:
-            fs.recover_swap(build_dir / m.group("name"))
+        return ()
+    done: list[str] = []
+    for name in swaps:
+        done += fs.recover_swap(build_dir / name)
     fs.stale_staging(build_dir, STAGING_PREFIX)
     for entry in sorted(build_dir.iterdir()):
         if entry.name.startswith(".") and ".old-" in entry.name:
             fs.stale_staging(build_dir, entry.name[: entry.name.index(".old-") + len(".old-")])
+    return tuple(done)
+
+
+def _stage(plan: Plan, staging: Path, log: Log) -> tuple[list[tuple[Incoming, Path]], list[Refusal]]:
+    """Copy (or unpack) every admitted variant's artifact into `staging`, once per artifact; a variant whose
+    copy is not the tree the plan checked (the artifact changed since) is refused."""
+    copies: dict[Path, Path | str] = {}  # artifact -> its copy, or why it cannot be read
+    staged: list[tuple[Incoming, Path]] = []
+    refused: list[Refusal] = []
+    for item in plan.incoming:
+        log(f"copying {item.variant} from {item.artifact}")
+        if item.source not in copies:
+            root = staging / f"a{len(copies)}"
+            copies[item.source] = _read_artifact(item.source, root) or root
+        copy = copies[item.source]
+        if isinstance(copy, str):
+            refused.append(Refusal(item.artifact, item.variant, "incomplete", copy))
+        elif not (copy / item.variant).is_dir() or vrecord.tree_sha256(copy / item.variant) != item.tree_sha256:
+            why = "its files changed after collect checked them; run collect again"
+            refused.append(Refusal(item.artifact, item.variant, "changed", why))
+        else:
+            staged.append((item, copy / item.variant))
+    return staged, refused
+
+
+def execute(plan: Plan, log: Log = quiet) -> Report:
+    """Do what `plan` lists: the roll-backs, then (when nothing was refused) the copies and the swap into
+    build/ with the merged records; build/ ends in the old state or the new one."""
+    recovered = _recover(plan.build_dir, plan.recover)
+    if not plan.ok:
+        return Report(plan, refusals=plan.refusals, recovered=recovered)
+    created = not plan.build_dir.exists()
+    staging = fs.new_staging(plan.build_dir, STAGING_PREFIX)
+    committed = False
+    try:
+        staged, refused = _stage(plan, staging, log)
+        if refused:
+            return Report(plan, refusals=tuple(refused), recovered=recovered)
+        _commit(plan.build_dir, staging, staged)
+        committed = True
+        return Report(plan, committed=True, recovered=recovered)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        if created and not committed:
+            with contextlib.suppress(OSError):
+                plan.build_dir.rmdir()  # only when we created it and left it empty
 
 
 def _swap_in(staged: Path, target: Path) -> Path | None:
@@ -499,17 +680,17 @@ def _swap_back(target: Path, old: Path | None) -> None:
         os.rename(old, target)
 
 
-def _commit(build_dir: Path, staging: Path, incoming: list[Incoming]) -> None:
-    """Swap every incoming variant into build/ and merge the records; on any failure (or Ctrl-C) undo what
+def _commit(build_dir: Path, staging: Path, staged: list[tuple[Incoming, Path]]) -> None:
+    """Swap every staged variant into build/ and merge the records; on any failure (or Ctrl-C) undo what
     was done, so build/ ends in the old or the new state."""
     fs.reset_checkpoints()
     moved: list[tuple[Path, Path | None]] = []  # (target, its previous tree or None)
     record_before = vrecord.snapshot(build_dir)
     try:
-        for item in incoming:
+        for item, tree in staged:
             target = build_dir / item.variant
-            moved.append((target, _swap_in(item.staged, target)))
-        _merge_records(build_dir, incoming)
+            moved.append((target, _swap_in(tree, target)))
+        _merge_records(build_dir, [item for item, _ in staged])
     except BaseException:
         for target, old in reversed(moved):
             _swap_back(target, old)
@@ -521,4 +702,26 @@ def _commit(build_dir: Path, staging: Path, incoming: list[Incoming]) -> None:
 
 
 def _merge_records(build_dir: Path, incoming: list[Incoming]) -> None:
-    vrecord.merge_collected(build_dir, ((i.variant, i.record, i.artifact, i.rechecked) for i in incoming))
+    vrecord.merge_collected(build_dir, ((i.variant, i.record, i.artifact, list(i.rechecked)) for i in incoming))
+
+
+# --- library use -----------------------------------------------------------------------------------------
+
+
+def collect(
+    cfg: Config,
+    paths: list[Path],
+    *,
+    dry_run: bool = False,
+    build_dir: Path | None = None,
+    progress: Log | None = None,
+) -> Plan | Report:
+    """plan + execute (only plan when `dry_run`) in one call, for library use and tests. Raises CollectError
+    when anything is refused (the plan or report rides on the exception as `.report`)."""
+    log = progress or quiet
+    planned = plan(cfg, Request(tuple(paths), build_dir), log)
+    result: Plan | Report = planned if dry_run else execute(planned, log)
+    error = result.error()
+    if error is not None:
+        raise error
+    return result

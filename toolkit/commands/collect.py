@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,11 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from toolkit import help as help_text
-from toolkit.app import Options, Run, command
+from toolkit.app import Options, Run, command, stage_run
 from toolkit.core import ui
-from toolkit.core.config import Config
-from toolkit.core.errors import CollectError
-from toolkit.core.stage import Log, Verdict, quiet
 
 
 def _table(report: Any) -> Table:
@@ -39,43 +35,14 @@ def _table(report: Any) -> Table:
     return table
 
 
-@dataclass(frozen=True)
-class Collected(Verdict):
-    """collect's outcome in the protocol's terms: the report, and the refusal (exit 11) when one was raised."""
-
-    report: Any
-    refusal: CollectError | None = None
-
-    def failure(self) -> CollectError | None:
-        return self.refusal
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.report.to_json())
-
-
-def _collector(artifacts: list[Path], dry_run: bool) -> Any:
-    def run(cfg: Config, log: Log) -> Collected:
-        from toolkit.ci.collect import collect  # deferred: keeps CLI start-up light
-
-        try:
-            return Collected(collect(cfg, artifacts, dry_run=dry_run, progress=lambda name: log(f"checking {name}")))
-        except CollectError as exc:
-            report = getattr(exc, "report", None)
-            if report is None:
-                raise
-            return Collected(report, exc)
-
-    return run
-
-
-def _show(result: Collected, _opts: Options) -> None:
-    report = result.report
-    ui.out.print(_table(report))
+def _show(result: Any, _opts: Options) -> None:
+    """The plan (--dry-run) or the report as a table, then what happened to build/."""
+    ui.out.print(_table(result))
     if not result.ok:
         return
-    n = len(report.incoming)
-    if report.committed:
-        ui.note("collected", f"{n} variant(s) into {report.build_dir}; records merged into .verified.json")
+    n = len(result.incoming)
+    if result.committed:
+        ui.note("collected", f"{n} variant(s) into {result.build_dir}; records merged into .verified.json")
     else:
         ui.out.print(f"{n} variant(s) would be collected; nothing changed (--dry-run)")
 
@@ -87,12 +54,8 @@ def collect_cmd(
         list[Path], typer.Argument(help="Artifact directories or .zip files, or directories holding them.")
     ],
 ) -> Run:
-    # collect checks and swaps in one call: the command's plan is the request, its execute the call.
-    return Run(
-        "collecting artifacts",
-        plan=lambda cfg, _log: cfg,
-        execute=lambda cfg, log: _collector(artifacts, dry_run=False)(cfg, log),
-        preview=lambda cfg: _collector(artifacts, dry_run=True)(cfg, quiet),
-        show=_show,
-        one_package=True,  # artifacts go into one package's build/
-    )
+    from toolkit.ci import collect  # deferred: keeps CLI start-up light
+
+    request = collect.Request(tuple(artifacts))
+    # The plan checks every artifact (a dry run prints it); execute copies and swaps what it admitted.
+    return stage_run("collecting artifacts", collect, request, show=_show, one_package=True)

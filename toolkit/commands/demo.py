@@ -20,7 +20,8 @@ def _show(result: Any, _opts: Options) -> None:
     from toolkit.demo import Plan
 
     if isinstance(result, Plan):
-        ui.out.print(result.lines()[0])
+        for line in result.lines():
+            ui.out.print(line)  # plain text: paths and package names, never markup
         return
     table = Table(title="ggml-vendor demo")
     for col in ("stage", "status", "time", "detail"):

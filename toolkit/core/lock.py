@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -268,6 +268,41 @@ def _print_lines(lock: Lock) -> list[str]:
         behaviour += ["", f"[behaviour.{_q(k)}]", f"path = {_q(b.path)}", f"signature = {_q(b.signature)}"]
         behaviour.append(f"body = {_q(b.body)}")
     return _under_comment(_FINGERPRINTS_COMMENT, fingerprints) + _under_comment(_BEHAVIOUR_COMMENT, behaviour)
+
+
+def package_view(lock: Lock, package: str, fingerprints: Iterable[str] = ()) -> Lock:
+    """The lock as one package of the family sees it: its ops' entries, closures and behaviour prints, the files
+    they need and the always-shipped ones (their needed-by narrowed to its ops), the licenses of those files and
+    the patches that change them, the `fingerprints` named (the shared ones and the package's own), and no package table. For the first package
+    of a family this is the lock a one-package project pins (same bytes): a package's build identity hashes it
+    instead of the family's vendor/UPSTREAM, so adding a package leaves the others' identities alone. A lock
+    without a package table (one package) is its own view."""
+    if not lock.packages:
+        return lock
+    keys = set(lock.packages.get(package, ()))
+    wanted = set(lock.package_files(package)) | {f.path for f in lock.file_info if not f.needed_by}
+    infos = tuple(
+        replace(f, needed_by=tuple(n for n in f.needed_by if n.rsplit("/", 1)[0] in keys))
+        for f in lock.file_info
+        if f.path in wanted
+    )
+    named = set(fingerprints)
+    # A patch belongs to every package unless all the files it changes are other packages' alone.
+    patching = {
+        name: {f.path for f in lock.file_info if name in f.patched_by} for name in (p.name for p in lock.patches)
+    }
+    return replace(
+        lock,
+        files={p: h for p, h in lock.files.items() if p in wanted},
+        patches=tuple(p for p in lock.patches if not patching[p.name] or patching[p.name] & wanted),
+        file_info=infos,
+        licenses=tuple(lic for lic in lock.licenses if lic.path in wanted),
+        entries={k: v for k, v in lock.entries.items() if k in keys},
+        closures={k: v for k, v in lock.closures.items() if k in keys},
+        fingerprints={k: v for k, v in lock.fingerprints.items() if k in named},
+        behaviour={k: v for k, v in lock.behaviour.items() if k.split(": ", 1)[0] in keys},
+        packages={},
+    )
 
 
 def render_lock(lock: Lock) -> str:

@@ -163,6 +163,35 @@ def _apply_operations(st: HubState, files: dict[str, FileEntry], ops: list[dict]
     return files
 
 
+def _listed_files(commit: Commit, prefix: str) -> tuple[str, dict[str, FileEntry]]:
+    """The files under `prefix` (a directory, or one file) of `commit`, and the prefix their paths start with."""
+    base = prefix + "/" if prefix else ""
+    files = {p: e for p, e in commit.files.items() if p.startswith(base)}
+    if not prefix or files:
+        return base, files
+    if prefix in commit.files:
+        return "", {prefix: commit.files[prefix]}
+    raise HubError(404, f"{prefix} does not exist on {commit.oid}", "EntryNotFound")
+
+
+def _parent_dirs(base: str, parts: list[str], recursive: bool) -> list[str]:
+    """The directory entries a file's path adds to a tree listing: every parent when recursive, else the first."""
+    dirs = [base + "/".join(parts[:i]) for i in range(1, len(parts))]
+    return dirs if recursive else dirs[:1]
+
+
+def _file_entry(path: str, e: FileEntry, repo: Repo | None) -> dict[str, Any]:
+    """One file of a tree listing; with `repo` (expand=true) its last commit too."""
+    doc: dict[str, Any] = {"type": "file", "oid": e.blob_id, "size": e.size, "path": path}
+    if e.sha256:
+        pointer = LFS_POINTER.format(oid=e.sha256, size=e.size)
+        doc["lfs"] = {"oid": e.sha256, "size": e.size, "pointerSize": len(pointer)}
+    lc = repo.commits.get(e.last_commit) if repo is not None else None
+    if lc is not None:
+        doc["lastCommit"] = {"id": lc.oid, "title": lc.title, "date": lc.date}
+    return doc
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -456,35 +485,16 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _entries(self, commit: Commit, prefix: str, recursive: bool, expand: bool, repo: Repo) -> list[dict]:
-        prefix = prefix.strip("/")
-        base = prefix + "/" if prefix else ""
-        files = {p: e for p, e in commit.files.items() if p.startswith(base)}
-        if prefix and not files:
-            if prefix in commit.files:
-                files = {prefix: commit.files[prefix]}
-                base = ""
-            else:
-                raise HubError(404, f"{prefix} does not exist on {commit.oid}", "EntryNotFound")
+        base, files = _listed_files(commit, prefix.strip("/"))
         out: dict[str, dict] = {}
         for p, e in sorted(files.items()):
-            rest = p[len(base) :]
-            parts = rest.split("/")
-            for i in range(1, len(parts)):
-                d = base + "/".join(parts[:i])
-                if (recursive or i == 1) and d not in out:
-                    out[d] = {"type": "directory", "oid": hashlib.sha1(d.encode()).hexdigest(), "size": 0, "path": d}
-                if not recursive:
-                    break
+            parts = p[len(base) :].split("/")
+            for d in _parent_dirs(base, parts, recursive):
+                out.setdefault(
+                    d, {"type": "directory", "oid": hashlib.sha1(d.encode()).hexdigest(), "size": 0, "path": d}
+                )
             if len(parts) == 1 or recursive:
-                doc: dict[str, Any] = {"type": "file", "oid": e.blob_id, "size": e.size, "path": p}
-                if e.sha256:
-                    pointer = LFS_POINTER.format(oid=e.sha256, size=e.size)
-                    doc["lfs"] = {"oid": e.sha256, "size": e.size, "pointerSize": len(pointer)}
-                if expand:
-                    lc = repo.commits.get(e.last_commit)
-                    if lc is not None:
-                        doc["lastCommit"] = {"id": lc.oid, "title": lc.title, "date": lc.date}
-                out[p] = doc
+                out[p] = _file_entry(p, e, repo if expand else None)
         return [out[k] for k in sorted(out)]
 
     def tree(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:

@@ -1,47 +1,51 @@
-"""A check's script run in a fresh Python process, so a crash while loading a variant (bad ELF, missing symbol,
-an abort in a static initializer) fails that check instead of taking verify down."""
+"""Runs a check's script in a fresh Python process and reads back the one JSON line it prints after a marker:
+the import smoke test and the conformance gate load a built variant there, so a crash in it (bad ELF, missing
+symbol, a kernel fault) cannot take verify down."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 
 @dataclass(frozen=True)
-class ChildRun:
-    """What the child answered: the JSON it printed after its marker, or why there is none."""
+class ChildResult:
+    """What the child left: its document (None when it died or printed none), exit status and last stderr line."""
 
-    hung: bool = False  # killed after the timeout
-    returncode: int = 0
-    tail: str = ""  # the last line of its stderr ("(no output)"), when it died or printed no answer
-    doc: Any = None  # the answer; None when it hung or died
-
-    @property
-    def died(self) -> bool:
-        """It ended without an answer: a non-zero exit, or no marked line on stdout."""
-        return not self.hung and self.doc is None
+    doc: dict[str, Any] | None
+    returncode: int
+    tail: str
+    timed_out: bool = False
 
 
 def run_child(
-    script: str, args: Sequence[str], marker: str, *, timeout: int, env: Mapping[str, str], python: str | None = None
-) -> ChildRun:
-    """Run `script` with `args` under `python` (this interpreter by default); the answer is the first stdout line
-    starting with `marker`, the JSON after it, and counts only when the child also exited 0."""
+    script: str,
+    args: list[str],
+    *,
+    marker: str,
+    timeout: float,
+    python: str | None = None,
+    env: dict[str, str] | None = None,
+) -> ChildResult:
+    """`python -c script *args`; its document is the JSON after `marker` on the first line starting with it."""
+    # never leave __pycache__ inside the variant
+    environment = {**(env if env is not None else os.environ), "PYTHONDONTWRITEBYTECODE": "1"}
     try:
         proc = subprocess.run(
             [python or sys.executable, "-c", script, *args],
             capture_output=True,
             text=True,
             timeout=timeout,
-            env=dict(env),
+            env=environment,
         )
     except subprocess.TimeoutExpired:
-        return ChildRun(hung=True)
+        return ChildResult(None, -1, "", timed_out=True)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(marker)), None)
+    tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
     if proc.returncode != 0 or line is None:
-        return ChildRun(returncode=proc.returncode, tail=(proc.stderr.strip().splitlines() or ["(no output)"])[-1])
-    return ChildRun(doc=json.loads(line[len(marker) :]))
+        return ChildResult(None, proc.returncode, tail)
+    return ChildResult(json.loads(line[len(marker) :]), proc.returncode, tail)

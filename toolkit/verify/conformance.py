@@ -1,117 +1,51 @@
-"""The conformance gate: run every op of a built variant against the package's own float64 reference of the
-documented contract (toolkit.verify.reference) on a fixed set of small shapes.
+"""The conformance gate: run every op of a built variant against its package's own reference of the documented
+contract, on the package's fixed cases.
 
-A signature fingerprint cannot see ggml transpose its state or reverse its snapshot order under the same
-parameter list (docs/upstream.md §4.1); this can. Each case names the part of the contract it pins down, and
-the cases that can be confused with a plausible wrong contract (grouped instead of tiled GQA, a [key][value]
-state, an unscaled output, linear instead of log-domain gates) also require the result to be far from that
-wrong contract's answer, so a silent change cannot pass by accident.
+The cases belong to the package, like its op facts: its facts file names a cases module (`CONFORMANCE`, a path
+relative to its templates directory, e.g. templates/conformance.py) whose `run_all(mod)` runs every case on the
+loaded variant and returns {"device", "torch", "cases": [...]} (each case {"case", "op", "covers", "err",
+"tol", "contrast": {wrong contract: its distance}, "ok"}, or {"case", "op", "ok": False, "error"}), or
+{"skip": reason}. This module is what holds for any package: it loads the variant in a child process through
+`kernels.get_local_kernel` (the path a user's code takes, as the smoke test does: a crash in the kernel cannot
+take verify down), runs the package's cases there, and turns their document into verify's finding and the
+status the verification record, publish report and Hub card carry. It also gives the cases modules their
+common pieces (the device, a case's verdict, an op that raises failing only its case).
 
-The variant is loaded in a child process through `kernels.get_local_kernel`, the path a user's code takes
-(as the smoke test does): a crash in the kernel cannot take verify down. It runs where the variant can be
-loaded and a GPU is present (CUDA, ROCm through torch.cuda, or MPS); elsewhere the check is SKIP with the
-reason, and the verification record, publish report and Hub card say "conformance: not run (<reason>)".
+A case that can be confused with a plausible wrong contract reports its distance to that contract's answer too,
+and must be SEPARATION tolerances away from it, so a silent change cannot pass by accident. The gate runs where
+the variant can be loaded and a GPU is present (CUDA, ROCm through torch.cuda, or MPS); elsewhere, or for a
+package that declares no cases, the check is SKIP with the reason, and the record, report and card say
+"conformance: not run (<reason>)".
 """
 
 from __future__ import annotations
 
-import json
+import importlib.util
 import math
 import os
-import subprocess
 import sys
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+from toolkit.verify.child import run_child
 from toolkit.verify.findings import FAIL, PASS, SKIP, Finding
 
 CHECK = "conformance"
 TIMEOUT_S = 300
-GDN_TOL = 2e-5  # f32 recurrence vs float64; ~1e-7 measured on an H200 (docs/gpu-results.md)
-FA_TOL = 2e-3  # f16 K/V products as ggml accumulates them; ~1e-4 measured
 # A wrong contract must be at least this many tolerances away, or the case cannot tell them apart.
 SEPARATION = 10.0
 DISABLED = "disabled (--no-conformance)"
+NO_CASES = "the package declares no conformance cases (CONFORMANCE in its facts.py)"
+MARKER = "CONFORMANCE"
 
 
-@dataclass(frozen=True)
-class GdnCase:
-    name: str
-    covers: str
-    B: int
-    T: int
-    Hk: int
-    H: int
-    D: int
-    kda: bool = False
-    gate_scale: float = 1.0  # spread of the log-domain gates (larger: some gates near exp(-big))
-    contrast: tuple[str, ...] = ()  # wrong contracts the result must be far from
+# --- for the packages' cases modules -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class FaCase:
-    name: str
-    covers: str
-    B: int
-    H: int
-    Hkv: int
-    n_q: int
-    n_kv: int
-    D: int
-    dtype: str = "float16"
-    mask: str = "none"  # "none" | "additive" | "bool" | "broadcast"
-    scale: float | None = None  # None: the op's default 1/sqrt(D)
-    contrast: tuple[str, ...] = ()
-
-
-GDN_CASES: tuple[GdnCase, ...] = (
-    GdnCase("gdn-decode", "one token, state [value][key] in and out", 2, 1, 4, 4, 128, contrast=("state-kv",)),
-    GdnCase("gdn-tokens", "a run of tokens in one dispatch, state carried", 2, 9, 2, 2, 64, contrast=("state-kv",)),
-    GdnCase("gdn-tiled-gqa", "value head h reads q/k head h % H_k (tiled)", 2, 3, 2, 8, 64, contrast=("grouped",)),
-    GdnCase("gdn-kda", "per-key-channel gates (KDA), (B, T, H, D)", 2, 4, 4, 4, 64, kda=True, contrast=("state-kv",)),
-    GdnCase(
-        "gdn-log-gates",
-        "g is log-domain: the kernel exponentiates it",
-        1,
-        6,
-        2,
-        2,
-        32,
-        gate_scale=3.0,
-        contrast=("linear-gate",),
-    ),
-    GdnCase("gdn-scale", "the output carries 1/sqrt(head_dim)", 1, 2, 2, 2, 16, contrast=("unscaled",)),
-)
-
-FA_CASES: tuple[FaCase, ...] = (
-    FaCase("fa-nkv-300", "n_kv not a multiple of 256 (ggml's KQ stride)", 1, 8, 2, 1, 300, 128),
-    FaCase("fa-additive-mask", "additive mask, n_q = 2", 2, 8, 2, 2, 1000, 128, mask="additive"),
-    FaCase("fa-bool-mask", "bool mask (True = attend), n_kv = 257", 1, 4, 4, 3, 257, 64, mask="bool"),
-    FaCase("fa-broadcast-mask", "mask shared by the batch (1, 1, n_q, n_kv)", 2, 8, 2, 1, 700, 128, mask="broadcast"),
-    FaCase("fa-grouped-gqa", "query head h reads kv head h // (H / H_kv)", 1, 16, 4, 1, 512, 128, contrast=("tiled",)),
-    FaCase(
-        "fa-scale-bf16",
-        "an explicit scale; bf16 K/V; head_dim 256",
-        1,
-        8,
-        4,
-        5,
-        513,
-        256,
-        dtype="bfloat16",
-        mask="additive",
-        scale=0.7 / math.sqrt(256),
-        contrast=("default-scale",),
-    ),
-)
-
-
-# --- the child: runs in a fresh process with the variant loaded ---------------------------------------
-
-
-def _device(torch: Any) -> str | None:
+def device_of(torch: Any) -> str | None:
+    """ "cuda" (CUDA or ROCm), "mps", or None when torch sees no GPU."""
     if torch.cuda.is_available():
         return "cuda"
     mps = getattr(torch.backends, "mps", None)
@@ -126,214 +60,107 @@ def gpu_present() -> tuple[bool, str]:
         import torch
     except ImportError as exc:
         return False, f"torch is not importable: {exc}"
-    if _device(torch) is None:
+    if device_of(torch) is None:
         return False, "no GPU on this host (torch sees no CUDA/ROCm or MPS device)"
     return True, ""
 
 
-def _gdn_inputs(torch: Any, c: GdnCase, seed: int):
-    gen = torch.Generator().manual_seed(seed)
-    F = torch.nn.functional
-
-    def randn(*s):
-        return torch.randn(*s, generator=gen, dtype=torch.float32)
-
-    q = F.normalize(randn(c.B, c.T, c.Hk, c.D), dim=-1)
-    k = F.normalize(randn(c.B, c.T, c.Hk, c.D), dim=-1)
-    v = randn(c.B, c.T, c.H, c.D)
-    gshape = (c.B, c.T, c.H, c.D) if c.kda else (c.B, c.T, c.H)
-    g = F.logsigmoid(c.gate_scale * randn(*gshape) + 2.0)
-    beta = torch.sigmoid(randn(c.B, c.T, c.H))
-    state = 0.5 * randn(c.B, c.H, c.D, c.D)  # not symmetric: [value][key] and [key][value] differ
-    return q, k, v, g, beta, state
+def judged(case: str, op: str, covers: str, err: float, tol: float, contrast: dict[str, float]) -> dict[str, Any]:
+    """One case's result: ok when the error is under the tolerance and every wrong contract is far away."""
+    ok = math.isfinite(err) and err < tol and all(e > SEPARATION * tol for e in contrast.values())
+    return {"case": case, "op": op, "covers": covers, "err": err, "tol": tol, "contrast": contrast, "ok": ok}
 
 
-def run_gdn_case(torch: Any, mod: Any, c: GdnCase, device: str, seed: int) -> dict[str, Any]:
-    from toolkit.verify.reference import gdn_reference, rel_err
-
-    if not mod.supports_gated_delta_net(c.D):
-        return {"case": c.name, "op": "gated_delta_net", "ok": False, "error": f"head_dim {c.D} not supported"}
-    inputs = _gdn_inputs(torch, c, seed)
-    q, k, v, g, beta, state = inputs
-    ref_out, ref_state = gdn_reference(torch, *inputs)
-    out, final = mod.gated_delta_net(*(x.to(device) for x in inputs))
-    if device == "cuda":
-        torch.cuda.synchronize()
-    out, final = out.cpu(), final.cpu()
-    finite = bool(torch.isfinite(out).all() and torch.isfinite(final).all())
-    err = max(rel_err(out, ref_out), rel_err(final, ref_state)) if finite else float("inf")
-    result: dict[str, Any] = {"case": c.name, "op": "gated_delta_net", "covers": c.covers, "err": err, "tol": GDN_TOL}
-    contrasts = {}
-    for wrong in c.contrast:
-        if wrong == "grouped":
-            w_out, w_state = gdn_reference(torch, *inputs, gqa="grouped")
-        elif wrong == "state-kv":  # the same maths with the state read and written [key][value]
-            w_out, w_state = gdn_reference(torch, q, k, v, g, beta, state.transpose(-1, -2))
-            w_state = w_state.transpose(-1, -2)
-        elif wrong == "linear-gate":
-            w_out, w_state = gdn_reference(torch, *inputs, gate="linear")
-        elif wrong == "unscaled":
-            w_out, w_state = ref_out * math.sqrt(c.D), ref_state
-        else:
-            raise ValueError(wrong)
-        contrasts[wrong] = max(rel_err(out, w_out), rel_err(final, w_state)) if finite else float("inf")
-    result["contrast"] = contrasts
-    result["ok"] = finite and err < GDN_TOL and all(e > SEPARATION * GDN_TOL for e in contrasts.values())
-    return result
-
-
-def _fa_inputs(torch: Any, c: FaCase, seed: int):
-    gen = torch.Generator().manual_seed(seed)
-    dtype = getattr(torch, c.dtype)
-    q = torch.randn(c.B, c.H, c.n_q, c.D, generator=gen)
-    k = torch.randn(c.B, c.Hkv, c.n_kv, c.D, generator=gen).to(dtype)
-    v = torch.randn(c.B, c.Hkv, c.n_kv, c.D, generator=gen).to(dtype)
-    mask = None
-    if c.mask != "none":
-        keep = torch.rand(c.B, 1, c.n_q, c.n_kv, generator=gen) > 0.25
-        keep[..., 0] = True  # never a fully masked row
-        if c.mask == "broadcast":
-            keep = keep[:1]
-        mask = keep if c.mask == "bool" else torch.where(keep, 0.0, float("-inf")).to(torch.float16)
-    return q, k, v, mask
-
-
-def run_fa_case(torch: Any, mod: Any, c: FaCase, device: str, seed: int) -> dict[str, Any]:
-    from toolkit.verify.reference import fa_reference, rel_err
-
-    if not mod.supports_flash_attn(c.n_q, c.D, c.D):
-        return {"case": c.name, "op": "flash_attn", "ok": False, "error": f"n_q {c.n_q}, head_dim {c.D} not supported"}
-    q, k, v, mask = _fa_inputs(torch, c, seed)
-    scale = c.scale if c.scale is not None else 1.0 / math.sqrt(c.D)
-    ref = fa_reference(torch, q, k, v, mask, scale)
-    args = [x.to(device) if x is not None else None for x in (q, k, v, mask)]
-    out = mod.flash_attn(*args, c.scale) if c.scale is not None else mod.flash_attn(*args)
-    if device == "cuda":
-        torch.cuda.synchronize()
-    out = out.cpu()
-    finite = bool(torch.isfinite(out).all())
-    err = rel_err(out, ref) if finite else float("inf")
-    contrasts = {}
-    for wrong in c.contrast:
-        if wrong == "tiled":
-            w = fa_reference(torch, q, k, v, mask, scale, gqa="tiled")
-        elif wrong == "default-scale":
-            w = fa_reference(torch, q, k, v, mask, 1.0 / math.sqrt(c.D))
-        else:
-            raise ValueError(wrong)
-        contrasts[wrong] = rel_err(out, w) if finite else float("inf")
-    ok = finite and err < FA_TOL and all(e > SEPARATION * FA_TOL for e in contrasts.values())
-    return {
-        "case": c.name,
-        "op": "flash_attn",
-        "covers": c.covers,
-        "err": err,
-        "tol": FA_TOL,
-        "contrast": contrasts,
-        "ok": ok,
-    }
-
-
-def run_all(mod: Any, ops: Iterable[str]) -> dict[str, Any]:
-    """Every case of the ops `mod` exports; {"device": ..., "cases": [...]} or {"skip": reason}."""
-    import torch
-
-    device = _device(torch)
-    if device is None:
-        return {"skip": "no GPU on this host (torch sees no CUDA/ROCm or MPS device)"}
-    ops = set(ops)
-    every: tuple[GdnCase | FaCase, ...] = (*GDN_CASES, *FA_CASES)
-    cases = [
-        run_case(torch, mod, c, device)
-        for c in every
-        if ("gated_delta_net" if isinstance(c, GdnCase) else "flash_attn") in ops
-    ]
-    name = torch.cuda.get_device_name() if device == "cuda" else device
-    return {"device": name, "torch": torch.__version__, "cases": cases}
-
-
-def run_case(torch: Any, mod: Any, c: GdnCase | FaCase, device: str) -> dict[str, Any]:
-    """One case with its fixed seed; an op that raises fails its case (the others still run)."""
-    gdn = isinstance(c, GdnCase)
-    seed = (1000 + GDN_CASES.index(c)) if gdn else (2000 + FA_CASES.index(c))
+def guarded(case: str, op: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`run()`, or a failed case naming the exception: an op that raises fails its case, the others still run."""
     try:
-        if gdn:
-            return run_gdn_case(torch, mod, c, device, seed)  # type: ignore[arg-type]
-        return run_fa_case(torch, mod, c, device, seed)  # type: ignore[arg-type]
+        return run()
     except Exception as exc:
-        op = "gated_delta_net" if gdn else "flash_attn"
-        return {"case": c.name, "op": op, "ok": False, "error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+        return {"case": case, "op": op, "ok": False, "error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
 
 
-# argv: the variant directory, then (optional) a package's own cases file: a module whose run_all(mod) returns
-# the same document as run_all here ({"device", "cases": [{"case", "op", "ok", "err", "tol", ...}]} or {"skip"}).
+def document(torch: Any, device: str, cases: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The cases module's answer: the device it ran on, torch's version and every case's result."""
+    name = torch.cuda.get_device_name() if device == "cuda" else device
+    return {"device": name, "torch": torch.__version__, "cases": list(cases)}
+
+
+def load_cases(path: Path) -> ModuleType:
+    """A package's cases module, loaded from its file (the child does this; so do the tests)."""
+    name = "ggml_vendor_conformance_" + "".join(c if c.isalnum() else "_" for c in str(path.resolve()))
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[name] = module  # before exec: dataclasses look their module up while the file runs
+    try:
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def sibling(cases_file: str, name: str) -> ModuleType:
+    """The module `name`.py next to a cases module (e.g. its float64 references), loaded by path: a package's
+    templates directory is not on sys.path, and two packages may each have a reference.py."""
+    return load_cases(Path(cases_file).with_name(f"{name}.py"))
+
+
+# --- the child: runs in a fresh process with the variant loaded ---------------------------------------------
+
+# argv: the variant directory and the package's cases file.
 _CHILD = r"""
-import importlib.util, json, sys
+import json, sys
 from pathlib import Path
 from kernels import get_local_kernel
+from toolkit.verify.conformance import MARKER, load_cases
 mod = get_local_kernel(Path(sys.argv[1]))
-if len(sys.argv) > 2:
-    spec = importlib.util.spec_from_file_location("ggml_vendor_package_conformance", sys.argv[2])
-    cases = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cases)
-    doc = cases.run_all(mod)
-else:
-    from toolkit.verify.conformance import run_all
-    doc = run_all(mod, [n for n in ("gated_delta_net", "flash_attn") if hasattr(mod, n)])
-print("CONFORMANCE" + json.dumps(doc), flush=True)
+doc = load_cases(Path(sys.argv[2])).run_all(mod)
+print(MARKER + json.dumps(doc), flush=True)
 """
 
 
-# --- the parent: the verify check ---------------------------------------------------------------------
+# --- the parent: the verify check ---------------------------------------------------------------------------
+
+
+def _not_run(variant: str, why: str) -> list[Finding]:
+    return [Finding(variant, CHECK, SKIP, f"not run: {why}", "")]
 
 
 def conformance_check(
     variant: str, path: Path, *, enabled: bool = True, python: str | None = None, cases_file: Path | None = None
 ) -> list[Finding]:
     """The `conformance` finding of one variant: PASS, FAIL (naming the cases), or SKIP with the reason.
-    `cases_file`: the package's own cases (its facts' CONFORMANCE), else this module's GDN/FA cases."""
-    from toolkit.verify.smoke import host_can_load
-
-    ok, why = host_can_load(variant)
+    `cases_file`: the package's cases module (its facts' CONFORMANCE); None: the package declares none."""
+    ok, why = runnable_here(variant)
     if not ok:
-        return [Finding(variant, CHECK, SKIP, f"not run: this host cannot load it ({why})", "")]
-    gpu, why = gpu_present()
-    if not gpu:
-        return [Finding(variant, CHECK, SKIP, f"not run: {why}", "")]
+        return _not_run(variant, why)
     if not enabled:
-        return [Finding(variant, CHECK, SKIP, f"not run: {DISABLED}", "")]
+        return _not_run(variant, DISABLED)
+    if cases_file is None:
+        return _not_run(variant, NO_CASES)
     toolkit_root = str(Path(__file__).resolve().parents[2])
     env = {
         **os.environ,
-        "PYTHONDONTWRITEBYTECODE": "1",  # never leave __pycache__ inside the variant
         "PYTHONPATH": os.pathsep.join(p for p in (toolkit_root, os.environ.get("PYTHONPATH", "")) if p),
     }
-    try:
-        proc = subprocess.run(
-            [python or sys.executable, "-c", _CHILD, str(path), *([str(cases_file)] if cases_file else [])],
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-            env=env,
-        )
-    except subprocess.TimeoutExpired:
+    child = run_child(_CHILD, [str(path), str(cases_file)], marker=MARKER, timeout=TIMEOUT_S, python=python, env=env)
+    if child.timed_out:
         return [
             Finding(variant, CHECK, FAIL, f"the conformance run hung for {TIMEOUT_S}s", "debug the ops on this GPU")
         ]
-    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("CONFORMANCE")), None)
-    if proc.returncode != 0 or line is None:
-        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+    if child.doc is None:
         return [
             Finding(
                 variant,
                 CHECK,
                 FAIL,
-                f"the conformance run died (exit {proc.returncode}): {tail}",
-                "run the GPU tests (pytest -m gpu tests/gpu/test_ops.py) to see where",
+                f"the conformance run died (exit {child.returncode}): {child.tail}",
+                f"load the variant by hand and run {cases_file.name}'s run_all(module) to see the traceback",
             )
         ]
-    doc = json.loads(line[len("CONFORMANCE") :])
-    return [summarise(variant, doc)]
+    return [summarise(variant, child.doc)]
 
 
 def check_after(
@@ -347,8 +174,8 @@ def check_after(
 
 
 def cases_file_of(cfg: Any) -> Path | None:
-    """The package's own conformance cases: the file its facts' CONFORMANCE names, relative to its templates
-    directory (None: the GDN/FA cases of this module, the first package's)."""
+    """The package's conformance cases: the file its facts' CONFORMANCE names, relative to its templates
+    directory (None: the package declares none)."""
     from toolkit.core import package_facts
 
     rel = package_facts.of(cfg).own.get("CONFORMANCE")
@@ -357,7 +184,7 @@ def cases_file_of(cfg: Any) -> Path | None:
 
 def runnable_here(variant: str) -> tuple[bool, str]:
     """Whether this host can run the conformance cases of `variant` (it loads here and a GPU is present)."""
-    from toolkit.verify.smoke import host_can_load
+    from toolkit.verify.smoke import host_can_load  # deferred: kernels' resolver is imported only when asked
 
     ok, why = host_can_load(variant)
     if not ok:

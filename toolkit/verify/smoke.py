@@ -3,7 +3,6 @@ user's code takes) whenever this host can load it, and check its op namespace ha
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from toolkit.verify.child import run_child
@@ -11,7 +10,7 @@ from toolkit.verify.findings import FAIL, PASS, SKIP, Finding
 
 TIMEOUT_S = 180
 
-# Runs in the child (toolkit.verify.child): a crash while importing cannot take verify down.
+# Runs in the child: a crash (bad ELF, missing symbol, abort in a static initializer) cannot take verify down.
 _CHILD = r"""
 import json, sys
 from pathlib import Path
@@ -49,21 +48,20 @@ def smoke_test(variant: str, path: Path, ident: str, *, python: str | None = Non
     ok, why = host_can_load(variant)
     if not ok:
         return [Finding(variant, "smoke", SKIP, f"this host cannot load it: {why}", "")]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # never leave __pycache__ inside the variant
-    run = run_child(_CHILD, [str(path), ident], "SMOKE", timeout=TIMEOUT_S, env=env, python=python)
-    if run.hung:
+    child = run_child(_CHILD, [str(path), ident], marker="SMOKE", timeout=TIMEOUT_S, python=python)
+    if child.timed_out:
         return [Finding(variant, "smoke", FAIL, f"importing the variant hung for {TIMEOUT_S}s", "debug the import")]
-    if run.died:
+    info = child.doc
+    if info is None:
         return [
             Finding(
                 variant,
                 "smoke",
                 FAIL,
-                f"get_local_kernel failed (exit {run.returncode}): {run.tail}",
+                f"get_local_kernel failed (exit {child.returncode}): {child.tail}",
                 "run python -c 'import kernels; kernels.get_local_kernel(Path(...))' to see the traceback",
             )
         ]
-    info = run.doc
     if info["missing"]:
         return [
             Finding(

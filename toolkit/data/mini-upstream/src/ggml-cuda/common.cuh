@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 
 #include <utility>
 
@@ -55,6 +56,16 @@ struct ggml_cuda_device_info {
 };
 
 const ggml_cuda_device_info & ggml_cuda_info();
+
+// ggml's per-device memory pool and the backend context that makes one: the op wrappers take scratch memory
+// from it (the shims define the factory; the bindings pass their own memory and never reach it).
+struct ggml_cuda_pool {
+    virtual ~ggml_cuda_pool() = default;
+};
+
+struct ggml_backend_cuda_context {
+    static std::unique_ptr<ggml_cuda_pool> new_pool_for_device(int device, int stream_no = 0);
+};
 
 void ggml_cuda_set_device(int device);
 int ggml_cuda_get_device();

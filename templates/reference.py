@@ -1,6 +1,8 @@
-"""The package's own float64 references of the op contract (torch-ext/ggml_attn_kernels/__init__.py states it;
-docs/upstream.md §1.3, §3.1), written from the documented semantics, not from ggml's code. One copy serves the conformance
-gate of `verify`, the GPU tests (tests/gpu/test_ops.py) and the accuracy table (benchmarks/gpu_accuracy.py).
+"""The first package's float64 references of its op contract (torch-ext/ggml_attn_kernels/__init__.py states it;
+docs/upstream.md §1.3, §3.1), written from the documented semantics, not from ggml's code. One copy serves the
+package's conformance cases (templates/conformance.py, run by `verify`), the GPU tests (tests/gpu/test_ops.py)
+and the accuracy table (benchmarks/gpu_accuracy.py); load it with toolkit.verify.conformance.load_cases (the
+templates directory is not a Python package).
 
 Every function takes the torch module first, so importing this module never imports torch.
 """

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The whole tree's confirmation on one NVIDIA GPU in one go, most important first, stopping new steps once
+# DEADLINE_S seconds have passed: both packages built for this machine's torch (ggml-vendor build for the first,
+# benchmarks/gguf_local_build.py for gguf-kernels), the GDN tests of the chunked prefill path (if they fail the
+# rest runs with GGML_CUDA_GDN_CHUNKED=0 and the log says so), the other GPU op/layer tests, compute-sanitizer
+# memcheck with the chunked path on, the gguf op tests and transformers end to end (also with the first
+# package's GDN layers), the prefill grid (our layer vs fla's chunk vs transformers' torch chunk), gguf
+# generate() rows, and the chunked vs token-sequential crossover.
+# Inputs (environment): WHEELS=<dir> wheels the machine lacks (fla-core, transformers, kernels, gguf, the
+# toolkit's own), installed with --no-deps into a private folder; GGUF_OBJECTS=<dir> gguf-kernels' CUDA objects
+# compiled elsewhere with the same nvcc (`gguf_local_build.py --objects-only`; else compiled here);
+# PREFILL_CASES (default the issue's grid); DEADLINE_S (default 900); RESULTS_DIR (default /tmp/wave-check).
+#
+#   WHEELS=/path/to/wheels bash benchmarks/gpu_wave_check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+RESULTS=${RESULTS_DIR:-/tmp/wave-check}
+DEADLINE_S=${DEADLINE_S:-900}
+mkdir -p "$RESULTS"
+export PYTHONUNBUFFERED=1 GIT_PYTHON_REFRESH=quiet HF_HUB_DISABLE_XET=1
+log() { printf '\n=== %s (%ss)\n' "$*" "$SECONDS" | tee -a "$RESULTS/session.log"; }
+# a step's timeout: its own limit, or what is left before DEADLINE_S (0: skip the step)
+budget() { local left=$((DEADLINE_S - SECONDS)); [ "$left" -lt "$1" ] && echo $((left > 15 ? left : 0)) || echo "$1"; }
+step() {  # step NAME LIMIT COMMAND...: run under its budget, output to RESULTS/NAME.log, tail shown
+  local name=$1 t; t=$(budget "$2"); shift 2
+  if [ "$t" -le 0 ]; then log "$name: skipped (deadline)"; return 99; fi
+  log "$name (limit ${t}s)"
+  timeout "$t" "$@" >"$RESULTS/$name.log" 2>&1; local rc=$?
+  grep -v "Loading weights\|falling back" "$RESULTS/$name.log" | tail -"${TAIL:-12}"
+  echo "$name exit code $rc" | tee -a "$RESULTS/session.log"
+  return $rc
+}
+
+if [ -n "${WHEELS:-}" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl \
+    >"$RESULTS/pip.log" 2>&1 || tail -5 "$RESULTS/pip.log"
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+log "environment"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'
+  nvcc --version | tail -1; nproc; } 2>&1 | tee -a "$RESULTS/session.log"
+
+log "build: ggml-attn-kernels (ggml-vendor build) and gguf-kernels (gguf_local_build.py), in parallel"
+python3 -m toolkit.cli build -j "$(nproc)" -p ggml-attn-kernels >"$RESULTS/build-first.log" 2>&1 &
+FIRST=$!
+ARCH=$(python3 -c 'import torch; m, n = torch.cuda.get_device_capability(); print(f"{m}{n}")')
+GGUF=/tmp/gguf-build
+mkdir -p "$GGUF"
+if [ -n "${GGUF_OBJECTS:-}" ]; then
+  mkdir -p "$GGUF/obj-sm$ARCH" && cp "$GGUF_OBJECTS"/*.o "$GGUF/obj-sm$ARCH/"
+  python3 benchmarks/gguf_local_build.py --vendor vendor/ggml --out "$GGUF" --link-only -j "$(nproc)" >"$RESULTS/build-gguf.log" 2>&1
+else
+  python3 benchmarks/gguf_local_build.py --vendor vendor/ggml --out "$GGUF" -j "$(nproc)" >"$RESULTS/build-gguf.log" 2>&1
+fi
+echo "gguf build exit code $?" | tee -a "$RESULTS/session.log"
+wait "$FIRST"; echo "first package build exit code $?: $(ls build | grep torch | tr '\n' ' ')" | tee -a "$RESULTS/session.log"
+tail -3 "$RESULTS/build-first.log"
+export GGUF_KERNELS_PATH=$GGUF/pkg
+
+GPU=(python3 -m pytest -q -m gpu -p no:cacheprovider -rs --tb=short)
+if ! step gdn-chunk-tests 150 "${GPU[@]}" tests/gpu/test_ops.py tests/gpu/test_layers.py -k "chunk or dispatch or long_bf16"; then
+  export GGML_CUDA_GDN_CHUNKED=0
+  log "THE CHUNKED PATH FAILED ITS TESTS: the rest runs with GGML_CUDA_GDN_CHUNKED=0"
+fi
+PYTORCH_NO_CUDA_MEMORY_CACHING=1 step memcheck-chunked 100 \
+  compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 python3 benchmarks/gpu_memcheck.py --chunked
+grep -E 'ERROR SUMMARY|MEMCHECK-SCRIPT-DONE' "$RESULTS/memcheck-chunked.log" | head -3
+TAIL=40 step prefill 150 python3 benchmarks/bench_gdn.py --prefill --out "$RESULTS" --no-raw \
+  --prefill-cases "${PREFILL_CASES:-1x512,1x2048,1x8192,1x32768,8x512,8x2048,8x8192,8x32768}"
+step gguf-tests 40 "${GPU[@]}" tests/gpu/test_gguf.py --maxfail=10
+step gpu-tests 150 "${GPU[@]}" tests/gpu/test_ops.py tests/gpu/test_layers.py tests/gpu/test_conformance.py \
+  -k "not chunk and not dispatch and not long_bf16"
+TAIL=40 step gguf-generate 150 python3 benchmarks/bench_gguf.py --out "$RESULTS" --generate --no-gemv --rounds 2 --new-tokens 32
+TAIL=25 step gguf-e2e 150 "${GPU[@]}" -s tests/gpu/test_gguf_transformers.py
+TAIL=30 step threshold 120 python3 benchmarks/gdn_chunk_threshold.py ${THRESHOLD_CASES:+--cases $THRESHOLD_CASES}
+log "done"
