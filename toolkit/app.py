@@ -94,7 +94,8 @@ class Run:
     happens even without --verbose (long, multi-stage work); `spinner=False` for work that draws its own
     progress bars. `per_package` (set by `@command(packages=True)`) runs it once per selected package;
     `one_package`: exactly one may be selected. `interrupted(plan)` is the error for a Ctrl-C once execute
-    may have acted (default: "previous state kept")."""
+    may have acted (default: "previous state kept"). `announce`: the plan's `notes` are printed as warnings
+    once it is made, and with --verbose (neither --dry-run nor --json) its lines before execute runs it."""
 
     label: str | Callable[[Any], str]  # the task's label, or a function of the config it runs under
     plan: Callable[[Any, Log], Any]
@@ -108,6 +109,7 @@ class Run:
     per_package: bool = False
     one_package: bool = False
     interrupted: Callable[[Any], Exception] | None = None
+    announce: bool = False
 
 
 def stage_run(label: str | Callable[[Any], str], stage: Any, request: Any, **fields: Any) -> Run:
@@ -117,8 +119,21 @@ def stage_run(label: str | Callable[[Any], str], stage: Any, request: Any, **fie
 
 
 def _print_lines(result: Any, _opts: Options) -> None:
+    """The default printer: the result's lines on stdout (plain text: they name [tables] and paths, never
+    markup), and on stderr the `problems()` lines of a report that has them (a failed step's output)."""
     for line in result.lines():
         ui.out.print(line)
+    for line in getattr(result, "problems", list)():
+        ui.err.print(line)
+
+
+def _announce(plan: Any, opts: Options) -> None:
+    """Run.announce: the plan's notes, and under --verbose what is about to run before running it."""
+    for note in getattr(plan, "notes", ()):
+        ui.warn("note:", note)
+    if opts.verbose and not opts.dry_run and not opts.json:
+        for line in plan.lines():
+            ui.out.print(line)
 
 
 def _emit(result: Any, run: Run, opts: Options) -> None:
@@ -136,6 +151,8 @@ def _perform_one(run: Run, opts: Options, cfg: Any) -> None:
         label = run.label(cfg) if callable(run.label) else run.label
         with ui.task(label, verbose=verbose, quiet=opts.json, spinner=run.spinner) as task:
             result = plan = run.plan(cfg, task.log)
+            if run.announce:
+                _announce(plan, opts)
             if run.execute is not None and not opts.dry_run:
                 result = run.execute(plan, task.log)
             elif run.preview is not None:

@@ -11,21 +11,7 @@ import importlib
 import sys
 from typing import Any
 
-COMMAND_MODULES = (
-    "sync",
-    "status",
-    "patch",
-    "render",
-    "variants",
-    "build",
-    "verify",
-    "publish",
-    "demo",
-    "ci",
-    "collect",
-    "init",
-)
-
+from toolkit.commands import COMMAND_MODULES
 
 # Options the group itself takes before the command, with the value that follows them.
 _GROUP_OPTIONS_WITH_VALUE = ("-C", "--project")

@@ -1,6 +1,8 @@
 """A killed build (SIGKILL of its process group: no handler runs) leaves no compiler running and no scratch
-behind after the next run (issue 20 item 17). The GPU-free part checks the rules; the slow part kills a
-real nvcc build."""
+behind after the next run (issue 20 item 17), and build/<variant>/ and a provisioned install are the old
+tree or the new one whichever toolkit.core.fs checkpoint the kill lands on (issue 18 item 4). The GPU-free
+part checks the rules and kills the real executor against simulated compilers; the slow part kills a real
+nvcc build."""
 
 from __future__ import annotations
 
@@ -14,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.build.cache import clean_dead_scratch, scratch_dir
-from toolkit.build.local import descendants, spawn_compiler
+from toolkit.build import provision as pv
+from toolkit.build.cache import scratch_prefix
+from toolkit.build.local import clean_stale_stages, descendants, spawn_compiler
+from toolkit.core import fs
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "build_kernel"
 
@@ -33,13 +37,14 @@ def test_compiler_temp_files_go_to_the_step_scratch(tmp_path):
 
 
 def test_scratch_of_dead_runs_is_removed_and_live_ones_kept(tmp_path):
-    mine = scratch_dir(tmp_path, "obj-0123")
+    """The executor's step scratch (toolkit.core.fs names it) and its start-up cleanup of <cache>/tmp."""
+    mine = fs.new_staging(tmp_path, scratch_prefix("obj-0123"))
     assert mine.name.startswith(f"obj-0123.{os.getpid()}-")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     (tmp_path / f"obj-4567.{dead.pid}-abcd").mkdir()
     (tmp_path / "obj-89ab.k3j2l1").mkdir()  # an older version's unnamed leftover
-    assert clean_dead_scratch(tmp_path) == 2
+    assert len(fs.stale_entries(tmp_path, "*")) == 2
     assert [p.name for p in tmp_path.iterdir()] == [mine.name]
 
 
@@ -96,3 +101,167 @@ def test_sigkill_of_the_build_group_stops_its_compilers_and_the_next_run_cleans_
     assert res.returncode == 0, res.stderr
     assert list((cache / "tmp").iterdir()) == []  # ... until the next run
     assert not list((proj / "build").glob(".*"))
+
+
+# --- SIGKILL at every toolkit.core.fs checkpoint: the build's output swap, a provision's install swap ------
+
+
+def tree(path: Path) -> dict[str, bytes] | None:
+    if not path.exists():
+        return None
+    return {p.relative_to(path).as_posix(): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def _in_child(kill_at: int, body) -> int:  # type: ignore[no-untyped-def]
+    """Run `body()` in a forked child that SIGKILLs itself at toolkit.core.fs checkpoint `kill_at`."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.environ[fs.KILL_ENV] = str(kill_at)
+            fs.reset_checkpoints()
+            body()
+        except BaseException:  # noqa: BLE001 - reported through the exit code only
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return status
+
+
+@pytest.fixture(autouse=True)
+def _no_fsync(monkeypatch):
+    monkeypatch.setenv(fs.NO_FSYNC_ENV, "1")  # power-loss safety only; a killed process loses nothing
+
+
+def _simulated_project(base: Path, monkeypatch) -> Path:
+    """A Metal project built by the real executor against a simulated Xcode (tests/build/test_metal.py)."""
+    from tests.build import test_metal as tm
+
+    root = base / "proj"
+    for sec in tm._metal_inputs(root).kernels:
+        for rel in (*sec.src, "torch-ext/torch_binding.cpp"):
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text("// fixture\n")
+    (root / "torch-ext" / "mini").mkdir()
+    (root / "torch-ext" / "mini" / "__init__.py").write_text("from ._ops import ops\n")
+    (root / "torch-ext" / "mini" / "_ops.py").write_text("import torch\nops = torch.ops.@OPS_NAME@\n")
+    bindir = base / "bin"
+    bindir.mkdir()
+    for name, body in (("xcrun", tm.FAKE_XCRUN), ("clang++", tm.FAKE_CXX)):
+        (bindir / name).write_text(body)
+        (bindir / name).chmod(0o755)
+    fixture = base / "fixture.metallib"
+    fixture.write_bytes(
+        tm.metallib.build_fixture(tm.metal.required_kernels(["gated_delta_net", "flash_attn"], tm.FACTS))
+    )
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FIXTURE_METALLIB", str(fixture))
+    monkeypatch.setenv("CALLS", str(base / "calls"))
+    return root
+
+
+def _build(root: Path, cache: Path) -> str:
+    """One run of the real local executor (plan → steps through the cache → build/<variant>/ swapped in)."""
+    from tests.build import test_metal as tm
+    from toolkit.build.cache import BuildCache
+    from toolkit.build.envs import TorchEnv
+    from toolkit.build.inputs import read_provenance
+    from toolkit.build.local import LocalExecutor
+    from toolkit.build.matrix import Status
+
+    env = TorchEnv(
+        "/py", "2.14.1", "/t/torch", include_dirs=("/t/include",), lib_dir="/t/lib", python_include="/py/inc"
+    )
+    plan = tm._metal_plan(root, Status(True, "", "local", None, env))
+    ex = LocalExecutor(
+        plan,
+        BuildCache(cache, root),
+        jobs=1,
+        provenance=read_provenance(root),
+        log_dir=cache / "logs",
+        gen_dir=cache / "gen",
+        progress=False,
+    )
+    [res] = ex.run(plan.buildable())
+    assert res.result == "built", (res.reason, res.tail)
+    return res.out_dir
+
+
+@pytest.mark.parametrize("mode", ["exchange", "journaled"])
+def test_sigkill_during_a_builds_output_swap_leaves_the_old_or_the_new_variant(tmp_path, monkeypatch, mode):
+    """build/<variant>/ exists (OLD); the package's __init__.py changes, so the next build re-assembles it
+    from cached objects (NEW). Killed at every checkpoint of that run, build/<variant>/ is OLD or NEW, and
+    the next run's start-up cleanup (the executor's own) leaves exactly OLD or NEW and no leftover."""
+    if mode == "journaled":
+        monkeypatch.setenv(fs.NO_EXCHANGE_ENV, "1")
+    template = tmp_path / "template"
+    root = _simulated_project(template, monkeypatch)
+    out_dir = _build(root, template / "cache")
+    old = tree(root / out_dir)
+    (root / "torch-ext" / "mini" / "__init__.py").write_text("from ._ops import ops  # new\n")
+    ref = tmp_path / "ref"
+    shutil.copytree(template, ref, symlinks=True)
+    _build(ref / "proj", ref / "cache")
+    new = tree(ref / "proj" / out_dir)
+    assert new is not None and old is not None and new != old
+    killed = 0
+    for n in range(1, 40):
+        base = tmp_path / f"p{n}"
+        shutil.copytree(template, base, symlinks=True)
+        proj, cache = base / "proj", base / "cache"
+        status = _in_child(n, lambda: _build(proj, cache))  # noqa: B023 - run at once, in this iteration
+        final = proj / out_dir
+        if os.WIFEXITED(status):
+            assert os.WEXITSTATUS(status) == 0 and tree(final) == new
+            break
+        assert os.WTERMSIG(status) == signal.SIGKILL
+        killed += 1
+        if mode == "exchange" or final.exists():
+            assert tree(final) in (old, new), f"checkpoint {n}: build/ holds neither the old nor the new variant"
+        clean_stale_stages(final.parent)
+        assert tree(final) in (old, new), f"checkpoint {n}: neither old nor new after the next run's cleanup"
+        assert sorted(p.name for p in final.parent.iterdir()) == [final.name], f"checkpoint {n}: leftovers"
+        shutil.rmtree(base)
+    else:
+        pytest.fail("the build never completed")
+    assert killed >= (3 if mode == "exchange" else 5), "too few checkpoints of the output swap exercised"
+
+
+def _fake_pip(cmd: list[str]) -> tuple[int, str]:
+    root = Path(cmd[cmd.index("--target") + 1]) / "nvidia" / "cu13"
+    (root / "bin").mkdir(parents=True)
+    (root / "include").mkdir()
+    (root / "bin" / "nvcc").write_text("nvcc\n")
+    (root / "include" / "cuda_runtime.h").write_text("// new\n")
+    return 0, ""
+
+
+@pytest.mark.parametrize("start,mode", [("absent", "exchange"), ("leftover", "exchange"), ("leftover", "journaled")])
+def test_sigkill_during_a_provisions_install_swap_leaves_the_old_or_the_new_tree(tmp_path, monkeypatch, start, mode):
+    """An install into the user cache killed at every checkpoint: the install dir is the old state (absent,
+    or an older tool's half-made leftover) or the complete new install; the next provision completes it and
+    leaves nothing beside it."""
+    if mode == "journaled":
+        monkeypatch.setenv(fs.NO_EXCHANGE_ENV, "1")
+    killed = 0
+    for n in range(1, 40):
+        base = tmp_path / f"p{n}"
+        item = pv.toolkit_install("cuda", "cuda-toolkit[nvcc,cccl,cudart]", "13.0.3", "pypi", base)
+        if start == "leftover":
+            (item.path / "half").mkdir(parents=True)  # no .complete: an older tool's interrupted install
+            (item.path / "half" / "x").write_text("old\n")
+        old = tree(item.path)
+        status = _in_child(n, lambda: pv.provision(item, runner=_fake_pip))  # noqa: B023
+        if os.WIFEXITED(status):
+            assert os.WEXITSTATUS(status) == 0 and item.ready and "half/x" not in (tree(item.path) or {})
+            break
+        assert os.WTERMSIG(status) == signal.SIGKILL
+        killed += 1
+        seen = tree(item.path)
+        if mode == "exchange" or seen is not None:
+            assert seen == old or (item.ready and "half/x" not in seen), f"checkpoint {n}: a mix of old and new"
+        pv.provision(item, runner=_fake_pip)  # the next run
+        assert item.ready and sorted(p.name for p in base.iterdir()) == [item.path.name], f"checkpoint {n}"
+    else:
+        pytest.fail("the install never completed")
+    assert killed >= (2 if start == "absent" else 3 if mode == "exchange" else 5), "too few checkpoints"

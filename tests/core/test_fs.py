@@ -179,3 +179,90 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def _staged_in_child(target: Path, kill_at: int, **kw) -> int:  # type: ignore[no-untyped-def]
+    """fs.staged(target) filled with NEW in a forked child that SIGKILLs itself at checkpoint `kill_at`."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.environ[fs.KILL_ENV] = str(kill_at)
+            fs.reset_checkpoints()
+            with fs.staged(target, **kw) as stage:
+                write_tree(stage, NEW)
+        except BaseException:  # noqa: BLE001 - reported through the exit code only
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return status
+
+
+@pytest.mark.parametrize("mode", ["exchange", "journaled", "absent"])
+def test_staged_sigkilled_at_every_checkpoint_is_recovered_by_the_next_staged(tmp_path, monkeypatch, mode):
+    """The build's and provisioning's swap: killed anywhere, target is old or new; the next `staged` (or
+    `recover`) for the target leaves only the target."""
+    if mode == "journaled":
+        monkeypatch.setenv(fs.NO_EXCHANGE_ENV, "1")
+    killed = 0
+    for n in range(1, 50):
+        target = tmp_path / f"p{n}" / "target"
+        target.parent.mkdir()
+        if mode != "absent":
+            write_tree(target, OLD)
+        old = tree(target)
+        status = _staged_in_child(target, n)
+        if os.WIFEXITED(status):
+            assert os.WEXITSTATUS(status) == 0 and tree(target) == NEW
+            assert os.listdir(target.parent) == ["target"]
+            break
+        killed += 1
+        if mode == "exchange" or target.exists():
+            assert tree(target) in (old, NEW), f"checkpoint {n}"
+        if n % 2:
+            fs.recover(target, ".target.tmp-")
+            assert tree(target) in (old, NEW) and os.listdir(target.parent) == (["target"] if tree(target) else [])
+        else:
+            with fs.staged(target) as stage:  # the next run's own swap
+                write_tree(stage, NEW)
+            assert tree(target) == NEW and os.listdir(target.parent) == ["target"], f"checkpoint {n}"
+    else:
+        pytest.fail("the staged swap never completed")
+    assert killed >= (4 if mode == "journaled" else 2)
+
+
+def test_staged_leaves_target_alone_on_error_and_keep_existing_keeps_theirs(tmp_path):
+    target = tmp_path / "t"
+    write_tree(target, OLD)
+    with pytest.raises(RuntimeError), fs.staged(target) as stage:
+        write_tree(stage, NEW)
+        raise RuntimeError("half way")
+    assert tree(target) == OLD and os.listdir(tmp_path) == ["t"]
+    with fs.staged(target, keep_existing=True) as stage:
+        write_tree(stage, NEW)  # another process made `t` meanwhile: theirs is kept
+    assert tree(target) == OLD and os.listdir(tmp_path) == ["t"]
+
+
+def test_scratch_is_removed_after_the_block_and_dead_runs_scratch_before_it(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / f"obj.{int(dead.stdout)}-00ff").mkdir()
+    with fs.scratch(tmp_path, "obj.") as path:
+        assert path.is_dir() and path.name.startswith(f"obj.{os.getpid()}-")
+        assert os.listdir(tmp_path) == [path.name]
+    assert os.listdir(tmp_path) == []
+
+
+def test_recover_dir_rolls_back_an_interrupted_swap_and_removes_dead_staging(tmp_path, monkeypatch):
+    """The build's start-up cleanup of build/: found by the journal's name, whatever the variant."""
+    monkeypatch.setenv(fs.NO_EXCHANGE_ENV, "1")
+    write_tree(tmp_path / "target", OLD)
+    n = 1
+    while not os.WIFEXITED(_swap_in_child(tmp_path, n)) and (tmp_path / "target").exists():
+        n += 1
+    assert not (tmp_path / "target").exists(), "no checkpoint between the two renames"
+    (tmp_path / ".c.tmp-1-ab").mkdir()  # a dead run's staging dir
+    actions = fs.recover_dir(tmp_path, (".tmp-",), only_dead=False)
+    assert "restored target/ from an interrupted swap" in actions and "removed leftover .c.tmp-1-ab" in actions
+    assert tree(tmp_path / "target") == OLD
+    fs.stale_staging(tmp_path, ".target.stage-")  # the killed child's own staging prefix (this test's)
+    assert os.listdir(tmp_path) == ["target"]

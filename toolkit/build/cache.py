@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,37 +20,10 @@ from toolkit.core import fs
 from toolkit.core.hashing import sha256_file
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether process `pid` exists (one we may not signal counts as alive)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return pid > 0
-
-
-def scratch_dir(base: Path, prefix: str) -> Path:
-    """A new scratch dir under `base`, named after this process (`<prefix>.<pid>-XXXX`), so a later run can
-    tell a dead run's leftovers (SIGKILL skips every cleanup) from a live one's."""
-    base.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}.{os.getpid()}-", dir=base))
-
-
-def clean_dead_scratch(base: Path) -> int:
-    """Remove the scratch dirs of runs that are no longer alive (and unnamed leftovers of older versions);
-    returns how many were removed."""
-    removed = 0
-    if not base.is_dir():
-        return 0
-    for p in base.iterdir():
-        pid_text = p.name.rpartition(".")[2].partition("-")[0]
-        if pid_text.isdigit() and pid_alive(int(pid_text)):
-            continue
-        shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-        removed += 1
-    return removed
+def scratch_prefix(step_id: str) -> str:
+    """The name prefix of a step's scratch dirs under <cache>/tmp (`<step id>.<pid>-<hex>` once made by
+    toolkit.core.fs, so a later run can tell a dead run's leftovers from a live one's)."""
+    return f"{step_id}."
 
 
 def digest_strings(*parts: str) -> str:
@@ -144,28 +115,26 @@ class BuildCache:
         return CacheEntry(key, d)
 
     def store(self, kind: str, key: str, artefacts: dict[str, Path], deps: list[str], info: dict) -> CacheEntry:
-        """Move artefacts into a new entry atomically (staged in the cache dir, renamed into place)."""
+        """Move artefacts into a new entry atomically (staged in the cache dir, swapped into place by
+        toolkit.core.fs: a reader sees the old entry or the new one)."""
         final = self.entry_dir(kind, key)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        stage = Path(tempfile.mkdtemp(prefix=f".{key[:12]}.", dir=final.parent))
-        try:
+        with fs.staged(final, f".{key[:12]}.") as stage:
             for name, src in artefacts.items():
                 shutil.copy2(src, stage / name)
-            rel_deps = {}
-            for dep in deps:
-                rel = self.in_project(dep)
-                if rel is not None:
-                    h = self.file_hash(rel)
-                    if h is not None:
-                        rel_deps[rel] = h
-            manifest = {"key": key, "artefacts": sorted(artefacts), "deps": dict(sorted(rel_deps.items())), **info}
+            manifest = {"key": key, "artefacts": sorted(artefacts), "deps": self._dep_hashes(deps), **info}
             (stage / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
-            if final.exists():
-                shutil.rmtree(final, ignore_errors=True)
-            os.replace(stage, final)
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
         return CacheEntry(key, final)
+
+    def _dep_hashes(self, deps: list[str]) -> dict[str, str]:
+        """The project files among `deps`, with their hashes (sorted): what a later lookup re-checks."""
+        rel_deps = {}
+        for dep in deps:
+            rel = self.in_project(dep)
+            if rel is not None:
+                h = self.file_hash(rel)
+                if h is not None:
+                    rel_deps[rel] = h
+        return dict(sorted(rel_deps.items()))
 
     # -- variant stamps: what the assembled build/<variant>/ was made from --
     def stamp_path(self, variant: str) -> Path:

@@ -21,9 +21,10 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from toolkit.build.provision import PARTIAL, default_toolchains_dir, provisioned_cuda_roots
+from toolkit.build.torchtree import default_envs_dir, env_dir_name, read_torch_version, torch_build_problem
+from toolkit.core import fs
 from toolkit.core.errors import BuildError
-
-_VERSION_LINE = re.compile(r"^(?P<key>__version__|cuda|hip)\s*(?::\s*[^=]+)?=\s*(?P<val>.+)$", re.M)
 
 
 @dataclass(frozen=True)
@@ -125,34 +126,6 @@ def host_platform() -> tuple[str, str]:
 # --- torch environments --------------------------------------------------------------------------------
 
 
-def default_envs_dir() -> Path:
-    if os.environ.get("GGML_VENDOR_ENVS"):
-        return Path(os.environ["GGML_VENDOR_ENVS"])
-    from toolkit.core.paths import user_cache_dir
-
-    return user_cache_dir() / "envs"
-
-
-def env_dir_name(torch_minor: str, compute: str) -> str:
-    return f"torch{torch_minor.replace('.', '')}-{compute}"
-
-
-def read_torch_version(torch_dir: Path) -> tuple[str, str | None, str | None] | None:
-    """(version, cuda, hip) from torch/version.py without importing torch."""
-    try:
-        text = (torch_dir / "version.py").read_text()
-    except OSError:
-        return None
-    found = {m["key"]: m["val"].strip() for m in _VERSION_LINE.finditer(text)}
-    if "__version__" not in found:
-        return None
-
-    def unquote(v: str | None) -> str | None:
-        return None if v in (None, "None") else v.strip("'\"")
-
-    return unquote(found["__version__"]) or "", unquote(found.get("cuda")), unquote(found.get("hip"))
-
-
 def _current_torch_dir() -> Path | None:
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
@@ -220,10 +193,7 @@ def _store_probe(cache_file: Path, key: str, facts: dict) -> None:
     if cached.get(key) == facts:
         return
     cached[key] = facts
-    cache_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cache_file.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(cached, indent=1, sort_keys=True))
-    tmp.replace(cache_file)
+    fs.atomic_write(cache_file, json.dumps(cached, indent=1, sort_keys=True).encode())
 
 
 def remember_probe(env: TorchEnv, cache_file: Path) -> None:
@@ -335,55 +305,19 @@ def plan_env(torch_minor: str, compute: str, index: str | None, envs_dir: Path |
     )
 
 
-def _compute_of(cuda: str | None, hip: str | None) -> str:
-    if cuda:
-        return "cu" + "".join(cuda.split(".")[:2])
-    if hip:
-        return "rocm" + "".join(hip.split(".")[:2])
-    return "cpu"
-
-
-def torch_build_problem(tree: Path, torch_minor: str, compute: str, version: str = "") -> str:
-    """Why the torch under `tree` (a venv or a --target tree) is not the build a row names, or "". The row
-    names a torch version (minor, or exact `version`) and a compute tag: the installed build's version,
-    its local tag (`+cu130`, when it has one) and torch.version.cuda/hip must all say so. pip picks any
-    build that satisfies `torch==2.13.*` (a `+cpu` one from a find-links folder, say), so this is checked."""
-    found = sorted(tree.glob("lib/python3*/site-packages/torch/version.py")) + sorted(tree.glob("torch/version.py"))
-    got = read_torch_version(found[0].parent) if found else None
-    if got is None:
-        return "no readable torch/version.py in it"
-    ver, cuda, hip = got
-    base, _, local = ver.partition("+")
-    built_for = _compute_of(cuda, hip)
-    if compute == "metal":
-        built_for = "metal" if not cuda and not hip else built_for
-    wrong_version = (base != version) if version else not base.startswith(f"{torch_minor}.")
-    if wrong_version or (local and local != compute) or built_for != compute:
-        return f"it holds torch {ver} (built for {built_for}), not torch {version or torch_minor} for {compute}"
-    return ""
-
-
 def create_env(plan: EnvPlan) -> None:
-    """Create the venv next to its final place and rename it in, so a failed install leaves nothing. The
-    torch it ends up with must be the row's build (`torch_build_problem`), else nothing is kept; an existing
-    environment holding another build is replaced."""
+    """Create the venv beside its final place and swap it in (toolkit.core.fs.staged), so a failed or
+    killed install leaves nothing. The torch it ends up with must be the row's build
+    (`torch_build_problem`), else nothing is kept; an existing environment holding another build is
+    replaced."""
     if (plan.path / "bin" / "python").exists():
         if not plan.compute or not torch_build_problem(plan.path, plan.torch_minor, plan.compute):
             return
         shutil.rmtree(plan.path)  # a wrong build left by an older tool: made again, checked this time
-    staging = plan.path.with_name(plan.path.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.parent.mkdir(parents=True, exist_ok=True)
-    try:
+    with fs.staged(plan.path, f"{plan.path.name}{PARTIAL}") as staging:
+        staging.rmdir()  # `python -m venv` makes it
         for cmd in plan.commands:
-            cmd = tuple(c.replace(str(plan.path), str(staging)) for c in cmd)
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
-                raise BuildError(
-                    f"creating torch environment {plan.path.name} failed: {tail[0]}",
-                    "check that the torch index is reachable, or set [torch-index] in the matrix",
-                )
+            _run_env_command(plan, tuple(c.replace(str(plan.path), str(staging)) for c in cmd))
         problem = torch_build_problem(staging, plan.torch_minor, plan.compute) if plan.compute else ""
         if problem:
             index = next((c[c.index("--index-url") + 1] for c in plan.commands if "--index-url" in c), None)
@@ -392,10 +326,17 @@ def create_env(plan: EnvPlan) -> None:
                 f"make {index or 'the torch index'} reachable from this machine (pip fell back to another "
                 "source, e.g. its configured find-links), or point [torch-index] at a mirror; then rerun",
             )
-        staging.rename(plan.path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     # venv scripts embed their own path: a renamed venv still runs `bin/python` fine, which is all we use.
+
+
+def _run_env_command(plan: EnvPlan, cmd: tuple[str, ...]) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise BuildError(
+            f"creating torch environment {plan.path.name} failed: {tail[0]}",
+            "check that the torch index is reachable, or set [torch-index] in the matrix",
+        )
 
 
 # --- toolkits ------------------------------------------------------------------------------------------
@@ -411,8 +352,6 @@ def _run(cmd: list[str]) -> str:
 
 
 def _cuda_roots(toolchains_dir: Path | None = None) -> list[Path]:
-    from toolkit.build.provision import provisioned_cuda_roots
-
     roots: list[Path] = []
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
@@ -589,8 +528,6 @@ def detect_cross_cpus(os_: str, cpu: str) -> tuple[str, ...]:
 
 
 def provisioned_cudart(base: Path | None = None) -> dict[str, str]:
-    from toolkit.build.provision import default_toolchains_dir
-
     out: dict[str, str] = {}
     for lib in sorted((base or default_toolchains_dir()).glob("cudart-*-*/nvidia/cu*/lib")):
         top = lib.parents[2]

@@ -17,7 +17,6 @@ import tomlkit
 
 from toolkit import __version__
 from toolkit.build.cache import sha256_file
-from toolkit.build.plan import HEADER_SUFFIXES, SOURCE_SUFFIXES, KernelSection, ProjectInputs
 from toolkit.core import fs
 from toolkit.core.config import Config
 from toolkit.core.errors import BuildError
@@ -27,6 +26,63 @@ DEFAULT_PYEXT = ("py", "pyi")
 # vendored file changes the namespace and misses the cache even when the lock did not change. In a family,
 # a package hashes only its part of them (VendorView).
 VENDOR_GLOBS = ("vendor/ggml/**/*", "vendor/patches/*", "vendor/UPSTREAM")
+SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".c", ".mm", ".m", ".metal")
+HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inc")
+
+
+@dataclass(frozen=True)
+class KernelSection:
+    """One `[kernel.<name>]` table of build.toml, as the executor needs it."""
+
+    name: str
+    backend: str
+    depends: tuple[str, ...]
+    src: tuple[str, ...]
+    include: tuple[str, ...] = ()
+    cxx_flags: tuple[str, ...] = ()
+    cuda_flags: tuple[str, ...] = ()
+    hip_flags: tuple[str, ...] = ()
+    cuda_capabilities: tuple[str, ...] = ()
+    rocm_archs: tuple[str, ...] = ()
+
+    @property
+    def torch_dependent(self) -> bool:
+        return "torch" in self.depends
+
+
+@dataclass(frozen=True)
+class ProjectInputs:
+    """Everything the plan reads from the rendered project (no file access after this point)."""
+
+    root: Path
+    name: str  # kernel name (dash-case)
+    module: str  # python module (underscored)
+    version: int
+    license: str
+    upstream: str | None
+    backends: tuple[str, ...]  # build.toml general.backends
+    torch_src: tuple[str, ...]
+    torch_include: tuple[str, ...]
+    torch_cxx_flags: tuple[str, ...]
+    kernels: tuple[KernelSection, ...]
+    python_files: tuple[str, ...]  # relative to torch-ext/<module>/
+    source_id: str  # sha256 over every build input file; the op id's uid is its first 7 hex digits
+    has_registration_h: bool = False  # the render wrote torch-ext/registration.h (else the build supplies it)
+    tool_version: str = __version__
+    # Where variants land, relative to `root`: "build" for the first package (rendered at the project root),
+    # "../../build/<package>" for one rendered at packages/<package> (build/<package>/<variant>/).
+    out_base: str = "build"
+
+    @property
+    def uid(self) -> str:
+        return self.source_id[:7]
+
+    def ops_id(self, backend: str) -> str:
+        """`_<module>_<backend>_<uid>` (docs/hub-contract.md §2.5): op namespace = .so stem = metadata id."""
+        return f"_{self.module}_{backend}_{self.uid}"
+
+    def sections(self, backend: str) -> tuple[KernelSection, ...]:
+        return tuple(k for k in self.kernels if k.backend == backend)
 
 
 @dataclass(frozen=True)
@@ -290,13 +346,3 @@ def read_provenance(root: Path) -> Provenance:
         kernel_dirty=dirty,
         vendor_dirty=bool(check_vendor_dir(vendor, lock)) if lock else None,
     )
-
-
-def toolchain_env(tmp: Path | None = None) -> dict[str, str]:
-    """Environment for compiler subprocesses: deterministic locale and timestamps, no colour codes in logs;
-    `tmp` (the step's scratch dir, prefix-mapped in its command line) takes nvcc's tmpxft files."""
-    env = dict(os.environ)
-    env.update(LC_ALL="C", LANG="C", TERM="dumb", SOURCE_DATE_EPOCH="0")
-    if tmp is not None:
-        env.update(TMPDIR=str(tmp), TMP=str(tmp), TEMP=str(tmp))
-    return env

@@ -1,5 +1,5 @@
 """The local executor: runs a BuildPlan's steps on this host in parallel through the build cache, then
-assembles each variant into build/<variant>/ atomically (staged next to it, swapped into place).
+assembles each variant into build/<variant>/ atomically (outdir.py: staged next to it, swapped into place).
 
 Each step is a compiler invocation whose result is cached by content (cache.py); a step shared by several
 variants (a torch-independent kernel object) runs once. A variant whose inputs and output are unchanged is
@@ -8,64 +8,32 @@ left alone ("up-to-date") without a single compiler invocation and without impor
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from toolkit.build.cache import BuildCache, clean_dead_scratch, digest_strings, parse_depfile, scratch_dir
-from toolkit.build.inputs import Provenance, toolchain_env
+from toolkit.build.cache import BuildCache, digest_strings, parse_depfile, scratch_prefix
+from toolkit.build.geninclude import GLIBC_COMPAT, GLIBC_COMPAT_C, REGISTRATION_H, cublas_dir
 from toolkit.build.metal import embed_metallib
-from toolkit.build.plan import GLIBC_COMPAT_C, BuildPlan, Step, VariantPlan
-from toolkit.core import ggml_facts
+from toolkit.build.outdir import clean_stale_stages, digest_files, variant_intact, variant_stage
+from toolkit.build.results import RunStats, VariantResult
+from toolkit.core import fs, ggml_facts
 from toolkit.core.errors import BuildError, Interrupted
 
-STAGE_PREFIX = "."  # staging dirs are hidden siblings of the variant dirs: build/.<variant>.tmp-XXXX
+if TYPE_CHECKING:
+    from toolkit.build.inputs import Provenance
+    from toolkit.build.plan import BuildPlan, Step, VariantPlan
+
 LOG_TAIL_LINES = 25
-
-# kernel-builder's registration.h (docs/hub-contract.md §4.3), supplied when a package's
-# render does not write one (the first package's templates do; a later package's may not).
-REGISTRATION_H = """\
-// registration.h supplied by ggml-vendor build (same macros as kernel-builder's, from vLLM).
-#pragma once
-#include <Python.h>
-
-#define _CONCAT(A, B) A##B
-#define CONCAT(A, B) _CONCAT(A, B)
-#define _STRINGIFY(A) #A
-#define STRINGIFY(A) _STRINGIFY(A)
-
-// Expand NAME first so that it can be the TORCH_EXTENSION_NAME macro.
-#define TORCH_LIBRARY_EXPAND(NAME, MODULE) TORCH_LIBRARY(NAME, MODULE)
-#define TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)
-
-// An empty Python module named NAME (limited-API safe): the ops live in torch.ops.NAME.
-#define REGISTER_EXTENSION(NAME)                                                   \\
-  PyMODINIT_FUNC CONCAT(PyInit_, NAME)() {                                         \\
-    static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, STRINGIFY(NAME),   \\
-                                        nullptr, 0, nullptr};                      \\
-    return PyModule_Create(&module);                                               \\
-  }
-"""
-
-# See plan.py (GLIBC_COMPAT_C): keeps __libc_single_threaded@GLIBC_2.32 out of the extension's imports.
-GLIBC_COMPAT = """\
-/* glibc_compat.c, supplied by ggml-vendor build. libstdc++ >= 11 reads __libc_single_threaded (glibc >= 2.32)
-   to skip atomics in single-threaded processes; manylinux_2_28 promises glibc 2.28. This hidden local copy,
-   fixed at 0 ("may be multi-threaded"), satisfies those references inside the extension: atomics are always
-   used, which is correct everywhere, and the .so imports no glibc symbol newer than 2.28 for it. */
-__attribute__((visibility("hidden"))) char __libc_single_threaded = 0;
-"""
 
 # kernel-builder's _ops.py (docs/hub-contract.md §4.2), written when torch-ext/<module>/ has no _ops.py.
 OPS_PY = '''\
@@ -93,72 +61,14 @@ class StepResult:
     error: str = ""
 
 
-@dataclass
-class VariantResult:
-    name: str
-    result: str  # built | up-to-date | skipped | failed | planned | interrupted
-    reason: str = ""
-    out_dir: str = ""
-    id: str = ""
-    archs: tuple[str, ...] = ()
-    seconds: float = 0.0
-    compiles: int = 0  # compiler invocations run for this variant (a shared one only for its first user)
-    hits: int = 0
-    log: str = ""
-    failed_step: str = ""
-    tail: str = ""
-    engine: str = ""  # skipped here: who builds it instead (the generated workflow's runner)
-
-    def to_json(self) -> dict:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
-
-
-@dataclass
-class RunStats:
-    compiler_invocations: int = 0
-    cache_hits: int = 0
-    seconds: float = 0.0
-    per_tool: dict[str, int] = field(default_factory=dict)
-
-
-def b64_sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return base64.b64encode(h.digest()).decode()
-
-
-def variant_intact(out: Path) -> bool:
-    """build/<variant>/ exactly as its metadata digest says: same file set, same bytes."""
-    try:
-        meta = json.loads((out / "metadata.json").read_text())
-        files = meta["digest"]["files"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    present = {
-        p.relative_to(out).as_posix()
-        for p in out.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
-    }
-    present -= {"metadata.json", "metadata.json.sigstore"}
-    if present != set(files):
-        return False
-    return all(b64_sha256_file(out / rel) == want for rel, want in files.items())
-
-
-def _digest_files(out: Path) -> dict | None:
-    try:
-        return json.loads((out / "metadata.json").read_text())["digest"]["files"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def clean_stale_stages(build_dir: Path) -> None:
-    """Staging dirs left by a killed build (SIGKILL skips our cleanup) are removed on the next run."""
-    if build_dir.is_dir():
-        for p in build_dir.glob(f"{STAGE_PREFIX}*.tmp-*"):
-            shutil.rmtree(p, ignore_errors=True)
+def toolchain_env(tmp: Path | None = None) -> dict[str, str]:
+    """Environment for compiler subprocesses: deterministic locale and timestamps, no colour codes in logs;
+    `tmp` (the step's scratch dir, prefix-mapped in its command line) takes nvcc's tmpxft files."""
+    env = dict(os.environ)
+    env.update(LC_ALL="C", LANG="C", TERM="dumb", SOURCE_DATE_EPOCH="0")
+    if tmp is not None:
+        env.update(TMPDIR=str(tmp), TMP=str(tmp), TEMP=str(tmp))
+    return env
 
 
 def spawn_compiler(argv: list[str], cwd: Path, tmp: Path) -> subprocess.Popen:
@@ -191,23 +101,6 @@ def descendants(pid: int) -> list[int]:
         out.append(p)
         todo += children.get(p, [])
     return out[::-1]
-
-
-def swap_into_place(stage: Path, final: Path) -> None:
-    """Make `stage` the new `final` in one step where the OS allows (renameat2 RENAME_EXCHANGE), so readers
-    see the old variant or the new one, never a missing or half-written one."""
-    from toolkit.core.fs import exchange
-
-    if final.exists():
-        if exchange(stage, final):
-            shutil.rmtree(stage, ignore_errors=True)  # stage now holds the old variant
-            return
-        old = final.with_name(f"{STAGE_PREFIX}{final.name}.tmp-old{os.getpid()}")
-        os.rename(final, old)
-        os.rename(stage, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(stage, final)
 
 
 @dataclass
@@ -284,9 +177,8 @@ class LocalExecutor:
         if entry is not None:
             res.entry, res.hit = entry.path, True
             return res
-        tmp = scratch_dir(self.cache.root / "tmp", step.id)
         t0 = time.monotonic()
-        try:
+        with fs.scratch(self.cache.root / "tmp", scratch_prefix(step.id)) as tmp:
             out, dep = tmp / step.output, tmp / (step.output + ".d")
             inputs = [str(self._results[a].entry / self.plan.steps[a].output) for a in step.after]  # type: ignore[operator]
             argv: list[str] = []
@@ -317,8 +209,6 @@ class LocalExecutor:
                     kind, res.key, {step.output: out}, deps, {"label": step.label, "seconds": round(res.seconds, 3)}
                 )
                 res.entry = entry.path
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
         return res
 
     def _spawn(self, argv: list[str], tmp: Path) -> tuple[int, str]:
@@ -378,13 +268,13 @@ class LocalExecutor:
 
     def _prepare_dirs(self, variants: tuple[VariantPlan, ...]) -> None:
         (self.cache.root / "tmp").mkdir(parents=True, exist_ok=True)
-        clean_dead_scratch(self.cache.root / "tmp")  # what killed runs left (SIGKILL skips our cleanup)
+        fs.stale_entries(self.cache.root / "tmp", "*")  # what killed runs left (SIGKILL skips our cleanup)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.gen_dir.mkdir(parents=True, exist_ok=True)
         for name, text in (("registration.h", REGISTRATION_H), (GLIBC_COMPAT_C, GLIBC_COMPAT)):
             f = self.gen_dir / name
             if not f.is_file() or f.read_text() != text:
-                f.write_text(text)
+                fs.atomic_write(f, text.encode())
         clean_stale_stages(self.root / self.plan.project.out_base)
         self._materialize_cublas(variants)
 
@@ -458,8 +348,6 @@ class LocalExecutor:
 
     def _materialize_cublas(self, variants: tuple[VariantPlan, ...]) -> None:
         """Copy cublas*.h from the nvidia-cublas wheel into the planned include dir (see envs.Toolkit)."""
-        from toolkit.build.plan import cublas_dir
-
         for v in variants:
             tk = v.status.toolkit
             if tk is None or not tk.cublas_headers:
@@ -467,13 +355,10 @@ class LocalExecutor:
             dest = Path(cublas_dir(str(self.gen_dir), tk.cublas_headers))
             if dest.is_dir():
                 continue
-            tmp = Path(tempfile.mkdtemp(prefix=".cublas-", dir=self.gen_dir))
-            for header in Path(tk.cublas_headers).glob("cublas*.h"):
-                shutil.copy2(header, tmp / header.name)
-            try:
-                os.rename(tmp, dest)
-            except OSError:  # another build made it first
-                shutil.rmtree(tmp, ignore_errors=True)
+            # keep_existing: another build that made it first made the same copy
+            with fs.staged(dest, ".cublas-", keep_existing=True) as tmp:
+                for header in Path(tk.cublas_headers).glob("cublas*.h"):
+                    shutil.copy2(header, tmp / header.name)
 
     def _progress(self, variants):
         from toolkit.core import ui
@@ -606,39 +491,39 @@ class LocalExecutor:
         compiles, hits = self._counts(v)
         log = str(self.log_dir / f"{v.name}.log")
         old = self.cache.read_stamp(v.name) or {}
-        if old.get("stamp") == stamp and variant_intact(final) and old.get("files") == _digest_files(final):
+        if old.get("stamp") == stamp and variant_intact(final) and old.get("files") == digest_files(final):
             return VariantResult(
                 v.name, "up-to-date", "", v.out_dir, v.ops_id, v.archs, time.monotonic() - t0, compiles, hits, log
             )
-        final.parent.mkdir(parents=True, exist_ok=True)
-        stage = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{v.name}.tmp-", dir=final.parent))
-        try:
-            shutil.copy2(link.entry / v.so_name, stage / v.so_name)  # type: ignore[operator]
-            for rel, data in py.items():
-                (stage / rel).parent.mkdir(parents=True, exist_ok=True)
-                (stage / rel).write_bytes(data)
-            from toolkit.core.kernels_bindings import kernels_types  # deferred: heavy import
-
-            Digest, DigestAlgorithm, Metadata = kernels_types("Digest", "DigestAlgorithm", "Metadata")
-
-            digest = Digest.hash_variant(DigestAlgorithm.SHA256, str(stage))  # computed last
-            meta["digest"] = {"algorithm": "sha256", "files": dict(sorted(digest.files.items()))}
-            text = json.dumps(meta, indent=2) + "\n"
-            try:
-                Metadata.from_bytes(text.encode())
-            except Exception as exc:
-                raise BuildError(
-                    f"{v.name}: generated metadata.json is rejected by kernels: {exc}",
-                    "report this as a ggml-vendor bug",
-                ) from None
-            (stage / "metadata.json").write_text(text)
-            os.chmod(stage, 0o755)
-            swap_into_place(stage, final)
-        finally:
-            shutil.rmtree(stage, ignore_errors=True)
+        with variant_stage(final) as stage:
+            self._fill_variant(v, stage, link, py, meta)
         self.cache.write_stamp(
             v.name, {"stamp": stamp, "id": v.ops_id, "link-key": link.key, "files": meta["digest"]["files"]}
         )
         return VariantResult(
             v.name, "built", "", v.out_dir, v.ops_id, v.archs, time.monotonic() - t0, compiles, hits, log
         )
+
+    def _fill_variant(self, v: VariantPlan, stage: Path, link: StepResult, py: dict[str, bytes], meta: dict) -> None:
+        """Write build/<variant>/'s files into `stage`: the .so, the Python package, metadata.json (its
+        digest computed last, over what is staged)."""
+        shutil.copy2(link.entry / v.so_name, stage / v.so_name)  # type: ignore[operator]
+        for rel, data in py.items():
+            (stage / rel).parent.mkdir(parents=True, exist_ok=True)
+            (stage / rel).write_bytes(data)
+        from toolkit.core.kernels_bindings import kernels_types  # deferred: heavy import
+
+        Digest, DigestAlgorithm, Metadata = kernels_types("Digest", "DigestAlgorithm", "Metadata")
+
+        digest = Digest.hash_variant(DigestAlgorithm.SHA256, str(stage))  # computed last
+        meta["digest"] = {"algorithm": "sha256", "files": dict(sorted(digest.files.items()))}
+        text = json.dumps(meta, indent=2) + "\n"
+        try:
+            Metadata.from_bytes(text.encode())
+        except Exception as exc:
+            raise BuildError(
+                f"{v.name}: generated metadata.json is rejected by kernels: {exc}",
+                "report this as a ggml-vendor bug",
+            ) from None
+        (stage / "metadata.json").write_text(text)
+        os.chmod(stage, 0o755)

@@ -17,13 +17,17 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from toolkit.build.local import VariantResult, swap_into_place
-from toolkit.build.plan import BuildPlan, VariantPlan
+from toolkit.build.outdir import variant_stage
+from toolkit.build.results import VariantResult
+from toolkit.core import fs
+
+if TYPE_CHECKING:
+    from toolkit.build.plan import BuildPlan, VariantPlan
 
 KERNEL_BUILDER_FLAKE = "github:huggingface/kernels"
 # What kernel-builder reads from a kernel source tree (everything else stays out of the nix store copy).
@@ -100,8 +104,7 @@ class NixExecutor:
         root = self.plan.project.root
         np_ = plan_nix(self.plan, self.nix, self.jobs, variants)
         t0 = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix=".nix-stage-", dir=root) as tmp:
-            stage = Path(tmp)
+        with fs.scratch(root, ".nix-stage-") as stage:
             _stage_project(root, stage, np_)
             try:
                 proc = subprocess.run(list(np_.command), cwd=stage, capture_output=True, text=True)
@@ -120,12 +123,9 @@ class NixExecutor:
         produced = stage / "build" / v.name
         seconds = time.monotonic() - t0
         if proc.returncode == 0 and produced.is_dir():
-            final_parent = (root / v.out_dir).parent  # build/, or build/<package>/ for a later package
-            final_parent.mkdir(parents=True, exist_ok=True)
-            tmp_final = Path(tempfile.mkdtemp(prefix=f".{v.name}.tmp-", dir=final_parent))
-            shutil.rmtree(tmp_final)
-            shutil.copytree(produced, tmp_final)
-            swap_into_place(tmp_final, root / v.out_dir)
+            # build/<variant>, or build/<package>/<variant> for a later package
+            with variant_stage(root / v.out_dir) as tmp_final:
+                shutil.copytree(produced, tmp_final, dirs_exist_ok=True)
             return VariantResult(
                 v.name, "built", "via nix (kernel-builder)", v.out_dir, v.ops_id, v.archs, seconds, log=str(log)
             )

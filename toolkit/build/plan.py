@@ -17,73 +17,15 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
-from toolkit import __version__
 from toolkit.build import rocm
+from toolkit.build.geninclude import GLIBC_COMPAT_C, cublas_dir
+from toolkit.build.inputs import HEADER_SUFFIXES, KernelSection, ProjectInputs
 from toolkit.build.matrix import Status, Variant
 from toolkit.core import ggml_facts as facts
 from toolkit.core.errors import BuildError
 
 PY_LIMITED_API = "0x03090000"  # abi3 for CPython >= 3.9 (docs/hub-contract.md §5)
-GLIBC_COMPAT_C = "glibc_compat.c"  # written into the generated include dir by the executor
-SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".c", ".mm", ".m", ".metal")
-HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inc")
-
-
-@dataclass(frozen=True)
-class KernelSection:
-    """One `[kernel.<name>]` table of build.toml, as the executor needs it."""
-
-    name: str
-    backend: str
-    depends: tuple[str, ...]
-    src: tuple[str, ...]
-    include: tuple[str, ...] = ()
-    cxx_flags: tuple[str, ...] = ()
-    cuda_flags: tuple[str, ...] = ()
-    hip_flags: tuple[str, ...] = ()
-    cuda_capabilities: tuple[str, ...] = ()
-    rocm_archs: tuple[str, ...] = ()
-
-    @property
-    def torch_dependent(self) -> bool:
-        return "torch" in self.depends
-
-
-@dataclass(frozen=True)
-class ProjectInputs:
-    """Everything the plan reads from the rendered project (no file access after this point)."""
-
-    root: Path
-    name: str  # kernel name (dash-case)
-    module: str  # python module (underscored)
-    version: int
-    license: str
-    upstream: str | None
-    backends: tuple[str, ...]  # build.toml general.backends
-    torch_src: tuple[str, ...]
-    torch_include: tuple[str, ...]
-    torch_cxx_flags: tuple[str, ...]
-    kernels: tuple[KernelSection, ...]
-    python_files: tuple[str, ...]  # relative to torch-ext/<module>/
-    source_id: str  # sha256 over every build input file; the op id's uid is its first 7 hex digits
-    has_registration_h: bool = False  # the render wrote torch-ext/registration.h (else the build supplies it)
-    tool_version: str = __version__
-    # Where variants land, relative to `root`: "build" for the first package (rendered at the project root),
-    # "../../build/<package>" for one rendered at packages/<package> (build/<package>/<variant>/).
-    out_base: str = "build"
-
-    @property
-    def uid(self) -> str:
-        return self.source_id[:7]
-
-    def ops_id(self, backend: str) -> str:
-        """`_<module>_<backend>_<uid>` (docs/hub-contract.md §2.5): op namespace = .so stem = metadata id."""
-        return f"_{self.module}_{backend}_{self.uid}"
-
-    def sections(self, backend: str) -> tuple[KernelSection, ...]:
-        return tuple(k for k in self.kernels if k.backend == backend)
 
 
 @dataclass(frozen=True)
@@ -253,11 +195,6 @@ class _Tools:
     cxx11_abi: bool
     runnable: bool
     torch_dir: str = ""
-
-
-def cublas_dir(gen_include: str, source: str) -> str:
-    """Where the executor puts the cublas*.h copied from `source` (one dir per source)."""
-    return f"{gen_include}/cublas-{hashlib.sha256(source.encode()).hexdigest()[:12]}"
 
 
 def _tools_for(variant: Variant, status: Status, cxx: str | None, cxx_id: str, gen_include: str) -> _Tools:

@@ -2,8 +2,8 @@
 CUDA toolkit per version (`cuda-toolkit[nvcc,cccl,cudart]==X` from PyPI: a complete toolkit root under
 `nvidia/cu13/`), and one torch environment per torch version and compute tag.
 
-Every install is staged next to its final place (`<name>.partial-<pid>`) and renamed in only when it is
-complete and checked, so an interrupted or failed install leaves nothing; a later run reuses what exists.
+Every install is staged next to its final place (`<name>.partial-<pid>-<hex>`) and swapped in only when it
+is complete and checked (toolkit.core.fs.staged), so an interrupted or failed install leaves nothing; a later run reuses what exists.
 pip is used as it is set up on the machine (its config, constraints and indexes); "pypi" in the matrix
 means pip's default index, so no URL is written anywhere. A package that cannot be installed is one line
 naming the package, its version and the index.
@@ -13,17 +13,23 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from toolkit.build.torchtree import default_envs_dir, env_dir_name, torch_build_problem
+from toolkit.core import fs
 from toolkit.core.errors import BuildError
 
+if TYPE_CHECKING:
+    from toolkit.build.matrix import Source
+
 PYPI = "pypi"  # pip's default index (no URL)
+PARTIAL = ".partial-"  # in the name of an install being made (readers of the cache skip such names)
 
 
 class ProvisionError(BuildError):
@@ -97,40 +103,41 @@ def _last_error(text: str) -> str:
 
 
 def provision(item: Install, *, say: Callable[[str], None] | None = None, runner=None) -> Path:
-    """Install `item` unless it is already there; returns its path. Atomic: staged and renamed in."""
+    """Install `item` unless it is already there; returns its path. Atomic: staged beside it and swapped in
+    (toolkit.core.fs.staged), so a failed, interrupted or killed install leaves the old state."""
+    # Even when ready: a run killed just after its swap left the old tree (and, swapping without
+    # renameat2, its journal) beside the new one.
+    fs.recover(item.path, f"{item.path.name}{PARTIAL}")
+    clean_partials(item.path.parent)
     if item.ready:
         return item.path
     say = say or (lambda _m: None)
     runner = runner or _run_pip
-    item.path.parent.mkdir(parents=True, exist_ok=True)
-    clean_partials(item.path.parent)
-    stage = item.path.with_name(f"{item.path.name}.partial-{os.getpid()}")
-    shutil.rmtree(stage, ignore_errors=True)
     t0 = time.monotonic()
     say(f"provisioning {item.what} ({item.requirement} from {index_words(item.index)}) into {item.path} …")
-    try:
-        for cmd in item.commands(stage):
-            rc, out = runner(cmd)
-            if rc != 0:
-                raise ProvisionError(
-                    f"cannot install {item.package} {item.version} from {index_words(item.index)}: {_last_error(out)}",
-                    "check the version and that the index is reachable (nothing was installed)",
-                )
-        problem = item.check(stage) if item.check else ""
-        if problem:
-            raise ProvisionError(
-                f"{item.package} {item.version} from {index_words(item.index)} is not what this variant needs: "
-                f"{problem}",
-                "nothing was installed; fix the matrix's [sources] entry or pip's configuration",
-            )
-        (stage / ".complete").write_text(f"{item.requirement}\n{index_words(item.index)}\n")
-        if item.path.exists():  # a half-made leftover without .complete (from an older tool): replace it
-            shutil.rmtree(item.path)
-        os.rename(stage, item.path)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+    # A half-made leftover without .complete (from an older tool) at item.path is replaced by the swap.
+    with fs.staged(item.path, f"{item.path.name}{PARTIAL}") as stage:
+        _install_into(item, stage, runner)
     say(f"provisioned {item.what} in {time.monotonic() - t0:.0f}s")
     return item.path
+
+
+def _install_into(item: Install, stage: Path, runner) -> None:
+    """Run `item`'s pip commands into the empty staging dir `stage` and check the result."""
+    for cmd in item.commands(stage):
+        rc, out = runner(cmd)
+        if rc != 0:
+            raise ProvisionError(
+                f"cannot install {item.package} {item.version} from {index_words(item.index)}: {_last_error(out)}",
+                "check the version and that the index is reachable (nothing was installed)",
+            )
+    problem = item.check(stage) if item.check else ""
+    if problem:
+        raise ProvisionError(
+            f"{item.package} {item.version} from {index_words(item.index)} is not what this variant needs: {problem}",
+            "nothing was installed; fix the matrix's [sources] entry or pip's configuration",
+        )
+    (stage / ".complete").write_text(f"{item.requirement}\n{index_words(item.index)}\n")
 
 
 def _run_pip(cmd: list[str]) -> tuple[int, str]:
@@ -149,18 +156,8 @@ def _run_pip(cmd: list[str]) -> tuple[int, str]:
 
 
 def clean_partials(base: Path) -> None:
-    """Staging dirs left by a killed provisioning run (SIGKILL skips our cleanup)."""
-    if base.is_dir():
-        for p in base.glob("*.partial-*"):
-            try:
-                pid = int(p.name.rsplit("-", 1)[1])
-                os.kill(pid, 0)
-                continue  # still being made by a live process
-            except (ValueError, ProcessLookupError):
-                pass
-            except PermissionError:
-                continue
-            shutil.rmtree(p, ignore_errors=True)
+    """Staging dirs left by a killed provisioning run (SIGKILL skips our cleanup), whatever they install."""
+    fs.stale_entries(base, f"*{PARTIAL}*")
 
 
 # --- pip's own configuration: constraints that exclude a wanted version -------------------------------------
@@ -221,6 +218,11 @@ def constraint_excludes(package: str, version: str) -> str:
         if canonicalize_name(req.name) == want and not req.specifier.contains(version, prereleases=True):
             return f"pip's configured constraint `{line}` excludes {package.split('[')[0]} {version}"
     return ""
+
+
+def source_blocked(src: Source) -> str:
+    """Why pip as set up here may not install the matrix source `src` (its configured constraints), or ""."""
+    return constraint_excludes(src.name, src.version)
 
 
 # --- what the matrix's [sources] provision -------------------------------------------------------------------
@@ -304,8 +306,6 @@ def torch_install(
     build needs its headers and libraries, not the GBs of runtime wheels it imports at run time. A local CPU
     build of the same version (e.g. `2.13.0+cpu` in a find-links folder) is excluded in the requirement, and
     the installed build's torch/version.py must name the row's build (version, local tag, CUDA)."""
-    from toolkit.build.envs import env_dir_name, torch_build_problem
-
     requirement = f"torch=={version}"
     if compute.startswith("cu"):
         requirement += f",!={version}+cpu"
@@ -343,8 +343,6 @@ def installs_for(
 ) -> tuple[Install, ...]:
     """The installs a variant's Status.provision stands for: a toolkit (host binaries, any CPU's headers),
     another CPU's libcudart, a torch build (a venv here, a headers-and-libraries tree for another CPU)."""
-    from toolkit.build.envs import default_envs_dir
-
     cpu = variant.cpu if variant.cpu != host_cpu else None
     out = []
     for kind, src in provision:

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from toolkit.build.local import RunStats, VariantResult
-from toolkit.build.plan import BuildPlan, VariantPlan
+from toolkit.build.results import RunStats, VariantResult
 from toolkit.core.errors import BuildError
 
 if TYPE_CHECKING:
+    from toolkit.build.plan import BuildPlan, VariantPlan
     from toolkit.build.stage import BuildPlanned
 
 WIDTH = 78  # reasons wrap here: readable in an 80-column terminal and in a log

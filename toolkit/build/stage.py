@@ -30,11 +30,12 @@ from toolkit.build.envs import (
     with_probe,
 )
 from toolkit.build.inputs import load_project, read_provenance, remember_validated
-from toolkit.build.local import LocalExecutor, RunStats, VariantResult
+from toolkit.build.local import LocalExecutor
 from toolkit.build.matrix import ENGINES, Matrix, Status, Variant, load_matrix, status
 from toolkit.build.plan import BuildPlan, make_plan
 from toolkit.build.provision import Install, installs_for, provision
 from toolkit.build.report import BuildReport, plan_lines
+from toolkit.build.results import RunStats, VariantResult
 from toolkit.core.config import Config
 from toolkit.core.errors import BuildError, ConfigError, NothingToBuildError
 from toolkit.core.stage import Log, quiet
@@ -208,7 +209,7 @@ Prepared = BuildPlanned  # the name older callers use
 
 def judge_one(v: Variant, host: HostFacts, enabled: tuple[str, ...], matrix: Matrix | None, engine: str) -> Status:
     """status() with the matrix's sources and this machine's pip configuration."""
-    from toolkit.build.provision import constraint_excludes
+    from toolkit.build.provision import source_blocked
 
     return status(
         v,
@@ -218,7 +219,7 @@ def judge_one(v: Variant, host: HostFacts, enabled: tuple[str, ...], matrix: Mat
         engine=engine,
         torch_source=matrix.torch_source(v) if matrix else None,
         toolkit_source=matrix.toolkit_source(v) if matrix else None,
-        blocked=lambda src: constraint_excludes(src.name, src.version),
+        blocked=source_blocked,
     )
 
 

@@ -37,7 +37,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.build.provision import PYPI, Install, default_toolchains_dir, provision
+from toolkit.build.provision import PARTIAL, PYPI, Install, default_toolchains_dir
+from toolkit.core import fs
 from toolkit.core.errors import BuildError
 
 ZIG_VERSION = "0.14.1"
@@ -129,14 +130,6 @@ def find_zig(base: Path | None = None) -> str | None:
         return None
     zig = Path(list(spec.submodule_search_locations)[0]) / "zig"
     return str(zig) if zig.is_file() else None
-
-
-def ensure_zig(base: Path | None = None, say=None) -> str:
-    found = find_zig(base)
-    if found:
-        return found
-    path = provision(zig_install(base), say=say)
-    return str(path / "ziglang" / "zig")
 
 
 # --- the host's libstdc++ ----------------------------------------------------------------------------------
@@ -274,14 +267,13 @@ _PLACEHOLDER = "@WRAPPER@"
 
 
 def materialize(tc: ZigToolchain) -> ZigToolchain:
-    """Write the wrapper dir `plan_toolchain` computed, once (atomically: staged, renamed in)."""
+    """Write the wrapper dir `plan_toolchain` computed, once (atomically: staged, swapped in by
+    toolkit.core.fs; one another build made meanwhile is kept, its name being its content's hash)."""
     final = Path(tc.wrapper_dir)
+    fs.recover(final, f"{final.name}{PARTIAL}")  # what a run killed mid-way left, even when made
     if (final / "clang++").is_file():
         return tc
-    final.parent.mkdir(parents=True, exist_ok=True)
-    stage = final.with_name(f"{final.name}.partial-{os.getpid()}")
-    shutil.rmtree(stage, ignore_errors=True)
-    try:
+    with fs.staged(final, f"{final.name}{PARTIAL}", keep_existing=True) as stage:
         (stage / "shim" / "sys").mkdir(parents=True)
         (stage / "shim" / "sys" / "single_threaded.h").write_text(SINGLE_THREADED_SHIM)
         for rel, target in tc.links:
@@ -289,12 +281,6 @@ def materialize(tc: ZigToolchain) -> ZigToolchain:
             os.symlink(target, stage / "pyinc" / rel)
         (stage / "clang++").write_text(tc.script)
         (stage / "clang++").chmod(0o755)
-        try:
-            os.rename(stage, final)
-        except OSError:  # made meanwhile by another build
-            pass
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
     return tc
 
 

@@ -1,49 +1,17 @@
 """`ggml-vendor build`: the host variant, or the whole matrix (`--all`), in parallel and cached.
 
-The module builds the stage's Request from the options and prints the stage's own Plan/Report lines; policy
-(what provisioning `--all` implies, refusing a host with nothing to build) lives in the stage."""
+The module builds the stage's Request from the options; the runner prints the stage's own Plan/Report lines
+(and the report's problems on stderr). Policy (what provisioning `--all` implies, refusing a host with
+nothing to build) lives in the stage."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
 from toolkit import help as help_text
-from toolkit.app import Options, Run, VariantOpt, command
-from toolkit.core import ui
-from toolkit.core.config import Config
-from toolkit.core.stage import Log
-
-if TYPE_CHECKING:
-    from toolkit.build.stage import BuildPlanned, Request
-
-
-def _planner(request: Request, opts: Options) -> Any:
-    from toolkit import build as build_stage  # deferred: keeps CLI start-up light
-
-    def plan(cfg: Config, log: Log) -> BuildPlanned:
-        planned = build_stage.plan(cfg, request, log)
-        for note in planned.notes:
-            ui.warn("note:", note)
-        if opts.verbose and not opts.dry_run and not opts.json:
-            _print(planned.lines())  # what is about to run, before the progress of running it
-        return planned
-
-    return plan
-
-
-def _show(result: Any, _opts: Options) -> None:
-    """The plan (--dry-run) or the report, as the stage writes them; a failed variant's tail on stderr."""
-    _print(result.lines())
-    for line in getattr(result, "problems", list)():
-        ui.err.print(line)
-
-
-def _print(lines: list[str]) -> None:
-    for line in lines:
-        ui.out.print(line)  # plain text: reasons name [tables] and paths, never markup
-
+from toolkit.app import Options, Run, VariantOpt, command, stage_run
 
 AllOpt = Annotated[bool, typer.Option("--all", help="Every variant of the matrix (variants/*.toml).")]
 JobsOpt = Annotated[
@@ -116,11 +84,6 @@ def build(
         jobs=jobs,
         progress=not opts.json,
     )
-    return Run(
-        "planning the build",
-        plan=_planner(request, opts),
-        execute=build_stage.execute,
-        show=_show,
-        live=True,
-        spinner=False,
-    )
+    # The stage's own plan and execute, its Plan/Report lines printed by the runner (app.py): this module
+    # is the request builder, and the build reads one way from here to the compiler (docs/architecture.md).
+    return stage_run("planning the build", build_stage, request, live=True, spinner=False, announce=True)

@@ -5,7 +5,6 @@ Edits go through tomlkit so that comments and layout in pyproject.toml survive (
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import tomlkit
 
 from toolkit.core.errors import ConfigError
+from toolkit.core.errors import did_you_mean as _nearest
 
 TABLE = "ggml-vendor"
 KNOWN_BACKENDS = ("cuda", "metal", "rocm")
@@ -231,11 +231,6 @@ class Config:
         if sep and any(p.name == head for p in self.packages):
             return head
         return self.packages[0].name if self.packages else self.name
-
-
-def _nearest(word: str, choices: tuple[str, ...] | list[str]) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def parse_toml(path: Path) -> tomlkit.TOMLDocument:

@@ -6,6 +6,7 @@ and the README are generated from (or tested against) it.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 
@@ -149,3 +150,10 @@ def exit_code_markdown() -> str:
     rows = ["| exit code | error class | meaning |", "|---|---|---|", "| 0 | — | success |"]
     rows += [f"| {r.code} | `{r.error.__name__}` | {r.meaning} |" for r in EXIT_CODES.values()]
     return "\n".join(rows)
+
+
+def did_you_mean(word: str, choices: tuple[str, ...] | list[str]) -> str:
+    """ " (did you mean 'x'?)" naming the choice nearest to a misspelt `word`, or "": the tail of an error
+    line about an unknown key, name or backend."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -6,6 +6,13 @@ staged directory into place, and clean up what runs killed mid-way left behind.
     swap_dir(staged, target)          `staged` becomes `target` in one step; the old tree is removed
     recover_swap(target)              roll back a fallback swap that a SIGKILL interrupted
     stale_staging(parent, prefix)     remove staging dirs/temp files whose creating process is dead
+    staged(target)                    a `with` block that builds a new tree beside `target` and swaps it in
+                                      on success (a dead run's staging and half swap cleaned first)
+    scratch(parent, prefix)           a `with` block's own scratch directory, removed after it (or, after a
+                                      kill, by the next `scratch` with that prefix)
+    recover(target, prefix)           the same for one target, where a caller skips `staged` when done
+    recover_dir(parent, markers)      every interrupted swap in `parent` rolled back, and the staging dirs
+                                      and old trees of dead runs removed (a stage's start-up cleanup)
 
 `swap_dir` uses Linux renameat2(RENAME_EXCHANGE), so there is no instant without a complete `target`. Where
 the kernel or filesystem lacks it, it falls back to two renames with a journal (`.<name>.journal`) between
@@ -30,7 +37,7 @@ import re
 import secrets
 import shutil
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 KILL_ENV = "GGML_VENDOR_KILL_AT"
@@ -220,6 +227,7 @@ def recover_swap(target: Path) -> list[str]:
 
 # --- leftovers of dead runs ----------------------------------------------------------------------------
 
+# `<pid>-<hex>` ends every name new_staging, atomic_write and the fallback swap make.
 _PID = re.compile(r"(\d+)-[0-9a-f]+$")
 
 
@@ -235,8 +243,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _owner_pid(name: str, prefix: str) -> int | None:
-    match = _PID.match(name[len(prefix) :])
+def _owner_pid(name: str) -> int | None:
+    match = _PID.search(name)
     return int(match.group(1)) if match else None
 
 
@@ -246,21 +254,105 @@ def stale_staging(parent: Path, prefix: str, *, only_dead: bool = True) -> list[
     still runs is kept; one without a pid in its name is treated as dead. A caller that holds a lock
     excluding every other writer passes only_dead=False. Returns the names removed, sorted. Symlinks are
     removed as links, never followed."""
+    return stale_entries(parent, glob_escape(prefix) + "*", only_dead=only_dead)
+
+
+def stale_entries(parent: Path, pattern: str, *, only_dead: bool = True) -> list[str]:
+    """`stale_staging` for the entries of `parent` matching the glob `pattern` (e.g. every `*.partial-*`
+    beside a set of installs, whatever their names)."""
     parent = Path(parent)
     if not parent.is_dir():
         return []
     removed = []
-    for entry in sorted(parent.glob(glob_escape(prefix) + "*")):
-        pid = _owner_pid(entry.name, prefix)
+    for entry in sorted(parent.glob(pattern)):
+        pid = _owner_pid(entry.name)
         if only_dead and pid is not None and _alive(pid):
             continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                entry.unlink()
+        _remove(entry)
         removed.append(entry.name)
     return removed
+
+
+def _remove(entry: Path) -> None:
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            entry.unlink()
+
+
+def recover_dir(parent: Path, markers: tuple[str, ...], *, only_dead: bool = True) -> list[str]:
+    """A stage's start-up cleanup of `parent`, where it swaps trees in: every interrupted fallback swap
+    rolled back (`recover_swap` of each `.<name>.journal`), then the entries left by dead runs removed —
+    staging dirs whose names hold one of `markers` (e.g. ".tmp-") and the swaps' old trees. Returns what
+    it did."""
+    parent = Path(parent)
+    if not parent.is_dir():
+        return []
+    actions: list[str] = []
+    for journal in sorted(parent.glob(".*.journal")):
+        actions += recover_swap(parent / journal.name[1 : -len(".journal")])
+    for pattern in (*(f".*{glob_escape(m)}*" for m in markers), ".*.old-*"):
+        actions += [f"removed leftover {n}" for n in stale_entries(parent, pattern, only_dead=only_dead)]
+    return actions
+
+
+# --- staged trees and scratch dirs ---------------------------------------------------------------------
+
+
+def recover(target: Path, prefix: str, *, only_dead: bool = True) -> list[str]:
+    """What killed runs left for `target` (staged with `prefix`): an interrupted fallback swap rolled back,
+    then the staging dirs and old trees of dead runs removed. `staged` does it on entry; a caller that
+    returns early when `target` is complete calls it first (a run killed just after its swap left them)."""
+    actions = recover_swap(target)
+    for pre in (prefix, old_prefix(target)):
+        actions += [f"removed leftover {n}" for n in stale_staging(target.parent, pre, only_dead=only_dead)]
+    return actions
+
+
+@contextlib.contextmanager
+def staged(
+    target: Path, prefix: str | None = None, *, keep_existing: bool = False, only_dead: bool = True
+) -> Iterator[Path]:
+    """Build a new tree for `target` in the directory this yields (beside `target`, named `prefix` +
+    `<pid>-<hex>`, default `.<name>.tmp-`); when the block ends without an error it becomes `target` in one
+    step (`swap_dir`), else it is removed and `target` is untouched. With keep_existing a `target` that
+    exists by then (another process made it meanwhile) is kept and the new tree dropped: for
+    create-once trees whose name is their content's hash. On entry the leftovers a killed run left for
+    `target` are cleaned: its interrupted swap rolled back, dead runs' staging dirs and old trees removed
+    (all of them, live or not, with only_dead=False: the caller holds a lock excluding other writers)."""
+    target = Path(target)
+    prefix = prefix if prefix is not None else f".{target.name}.tmp-"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    recover(target, prefix, only_dead=only_dead)
+    stage = new_staging(target.parent, prefix)
+    try:
+        checkpoint("stage created")
+        yield stage
+        checkpoint("staged")
+        if keep_existing and os.path.lexists(target):
+            return
+        fsync_dir(stage)
+        try:
+            swap_dir(stage, target)
+        except OSError:
+            if not (keep_existing and os.path.lexists(target)):
+                raise  # made meanwhile by another process: theirs is as good as ours
+    finally:
+        if os.path.lexists(stage):
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def scratch(parent: Path, prefix: str) -> Iterator[Path]:
+    """A scratch directory for the block (`parent/<prefix><pid>-<hex>`), removed after it; the scratch dirs
+    of dead runs with the same prefix are removed first (SIGKILL skips every cleanup)."""
+    stale_staging(parent, prefix)
+    path = new_staging(parent, prefix)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def glob_escape(text: str) -> str:

@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from toolkit.core import ggml_facts
-from toolkit.core.errors import ConfigError
+from toolkit.core.errors import ConfigError, did_you_mean
 from toolkit.core.ggml_facts import Behaviour, Fingerprint
 
 if TYPE_CHECKING:
@@ -136,12 +136,10 @@ def check_ops(root: Path, pkg: Package, where: str) -> None:
     known = of_package(root, pkg).ops
     if known is None:
         return
-    from toolkit.core.config import _nearest
-
     for op in pkg.ops:
         if op.name not in known:
             raise ConfigError(
-                f"{where}: package {pkg.name!r} has no op {op.name!r}{_nearest(op.name, known)}; its templates "
+                f"{where}: package {pkg.name!r} has no op {op.name!r}{did_you_mean(op.name, known)}; its templates "
                 f"implement {', '.join(known)}",
                 f"fix the op's name, or add it to {pkg.templates}/{FACTS_FILE} OPS and write its templates",
             )

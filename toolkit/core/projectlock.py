@@ -75,8 +75,8 @@ def holder(root: Path) -> str:
 
 
 def _commands() -> tuple[str, ...]:
-    """The command names, from the entry point's own list (one source: a new command is named too)."""
-    from toolkit.cli import COMMAND_MODULES
+    """The command names, from the commands package's own list (one source: a new command is named too)."""
+    from toolkit.commands import COMMAND_MODULES
 
     return COMMAND_MODULES
 
