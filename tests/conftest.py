@@ -20,6 +20,7 @@ import ipaddress
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -85,6 +86,11 @@ def _guarded(method):  # type: ignore[no-untyped-def]
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # A suite started in the background by a non-interactive shell (`bash .ci/run &`, nohup) inherits SIGINT
+    # ignored, and so would every process it starts: the Ctrl-C tests would see their child shrug off the signal.
+    # Ctrl-C is part of what the tool promises, so the suite runs with Python's own handler, as from a terminal.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     base = Path(tempfile.mkdtemp(prefix="ggml-vendor-tests-"))
     env = _run_env(base)
     for key in ("home", "cache", "config", "data", "hf"):
