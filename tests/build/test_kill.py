@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.kill import run_killed_at
 from toolkit.build import provision as pv
 from toolkit.build.cache import scratch_prefix
 from toolkit.build.local import clean_stale_stages, descendants, spawn_compiler
@@ -112,22 +113,6 @@ def tree(path: Path) -> dict[str, bytes] | None:
     return {p.relative_to(path).as_posix(): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
-def _in_child(kill_at: int, body) -> int:  # type: ignore[no-untyped-def]
-    """Run `body()` in a forked child that SIGKILLs itself at toolkit.core.fs checkpoint `kill_at`."""
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            os.environ[fs.KILL_ENV] = str(kill_at)
-            fs.reset_checkpoints()
-            body()
-        except BaseException:  # noqa: BLE001 - reported through the exit code only
-            code = 1
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return status
-
-
 @pytest.fixture(autouse=True)
 def _no_fsync(monkeypatch):
     monkeypatch.setenv(fs.NO_FSYNC_ENV, "1")  # power-loss safety only; a killed process loses nothing
@@ -137,54 +122,14 @@ def _simulated_project(base: Path, monkeypatch) -> Path:
     """A Metal project built by the real executor against a simulated Xcode (tests/build/test_metal.py)."""
     from tests.build import test_metal as tm
 
-    root = base / "proj"
-    for sec in tm._metal_inputs(root).kernels:
-        for rel in (*sec.src, "torch-ext/torch_binding.cpp"):
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            (root / rel).write_text("// fixture\n")
-    (root / "torch-ext" / "mini").mkdir()
-    (root / "torch-ext" / "mini" / "__init__.py").write_text("from ._ops import ops\n")
-    (root / "torch-ext" / "mini" / "_ops.py").write_text("import torch\nops = torch.ops.@OPS_NAME@\n")
-    bindir = base / "bin"
-    bindir.mkdir()
-    for name, body in (("xcrun", tm.FAKE_XCRUN), ("clang++", tm.FAKE_CXX)):
-        (bindir / name).write_text(body)
-        (bindir / name).chmod(0o755)
-    fixture = base / "fixture.metallib"
-    fixture.write_bytes(
-        tm.metallib.build_fixture(tm.metal.required_kernels(["gated_delta_net", "flash_attn"], tm.FACTS))
-    )
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FIXTURE_METALLIB", str(fixture))
-    monkeypatch.setenv("CALLS", str(base / "calls"))
-    return root
+    return tm.simulated_xcode_project(base, monkeypatch)
 
 
 def _build(root: Path, cache: Path) -> str:
     """One run of the real local executor (plan → steps through the cache → build/<variant>/ swapped in)."""
     from tests.build import test_metal as tm
-    from toolkit.build.cache import BuildCache
-    from toolkit.build.envs import TorchEnv
-    from toolkit.build.inputs import read_provenance
-    from toolkit.build.local import LocalExecutor
-    from toolkit.build.matrix import Status
 
-    env = TorchEnv(
-        "/py", "2.14.1", "/t/torch", include_dirs=("/t/include",), lib_dir="/t/lib", python_include="/py/inc"
-    )
-    plan = tm._metal_plan(root, Status(True, "", "local", None, env))
-    ex = LocalExecutor(
-        plan,
-        BuildCache(cache, root),
-        jobs=1,
-        provenance=read_provenance(root),
-        log_dir=cache / "logs",
-        gen_dir=cache / "gen",
-        progress=False,
-    )
-    [res] = ex.run(plan.buildable())
-    assert res.result == "built", (res.reason, res.tail)
-    return res.out_dir
+    return tm.run_local_build(root, cache, jobs=1).out_dir
 
 
 @pytest.mark.parametrize("mode", ["exchange", "journaled"])
@@ -209,7 +154,7 @@ def test_sigkill_during_a_builds_output_swap_leaves_the_old_or_the_new_variant(t
         base = tmp_path / f"p{n}"
         shutil.copytree(template, base, symlinks=True)
         proj, cache = base / "proj", base / "cache"
-        status = _in_child(n, lambda: _build(proj, cache))  # noqa: B023 - run at once, in this iteration
+        status = run_killed_at(n, lambda: _build(proj, cache))  # noqa: B023 - run at once, in this iteration
         final = proj / out_dir
         if os.WIFEXITED(status):
             assert os.WEXITSTATUS(status) == 0 and tree(final) == new
@@ -251,7 +196,7 @@ def test_sigkill_during_a_provisions_install_swap_leaves_the_old_or_the_new_tree
             (item.path / "half").mkdir(parents=True)  # no .complete: an older tool's interrupted install
             (item.path / "half" / "x").write_text("old\n")
         old = tree(item.path)
-        status = _in_child(n, lambda: pv.provision(item, runner=_fake_pip))  # noqa: B023
+        status = run_killed_at(n, lambda: pv.provision(item, runner=_fake_pip))  # noqa: B023
         if os.WIFEXITED(status):
             assert os.WEXITSTATUS(status) == 0 and item.ready and "half/x" not in (tree(item.path) or {})
             break

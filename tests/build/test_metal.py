@@ -202,16 +202,10 @@ printf obj > "$out"
 """
 
 
-def test_the_local_executor_runs_the_metal_steps_against_a_simulated_xcode(tmp_path: Path, monkeypatch) -> None:
-    """The real executor on the real plan: compile and link simulated (no Metal compiler here), the embed step
-    run for real on a fixture metallib, the variant assembled into build/."""
-    from toolkit.build.cache import BuildCache
-    from toolkit.build.envs import TorchEnv
-    from toolkit.build.inputs import read_provenance
-    from toolkit.build.local import LocalExecutor
-    from toolkit.build.matrix import Status
-
-    root = tmp_path / "proj"
+def simulated_xcode_project(base: Path, monkeypatch) -> Path:  # type: ignore[no-untyped-def]
+    """A Metal project under base/proj with fixture sources, and a simulated Xcode (xcrun, clang++) first on
+    PATH whose calls are logged to base/calls; its metallib step hands out a fixture metallib."""
+    root = base / "proj"
     for sec in _metal_inputs(root).kernels:
         for rel in (*sec.src, "torch-ext/torch_binding.cpp"):
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -219,25 +213,36 @@ def test_the_local_executor_runs_the_metal_steps_against_a_simulated_xcode(tmp_p
     (root / "torch-ext" / "mini").mkdir()
     (root / "torch-ext" / "mini" / "__init__.py").write_text("from ._ops import ops\n")
     (root / "torch-ext" / "mini" / "_ops.py").write_text("import torch\nops = torch.ops.@OPS_NAME@\n")
-    bindir = tmp_path / "bin"
+    bindir = base / "bin"
     bindir.mkdir()
     for name, body in (("xcrun", FAKE_XCRUN), ("clang++", FAKE_CXX)):
         (bindir / name).write_text(body)
         (bindir / name).chmod(0o755)
-    fixture = tmp_path / "fixture.metallib"
+    fixture = base / "fixture.metallib"
     fixture.write_bytes(metallib.build_fixture(metal.required_kernels(["gated_delta_net", "flash_attn"], FACTS)))
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FIXTURE_METALLIB", str(fixture))
-    monkeypatch.setenv("CALLS", str(tmp_path / "calls"))
+    monkeypatch.setenv("CALLS", str(base / "calls"))
+    return root
+
+
+def run_local_build(root: Path, cache: Path, *, jobs: int):  # type: ignore[no-untyped-def]
+    """One run of the real local executor on the project's Metal plan (steps through the cache, the variant
+    assembled into build/); asserts it built and returns its result."""
+    from toolkit.build.cache import BuildCache
+    from toolkit.build.envs import TorchEnv
+    from toolkit.build.inputs import read_provenance
+    from toolkit.build.local import LocalExecutor
+    from toolkit.build.matrix import Status
+
     env = TorchEnv(
         "/py", "2.14.1", "/t/torch", include_dirs=("/t/include",), lib_dir="/t/lib", python_include="/py/inc"
     )
     plan = _metal_plan(root, Status(True, "", "local", None, env))
-    cache = tmp_path / "cache"
     ex = LocalExecutor(
         plan,
         BuildCache(cache, root),
-        jobs=2,
+        jobs=jobs,
         provenance=read_provenance(root),
         log_dir=cache / "logs",
         gen_dir=cache / "gen",
@@ -245,6 +250,14 @@ def test_the_local_executor_runs_the_metal_steps_against_a_simulated_xcode(tmp_p
     )
     [res] = ex.run(plan.buildable())
     assert res.result == "built", (res.reason, res.tail)
+    return res
+
+
+def test_the_local_executor_runs_the_metal_steps_against_a_simulated_xcode(tmp_path: Path, monkeypatch) -> None:
+    """The real executor on the real plan: compile and link simulated (no Metal compiler here), the embed step
+    run for real on a fixture metallib, the variant assembled into build/."""
+    root = simulated_xcode_project(tmp_path, monkeypatch)
+    res = run_local_build(root, tmp_path / "cache", jobs=2)
     calls = (tmp_path / "calls").read_text().splitlines()
     assert calls.index("xcrun metal") < calls.index("xcrun metallib")
     assert [c.split()[0] for c in calls].count("c++") == 5  # three .mm, the binding, the link

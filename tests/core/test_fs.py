@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.kill import run_killed_at
 from toolkit.core import fs
 
 OLD = {"a.txt": b"old a\n", "sub/b.txt": b"old b\n"}
@@ -34,23 +35,16 @@ def write_tree(path: Path, files: dict[str, bytes]) -> None:
 def _swap_in_child(parent: Path, kill_at: int) -> int:
     """Stage NEW and swap it over parent/target in a forked child that SIGKILLs itself at checkpoint
     `kill_at`; returns the wait status."""
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            os.environ[fs.KILL_ENV] = str(kill_at)
-            fs.reset_checkpoints()
-            staged = fs.new_staging(parent, ".target.stage-")
-            fs.checkpoint("stage created")
-            write_tree(staged, NEW)
-            fs.checkpoint("staged")
-            fs.swap_dir(staged, parent / "target")
-            fs.checkpoint("done")
-        except BaseException:  # noqa: BLE001 - reported through the exit code only
-            code = 1
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return status
+
+    def swap() -> None:
+        staged = fs.new_staging(parent, ".target.stage-")
+        fs.checkpoint("stage created")
+        write_tree(staged, NEW)
+        fs.checkpoint("staged")
+        fs.swap_dir(staged, parent / "target")
+        fs.checkpoint("done")
+
+    return run_killed_at(kill_at, swap)
 
 
 @pytest.fixture(autouse=True)
@@ -183,19 +177,12 @@ def _umask() -> int:
 
 def _staged_in_child(target: Path, kill_at: int, **kw) -> int:  # type: ignore[no-untyped-def]
     """fs.staged(target) filled with NEW in a forked child that SIGKILLs itself at checkpoint `kill_at`."""
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            os.environ[fs.KILL_ENV] = str(kill_at)
-            fs.reset_checkpoints()
-            with fs.staged(target, **kw) as stage:
-                write_tree(stage, NEW)
-        except BaseException:  # noqa: BLE001 - reported through the exit code only
-            code = 1
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return status
+
+    def fill() -> None:
+        with fs.staged(target, **kw) as stage:
+            write_tree(stage, NEW)
+
+    return run_killed_at(kill_at, fill)
 
 
 @pytest.mark.parametrize("mode", ["exchange", "journaled", "absent"])

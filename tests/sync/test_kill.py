@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.fixture_repos import build_upstream, make_patch, make_project, sync_project
+from tests.helpers.kill import run_killed_at
 from toolkit.core import config
 from toolkit.sync.stage import SyncRequest
 from toolkit.sync.vendor_tree import KILL_ENV, recover
@@ -57,17 +58,8 @@ def _write_patch(cfg) -> None:
 
 def _fork_sync(cfg, rev: str, kill_at: int) -> int:
     """Run sync in a forked child that SIGKILLs itself at checkpoint `kill_at`; returns the wait status."""
-    pid = os.fork()
-    if pid == 0:  # child
-        code = 0
-        try:
-            os.environ[KILL_ENV] = str(kill_at)
-            sync_project(cfg, SyncRequest(rev=rev))
-        except BaseException:  # noqa: BLE001 - report through the exit code only
-            code = 1
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return status
+    # replace_vendor starts the count at 1 itself
+    return run_killed_at(kill_at, lambda: sync_project(cfg, SyncRequest(rev=rev)), reset=False)
 
 
 @pytest.fixture(autouse=True)
