@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.machine import binding_build_unavailable
+from tests.helpers.script import run_result_script
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -102,10 +102,7 @@ CHECKS = textwrap.dedent(r"""
 @pytest.fixture(scope="module")
 def checks(built) -> dict:
     root, _ = built
-    res = subprocess.run([sys.executable, "-c", CHECKS, str(root)], capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stdout + res.stderr
-    line = next(x for x in res.stdout.splitlines() if x.startswith("RESULT "))
-    return json.loads(line[len("RESULT ") :])
+    return run_result_script(CHECKS, str(root), timeout=600)
 
 
 def test_the_variant_is_built_with_the_binding(built) -> None:

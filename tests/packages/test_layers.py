@@ -14,13 +14,12 @@ sdpa_attention_forward gives. The numbers of the kernels themselves are tests/gp
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from tests.helpers.machine import binding_build_unavailable
+from tests.helpers.script import run_result_script
 
 pytestmark = pytest.mark.slow
 
@@ -167,12 +166,7 @@ CHECKS = textwrap.dedent(r"""
 @pytest.fixture(scope="module")
 def checks(built_binding) -> dict:
     root, _ = built_binding
-    res = subprocess.run(
-        [sys.executable, "-c", CHECKS, str(root), json.dumps(PAIRS)], capture_output=True, text=True, timeout=600
-    )
-    assert res.returncode == 0, res.stdout + res.stderr
-    line = next(x for x in res.stdout.splitlines() if x.startswith("RESULT "))
-    return json.loads(line[len("RESULT ") :])
+    return run_result_script(CHECKS, str(root), json.dumps(PAIRS), timeout=600)
 
 
 @pytest.mark.parametrize("ours,module,name", PAIRS)
@@ -325,10 +319,7 @@ INDUCTOR = textwrap.dedent(r"""
 @pytest.fixture(scope="module")
 def inductor_checks(built_binding) -> dict:
     root, _ = built_binding
-    res = subprocess.run([sys.executable, "-c", INDUCTOR, str(root)], capture_output=True, text=True, timeout=900)
-    assert res.returncode == 0, res.stdout + res.stderr
-    line = next(x for x in res.stdout.splitlines() if x.startswith("RESULT "))
-    return json.loads(line[len("RESULT ") :])
+    return run_result_script(INDUCTOR, str(root), timeout=900)
 
 
 def test_inductor_keeps_the_state_update_in_place_on_the_cache_buffer(inductor_checks) -> None:
