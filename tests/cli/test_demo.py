@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.machine import requires_torch
-from tests.helpers.project import first_package_pyproject
+from tests.helpers.project import demo_family_source, first_package_pyproject
 from toolkit.core import config
 from toolkit.demo import DEMO_REPO, Request, make_workspace, missing_in_miniature, run_demo
 from toolkit.demo import plan as demo_plan
@@ -45,36 +45,11 @@ def test_a_failing_stage_stops_the_run_and_is_reported(tmp_path: Path) -> None:
     assert "templates" in render.detail
 
 
-# Two later packages: one the embedded miniature serves (its entry file is there), one it cannot.
-LATER = """
-[tool.ggml-vendor.packages.mini-quant]
-version = 1
-hub-repo = "someone/mini-quant"
-backends = ["cuda"]
-
-[tool.ggml-vendor.packages.mini-quant.ops.quant]
-cuda = ["src/ggml-cuda/convert.cuh"]
-
-[tool.ggml-vendor.packages.absent-quant]
-version = 1
-hub-repo = "someone/absent-quant"
-backends = ["cuda"]
-
-[tool.ggml-vendor.packages.absent-quant.ops.quant]
-cuda = ["src/ggml-cuda/not-in-the-miniature.cu"]
-"""
 TASKS = ["render", "build", "verify", "publish", "get_kernel"]
 
 
-def _family(tmp_path: Path) -> Path:
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "pyproject.toml").write_text(first_package_pyproject((REPO_ROOT / "pyproject.toml").read_text()) + LATER)
-    return src
-
-
 def test_the_plan_lists_the_stages_of_every_package_and_the_run_follows_it(tmp_path: Path) -> None:
-    src = _family(tmp_path)
+    src = demo_family_source(tmp_path, REPO_ROOT)
     plan = demo_plan(src, Request(workspace=tmp_path / "ws"))
     assert plan.packages == ("ggml-attn-kernels", "mini-quant")
     assert [(x.package, x.missing) for x in plan.left_out] == [

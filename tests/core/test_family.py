@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.helpers.fixture_repos import FA_CUDA, GDN_CUDA, METAL, build_upstream, make_project
-from tests.helpers.project import first_package_pyproject
+from tests.helpers.project import demo_family_source
 from toolkit.cli import app
 from toolkit.core import config
 from toolkit.core.errors import ConfigError
@@ -420,38 +420,11 @@ def test_init_refusals_are_one_line_exit_2_and_write_nothing(tmp_path, up, args,
 
 # --- the demo on a family -----------------------------------------------------------------------------------
 
-DEMO_LATER = """
-[tool.ggml-vendor.packages.mini-quant]
-version = 1
-hub-repo = "someone/mini-quant"
-backends = ["cuda"]
-
-[tool.ggml-vendor.packages.mini-quant.ops.quant]
-cuda = ["src/ggml-cuda/convert.cuh"]
-
-[tool.ggml-vendor.packages.absent-quant]
-version = 1
-hub-repo = "someone/absent-quant"
-backends = ["cuda"]
-
-[tool.ggml-vendor.packages.absent-quant.ops.quant]
-cuda = ["src/ggml-cuda/not-in-the-miniature.cu"]
-"""
-
-
-def demo_source(tmp_path: Path, repo_root: Path) -> Path:
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "pyproject.toml").write_text(
-        first_package_pyproject((repo_root / "pyproject.toml").read_text()) + DEMO_LATER
-    )
-    return src
-
 
 def test_demo_workspace_keeps_what_the_miniature_serves(tmp_path, repo_root):
     from toolkit.demo import make_workspace, missing_in_miniature
 
-    src = demo_source(tmp_path, repo_root)
+    src = demo_family_source(tmp_path, repo_root)
     absent = config.load(src).for_package("absent-quant").package
     assert missing_in_miniature(absent) == ["src/ggml-cuda/not-in-the-miniature.cu"]
     cfg = config.load(make_workspace(src, tmp_path / "ws"))
@@ -463,7 +436,7 @@ def test_demo_workspace_keeps_what_the_miniature_serves(tmp_path, repo_root):
 def test_demo_reports_a_skipped_package_and_runs_the_others(tmp_path, repo_root):
     from toolkit.demo import run_demo
 
-    src = demo_source(tmp_path, repo_root)  # no templates/: the first package's render fails
+    src = demo_family_source(tmp_path, repo_root)  # no templates/: the first package's render fails
     report = run_demo(src, workspace=tmp_path / "ws")
     status = {s.name: (s.status, s.detail) for s in report.stages}
     names = [s.name for s in report.stages]

@@ -28,3 +28,35 @@ def first_package_pyproject(text: str) -> str:
     doc = tomlkit.parse(text)
     doc["tool"]["ggml-vendor"].pop("packages", None)  # type: ignore[union-attr]
     return tomlkit.dumps(doc)
+
+
+# Two later packages for the demo on a family: one the embedded miniature serves (its entry file is there), one
+# it cannot.
+DEMO_LATER = """
+[tool.ggml-vendor.packages.mini-quant]
+version = 1
+hub-repo = "someone/mini-quant"
+backends = ["cuda"]
+
+[tool.ggml-vendor.packages.mini-quant.ops.quant]
+cuda = ["src/ggml-cuda/convert.cuh"]
+
+[tool.ggml-vendor.packages.absent-quant]
+version = 1
+hub-repo = "someone/absent-quant"
+backends = ["cuda"]
+
+[tool.ggml-vendor.packages.absent-quant.ops.quant]
+cuda = ["src/ggml-cuda/not-in-the-miniature.cu"]
+"""
+
+
+def demo_family_source(tmp_path: Path, repo_root: Path) -> Path:
+    """tmp_path/src holding only a pyproject.toml: this repository's first package plus DEMO_LATER (no
+    templates/, so the first package's render fails)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "pyproject.toml").write_text(
+        first_package_pyproject((repo_root / "pyproject.toml").read_text()) + DEMO_LATER
+    )
+    return src
