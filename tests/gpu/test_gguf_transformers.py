@@ -103,18 +103,11 @@ def test_weights_stay_packed(setup, models) -> None:  # type: ignore[no-untyped-
 
 
 def teacher_forced_logits(model, prompt, tokens):  # type: ignore[no-untyped-def]
-    """Logits after the prompt, then after each of `tokens`, one token per forward (the decode path)."""
-    import torch
+    """Logits after the prompt, then after each of `tokens`, one token per forward (the decode path): the
+    benchmark's own (benchmarks/gguf_gdn.py), kept on the prompt's device."""
+    import gguf_gdn
 
-    with torch.no_grad():
-        out = model(input_ids=prompt, use_cache=True)
-        logits = [out.logits[0, -1].double()]
-        cache = out.past_key_values
-        for tok in tokens[:-1]:
-            out = model(input_ids=tok.view(1, 1), past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
-            logits.append(out.logits[0, -1].double())
-    return torch.stack(logits)
+    return gguf_gdn.teacher_forced(model, prompt, tokens).to(prompt.device)
 
 
 def run_with(setup, packed, ops, prompt, tokens):  # type: ignore[no-untyped-def]
