@@ -64,16 +64,13 @@ def setup(cuda_torch, tmp_path_factory):  # type: ignore[no-untyped-def]
 
 
 def load(setup, packed: bool):  # type: ignore[no-untyped-def]
-    torch, gk, hf_kernels, file, _ = setup
-    import transformers
+    """The model packed or dequantized, as the benchmark loads it (benchmarks/gguf_gdn.py: sdpa attention). The
+    packed model's layers read transformers' module-level kernel cache on every forward, so it keeps our kernel
+    after the packed load; the dequantized model never consults it."""
+    _, gk, _, file, _ = setup
+    import gguf_gdn
 
-    # The packed model's layers read this cache on every forward (transformers' module-level mul_mat_vec), so
-    # it keeps our kernel after the packed load; the dequantized model never consults it.
-    hf_kernels._gguf_kernel = hf_kernels.GgufKernel(gk) if packed else False
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(file.parent), gguf_file=file.name, dtype=torch.float32, device_map="cuda", attn_implementation="sdpa"
-    )
-    return model.eval()
+    return gguf_gdn.load(file, gk, packed)
 
 
 @pytest.fixture(scope="module")
