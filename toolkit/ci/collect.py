@@ -648,30 +648,6 @@ def execute(plan: Plan, log: Log = quiet) -> Report:
                 plan.build_dir.rmdir()  # only when we created it and left it empty
 
 
-def _swap_in(staged: Path, target: Path) -> Path | None:
-    """Put the variant tree `staged` at `target`, keeping the previous one (returned) until the whole merge
-    is done, so a later failure can put it back. There is no instant without a complete `target`:
-    renameat2(RENAME_EXCHANGE) where the filesystem has it, else two renames journaled as fs.swap_dir's
-    fallback does (a SIGKILL between them is rolled back by the next run's `_recover`)."""
-    if not os.path.lexists(target):
-        os.rename(staged, target)
-        fs.checkpoint("renamed into place")
-        return None
-    if fs.exchange(staged, target):
-        fs.checkpoint("swapped")
-        return staged  # now the previous tree, removed with the staging directory
-    old = target.with_name(f"{fs.old_prefix(target)}{os.getpid()}-{os.urandom(4).hex()}")
-    journal = fs.journal_path(target)
-    fs.atomic_write(journal, json.dumps({"old": old.name, "new": staged.name, "pid": os.getpid()}).encode())
-    fs.checkpoint("journal written")
-    os.rename(target, old)
-    fs.checkpoint("old tree moved aside")
-    os.rename(staged, target)
-    fs.checkpoint("new tree in place")
-    journal.unlink()
-    return old
-
-
 def _swap_back(target: Path, old: Path | None) -> None:
     if old is None:
         shutil.rmtree(target, ignore_errors=True)
@@ -684,12 +660,14 @@ def _commit(build_dir: Path, staging: Path, staged: list[tuple[Incoming, Path]])
     """Swap every staged variant into build/ and merge the records; on any failure (or Ctrl-C) undo what
     was done, so build/ ends in the old or the new state."""
     fs.reset_checkpoints()
-    moved: list[tuple[Path, Path | None]] = []  # (target, its previous tree or None)
+    # (target, its previous tree or None), kept until the whole merge is done so a failure can put it back; a
+    # SIGKILL inside the fallback swap's two renames is rolled back by the next run's `_recover`
+    moved: list[tuple[Path, Path | None]] = []
     record_before = vrecord.snapshot(build_dir)
     try:
         for item, tree in staged:
             target = build_dir / item.variant
-            moved.append((target, _swap_in(tree, target)))
+            moved.append((target, fs.swap_keeping_old(tree, target)))
         _merge_records(build_dir, [item for item, _ in staged])
     except BaseException:
         for target, old in reversed(moved):

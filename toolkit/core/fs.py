@@ -4,6 +4,7 @@ staged directory into place, and clean up what runs killed mid-way left behind.
     atomic_write(path, data)          a reader sees the old bytes or the new ones, never a mix or nothing
     new_staging(parent, prefix)       a fresh, uniquely named staging directory (its creator's pid in the name)
     swap_dir(staged, target)          `staged` becomes `target` in one step; the old tree is removed
+    swap_keeping_old(staged, target)  the same, the old tree left for the caller (returned)
     recover_swap(target)              roll back a fallback swap that a SIGKILL interrupted
     stale_staging(parent, prefix)     remove staging dirs/temp files whose creating process is dead
     staged(target)                    a `with` block that builds a new tree beside `target` and swaps it in
@@ -174,22 +175,31 @@ def swap_dir(staged: Path, target: Path) -> None:
 
     `target` missing: a plain rename. Otherwise renameat2(RENAME_EXCHANGE); where that is unavailable, the
     journaled two-rename fallback, whose interruption `recover_swap(target)` undoes."""
+    target = Path(target)
+    old = swap_keeping_old(staged, target)
+    fsync_dir(target.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def swap_keeping_old(staged: Path, target: Path) -> Path | None:
+    """`swap_dir` that leaves the previous tree for the caller (to remove, or to swap back if a later step of
+    a larger update fails) and returns where it is: `staged`'s name after the exchange, the moved-aside name
+    after the fallback, None when there was no `target`. No fsync: the caller's commit makes it durable."""
     staged, target = Path(staged), Path(target)
     if not os.path.lexists(target):
         os.rename(staged, target)
         checkpoint("renamed into place")
-    elif exchange(staged, target):
+        return None
+    if exchange(staged, target):
         checkpoint("swapped")  # `staged` now holds the old tree
-        fsync_dir(target.parent)
-        shutil.rmtree(staged, ignore_errors=True)
-        return
-    else:
-        _journaled_swap(staged, target)
-    fsync_dir(target.parent)
+        return staged
+    return _journaled_swap(staged, target)
 
 
-def _journaled_swap(staged: Path, target: Path) -> None:
-    """Two renames with a journal in between; `recover_swap` rolls back if we die after the first."""
+def _journaled_swap(staged: Path, target: Path) -> Path:
+    """Two renames with a journal in between; `recover_swap` rolls back if we die after the first. Returns
+    the moved-aside old tree."""
     old = target.with_name(f"{old_prefix(target)}{os.getpid()}-{secrets.token_hex(4)}")
     journal = journal_path(target)
     atomic_write(journal, json.dumps({"old": old.name, "new": staged.name, "pid": os.getpid()}).encode())
@@ -199,7 +209,7 @@ def _journaled_swap(staged: Path, target: Path) -> None:
     os.rename(staged, target)
     checkpoint("new tree in place")
     journal.unlink()
-    shutil.rmtree(old, ignore_errors=True)
+    return old
 
 
 def recover_swap(target: Path) -> list[str]:
