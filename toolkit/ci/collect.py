@@ -593,13 +593,9 @@ def _recover(build_dir: Path, swaps: tuple[str, ...]) -> tuple[str, ...]:
     process is dead: a dry run may be reading beside us). Returns what was put back."""
     if not build_dir.is_dir():
         return ()
-    done: list[str] = []
-    for name in swaps:
-        done += fs.recover_swap(build_dir / name)
+    done = [action for name in swaps for action in fs.recover_swap(build_dir / name)]
     fs.stale_staging(build_dir, STAGING_PREFIX)
-    for entry in sorted(build_dir.iterdir()):
-        if entry.name.startswith(".") and ".old-" in entry.name:
-            fs.stale_staging(build_dir, entry.name[: entry.name.index(".old-") + len(".old-")])
+    fs.stale_entries(build_dir, ".*.old-*")
     return tuple(done)
 
 
