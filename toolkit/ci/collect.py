@@ -48,7 +48,7 @@ from toolkit.core import fs
 from toolkit.core.config import Config
 from toolkit.core.errors import CollectError
 from toolkit.core.hashing import sha256_file
-from toolkit.core.records import sub_table
+from toolkit.core.records import fields_json, sub_table
 from toolkit.core.stage import Log, Verdict, quiet
 from toolkit.verify import record as vrecord  # the one owner of the verification record
 
@@ -82,7 +82,7 @@ class Refusal:
         return f"artifact {who}: {self.kind}: {self.reason}"
 
     def to_json(self) -> dict[str, str]:
-        return {"artifact": self.artifact, "variant": self.variant, "kind": self.kind, "reason": self.reason}
+        return fields_json(self, "artifact variant kind reason")
 
 
 @dataclass(frozen=True)
@@ -98,14 +98,13 @@ class Incoming:
     rechecked: tuple[str, ...]
     tree_sha256: str
 
+    @property
+    def hub_compliant(self) -> Any:
+        """False where the runner's verify waived the Hub's ABI ceiling (the record's value, as written)."""
+        return self.record.get("hub_compliant", True)
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "variant": self.variant,
-            "artifact": self.artifact,
-            "action": self.action,
-            "hub_compliant": self.record.get("hub_compliant", True),
-            "rechecked": list(self.rechecked),
-        }
+        return fields_json(self, "variant artifact action hub_compliant rechecked", rechecked=list)
 
 
 def _refused(refusals: tuple[Refusal, ...], report: Any) -> CollectError | None:
