@@ -47,7 +47,6 @@ from typing import Any
 from toolkit.core import fs
 from toolkit.core.config import Config
 from toolkit.core.errors import CollectError
-from toolkit.core.hashing import sha256_file
 from toolkit.core.records import fields_json, sub_table
 from toolkit.core.stage import Log, Verdict, quiet
 from toolkit.verify import record as vrecord  # the one owner of the verification record
@@ -379,7 +378,7 @@ def local_identity(cfg: Config) -> TreeIdentity:
         prov = read_provenance(cfg.root)
     except BuildError as exc:
         raise CollectError(f"cannot identify this checkout's build inputs: {exc.message}", exc.remedy) from None
-    return TreeIdentity(sha256_file(lock), proj.source_id, prov.kernel_commit)
+    return TreeIdentity(prov.lock_sha256, proj.source_id, prov.kernel_commit)  # the lock hashed once, there
 
 
 def _digest_difference(files: dict[str, str], actual: dict[str, str]) -> str | None:
