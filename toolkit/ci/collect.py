@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -539,14 +538,10 @@ def _check_artifact(ctx: _Context, name: str, src: Path) -> tuple[list[Incoming]
 
 # --- the plan ------------------------------------------------------------------------------------------
 
-_JOURNAL = re.compile(r"^\.(?P<name>.+)\.journal$")
-
 
 def _interrupted_swaps(build_dir: Path) -> tuple[str, ...]:
     """The variants whose swap a killed run left journaled (execute rolls each back before anything else)."""
-    if not build_dir.is_dir():
-        return ()
-    return tuple(m.group("name") for e in sorted(build_dir.iterdir()) if (m := _JOURNAL.match(e.name)))
+    return tuple(target.name for target in fs.journaled_targets(build_dir))
 
 
 def _kept(build_dir: Path, incoming: list[Incoming], recovering: tuple[str, ...]) -> tuple[str, ...]:

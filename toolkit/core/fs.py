@@ -12,6 +12,7 @@ staged directory into place, and clean up what runs killed mid-way left behind.
     scratch(parent, prefix)           a `with` block's own scratch directory, removed after it (or, after a
                                       kill, by the next `scratch` with that prefix)
     recover(target, prefix)           the same for one target, where a caller skips `staged` when done
+    journaled_targets(parent)         the entries of `parent` whose fallback swap a run may have left half done
     recover_dir(parent, markers)      every interrupted swap in `parent` rolled back, and the staging dirs
                                       and old trees of dead runs removed (a stage's start-up cleanup)
 
@@ -239,6 +240,7 @@ def recover_swap(target: Path) -> list[str]:
 
 # `<pid>-<hex>` ends every name new_staging, atomic_write and the fallback swap make.
 _PID = re.compile(r"(\d+)-[0-9a-f]+$")
+_JOURNAL = re.compile(r"^\.(.+)\.journal$")  # journal_path's naming
 
 
 def _alive(pid: int) -> bool:
@@ -291,6 +293,15 @@ def _remove(entry: Path) -> None:
             entry.unlink()
 
 
+def journaled_targets(parent: Path) -> list[Path]:
+    """The entries of `parent` whose fallback swap left its journal (`.<name>.journal`), sorted: the swaps a
+    killed run may have stopped between their two renames."""
+    parent = Path(parent)
+    if not parent.is_dir():
+        return []
+    return [parent / m.group(1) for e in sorted(parent.iterdir()) if (m := _JOURNAL.match(e.name))]
+
+
 def recover_dir(parent: Path, markers: tuple[str, ...], *, only_dead: bool = True) -> list[str]:
     """A stage's start-up cleanup of `parent`, where it swaps trees in: every interrupted fallback swap
     rolled back (`recover_swap` of each `.<name>.journal`), then the entries left by dead runs removed —
@@ -300,8 +311,8 @@ def recover_dir(parent: Path, markers: tuple[str, ...], *, only_dead: bool = Tru
     if not parent.is_dir():
         return []
     actions: list[str] = []
-    for journal in sorted(parent.glob(".*.journal")):
-        actions += recover_swap(parent / journal.name[1 : -len(".journal")])
+    for target in journaled_targets(parent):
+        actions += recover_swap(target)
     for pattern in (*(f".*{glob_escape(m)}*" for m in markers), ".*.old-*"):
         actions += [f"removed leftover {n}" for n in stale_entries(parent, pattern, only_dead=only_dead)]
     return actions
