@@ -187,19 +187,15 @@ def bench_host(gk, timer: Timer) -> dict:  # type: ignore[no-untyped-def]
 
 
 def _load(path: Path, gk, packed: bool, **kw):  # type: ignore[no-untyped-def]
-    import transformers
-    from transformers.integrations.gguf import kernels as hf_kernels
+    """gguf_gdn.load (packed or dequantized), with the weights' bytes and the memory the load allocated."""
+    import gguf_gdn
 
-    hf_kernels._gguf_kernel = hf_kernels.GgufKernel(gk) if packed else False
-    kw.setdefault("attn_implementation", "sdpa")
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=torch.float32, device_map="cuda", **kw
-    )
+    model = gguf_gdn.load(path, gk, packed, **kw)
     torch.cuda.synchronize()
     weight_bytes = sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
-    return model.eval(), weight_bytes, torch.cuda.memory_allocated() - before
+    return model, weight_bytes, torch.cuda.memory_allocated() - before
 
 
 def _generate_s(model, prompt, new_tokens: int) -> tuple[float, torch.Tensor]:  # type: ignore[no-untyped-def]

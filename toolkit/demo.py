@@ -134,7 +134,8 @@ class Plan:
     request: Request
     packages: tuple[str, ...] = ()
     left_out: tuple[LeftOut, ...] = ()
-    # packages kept on the miniature's closure-only stand-ins -> why only render and a planned build run
+    # packages kept on the miniature's closure-only stand-ins -> why only render and a planned build run (the
+    # reason; the stages put "skipped: " before it)
     plan_only: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -158,7 +159,9 @@ class Plan:
         for package in self.packages:
             why = self.plan_only.get(package)
             out.append(
-                f"  {package}: {planned} (planned, not compiled); the rest {why}" if why else f"  {package}: {tasks}"
+                f"  {package}: {planned} (planned, not compiled); the rest skipped: {why}"
+                if why
+                else f"  {package}: {tasks}"
             )
         out += [f"  {x.package}: {x.detail()}" for x in self.left_out]
         return out
@@ -233,40 +236,41 @@ def demo_repo(package: str, first: bool) -> str:
     return DEMO_REPO if first else f"ggml-demo/{package}"
 
 
-def missing_in_miniature(pkg: Any) -> list[str]:
-    """The package's entry files (no alternative present) that the embedded miniature does not hold."""
+def _miniature() -> Mapping[str, bytes]:
     from toolkit.sync.embedded import mini_files
 
-    have = set(mini_files())
+    return mini_files()
+
+
+def _entries_in(pkg: Any, have: Mapping[str, bytes]) -> list[tuple[Any, str | None]]:
+    """Each entry file of the package with the alternative of it the miniature holds (None: none)."""
     return [
-        str(entry)
+        (entry, next((alt for alt in entry.alternatives if alt in have), None))
         for op in pkg.ops
         for entries in op.entries.values()
         for entry in entries
-        if not any(alt in have for alt in entry.alternatives)
     ]
 
 
-def packages_left_out(cfg: Config, *, embedded: bool) -> tuple[LeftOut, ...]:
+def missing_in_miniature(pkg: Any, have: Mapping[str, bytes] | None = None) -> list[str]:
+    """The package's entry files (no alternative present) that the embedded miniature does not hold."""
+    return [str(entry) for entry, found in _entries_in(pkg, _miniature() if have is None else have) if found is None]
+
+
+def packages_left_out(cfg: Config, *, embedded: bool, have: Mapping[str, bytes] | None = None) -> tuple[LeftOut, ...]:
     """The later packages a workspace on the embedded miniature cannot serve (none on a real upstream)."""
     if not embedded:
         return ()
-    found = ((pkg.name, tuple(missing_in_miniature(pkg))) for pkg in cfg.packages[1:])
+    have = _miniature() if have is None else have
+    found = ((pkg.name, tuple(missing_in_miniature(pkg, have))) for pkg in cfg.packages[1:])
     return tuple(LeftOut(name, missing) for name, missing in found if missing)
 
 
-def stand_in_entries(pkg: Any) -> list[str]:
+def stand_in_entries(pkg: Any, have: Mapping[str, bytes] | None = None) -> list[str]:
     """The package's entry files that the embedded miniature holds as closure-only stand-ins."""
-    from toolkit.sync.embedded import mini_files
-
-    have = mini_files()
-    found = (
-        next((alt for alt in entry.alternatives if alt in have), None)
-        for op in pkg.ops
-        for entries in op.entries.values()
-        for entry in entries
-    )
-    return list(dict.fromkeys(f for f in found if f is not None and STAND_IN_MARK in have[f].split(b"\n", 1)[0]))
+    have = _miniature() if have is None else have
+    found = (f for _, f in _entries_in(pkg, have) if f is not None)
+    return list(dict.fromkeys(f for f in found if STAND_IN_MARK in have[f].split(b"\n", 1)[0]))
 
 
 def _later_packages_for_demo(dest: Path, left_out: tuple[str, ...]) -> None:
@@ -437,14 +441,14 @@ def _build_plan(ctx: Context) -> tuple[str, dict[str, Any]]:
     steps = len(planned.plan.steps_for(here))
     detail = (
         f"planned, not compiled: {len(here)} variant(s) buildable here ({steps} steps), "
-        f"{len(planned.plan.variants) - len(here)} elsewhere; {_stand_in_reason(ctx.config.package)}"
+        f"{len(planned.plan.variants) - len(here)} elsewhere; {ctx.plan.plan_only[ctx.config.name]}"
     )
     return detail, planned.to_json()
 
 
-def _stand_in_reason(pkg: Any) -> str:
+def _stand_in_reason(stand_ins: list[str]) -> str:
     return (
-        f"the embedded miniature's {', '.join(stand_in_entries(pkg))} are closure-only stand-ins (run the demo "
+        f"the embedded miniature's {', '.join(stand_ins)} are closure-only stand-ins (run the demo "
         "with --upstream PATH to a ggml clone to build it)"
     )
 
@@ -557,7 +561,7 @@ def _run_all(ctx: Context) -> list[Stage]:
         if why:
             run_tasks(ctx, PLAN_ONLY_TASKS, stages, suffix)
             skipped = [name for name, _ in PACKAGE_TASKS if name not in dict(PLAN_ONLY_TASKS)]
-            stages += [Stage(n + suffix, SKIPPED, detail=why) for n in skipped]
+            stages += [Stage(n + suffix, SKIPPED, detail=f"skipped: {why}") for n in skipped]
         else:
             run_tasks(ctx, PACKAGE_TASKS, stages, suffix)
     return stages
@@ -573,15 +577,14 @@ def plan(project: Path | None, request: Request | None = None, log: Log = quiet)
         cfg = load_config(source)
     except VendorError:
         return Plan(source, request)  # the setup task reports the broken configuration
-    embedded = request.upstream is None
-    left_out = packages_left_out(cfg, embedded=embedded)
+    if request.upstream is not None:  # a real upstream serves every package
+        return Plan(source, request, cfg.package_names())
+    have = _miniature()  # read once: it decides both what is left out and what is only planned
+    left_out = packages_left_out(cfg, embedded=True, have=have)
     dropped = {x.package for x in left_out}
     kept = tuple(n for n in cfg.package_names() if n not in dropped)
-    plan_only = {
-        pkg.name: f"skipped: {_stand_in_reason(pkg)}"
-        for pkg in cfg.packages
-        if embedded and pkg.name in kept and stand_in_entries(pkg)
-    }
+    stand_ins = {pkg.name: stand_in_entries(pkg, have) for pkg in cfg.packages if pkg.name in kept}
+    plan_only = {name: _stand_in_reason(files) for name, files in stand_ins.items() if files}
     return Plan(source, request, kept, left_out, plan_only)
 
 

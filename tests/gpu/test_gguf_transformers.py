@@ -64,16 +64,13 @@ def setup(cuda_torch, tmp_path_factory):  # type: ignore[no-untyped-def]
 
 
 def load(setup, packed: bool):  # type: ignore[no-untyped-def]
-    torch, gk, hf_kernels, file, _ = setup
-    import transformers
+    """The model packed or dequantized, as the benchmark loads it (benchmarks/gguf_gdn.py: sdpa attention). The
+    packed model's layers read transformers' module-level kernel cache on every forward, so it keeps our kernel
+    after the packed load; the dequantized model never consults it."""
+    _, gk, _, file, _ = setup
+    import gguf_gdn
 
-    # The packed model's layers read this cache on every forward (transformers' module-level mul_mat_vec), so
-    # it keeps our kernel after the packed load; the dequantized model never consults it.
-    hf_kernels._gguf_kernel = hf_kernels.GgufKernel(gk) if packed else False
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(file.parent), gguf_file=file.name, dtype=torch.float32, device_map="cuda", attn_implementation="sdpa"
-    )
-    return model.eval()
+    return gguf_gdn.load(file, gk, packed)
 
 
 @pytest.fixture(scope="module")
@@ -103,18 +100,11 @@ def test_weights_stay_packed(setup, models) -> None:  # type: ignore[no-untyped-
 
 
 def teacher_forced_logits(model, prompt, tokens):  # type: ignore[no-untyped-def]
-    """Logits after the prompt, then after each of `tokens`, one token per forward (the decode path)."""
-    import torch
+    """Logits after the prompt, then after each of `tokens`, one token per forward (the decode path): the
+    benchmark's own (benchmarks/gguf_gdn.py), kept on the prompt's device."""
+    import gguf_gdn
 
-    with torch.no_grad():
-        out = model(input_ids=prompt, use_cache=True)
-        logits = [out.logits[0, -1].double()]
-        cache = out.past_key_values
-        for tok in tokens[:-1]:
-            out = model(input_ids=tok.view(1, 1), past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
-            logits.append(out.logits[0, -1].double())
-    return torch.stack(logits)
+    return gguf_gdn.teacher_forced(model, prompt, tokens).to(prompt.device)
 
 
 def run_with(setup, packed, ops, prompt, tokens):  # type: ignore[no-untyped-def]
