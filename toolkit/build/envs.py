@@ -313,7 +313,7 @@ def create_env(plan: EnvPlan) -> None:
     if (plan.path / "bin" / "python").exists():
         if not plan.compute or not torch_build_problem(plan.path, plan.torch_minor, plan.compute):
             return
-        shutil.rmtree(plan.path)  # a wrong build left by an older tool: made again, checked this time
+        # a wrong build left by an older tool: made again, checked this time; the swap replaces it
     with fs.staged(plan.path, f"{plan.path.name}{PARTIAL}") as staging:
         staging.rmdir()  # `python -m venv` makes it
         for cmd in plan.commands:

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from toolkit.build.cache import BuildCache, digest_strings, parse_depfile, scratch_prefix
 from toolkit.build.geninclude import GLIBC_COMPAT, GLIBC_COMPAT_C, REGISTRATION_H, cublas_dir
 from toolkit.build.metal import embed_metallib
-from toolkit.build.outdir import clean_stale_stages, digest_files, variant_intact, variant_stage
+from toolkit.build.outdir import clean_stale_stages, intact_files, variant_stage
+from toolkit.build.outdir import variant_intact as variant_intact  # re-exported: callers import it from here
 from toolkit.build.results import RunStats, VariantResult
 from toolkit.core import fs, ggml_facts
 from toolkit.core.errors import BuildError, Interrupted
@@ -491,7 +492,8 @@ class LocalExecutor:
         compiles, hits = self._counts(v)
         log = str(self.log_dir / f"{v.name}.log")
         old = self.cache.read_stamp(v.name) or {}
-        if old.get("stamp") == stamp and variant_intact(final) and old.get("files") == digest_files(final):
+        files = intact_files(final) if old.get("stamp") == stamp else None  # metadata.json read once
+        if files is not None and old.get("files") == files:
             return VariantResult(
                 v.name, "up-to-date", "", v.out_dir, v.ops_id, v.archs, time.monotonic() - t0, compiles, hits, log
             )

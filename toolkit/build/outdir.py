@@ -15,20 +15,18 @@ STAGE_MARKER = ".tmp-"  # staging dirs are hidden siblings of the variant dirs: 
 
 
 def b64_sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return base64.b64encode(h.digest()).decode()
+        return base64.b64encode(hashlib.file_digest(fh, "sha256").digest()).decode()
 
 
-def variant_intact(out: Path) -> bool:
-    """build/<variant>/ exactly as its metadata digest says: same file set, same bytes."""
+def intact_files(out: Path) -> dict | None:
+    """build/<variant>/'s metadata digest (relative path -> base64 sha256) when the tree is exactly what it
+    says (same file set, same bytes); None when it is not, or has no readable digest."""
     try:
         meta = json.loads((out / "metadata.json").read_text())
         files = meta["digest"]["files"]
     except (OSError, ValueError, KeyError, TypeError):
-        return False
+        return None
     present = {
         p.relative_to(out).as_posix()
         for p in out.rglob("*")
@@ -36,15 +34,13 @@ def variant_intact(out: Path) -> bool:
     }
     present -= {"metadata.json", "metadata.json.sigstore"}
     if present != set(files):
-        return False
-    return all(b64_sha256_file(out / rel) == want for rel, want in files.items())
-
-
-def digest_files(out: Path) -> dict | None:
-    try:
-        return json.loads((out / "metadata.json").read_text())["digest"]["files"]
-    except (OSError, ValueError, KeyError, TypeError):
         return None
+    return files if all(b64_sha256_file(out / rel) == want for rel, want in files.items()) else None
+
+
+def variant_intact(out: Path) -> bool:
+    """build/<variant>/ exactly as its metadata digest says: same file set, same bytes."""
+    return intact_files(out) is not None
 
 
 def clean_stale_stages(build_dir: Path) -> list[str]:

@@ -24,6 +24,7 @@ from toolkit.build.inputs import HEADER_SUFFIXES, KernelSection, ProjectInputs
 from toolkit.build.matrix import Status, Variant
 from toolkit.core import ggml_facts as facts
 from toolkit.core.errors import BuildError
+from toolkit.core.records import fields_json
 
 PY_LIMITED_API = "0x03090000"  # abi3 for CPython >= 3.9 (docs/hub-contract.md §5)
 
@@ -109,14 +110,7 @@ class BuildPlan:
                 for v in self.variants
             ],
             "steps": {
-                s.id: {
-                    "tool": s.tool,
-                    "kind": s.kind,
-                    "label": s.label,
-                    "argv": list(s.argv),
-                    "runnable": s.runnable,
-                    "after": list(s.after),
-                }
+                s.id: fields_json(s, "tool kind label argv runnable after", argv=list, after=list)
                 for s in self.steps.values()
             },
         }

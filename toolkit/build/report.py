@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.build.results import RunStats, VariantResult
 from toolkit.core.errors import BuildError
+from toolkit.core.records import fields_json
 
 if TYPE_CHECKING:
     from toolkit.build.plan import BuildPlan, VariantPlan
@@ -159,9 +160,8 @@ class BuildReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "variants": [r.to_json() for r in self.results],
-            "compiler_invocations": self.stats.compiler_invocations,
-            "cache_hits": self.stats.cache_hits,
-            "per_tool": self.stats.per_tool,
-            "seconds": round(self.stats.seconds, 3),
+            **fields_json(
+                self.stats, "compiler_invocations cache_hits per_tool seconds", seconds=lambda t: round(t, 3)
+            ),
             "ok": self.ok,
         }

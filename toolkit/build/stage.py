@@ -38,6 +38,7 @@ from toolkit.build.report import BuildReport, plan_lines
 from toolkit.build.results import RunStats, VariantResult
 from toolkit.core.config import Config
 from toolkit.core.errors import BuildError, ConfigError, NothingToBuildError
+from toolkit.core.records import fields_json
 from toolkit.core.stage import Log, quiet
 
 if TYPE_CHECKING:
@@ -197,9 +198,7 @@ class BuildPlanned:
 
     def to_json(self) -> dict[str, Any]:
         doc = self.plan.to_json()
-        doc["provisioning"] = [
-            {"what": i.what, "requirement": i.requirement, "index": i.index, "path": str(i.path)} for i in self.installs
-        ]
+        doc["provisioning"] = [fields_json(i, "what requirement index path", path=str) for i in self.installs]
         doc["create_envs"] = [{"path": str(e.path), "commands": [list(c) for c in e.commands]} for e in self.envs]
         return doc
 

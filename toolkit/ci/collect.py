@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -47,8 +46,7 @@ from typing import Any
 from toolkit.core import fs
 from toolkit.core.config import Config
 from toolkit.core.errors import CollectError
-from toolkit.core.hashing import sha256_file
-from toolkit.core.records import sub_table
+from toolkit.core.records import fields_json, sub_table
 from toolkit.core.stage import Log, Verdict, quiet
 from toolkit.verify import record as vrecord  # the one owner of the verification record
 
@@ -82,7 +80,7 @@ class Refusal:
         return f"artifact {who}: {self.kind}: {self.reason}"
 
     def to_json(self) -> dict[str, str]:
-        return {"artifact": self.artifact, "variant": self.variant, "kind": self.kind, "reason": self.reason}
+        return fields_json(self, "artifact variant kind reason")
 
 
 @dataclass(frozen=True)
@@ -98,14 +96,13 @@ class Incoming:
     rechecked: tuple[str, ...]
     tree_sha256: str
 
+    @property
+    def hub_compliant(self) -> Any:
+        """False where the runner's verify waived the Hub's ABI ceiling (the record's value, as written)."""
+        return self.record.get("hub_compliant", True)
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "variant": self.variant,
-            "artifact": self.artifact,
-            "action": self.action,
-            "hub_compliant": self.record.get("hub_compliant", True),
-            "rechecked": list(self.rechecked),
-        }
+        return fields_json(self, "variant artifact action hub_compliant rechecked", rechecked=list)
 
 
 def _refused(refusals: tuple[Refusal, ...], report: Any) -> CollectError | None:
@@ -380,7 +377,7 @@ def local_identity(cfg: Config) -> TreeIdentity:
         prov = read_provenance(cfg.root)
     except BuildError as exc:
         raise CollectError(f"cannot identify this checkout's build inputs: {exc.message}", exc.remedy) from None
-    return TreeIdentity(sha256_file(lock), proj.source_id, prov.kernel_commit)
+    return TreeIdentity(prov.lock_sha256, proj.source_id, prov.kernel_commit)  # the lock hashed once, there
 
 
 def _digest_difference(files: dict[str, str], actual: dict[str, str]) -> str | None:
@@ -541,14 +538,10 @@ def _check_artifact(ctx: _Context, name: str, src: Path) -> tuple[list[Incoming]
 
 # --- the plan ------------------------------------------------------------------------------------------
 
-_JOURNAL = re.compile(r"^\.(?P<name>.+)\.journal$")
-
 
 def _interrupted_swaps(build_dir: Path) -> tuple[str, ...]:
     """The variants whose swap a killed run left journaled (execute rolls each back before anything else)."""
-    if not build_dir.is_dir():
-        return ()
-    return tuple(m.group("name") for e in sorted(build_dir.iterdir()) if (m := _JOURNAL.match(e.name)))
+    return tuple(target.name for target in fs.journaled_targets(build_dir))
 
 
 def _kept(build_dir: Path, incoming: list[Incoming], recovering: tuple[str, ...]) -> tuple[str, ...]:
@@ -593,13 +586,9 @@ def _recover(build_dir: Path, swaps: tuple[str, ...]) -> tuple[str, ...]:
     process is dead: a dry run may be reading beside us). Returns what was put back."""
     if not build_dir.is_dir():
         return ()
-    done: list[str] = []
-    for name in swaps:
-        done += fs.recover_swap(build_dir / name)
+    done = [action for name in swaps for action in fs.recover_swap(build_dir / name)]
     fs.stale_staging(build_dir, STAGING_PREFIX)
-    for entry in sorted(build_dir.iterdir()):
-        if entry.name.startswith(".") and ".old-" in entry.name:
-            fs.stale_staging(build_dir, entry.name[: entry.name.index(".old-") + len(".old-")])
+    fs.stale_entries(build_dir, ".*.old-*")
     return tuple(done)
 
 
@@ -648,30 +637,6 @@ def execute(plan: Plan, log: Log = quiet) -> Report:
                 plan.build_dir.rmdir()  # only when we created it and left it empty
 
 
-def _swap_in(staged: Path, target: Path) -> Path | None:
-    """Put the variant tree `staged` at `target`, keeping the previous one (returned) until the whole merge
-    is done, so a later failure can put it back. There is no instant without a complete `target`:
-    renameat2(RENAME_EXCHANGE) where the filesystem has it, else two renames journaled as fs.swap_dir's
-    fallback does (a SIGKILL between them is rolled back by the next run's `_recover`)."""
-    if not os.path.lexists(target):
-        os.rename(staged, target)
-        fs.checkpoint("renamed into place")
-        return None
-    if fs.exchange(staged, target):
-        fs.checkpoint("swapped")
-        return staged  # now the previous tree, removed with the staging directory
-    old = target.with_name(f"{fs.old_prefix(target)}{os.getpid()}-{os.urandom(4).hex()}")
-    journal = fs.journal_path(target)
-    fs.atomic_write(journal, json.dumps({"old": old.name, "new": staged.name, "pid": os.getpid()}).encode())
-    fs.checkpoint("journal written")
-    os.rename(target, old)
-    fs.checkpoint("old tree moved aside")
-    os.rename(staged, target)
-    fs.checkpoint("new tree in place")
-    journal.unlink()
-    return old
-
-
 def _swap_back(target: Path, old: Path | None) -> None:
     if old is None:
         shutil.rmtree(target, ignore_errors=True)
@@ -684,12 +649,14 @@ def _commit(build_dir: Path, staging: Path, staged: list[tuple[Incoming, Path]])
     """Swap every staged variant into build/ and merge the records; on any failure (or Ctrl-C) undo what
     was done, so build/ ends in the old or the new state."""
     fs.reset_checkpoints()
-    moved: list[tuple[Path, Path | None]] = []  # (target, its previous tree or None)
+    # (target, its previous tree or None), kept until the whole merge is done so a failure can put it back; a
+    # SIGKILL inside the fallback swap's two renames is rolled back by the next run's `_recover`
+    moved: list[tuple[Path, Path | None]] = []
     record_before = vrecord.snapshot(build_dir)
     try:
         for item, tree in staged:
             target = build_dir / item.variant
-            moved.append((target, _swap_in(tree, target)))
+            moved.append((target, fs.swap_keeping_old(tree, target)))
         _merge_records(build_dir, [item for item, _ in staged])
     except BaseException:
         for target, old in reversed(moved):

@@ -4,6 +4,7 @@ staged directory into place, and clean up what runs killed mid-way left behind.
     atomic_write(path, data)          a reader sees the old bytes or the new ones, never a mix or nothing
     new_staging(parent, prefix)       a fresh, uniquely named staging directory (its creator's pid in the name)
     swap_dir(staged, target)          `staged` becomes `target` in one step; the old tree is removed
+    swap_keeping_old(staged, target)  the same, the old tree left for the caller (returned)
     recover_swap(target)              roll back a fallback swap that a SIGKILL interrupted
     stale_staging(parent, prefix)     remove staging dirs/temp files whose creating process is dead
     staged(target)                    a `with` block that builds a new tree beside `target` and swaps it in
@@ -11,6 +12,7 @@ staged directory into place, and clean up what runs killed mid-way left behind.
     scratch(parent, prefix)           a `with` block's own scratch directory, removed after it (or, after a
                                       kill, by the next `scratch` with that prefix)
     recover(target, prefix)           the same for one target, where a caller skips `staged` when done
+    journaled_targets(parent)         the entries of `parent` whose fallback swap a run may have left half done
     recover_dir(parent, markers)      every interrupted swap in `parent` rolled back, and the staging dirs
                                       and old trees of dead runs removed (a stage's start-up cleanup)
 
@@ -174,22 +176,31 @@ def swap_dir(staged: Path, target: Path) -> None:
 
     `target` missing: a plain rename. Otherwise renameat2(RENAME_EXCHANGE); where that is unavailable, the
     journaled two-rename fallback, whose interruption `recover_swap(target)` undoes."""
+    target = Path(target)
+    old = swap_keeping_old(staged, target)
+    fsync_dir(target.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def swap_keeping_old(staged: Path, target: Path) -> Path | None:
+    """`swap_dir` that leaves the previous tree for the caller (to remove, or to swap back if a later step of
+    a larger update fails) and returns where it is: `staged`'s name after the exchange, the moved-aside name
+    after the fallback, None when there was no `target`. No fsync: the caller's commit makes it durable."""
     staged, target = Path(staged), Path(target)
     if not os.path.lexists(target):
         os.rename(staged, target)
         checkpoint("renamed into place")
-    elif exchange(staged, target):
+        return None
+    if exchange(staged, target):
         checkpoint("swapped")  # `staged` now holds the old tree
-        fsync_dir(target.parent)
-        shutil.rmtree(staged, ignore_errors=True)
-        return
-    else:
-        _journaled_swap(staged, target)
-    fsync_dir(target.parent)
+        return staged
+    return _journaled_swap(staged, target)
 
 
-def _journaled_swap(staged: Path, target: Path) -> None:
-    """Two renames with a journal in between; `recover_swap` rolls back if we die after the first."""
+def _journaled_swap(staged: Path, target: Path) -> Path:
+    """Two renames with a journal in between; `recover_swap` rolls back if we die after the first. Returns
+    the moved-aside old tree."""
     old = target.with_name(f"{old_prefix(target)}{os.getpid()}-{secrets.token_hex(4)}")
     journal = journal_path(target)
     atomic_write(journal, json.dumps({"old": old.name, "new": staged.name, "pid": os.getpid()}).encode())
@@ -199,7 +210,7 @@ def _journaled_swap(staged: Path, target: Path) -> None:
     os.rename(staged, target)
     checkpoint("new tree in place")
     journal.unlink()
-    shutil.rmtree(old, ignore_errors=True)
+    return old
 
 
 def recover_swap(target: Path) -> list[str]:
@@ -229,6 +240,7 @@ def recover_swap(target: Path) -> list[str]:
 
 # `<pid>-<hex>` ends every name new_staging, atomic_write and the fallback swap make.
 _PID = re.compile(r"(\d+)-[0-9a-f]+$")
+_JOURNAL = re.compile(r"^\.(.+)\.journal$")  # journal_path's naming
 
 
 def _alive(pid: int) -> bool:
@@ -281,6 +293,15 @@ def _remove(entry: Path) -> None:
             entry.unlink()
 
 
+def journaled_targets(parent: Path) -> list[Path]:
+    """The entries of `parent` whose fallback swap left its journal (`.<name>.journal`), sorted: the swaps a
+    killed run may have stopped between their two renames."""
+    parent = Path(parent)
+    if not parent.is_dir():
+        return []
+    return [parent / m.group(1) for e in sorted(parent.iterdir()) if (m := _JOURNAL.match(e.name))]
+
+
 def recover_dir(parent: Path, markers: tuple[str, ...], *, only_dead: bool = True) -> list[str]:
     """A stage's start-up cleanup of `parent`, where it swaps trees in: every interrupted fallback swap
     rolled back (`recover_swap` of each `.<name>.journal`), then the entries left by dead runs removed —
@@ -290,8 +311,8 @@ def recover_dir(parent: Path, markers: tuple[str, ...], *, only_dead: bool = Tru
     if not parent.is_dir():
         return []
     actions: list[str] = []
-    for journal in sorted(parent.glob(".*.journal")):
-        actions += recover_swap(parent / journal.name[1 : -len(".journal")])
+    for target in journaled_targets(parent):
+        actions += recover_swap(target)
     for pattern in (*(f".*{glob_escape(m)}*" for m in markers), ".*.old-*"):
         actions += [f"removed leftover {n}" for n in stale_entries(parent, pattern, only_dead=only_dead)]
     return actions

@@ -11,7 +11,7 @@ from typing import Any
 
 from toolkit.core.errors import PublishError
 from toolkit.core.records import sub_table
-from toolkit.verify import conformance
+from toolkit.verify import conformance, record
 from toolkit.verify.binaries import check_file
 from toolkit.verify.runner import discover, stamp_verdict
 
@@ -70,7 +70,7 @@ def _verdict(build_dir: Path, d: Path, official_hub: bool) -> tuple[str, list[st
     ok, why = stamp_verdict(build_dir, d, official_hub=official_hub)
     if not ok:
         problems.append(f"{d.name} is unverified ({why})")
-    status = conformance.recorded_status(build_dir, d.name)
+    status = record.conformance_status(build_dir, d.name)
     if ok and not status.startswith("passed") and conformance.runnable_here(d.name)[0]:
         # the gate is required wherever it can run
         problems.append(

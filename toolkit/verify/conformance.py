@@ -192,13 +192,6 @@ def runnable_here(variant: str) -> tuple[bool, str]:
     return gpu_present()
 
 
-def recorded_status(build_dir: Path, variant: str) -> str:
-    """The conformance status verify recorded for `variant` in the verification record."""
-    from toolkit.verify import record
-
-    return record.conformance_status(build_dir, variant)
-
-
 def summarise(variant: str, doc: dict[str, Any]) -> Finding:
     if "skip" in doc:
         return Finding(variant, CHECK, SKIP, f"not run: {doc['skip']}", "")
