@@ -213,6 +213,16 @@ def _journaled_swap(staged: Path, target: Path) -> Path:
     return old
 
 
+def journal_record(target: Path) -> tuple[Path | None, int]:
+    """The old tree and the writer's pid that a fallback swap of `target` journaled: (None, 0) when there is
+    no journal or it cannot be read. Read-only (a plan may look, only recover_swap acts)."""
+    try:
+        record = json.loads(journal_path(target).read_text())
+        return target.with_name(record["old"]), int(record.get("pid", 0))
+    except (ValueError, KeyError, TypeError, OSError):
+        return None, 0
+
+
 def recover_swap(target: Path) -> list[str]:
     """Undo a fallback swap of `target` that a dead process left half done (old tree moved aside, new one
     not yet in place): the old tree is put back. Returns what it did. A journal whose writer still runs is
@@ -221,11 +231,7 @@ def recover_swap(target: Path) -> list[str]:
     journal = journal_path(target)
     if not journal.exists():
         return []
-    try:
-        record = json.loads(journal.read_text())
-        old, pid = target.with_name(record["old"]), int(record.get("pid", 0))
-    except (ValueError, KeyError, TypeError, OSError):
-        old, pid = None, 0
+    old, pid = journal_record(target)
     if pid and _alive(pid):
         return []
     actions = []

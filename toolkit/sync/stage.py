@@ -11,7 +11,6 @@ report. The CLI, the demo and the tests run the two in a row; --dry-run prints t
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 import time
@@ -21,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from toolkit import __version__
-from toolkit.core import ggml_facts, package_facts
+from toolkit.core import fs, ggml_facts, package_facts
 from toolkit.core.config import Config, Entry
 from toolkit.core.errors import Interrupted, UpstreamError, VendorStateError
 from toolkit.core.lock import (
@@ -45,7 +44,6 @@ from toolkit.sync.outcome import Succeeded
 from toolkit.sync.patches import PatchResult, apply_patches, describe
 from toolkit.sync.upstream import NeedsFetch, Snapshot, Source, check_recorded, open_upstream
 from toolkit.sync.vendor_tree import (
-    JOURNAL,
     LOCK_CORRUPT,
     LOSSY,
     PATCHES_DIR,
@@ -573,13 +571,9 @@ def family_facts(cfg: Config) -> dict[str, Any]:
 def _previous_lock(root: Path) -> Lock | None:
     """vendor/UPSTREAM, or the old tree's lock while an interrupted swap awaits recovery (read-only)."""
     vendor = root / "vendor"
-    journal = root / JOURNAL
-    if not vendor.exists() and journal.is_file():
-        try:
-            old = root / json.loads(journal.read_text())["old"]
-        except (ValueError, KeyError, OSError):
-            return None
-        return read_lock(old) if old.is_dir() else None
+    if not vendor.exists() and fs.journal_path(vendor).is_file():
+        old, _ = fs.journal_record(vendor)
+        return read_lock(old) if old is not None and old.is_dir() else None
     return read_lock(vendor)
 
 

@@ -30,7 +30,6 @@ PATCHES_DIR = "patches"
 SOURCES_DIR = ggml_facts.VENDOR_SUBDIR  # vendor/ggml/<standalone path>
 STAGE_PREFIX = ".vendor.stage-"
 OLD_PREFIX = ".vendor.old-"
-JOURNAL = ".vendor.journal"
 # The test hooks live in toolkit.core.fs (with the swap); re-exported for the tests that import them here.
 KILL_ENV, INT_ENV, NO_FSYNC_ENV = fs.KILL_ENV, fs.INT_ENV, fs.NO_FSYNC_ENV
 checkpoint = fs.checkpoint
