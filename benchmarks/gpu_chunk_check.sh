@@ -6,7 +6,7 @@
 # dispatch test, then the grid again beside fla's chunked kernel, and the chunked vs token-sequential crossover.
 # Inputs (environment): WHEELS=<dir> wheels the machine lacks (fla-core, transformers, kernels and the toolkit's
 # own), installed with --no-deps into a private folder; DEADLINE_S (default 600); RESULTS_DIR (default
-# /tmp/chunk-check); CASES (default the grid); STEPS (default all of the above).
+# /tmp/chunk-check); CASES (default the grid); STEPS (default all of the above, run in the order given).
 #
 #   WHEELS=/path/to/wheels DEADLINE_S=300 bash benchmarks/gpu_chunk_check.sh
 set -uo pipefail
@@ -18,7 +18,6 @@ STEPS=${STEPS:-"build forced grid memcheck dispatch fla threshold"}
 mkdir -p "$RESULTS"
 export PYTHONUNBUFFERED=1 GIT_PYTHON_REFRESH=quiet HF_HUB_OFFLINE=1 HF_HUB_DISABLE_XET=1
 log() { printf '=== %s (%ss)\n' "$*" "$SECONDS" | tee -a "$RESULTS/session.log"; }
-has() { [[ " $STEPS " == *" $1 "* ]]; }
 budget() { local left=$((DEADLINE_S - SECONDS)); [ "$left" -lt "$1" ] && echo $((left > 5 ? left : 0)) || echo "$1"; }
 step() {  # step NAME LIMIT COMMAND...: run under its budget, output to RESULTS/NAME.log, tail shown
   local name=$1 t; t=$(budget "$2"); shift 2
@@ -39,12 +38,17 @@ else
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$RESULTS/session.log"
 GPU=(python3 -m pytest -q -m gpu -p no:cacheprovider -rs --tb=short)
-has build && { step build 150 python3 -m toolkit.cli build -j "$(nproc)" -p ggml-attn-kernels || exit 1; }
-has forced && GGML_CUDA_GDN_CHUNKED=1 step forced 60 "${GPU[@]}" tests/gpu/test_ops.py -k "chunked_prefill or from_chunked_prefill"
-has grid && TAIL=20 step grid 40 python3 benchmarks/gdn_prefill_ratio.py --no-fla --cases "$CASES"
-has memcheck && PYTORCH_NO_CUDA_MEMORY_CACHING=1 step memcheck 40 \
-  compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 python3 benchmarks/gpu_memcheck.py --chunked
-has dispatch && step dispatch 60 "${GPU[@]}" tests/gpu/test_ops.py tests/gpu/test_layers.py -k "dispatch or long_bf16"
-has fla && TAIL=20 step fla 300 python3 benchmarks/gdn_prefill_ratio.py --cases "$CASES"
-has threshold && TAIL=40 step threshold 120 python3 benchmarks/gdn_chunk_threshold.py ${THRESHOLD_CASES:+--cases $THRESHOLD_CASES}
+for s in $STEPS; do  # in the order given
+  case $s in
+    build) step build 150 python3 -m toolkit.cli build -j "$(nproc)" -p ggml-attn-kernels || exit 1 ;;
+    forced) GGML_CUDA_GDN_CHUNKED=1 step forced 60 "${GPU[@]}" tests/gpu/test_ops.py -k "chunked_prefill or from_chunked_prefill" ;;
+    grid) TAIL=20 step grid 40 python3 benchmarks/gdn_prefill_ratio.py --no-fla --cases "$CASES" ;;
+    memcheck) PYTORCH_NO_CUDA_MEMORY_CACHING=1 step memcheck 40 \
+      compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 python3 benchmarks/gpu_memcheck.py --chunked ;;
+    dispatch) step dispatch 60 "${GPU[@]}" tests/gpu/test_ops.py tests/gpu/test_layers.py -k "dispatch or long_bf16" ;;
+    fla) TAIL=20 step fla 300 python3 benchmarks/gdn_prefill_ratio.py --cases "$CASES" ;;
+    threshold) TAIL=40 step threshold 120 python3 benchmarks/gdn_chunk_threshold.py ${THRESHOLD_CASES:+--cases $THRESHOLD_CASES} ;;
+    *) echo "unknown step: $s (steps: build forced grid memcheck dispatch fla threshold)"; exit 2 ;;
+  esac
+done
 log done

@@ -226,7 +226,7 @@ ggml_vendor_gdn_args gdn_args(const at::Tensor & q, const at::Tensor & k, const 
 void gdn_run(ggml_vendor_gdn_args & a, const at::Tensor & q, const char * op) {
   const c10::cuda::CUDAGuard guard(q.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.device().index()).stream();
-  // The chunked prefill path (vendor/patches/0003) keeps per-chunk matrices between its two kernels: from the
+  // The chunked prefill path (vendor/patches/0003) keeps per-chunk matrices between its kernels: from the
   // caching allocator, on this stream, so a captured graph owns it like any other intermediate.
   const int64_t ws_floats = ggml_vendor_gdn_workspace(&a);
   at::Tensor ws;
