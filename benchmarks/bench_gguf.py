@@ -210,35 +210,48 @@ def _prompt(vocab: int, prompt_len: int) -> torch.Tensor:
     return torch.randint(2, vocab, (1, prompt_len), generator=torch.Generator().manual_seed(1)).cuda()
 
 
-def measure_modes(path: Path, gk, modes: list[str], rounds: int, new_tokens: int, prompt) -> dict:  # type: ignore[no-untyped-def]
+def measure_modes(path: Path, gk, modes: list[str], rounds: int, new_tokens: int, prompts: list) -> dict:  # type: ignore[no-untyped-def]
     """generate() per mode ("dequantized", "packed", and with "+gdn" the first package's layers switched on):
-    weight memory, time to first token, decode tok/s, the greedy tokens and the functions the model ran."""
+    weight memory, load time, and per prompt length the time to first token, decode tok/s and the greedy tokens,
+    with the functions the model ran. Each model is loaded once for all prompts."""
     import gguf_gdn
 
     res: dict = {}
     for mode in modes:
         kw = gguf_gdn.kernel_kwargs() if mode.endswith("+gdn") else {}
+        t0 = time.perf_counter()
         model, wbytes, alloc = _load(path, gk, packed=mode.startswith("packed"), **kw)
+        load_s = time.perf_counter() - t0
         n_packed = sum(type(m).__name__ in ("GgufLinear", "GgufEmbedding") for m in model.modules())
-        _generate_s(model, prompt, 4)  # warm-up
-        ttft, decode = [], []
-        for _ in range(rounds):
-            t1, _ = _generate_s(model, prompt, 1)
-            tn, out = _generate_s(model, prompt, new_tokens)
-            ttft.append(t1)
-            decode.append((new_tokens - 1) / max(tn - t1, 1e-9))
-        res[mode] = {
-            "weight_mb": wbytes / 1e6, "allocated_mb": alloc / 1e6, "packed_modules": n_packed,
-            "ttft_ms": 1e3 * statistics.median(ttft), "decode_tok_s": statistics.median(decode),
-            "tokens": out[0, prompt.shape[1] :].tolist(), "used": gguf_gdn.used(model),
+        row: dict = {
+            "weight_mb": wbytes / 1e6, "allocated_mb": alloc / 1e6, "packed_modules": n_packed, "load_s": load_s,
+            "used": None, "prompts": {},
         }  # fmt: skip
-        print(f"  {mode}: { {k: v for k, v in res[mode].items() if k != 'tokens'} }", flush=True)
+        for prompt in prompts:
+            _generate_s(model, prompt, 4)  # warm-up (this prompt length's shapes)
+            ttft, decode = [], []
+            for _ in range(rounds):
+                t1, _ = _generate_s(model, prompt, 1)
+                tn, out = _generate_s(model, prompt, new_tokens)
+                ttft.append(t1)
+                decode.append((new_tokens - 1) / max(tn - t1, 1e-9))
+            row["prompts"][str(prompt.shape[1])] = {
+                "ttft_ms": 1e3 * statistics.median(ttft), "decode_tok_s": statistics.median(decode),
+                "tokens": out[0, prompt.shape[1] :].tolist(),
+            }  # fmt: skip
+        row["used"] = gguf_gdn.used(model)
+        res[mode] = row
+        brief = {k: v for k, v in row.items() if k not in ("prompts", "used")}
+        brief.update(
+            {f"p{n}": {k: round(v, 2) for k, v in r.items() if k != "tokens"} for n, r in row["prompts"].items()}
+        )
+        print(f"  {mode}: {brief}", flush=True)
         del model
         torch.cuda.empty_cache()
     return res
 
 
-def _gdn_rows(path: Path, rounds: int, new_tokens: int, vocab: int, prompt_len: int) -> dict:
+def _gdn_rows(path: Path, rounds: int, new_tokens: int, vocab: int, prompt_lens: list[int]) -> dict:
     """The "+gdn" rows in a child process that loads ggml-attn-kernels from the local test Hub (gguf_gdn.py)."""
     import subprocess
 
@@ -251,9 +264,10 @@ def _gdn_rows(path: Path, rounds: int, new_tokens: int, vocab: int, prompt_len: 
     with gguf_gdn.served(variant, path.parent / "hf") as env:
         run = subprocess.run(
             [sys.executable, str(Path(__file__)), "--gdn-child", str(path), "--rounds", str(rounds),
-             "--new-tokens", str(new_tokens), "--vocab", str(vocab), "--prompt-len", str(prompt_len)],
+             "--new-tokens", str(new_tokens), "--vocab", str(vocab),
+             "--prompt-lens", ",".join(map(str, prompt_lens))],
             env={**env, "PYTHONPATH": os.pathsep.join([str(HERE.parent), env.get("PYTHONPATH", "")])},
-            capture_output=True, text=True, timeout=900,
+            capture_output=True, text=True, timeout=1800,
         )  # fmt: skip
     line = next((x for x in run.stdout.splitlines() if x.startswith("RESULT ")), None)
     if run.returncode or line is None:
@@ -263,24 +277,36 @@ def _gdn_rows(path: Path, rounds: int, new_tokens: int, vocab: int, prompt_len: 
     return json.loads(line[len("RESULT ") :])
 
 
-def bench_generate(gk, shape, rounds: int, new_tokens: int, prompt_len: int) -> dict:  # type: ignore[no-untyped-def]
+def bench_generate(gk, shape, rounds: int, new_tokens: int, prompt_lens: list[int], gdn: bool = True) -> dict:  # type: ignore[no-untyped-def]
     import gguf_model
 
     tmp = Path(tempfile.mkdtemp(prefix="gguf-bench-"))
     path = tmp / "model.gguf"
     t0 = time.perf_counter()
     gguf_model.write(path, shape)
+    write_s = time.perf_counter() - t0
     file_mb = path.stat().st_size / 1e6
-    print(f"  wrote {file_mb:.0f} MB GGUF in {time.perf_counter() - t0:.0f} s", flush=True)
-    res = {"file_mb": file_mb, "prompt": prompt_len, "new_tokens": new_tokens}
-    rows = measure_modes(path, gk, ["dequantized", "packed"], rounds, new_tokens, _prompt(shape.vocab, prompt_len))
-    rows.update(_gdn_rows(path, rounds, new_tokens, shape.vocab, prompt_len))
+    print(f"  wrote {file_mb:.0f} MB GGUF in {write_s:.0f} s", flush=True)
+    res = {"file_mb": file_mb, "write_s": write_s, "prompts": prompt_lens, "new_tokens": new_tokens,
+           "rounds": rounds, "shape": {k: v for k, v in vars(shape).items() if k != "types"}}  # fmt: skip
+    prompts = [_prompt(shape.vocab, n) for n in prompt_lens]
+    rows = measure_modes(path, gk, ["dequantized", "packed"], rounds, new_tokens, prompts)
+    if gdn:
+        rows.update(_gdn_rows(path, rounds, new_tokens, shape.vocab, prompt_lens))
     res["rows"] = rows
     ref = {"packed": "dequantized", "packed+gdn": "dequantized+gdn", "dequantized+gdn": "dequantized"}
     res["first_token_mismatch"] = {
-        f"{m} vs {r}": next((i for i, (a, b) in enumerate(zip(rows[r]["tokens"], rows[m]["tokens"])) if a != b), None)
+        f"{m} vs {r} (prompt {n})": next(
+            (
+                i
+                for i, (a, b) in enumerate(zip(rows[r]["prompts"][n]["tokens"], rows[m]["prompts"][n]["tokens"]))
+                if a != b
+            ),
+            None,
+        )
         for m, r in ref.items()
         if m in rows and r in rows
+        for n in rows[m]["prompts"]
     }
     return res
 
@@ -288,20 +314,26 @@ def bench_generate(gk, shape, rounds: int, new_tokens: int, prompt_len: int) -> 
 def generate_table(g: dict) -> str:
     rows = g["rows"]
     d = rows["dequantized"]
+    sh = g["shape"]
     out = [
-        f"GGUF file {g['file_mb']:.0f} MB, prompt {g['prompt']} tokens, {g['new_tokens']} new tokens, float32",
+        f"GGUF file {g['file_mb']:.0f} MB (written in {g['write_s']:.0f} s): hidden {sh['hidden']}, intermediate "
+        f"{sh['intermediate']}, {sh['layers']} layers, vocab {sh['vocab']}; {g['new_tokens']} new tokens, "
+        f"float32, medians of {g['rounds']} rounds",
         "",
-        "| model | GDN functions | attention | packed modules | weight MB | allocated MB | TTFT ms | decode tok/s "
-        "| × dequantized tok/s | × dequantized weight |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| model | GDN functions | attention | packed modules | weight MB | × dequantized weight | load s | prompt "
+        "| TTFT ms | × dequantized TTFT | decode tok/s | × dequantized tok/s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for mode, r in rows.items():
         gdn = r["used"]["torch_chunk_gated_delta_rule"].split(".")[0]
-        out.append(
-            f"| {mode} | {gdn} | {r['used']['attention'][0]} | {r['packed_modules']} | {r['weight_mb']:.0f} | "
-            f"{r['allocated_mb']:.0f} | {r['ttft_ms']:.1f} | {r['decode_tok_s']:.1f} | "
-            f"{r['decode_tok_s'] / d['decode_tok_s']:.2f} | {r['weight_mb'] / d['weight_mb']:.3f} |"
-        )
+        for n, p in r["prompts"].items():
+            dp = d["prompts"][n]
+            out.append(
+                f"| {mode} | {gdn} | {r['used']['attention'][0]} | {r['packed_modules']} | {r['weight_mb']:.0f} | "
+                f"{r['weight_mb'] / d['weight_mb']:.3f} | {r['load_s']:.1f} | {n} | {p['ttft_ms']:.1f} | "
+                f"{p['ttft_ms'] / dp['ttft_ms']:.2f} | {p['decode_tok_s']:.1f} | "
+                f"{p['decode_tok_s'] / dp['decode_tok_s']:.2f} |"
+            )
     out += ["", "greedy tokens: " + "; ".join(
         f"{k}: " + ("identical" if v is None else f"first differ at new token {v}")
         for k, v in g["first_token_mismatch"].items()
@@ -309,12 +341,46 @@ def generate_table(g: dict) -> str:
     return "\n".join(out)
 
 
-def gdn_child(path: Path, rounds: int, new_tokens: int, vocab: int, prompt_len: int) -> int:
+def gdn_child(path: Path, rounds: int, new_tokens: int, vocab: int, prompt_lens: list[int]) -> int:
     """--gdn-child: the "+gdn" rows, printed as one RESULT line (run by _gdn_rows)."""
     gk = load_module()
-    rows = measure_modes(path, gk, ["dequantized+gdn", "packed+gdn"], rounds, new_tokens, _prompt(vocab, prompt_len))
+    prompts = [_prompt(vocab, n) for n in prompt_lens]
+    rows = measure_modes(path, gk, ["dequantized+gdn", "packed+gdn"], rounds, new_tokens, prompts)
     print("RESULT " + json.dumps(rows))
     return 0
+
+
+def generate_shape(name: str):  # type: ignore[no-untyped-def]
+    """The generate() model: "small" (hidden 1024, 8 layers: launch-bound at that width) or "qwen3.5-4b"
+    (Qwen3.5-4B's widths from its config: hidden 2560, intermediate 9216, 16 query / 4 KV heads of 256, linear
+    attention 16 key / 32 value heads of 128; 4 layers — 3 GDN + 1 full attention — instead of 32, and a 32000
+    vocabulary instead of 248320, to keep the file's writing and the loads short)."""
+    import gguf_model
+
+    if name == "small":
+        return gguf_model.Shape(
+            vocab=16384, hidden=1024, intermediate=3072, layers=8, heads=8, kv_heads=2, head_dim=128,
+            lin_k_heads=8, lin_v_heads=16, lin_k_dim=128, lin_v_dim=128,
+        )  # fmt: skip
+    if name == "qwen3.5-4b":
+        return gguf_model.Shape(
+            vocab=32000, hidden=2560, intermediate=9216, layers=4, heads=16, kv_heads=4, head_dim=256,
+            lin_k_heads=16, lin_v_heads=32, lin_k_dim=128, lin_v_dim=128, fast=True,
+        )  # fmt: skip
+    raise SystemExit(f"error: unknown --shape {name!r}: use small or qwen3.5-4b")
+
+
+def hide_fla() -> None:
+    """transformers takes fla's Triton GDN functions when fla imports: the rows compare the packed and dequantized
+    loads on one GDN implementation (transformers' torch functions, or with "+gdn" ours), and fla's first call
+    would autotune and compile its kernels inside the timed warm-up (minutes at these widths)."""
+    import gguf_gdn
+
+    sys.meta_path.insert(0, gguf_gdn._NoFla())
+
+
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",") if v]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -326,12 +392,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-gemv", action="store_true")
     ap.add_argument("--gdn-child", type=Path, help=argparse.SUPPRESS)  # internal: the +gdn rows' process
     ap.add_argument("--vocab", type=int, default=0, help=argparse.SUPPRESS)
-    ap.add_argument("--prompt-len", type=int, default=32, help=argparse.SUPPRESS)
+    ap.add_argument("--shape", default="qwen3.5-4b", help="generate() model: qwen3.5-4b (default) or small")
+    ap.add_argument("--prompt-lens", default="32,512", help="comma-separated prompt lengths for generate()")
+    ap.add_argument("--no-gdn", action="store_true", help="generate(): skip the +gdn rows (first package)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--new-tokens", type=int, default=64)
     args = ap.parse_args(argv)
+    if args.generate or args.gdn_child:
+        hide_fla()
     if args.gdn_child:
-        return gdn_child(args.gdn_child, args.rounds, args.new_tokens, args.vocab, args.prompt_len)
+        return gdn_child(args.gdn_child, args.rounds, args.new_tokens, args.vocab, _ints(args.prompt_lens))
     gk = load_module()
     timer = Timer()
     props = torch.cuda.get_device_properties(0)
@@ -359,13 +429,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['vs_bf16']:.2f}× the bf16 gemv (target ≥ 3×)"
             )
     if args.generate:
-        import gguf_model
-
-        shape = gguf_model.Shape(
-            vocab=16384, hidden=1024, intermediate=3072, layers=8, heads=8, kv_heads=2, head_dim=128,
-            lin_k_heads=8, lin_v_heads=16, lin_k_dim=128, lin_v_dim=128,
-        )  # fmt: skip
-        g = bench_generate(gk, shape, args.rounds, args.new_tokens, prompt_len=32)
+        g = bench_generate(
+            gk, generate_shape(args.shape), args.rounds, args.new_tokens, _ints(args.prompt_lens), not args.no_gdn
+        )
         result["generate"] = g
         md += ["", generate_table(g)]
     args.out.mkdir(parents=True, exist_ok=True)

@@ -195,6 +195,24 @@ def test_mul_mat_vec_strided_x_and_row_slice(torch, gk) -> None:  # type: ignore
     check_gemv(torch, y, w[100:233], wide[:, k:], "Q5_K views")
 
 
+def test_byte_offset_blocks(torch, gk) -> None:  # type: ignore[no-untyped-def]
+    """Blocks viewed at an odd byte offset: ggml's kernels read them with 4-byte loads, so the raw op refuses them
+    naming the alignment, and the module's functions copy them and give the aligned result bit for bit."""
+    rng = rng_for("offset")
+    n, k = 9, 512
+    blocks = to_cuda(torch, R.make_blocks("Q4_K", n, k, rng))
+    buf = torch.zeros(blocks.numel() + 1, dtype=torch.uint8, device="cuda")
+    buf[1:] = blocks.view(-1)
+    shifted = buf[1:].view(n, -1)
+    assert shifted.data_ptr() % 4 and torch.equal(shifted, blocks)
+    x = torch.randn(2, k, device="cuda")
+    want_y, want_d = gk.mul_mat_vec(blocks, x, 12, n), gk.dequantize(blocks, 12, n, k, torch.bfloat16)
+    assert torch.equal(gk.mul_mat_vec(shifted, x, 12, n), want_y)
+    assert torch.equal(gk.dequantize(shifted, 12, n, k, torch.bfloat16), want_d)
+    with pytest.raises(ValueError, match="aligned"):
+        gk.ops.dequantize(shifted, 12, n, k, torch.bfloat16)
+
+
 # ---- mul_mat_id -------------------------------------------------------------------------------------------
 
 

@@ -84,6 +84,9 @@ void check_blocks(const at::Tensor & blocks, int64_t dims, int t, int64_t k, con
   GG_CHECK(ValueError, blocks.size(dims - 1) == k / qk * bb,
            std::string(op) + ": blocks.shape[-1] is not the bytes of one row of this ggml_type");
   GG_CHECK(ValueError, blocks.stride(dims - 1) == 1, std::string(op) + ": blocks rows must be contiguous");
+  // ggml's kernels read blocks with 2- and 4-byte loads (get_int_b4, the Q4_K dequantizer's ints).
+  GG_CHECK(ValueError, reinterpret_cast<uintptr_t>(blocks.data_ptr()) % 4 == 0,
+           std::string(op) + ": blocks must start at a 4-byte aligned address (copy it with .clone())");
   for (int64_t d = 0; d < dims - 1; ++d) {
     GG_CHECK(ValueError, blocks.size(d) <= 1 || blocks.stride(d) % bb == 0,
              std::string(op) + ": blocks strides must be whole blocks");

@@ -133,7 +133,11 @@ def _check_blocks(op: str, blocks, ggml_type: int, k: int, lead: Tuple[int, ...]
                 "row, or wrong ggml_type"
             )
         raise ValueError(f"{op}: blocks must have shape {want} ({_name(ggml_type)}, {what} = {k}), got {tuple(blocks.shape)}")
-    return blocks if blocks.is_contiguous() else blocks.contiguous()
+    if not blocks.is_contiguous():
+        return blocks.contiguous()
+    if DEVICE == "cuda" and blocks.data_ptr() % 4:
+        return blocks.clone()  # ggml reads blocks with 4-byte loads; a byte-offset view gets an aligned copy
+    return blocks
 
 
 def _check_x(op: str, x, device: torch.device) -> torch.Tensor:
