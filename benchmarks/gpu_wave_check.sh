@@ -10,8 +10,9 @@
 #      gguf op tests, transformers end to end (also with the first package's GDN layers), then the conformance
 #      gate `ggml-vendor verify -p gguf-kernels` once the tool build is done;
 #   3. timed, one at a time with nothing beside them: gguf generate() rows (packed vs dequantized, with and
-#      without the first package's layers), the prefill grid (our layer vs fla's chunk vs transformers' torch
-#      chunk), the chunked vs token-sequential crossover.
+#      without the first package's layers), the prefill grid (our layer vs fla's chunk, ratios:
+#      benchmarks/gdn_prefill_ratio.py; bench_gdn.py --prefill adds the torch chunk and float64 errors), the
+#      chunked vs token-sequential crossover.
 # Inputs (environment): WHEELS=<dir> wheels the machine lacks (fla-core, transformers, kernels, gguf, the
 # toolkit's own), installed with --no-deps into a private folder; GGUF_OBJECTS=<dir> gguf-kernels' CUDA objects
 # compiled elsewhere with the same nvcc (`gguf_local_build.py --objects-only`; else compiled here);
@@ -100,7 +101,7 @@ cat "$RESULTS/lane-gdn.log" "$RESULTS/lane-gguf.log"
 timed() { [[ " ${TIMED:-generate prefill threshold} " == *" $1 "* ]]; }
 timed generate && TAIL=40 step gguf-generate 220 python3 benchmarks/bench_gguf.py --out "$RESULTS" --generate --no-gemv \
   ${GEN_ARGS:---rounds 2 --new-tokens 32}
-timed prefill && TAIL=40 step prefill 150 python3 benchmarks/bench_gdn.py --prefill --out "$RESULTS" --no-raw \
-  --prefill-cases "${PREFILL_CASES:-1x512,1x2048,1x8192,1x32768,8x512,8x2048,8x8192,8x32768}"
+timed prefill && TAIL=40 step prefill 170 python3 benchmarks/gdn_prefill_ratio.py \
+  --cases "${PREFILL_CASES:-1x512,1x2048,1x8192,1x32768,8x512,8x2048,8x8192,8x32768}"
 timed threshold && TAIL=30 step threshold 120 python3 benchmarks/gdn_chunk_threshold.py ${THRESHOLD_CASES:+--cases $THRESHOLD_CASES}
 log "done"
