@@ -15,27 +15,11 @@ RESULTS=${RESULTS_DIR:-/tmp/chunk-check}
 DEADLINE_S=${DEADLINE_S:-600}
 CASES=${CASES:-1x512,1x2048,1x8192,1x32768,8x512,8x2048,8x8192,8x32768}
 STEPS=${STEPS:-"build forced grid memcheck dispatch fla threshold"}
-mkdir -p "$RESULTS"
-export PYTHONUNBUFFERED=1 GIT_PYTHON_REFRESH=quiet HF_HUB_OFFLINE=1 HF_HUB_DISABLE_XET=1
-log() { printf '=== %s (%ss)\n' "$*" "$SECONDS" | tee -a "$RESULTS/session.log"; }
-budget() { local left=$((DEADLINE_S - SECONDS)); [ "$left" -lt "$1" ] && echo $((left > 5 ? left : 0)) || echo "$1"; }
-step() {  # step NAME LIMIT COMMAND...: run under its budget, output to RESULTS/NAME.log, tail shown
-  local name=$1 t; t=$(budget "$2"); shift 2
-  if [ "$t" -le 0 ]; then log "$name: skipped (deadline)"; return 99; fi
-  log "$name (limit ${t}s)"
-  timeout "$t" "$@" >"$RESULTS/$name.log" 2>&1; local rc=$?
-  grep -E "^ROW|passed|failed|error|Error|ERROR SUMMARY|MEMCHECK-SCRIPT-DONE" "$RESULTS/$name.log" | tail -"${TAIL:-12}"
-  echo "$name exit code $rc" | tee -a "$RESULTS/session.log"
-  return $rc
-}
-
-if [ -n "${WHEELS:-}" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl \
-    >"$RESULTS/pip.log" 2>&1 || tail -5 "$RESULTS/pip.log"
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+export HF_HUB_OFFLINE=1
+STEP_SHOW="^ROW|passed|failed|error|Error|ERROR SUMMARY|MEMCHECK-SCRIPT-DONE"
+# shellcheck source=benchmarks/gpu_common.sh
+source benchmarks/gpu_common.sh
+install_wheels
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$RESULTS/session.log"
 GPU=(python3 -m pytest -q -m gpu -p no:cacheprovider -rs --tb=short)
 for s in $STEPS; do  # in the order given

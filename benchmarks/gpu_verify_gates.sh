@@ -11,15 +11,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${RESULTS_DIR:-/tmp/verify-gates}
-mkdir -p "$RESULTS"
-export PYTHONUNBUFFERED=1 GIT_PYTHON_REFRESH=quiet HF_HUB_DISABLE_XET=1
-if [ -n "${WHEELS:-}" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl \
-    >"$RESULTS/pip.log" 2>&1 || tail -5 "$RESULTS/pip.log"
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+# shellcheck source=benchmarks/gpu_common.sh
+source benchmarks/gpu_common.sh
+install_wheels
 python3 -m toolkit.cli build -j "$(nproc)" -p gguf-kernels >"$RESULTS/build-gguf.log" 2>&1 &
 GGUF=$!
 python3 -m toolkit.cli build -j "$(nproc)" -p ggml-attn-kernels >"$RESULTS/build-first.log" 2>&1

@@ -25,28 +25,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${RESULTS_DIR:-/tmp/wave-check}
 DEADLINE_S=${DEADLINE_S:-900}
-mkdir -p "$RESULTS"
-export PYTHONUNBUFFERED=1 GIT_PYTHON_REFRESH=quiet HF_HUB_DISABLE_XET=1
-log() { printf '\n=== %s (%ss)\n' "$*" "$SECONDS" | tee -a "$RESULTS/session.log"; }
-# a step's timeout: its own limit, or what is left before DEADLINE_S (0: skip the step)
-budget() { local left=$((DEADLINE_S - SECONDS)); [ "$left" -lt "$1" ] && echo $((left > 15 ? left : 0)) || echo "$1"; }
-step() {  # step NAME LIMIT COMMAND...: run under its budget, output to RESULTS/NAME.log, tail shown
-  local name=$1 t; t=$(budget "$2"); shift 2
-  if [ "$t" -le 0 ]; then log "$name: skipped (deadline)"; return 99; fi
-  log "$name (limit ${t}s)"
-  timeout "$t" "$@" >"$RESULTS/$name.log" 2>&1; local rc=$?
-  grep -v "Loading weights\|falling back" "$RESULTS/$name.log" | tail -"${TAIL:-12}"
-  echo "$name exit code $rc" | tee -a "$RESULTS/session.log"
-  return $rc
-}
-
-if [ -n "${WHEELS:-}" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl \
-    >"$RESULTS/pip.log" 2>&1 || tail -5 "$RESULTS/pip.log"
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+# shellcheck source=benchmarks/gpu_common.sh
+source benchmarks/gpu_common.sh
+install_wheels
 log "environment"
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'

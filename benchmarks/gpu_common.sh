@@ -1,0 +1,40 @@
+# Sourced (not run) by the benchmarks/gpu_*.sh session scripts: a results folder, steps each under its own time
+# limit and none started past a deadline, and the wheels a bare GPU machine lacks installed into a private folder.
+# Before sourcing, the script sets RESULTS (the results folder) and, for `step`, DEADLINE_S (seconds since the
+# script started after which no step starts). Per step: TAIL (lines of the step's log shown, default 12) and
+# STEP_SHOW (an extended regex: show only matching lines; default every line but model-loading chatter).
+export PYTHONUNBUFFERED=1 GIT_PYTHON_REFRESH=quiet HF_HUB_DISABLE_XET=1
+mkdir -p "$RESULTS"
+
+log() { printf '\n=== %s (%ss)\n' "$*" "$SECONDS" | tee -a "$RESULTS/session.log"; }
+
+# a step's timeout: its own limit, or what is left before DEADLINE_S (0: too little left, skip the step)
+budget() {
+  local left=$((${DEADLINE_S:-900} - SECONDS))
+  if [ "$left" -lt "$1" ]; then echo $((left > 10 ? left : 0)); else echo "$1"; fi
+}
+
+# step NAME LIMIT COMMAND...: run under its budget, output to RESULTS/NAME.log, its tail shown; returns the
+# command's exit code (124: stopped by the limit), 99 when skipped for the deadline
+step() {
+  local name=$1 t rc; t=$(budget "$2"); shift 2
+  if [ "$t" -le 0 ]; then log "$name: skipped (deadline)"; return 99; fi
+  log "$name (limit ${t}s)"
+  timeout "$t" "$@" >"$RESULTS/$name.log" 2>&1; rc=$?
+  if [ -n "${STEP_SHOW:-}" ]; then grep -E "$STEP_SHOW" "$RESULTS/$name.log"; else grep -v "Loading weights\|falling back" "$RESULTS/$name.log"; fi \
+    | tail -"${TAIL:-12}"
+  echo "$name exit code $rc" | tee -a "$RESULTS/session.log"
+  return $rc
+}
+
+# the wheels of WHEELS=<dir> (if set) into /tmp/site, --no-deps, from that folder only; PYTHONPATH then puts
+# them and this checkout (the toolkit) first
+install_wheels() {
+  if [ -n "${WHEELS:-}" ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl \
+      >"$RESULTS/pip.log" 2>&1 || tail -5 "$RESULTS/pip.log"
+    export PYTHONPATH=/tmp/site:$PWD
+  else
+    export PYTHONPATH=$PWD
+  fi
+}
