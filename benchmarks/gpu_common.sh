@@ -38,3 +38,11 @@ install_wheels() {
     export PYTHONPATH=$PWD
   fi
 }
+
+# the machine and versions every run's log starts with (into the step log and RESULTS/session.log)
+log_environment() {
+  log "environment"
+  { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'
+    nvcc --version | tail -1; nproc; } 2>&1 | tee -a "$RESULTS/session.log"
+}

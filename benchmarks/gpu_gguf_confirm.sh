@@ -30,10 +30,7 @@ DEADLINE_S=${DEADLINE_S:-900}
 # shellcheck source=benchmarks/gpu_common.sh
 source benchmarks/gpu_common.sh
 install_wheels
-log "environment"
-{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-  python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'
-  nvcc --version | tail -1; nproc; } 2>&1 | tee -a "$RESULTS/session.log"
+log_environment
 
 log "builds: ggml-vendor build (both packages, background), gguf-kernels linked from objects"
 python3 -m toolkit.cli build -j "$(nproc)" -p ggml-attn-kernels -p gguf-kernels >"$RESULTS/build-tool.log" 2>&1 &
