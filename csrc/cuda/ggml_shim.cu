@@ -120,9 +120,9 @@ void ggml_abort(const char * file, int line, const char * fmt, ...) {
 
 }  // extern "C"
 
-// Reached only from ggml's ggml_tensor-based wrappers (ggml_cuda_op_*), which this extension never calls;
-// they must still link because those wrappers are non-static. ggml_cuda_op_gated_delta_net takes the chunked
-// prefill path's workspace from ggml's pool (vendor/patches/0003); the torch binding passes its own.
+// Reached only from ggml's ggml_tensor-based wrappers (ggml_cuda_op_*, ggml_cuda_mul_mat_vec_q, ...), which a
+// ggml-vendor extension never calls; they must still link because those wrappers are non-static, and every
+// source that includes ggml-cuda/common.cuh declares this pool. An extension's launchers pass their own buffers.
 std::unique_ptr<ggml_cuda_pool> ggml_backend_cuda_context::new_pool_for_device(int device, int stream_no) {
     (void) device;
     (void) stream_no;
@@ -130,6 +130,9 @@ std::unique_ptr<ggml_cuda_pool> ggml_backend_cuda_context::new_pool_for_device(i
 }
 
 extern "C" {
+
+// ggml_cuda_op_gated_delta_net takes the chunked prefill path's workspace from ggml's pool (vendor/patches/0003,
+// the stub above); the torch binding passes its own.
 
 bool ggml_is_contiguous(const struct ggml_tensor * tensor) {
     (void) tensor;

@@ -124,8 +124,9 @@ void ggml_abort(const char * file, int line, const char * fmt, ...) {
 
 }  // extern "C"
 
-// Reached only from ggml's ggml_tensor-based wrappers (ggml_cuda_mul_mat_vec_q, ggml_cuda_op_get_rows, ...),
-// which this extension never calls; they must still link because those wrappers are non-static.
+// Reached only from ggml's ggml_tensor-based wrappers (ggml_cuda_op_*, ggml_cuda_mul_mat_vec_q, ...), which a
+// ggml-vendor extension never calls; they must still link because those wrappers are non-static, and every
+// source that includes ggml-cuda/common.cuh declares this pool. An extension's launchers pass their own buffers.
 std::unique_ptr<ggml_cuda_pool> ggml_backend_cuda_context::new_pool_for_device(int device, int stream_no) {
     (void) device;
     (void) stream_no;
