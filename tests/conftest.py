@@ -136,6 +136,14 @@ def isolated_upstream_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The miniature ggml upstream (tests/helpers/fixture_repos.py), built once per test module."""
+    from tests.helpers.fixture_repos import build_upstream
+
+    return build_upstream(tmp_path_factory.mktemp("upstream") / "ggml", "ggml")
+
+
+@pytest.fixture(scope="module")
 def cuda_torch():  # type: ignore[no-untyped-def]
     """torch, on a machine with a CUDA device (skips, saying why, elsewhere)."""
     ok, why = cuda_device_available()

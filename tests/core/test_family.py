@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.helpers.fixture_repos import FA_CUDA, GDN_CUDA, METAL, build_upstream, make_project
+from tests.helpers.fixture_repos import FA_CUDA, GDN_CUDA, METAL, make_project
 from tests.helpers.project import demo_family_source
 from toolkit.cli import app
 from toolkit.core import config
@@ -37,14 +37,7 @@ QUANT_ONLY = {"src/ggml-cuda/fattn.cu", "src/ggml-cuda/fattn-mma.cuh"}
 QUANT_CUDA = FA_CUDA | QUANT_ONLY
 
 
-@pytest.fixture(scope="module")
-def up(tmp_path_factory):
-    return build_upstream(tmp_path_factory.mktemp("upstream") / "ggml", "ggml")
-
-
-@pytest.fixture(autouse=True)
-def _cache(isolated_upstream_cache):  # type: ignore[no-untyped-def]
-    return isolated_upstream_cache
+pytestmark = pytest.mark.usefixtures("isolated_upstream_cache")  # a fresh upstream cache per test, no mirror
 
 
 def family(tmp_path: Path, up, extra: str = SECOND) -> Path:  # type: ignore[no-untyped-def]

@@ -48,9 +48,7 @@ def up_llama(tmp_path_factory):
     return build_upstream(tmp_path_factory.mktemp("upstream") / "llama.cpp", "llama.cpp")
 
 
-@pytest.fixture(autouse=True)
-def _cache(isolated_upstream_cache):  # type: ignore[no-untyped-def]
-    return isolated_upstream_cache
+pytestmark = pytest.mark.usefixtures("isolated_upstream_cache")  # a fresh upstream cache per test, no mirror
 
 
 @pytest.fixture

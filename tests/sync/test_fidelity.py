@@ -25,11 +25,6 @@ from toolkit.sync.vendor_tree import INT_ENV
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def up(tmp_path_factory):
-    return build_upstream(tmp_path_factory.mktemp("fidelity") / "ggml", "ggml")
-
-
 @pytest.fixture(autouse=True)
 def _env(tmp_path, monkeypatch):
     monkeypatch.setenv("GGML_VENDOR_CACHE", str(tmp_path / "cache"))

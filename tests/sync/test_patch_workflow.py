@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from tests.helpers.fixture_repos import GDN_CU_V1, build_upstream, make_patch, make_project, sync_project, tree_state
+from tests.helpers.fixture_repos import GDN_CU_V1, make_patch, make_project, sync_project, tree_state
 from toolkit.cli import app
 from toolkit.core import config
 from toolkit.core.lock import read_lock
@@ -20,14 +20,7 @@ runner = CliRunner()
 GDN = "src/ggml-cuda/gated_delta_net.cu"
 
 
-@pytest.fixture(scope="module")
-def up(tmp_path_factory):
-    return build_upstream(tmp_path_factory.mktemp("upstream") / "ggml", "ggml")
-
-
-@pytest.fixture(autouse=True)
-def _cache(isolated_upstream_cache):  # type: ignore[no-untyped-def]
-    return isolated_upstream_cache
+pytestmark = pytest.mark.usefixtures("isolated_upstream_cache")  # a fresh upstream cache per test, no mirror
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from tests.helpers.fixture_repos import build_upstream, git, make_project, sync_project, tree_state
+from tests.helpers.fixture_repos import git, make_project, sync_project, tree_state
 from toolkit import sync
 from toolkit.cli import app
 from toolkit.core import config
@@ -17,15 +17,7 @@ from toolkit.core.lock import read_lock
 from toolkit.sync.embedded import EMBEDDED
 from toolkit.sync.stage import SyncRequest
 
-
-@pytest.fixture(scope="module")
-def up(tmp_path_factory):
-    return build_upstream(tmp_path_factory.mktemp("pure") / "ggml", "ggml")
-
-
-@pytest.fixture(autouse=True)
-def _cache(isolated_upstream_cache):  # type: ignore[no-untyped-def]
-    return isolated_upstream_cache
+pytestmark = pytest.mark.usefixtures("isolated_upstream_cache")  # a fresh upstream cache per test, no mirror
 
 
 def served(tmp_path, up):  # type: ignore[no-untyped-def]

@@ -19,18 +19,11 @@ URL = "https://example.invalid/ggml-org/ggml"
 
 
 @pytest.fixture(scope="module")
-def up(tmp_path_factory):
-    return build_upstream(tmp_path_factory.mktemp("prov") / "ggml", "ggml")
-
-
-@pytest.fixture(scope="module")
 def up_llama(tmp_path_factory):
     return build_upstream(tmp_path_factory.mktemp("prov") / "llama.cpp", "llama.cpp")
 
 
-@pytest.fixture(autouse=True)
-def _cache(isolated_upstream_cache):  # type: ignore[no-untyped-def]
-    return isolated_upstream_cache
+pytestmark = pytest.mark.usefixtures("isolated_upstream_cache")  # a fresh upstream cache per test, no mirror
 
 
 def bare_clone(src, dest, origin: str | None = None):  # type: ignore[no-untyped-def]
