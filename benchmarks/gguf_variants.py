@@ -53,11 +53,14 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     )
 
 
-def check(builds: dict, gen: torch.Generator) -> list[str]:
-    """Bit-identity of every build's outputs with the first build's; returns the mismatches."""
+def check(builds: dict, gen: torch.Generator, types: list[str] | None = None) -> list[str]:
+    """Bit-identity of every build's outputs with the first build's (of `types`, default all); returns the
+    mismatches."""
     (ref_label, ref), *others = builds.items()
     bad = []
     for name, t in R.TYPES.items():
+        if types is not None and name not in types:
+            continue
         for n, k in ((131, 512), (131, 4096), (4096, 512), (4096, 4096)):  # small K takes ggml's small_k path
             w = rand_blocks(name, n, k, gen)
             if t in ref.GEMV_TYPES:
@@ -128,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("builds", nargs="+", help="LABEL=PATH (PATH holds gguf_kernels/); the first is the reference")
     ap.add_argument("--types", default=",".join(R.REQUIRED))
+    ap.add_argument("--check-types", default=None, help="comma-separated: the bit-identity check's types (all)")
     ap.add_argument("--out", type=Path, default=HERE / "out")
     args = ap.parse_args(argv)
     builds = {}
@@ -135,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         label, _, path = spec.partition("=")
         builds[label] = import_build(label, Path(path))
     gen = torch.Generator(device="cuda").manual_seed(0)
-    bad = check(builds, gen)
+    bad = check(builds, gen, args.check_types.split(",") if args.check_types else None)
     print(f"bit-identity against {next(iter(builds))}: {len(bad)} mismatches", flush=True)
     for line in bad[:40]:
         print("  " + line)

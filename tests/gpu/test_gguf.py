@@ -169,6 +169,20 @@ def test_mul_mat_vec(torch, gk, name: str, m: int) -> None:  # type: ignore[no-u
     check_gemv(torch, y, w, x, f"{name} M={m}", name, blocks)
 
 
+@pytest.mark.parametrize(("n", "k"), ((37, 256 * 23), (16, 256), (300, 14336)))
+def test_mul_mat_vec_q4_k_one_row(torch, gk, n: int, k: int) -> None:  # type: ignore[no-untyped-def]
+    # M = 1 Q4_K takes a kernel of its own on Hopper (vendor/patches/0006): 4 super-blocks per warp and loop
+    # trip, 16 rows per CUDA block, the weight loads software pipelined. 23 super-blocks: 6 trips, the last
+    # one partial; 37 rows: the last block partial, a warp's second row past the end; 256: one super-block.
+    rng = rng_for("mmv-q4k-m1", n, k)
+    blocks = R.make_blocks("Q4_K", n, k, rng)
+    w = R.dequantize("Q4_K", blocks, k)
+    x = rng.standard_normal((1, k)).astype(np.float32)
+    poison(torch, n * 4)
+    y = gk.mul_mat_vec(to_cuda(torch, blocks), to_cuda(torch, x), R.TYPES["Q4_K"], n)
+    check_gemv(torch, y, w, x, f"Q4_K {n}x{k} M=1", "Q4_K", blocks)
+
+
 @pytest.mark.parametrize("dtype", ("float16", "bfloat16"))
 @pytest.mark.parametrize("name", ("Q4_0", "Q8_0", "Q4_K", "Q6_K"))
 def test_mul_mat_vec_half_inputs(torch, gk, name: str, dtype: str) -> None:  # type: ignore[no-untyped-def]
