@@ -193,6 +193,11 @@ def timed_generate(model, ids, new_tokens: int, **kw) -> dict:
 
     class Stamp(LogitsProcessor):
         def __call__(self, input_ids, scores):
+            # The first call comes as soon as the host has *enqueued* the prefill: wait for the device, or the time
+            # to first token would be the host's enqueue time of the prompt's forward. Later steps need no
+            # wait: generate() already syncs on every step's stopping check, so their intervals are device steps.
+            if not stamps:
+                torch.cuda.synchronize()
             stamps.append(time.perf_counter())
             return scores
 
