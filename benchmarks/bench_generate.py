@@ -445,7 +445,7 @@ def run_sweep(model, switch, modes, prompts, new_tokens: int, rounds: int, deadl
             set_mode(model, switch, m)
             timed_generate(model, ids, 2)
         for r in range(rounds):
-            if time.time() > deadline:
+            if r and time.time() > deadline:  # one round always: this length's warm-up is paid for by then
                 log(f"  deadline reached: prompt {n} after {r} rounds")
                 break
             for m in list(modes[r % len(modes) :]) + list(modes[: r % len(modes)]):
