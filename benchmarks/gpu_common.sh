@@ -46,3 +46,35 @@ log_environment() {
     python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'
     nvcc --version | tail -1; nproc; } 2>&1 | tee -a "$RESULTS/session.log"
 }
+
+# gguf_link_builds OBJECTS [LABEL=DIR ...]: gguf-kernels linked from CUDA objects compiled elsewhere
+# (benchmarks/gguf_local_build.py --objects-only, same nvcc): the build under test from OBJECTS into
+# $GGUF_BUILDS/gguf-build (exported as GGUF_KERNELS_PATH; GGUF_BUILDS defaults to /tmp), and beside it, in
+# parallel, one build per LABEL=DIR into $GGUF_BUILDS/gguf-LABEL, DIR holding the objects that differ from
+# OBJECTS. Sets ARCH (this GPU's sm) and VLIST ("LABEL=<its pkg> ..." of the builds that linked), what
+# benchmarks/gguf_variants.py takes.
+gguf_link_builds() {
+  local objects=$1 root=${GGUF_BUILDS:-/tmp} spec label; shift
+  ARCH=$(python3 -c 'import torch; m, n = torch.cuda.get_device_capability(); print(f"{m}{n}")')
+  _gguf_link() {  # OUT DIR...: the objects of each DIR in turn (later ones replace), then the link
+    local out=$1; shift
+    mkdir -p "$out/obj-sm$ARCH"
+    for d in "$@"; do cp "$d"/*.o "$out/obj-sm$ARCH/"; done
+    python3 benchmarks/gguf_local_build.py --vendor vendor/ggml --out "$out" --link-only -j 4
+  }
+  declare -A pids
+  VLIST=""
+  for spec in "$@"; do
+    label=${spec%%=*}
+    _gguf_link "$root/gguf-$label" "$objects" "${spec#*=}" >"$RESULTS/build-$label.log" 2>&1 &
+    pids[$label]=$!
+  done
+  _gguf_link "$root/gguf-build" "$objects" >"$RESULTS/build.log" 2>&1
+  echo "gguf-kernels link exit code $?" | tee -a "$RESULTS/session.log"; tail -2 "$RESULTS/build.log"
+  export GGUF_KERNELS_PATH=$root/gguf-build/pkg
+  for spec in "$@"; do
+    label=${spec%%=*}
+    if wait "${pids[$label]}"; then VLIST="$VLIST $label=$root/gguf-$label/pkg"
+    else echo "variant $label: link failed"; tail -5 "$RESULTS/build-$label.log"; fi
+  done
+}

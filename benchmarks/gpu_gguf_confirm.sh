@@ -35,27 +35,8 @@ log_environment
 log "builds: ggml-vendor build (both packages, background), gguf-kernels linked from objects"
 python3 -m toolkit.cli build -j "$(nproc)" -p ggml-attn-kernels -p gguf-kernels >"$RESULTS/build-tool.log" 2>&1 &
 TOOL_BUILD=$!
-ARCH=$(python3 -c 'import torch; m, n = torch.cuda.get_device_capability(); print(f"{m}{n}")')
-link_build() {  # link_build OUT DIR...: the objects of each DIR in turn (later ones replace), then the link
-  local out=$1; shift
-  mkdir -p "$out/obj-sm$ARCH"
-  for d in "$@"; do cp "$d"/*.o "$out/obj-sm$ARCH/"; done
-  python3 benchmarks/gguf_local_build.py --vendor vendor/ggml --out "$out" --link-only -j 4
-}
-declare -A VPID
-VLIST=""
-for spec in ${VARIANTS:-}; do
-  label=${spec%%=*}
-  link_build "/tmp/gguf-$label" "$OBJECTS" "${spec#*=}" >"$RESULTS/build-$label.log" 2>&1 &
-  VPID[$label]=$!
-done
-link_build /tmp/gguf-build "$OBJECTS" >"$RESULTS/build.log" 2>&1
-echo "gguf-kernels link exit code $?" | tee -a "$RESULTS/session.log"; tail -2 "$RESULTS/build.log"
-export GGUF_KERNELS_PATH=/tmp/gguf-build/pkg
-for spec in ${VARIANTS:-}; do
-  label=${spec%%=*}
-  if wait "${VPID[$label]}"; then VLIST="$VLIST $label=/tmp/gguf-$label/pkg"; else echo "variant $label: link failed"; tail -5 "$RESULTS/build-$label.log"; fi
-done
+# shellcheck disable=SC2086
+gguf_link_builds "$OBJECTS" ${VARIANTS:-}
 if command -v cuobjdump >/dev/null; then  # registers of some M = 1 gemv kernels and of the dequantizers
   for o in /tmp/gguf-*/obj-sm"$ARCH"/gguf_mmvq.o /tmp/gguf-*/obj-sm"$ARCH"/gguf_convert.o; do
     echo "$o"; cuobjdump --dump-resource-usage "$o" | grep -A1 -E "mul_mat_vec_qIL9ggml_type(12|8|14)ELi1ELb0ELb0ELb0E|dequantize_block_q(4_K|8_0)" \

@@ -27,27 +27,8 @@ install_wheels
 log_environment
 
 log "builds: gguf-kernels linked from objects"
-ARCH=$(python3 -c 'import torch; m, n = torch.cuda.get_device_capability(); print(f"{m}{n}")')
-link_build() {  # link_build OUT DIR...: the objects of each DIR in turn (later ones replace), then the link
-  local out=$1; shift
-  mkdir -p "$out/obj-sm$ARCH"
-  for d in "$@"; do cp "$d"/*.o "$out/obj-sm$ARCH/"; done
-  python3 benchmarks/gguf_local_build.py --vendor vendor/ggml --out "$out" --link-only -j 4
-}
-declare -A VPID
-VLIST=""
-for spec in ${VARIANTS:-}; do
-  label=${spec%%=*}
-  link_build "/tmp/gguf-$label" "$OBJECTS" "${spec#*=}" >"$RESULTS/build-$label.log" 2>&1 &
-  VPID[$label]=$!
-done
-link_build /tmp/gguf-build "$OBJECTS" >"$RESULTS/build.log" 2>&1
-echo "gguf-kernels link exit code $?" | tee -a "$RESULTS/session.log"; tail -2 "$RESULTS/build.log"
-export GGUF_KERNELS_PATH=/tmp/gguf-build/pkg
-for spec in ${VARIANTS:-}; do
-  label=${spec%%=*}
-  if wait "${VPID[$label]}"; then VLIST="$VLIST $label=/tmp/gguf-$label/pkg"; else echo "variant $label: link failed"; tail -5 "$RESULTS/build-$label.log"; fi
-done
+# shellcheck disable=SC2086
+gguf_link_builds "$OBJECTS" ${VARIANTS:-}
 if command -v cuobjdump >/dev/null; then  # registers of the Q4_K M = 1 gemv kernels and of the dequantizers
   for o in /tmp/gguf-*/obj-sm"$ARCH"/gguf_mmvq.o /tmp/gguf-*/obj-sm"$ARCH"/gguf_convert.o; do
     echo "$o"; cuobjdump --dump-resource-usage "$o" | grep -A1 -E "mul_mat_vec_qIL9ggml_type12ELi1ELb0ELb0ELb0E|mul_mat_vec_q4_K|dequantize_block_q4_K" \

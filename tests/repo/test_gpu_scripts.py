@@ -56,3 +56,37 @@ def test_install_wheels_without_wheels_puts_the_checkout_on_the_path(tmp_path: P
     proc = _session(tmp_path, 'install_wheels; echo "path=$PYTHONPATH"')
     assert f"path={REPO}" in proc.stdout
     assert not (tmp_path / "res" / "pip.log").exists()
+
+
+# a python3 on PATH standing in for torch (this GPU is sm_90) and for gguf_local_build.py's link: it records the
+# objects it was given and fails for an output folder named *bad*
+FAKE_PYTHON = """#!/bin/bash
+if [ "$1" = "-c" ]; then echo 90; exit 0; fi
+while [ $# -gt 0 ]; do [ "$1" = "--out" ] && out=$2; shift; done
+case "$out" in *bad*) echo "undefined symbol"; exit 1;; esac
+(cd "$out/obj-sm90" && for f in *.o; do echo "$f $(cat "$f")"; done) >"$out/linked.txt"; mkdir -p "$out/pkg"
+"""
+
+
+def test_gguf_link_builds_links_the_build_under_test_and_each_variant_beside_it(tmp_path: Path) -> None:
+    bin_dir, objs, alt, builds = tmp_path / "bin", tmp_path / "objs", tmp_path / "alt", tmp_path / "builds"
+    for d in (bin_dir, objs, alt, builds):
+        d.mkdir()
+    (bin_dir / "python3").write_text(FAKE_PYTHON)
+    (bin_dir / "python3").chmod(0o755)
+    (objs / "mmvq.o").write_text("new")
+    (objs / "convert.o").write_text("new")
+    (alt / "mmvq.o").write_text("base")
+    body = (
+        f'gguf_link_builds "{objs}" base="{alt}" bad="{alt}"; '
+        'echo "arch=$ARCH"; echo "vlist=$VLIST"; echo "path=$GGUF_KERNELS_PATH"'
+    )
+    proc = _session(tmp_path, body, PATH=f"{bin_dir}:/usr/bin:/bin", GGUF_BUILDS=str(builds))
+    assert proc.returncode == 0, proc.stderr
+    assert "arch=90" in proc.stdout
+    assert f"vlist= base={builds}/gguf-base/pkg\n" in proc.stdout  # the failed variant is left out
+    assert "variant bad: link failed" in proc.stdout
+    assert f"path={builds}/gguf-build/pkg" in proc.stdout
+    assert (builds / "gguf-build" / "linked.txt").read_text() == "convert.o new\nmmvq.o new\n"
+    # a variant is the build under test with its own objects in place of those
+    assert (builds / "gguf-base" / "linked.txt").read_text() == "convert.o new\nmmvq.o base\n"
