@@ -78,3 +78,15 @@ gguf_link_builds() {
     else echo "variant $label: link failed"; tail -5 "$RESULTS/build-$label.log"; fi
   done
 }
+
+# gguf_resources REGEX: registers and shared memory of the kernels matching REGEX (mangled names) in the gemv
+# and dequantize objects of every build gguf_link_builds made, into RESULTS/resources.log (needs cuobjdump)
+gguf_resources() {
+  command -v cuobjdump >/dev/null || return 0
+  local o
+  for o in "${GGUF_BUILDS:-/tmp}"/gguf-*/obj-sm"$ARCH"/gguf_mmvq.o "${GGUF_BUILDS:-/tmp}"/gguf-*/obj-sm"$ARCH"/gguf_convert.o; do
+    echo "$o"; cuobjdump --dump-resource-usage "$o" | grep -A1 -E "$1" \
+      | grep -oE "Function [^ :]+|REG:[0-9]+|SHARED:[0-9]+" | paste -sd' ' | sed 's/Function /\n  /g'
+  done >"$RESULTS/resources.log" 2>&1
+  cat "$RESULTS/resources.log"
+}

@@ -37,17 +37,12 @@ python3 -m toolkit.cli build -j "$(nproc)" -p ggml-attn-kernels -p gguf-kernels 
 TOOL_BUILD=$!
 # shellcheck disable=SC2086
 gguf_link_builds "$OBJECTS" ${VARIANTS:-}
-if command -v cuobjdump >/dev/null; then  # registers of some M = 1 gemv kernels and of the dequantizers
-  for o in /tmp/gguf-*/obj-sm"$ARCH"/gguf_mmvq.o /tmp/gguf-*/obj-sm"$ARCH"/gguf_convert.o; do
-    echo "$o"; cuobjdump --dump-resource-usage "$o" | grep -A1 -E "mul_mat_vec_qIL9ggml_type(12|8|14)ELi1ELb0ELb0ELb0E|dequantize_block_q(4_K|8_0)" \
-      | grep -oE "Function [^ :]+|REG:[0-9]+" | paste -sd' ' | sed 's/Function /\n  /g'
-  done >"$RESULTS/resources.log" 2>&1
-fi
+gguf_resources "mul_mat_vec_qIL9ggml_type(12|8|14)ELi1ELb0ELb0ELb0E|dequantize_block_q(4_K|8_0)"  # some M = 1 gemv kernels, the dequantizers
 
 GPU=(python3 -m pytest -q -m gpu -p no:cacheprovider -rs --tb=short)
 step gguf-tests 60 "${GPU[@]}" tests/gpu/test_gguf.py --maxfail=10
 # shellcheck disable=SC2086
-TAIL=70 step variants 120 python3 benchmarks/gguf_variants.py $VLIST this=/tmp/gguf-build/pkg --out "$RESULTS" \
+TAIL=70 step variants 120 python3 benchmarks/gguf_variants.py $VLIST this="$GGUF_KERNELS_PATH" --out "$RESULTS" \
   --types "${VARIANT_TYPES:-Q4_K,Q8_0,Q6_K,Q4_0}"
 # shellcheck disable=SC2086
 TAIL=30 step bench-gemv 60 python3 benchmarks/bench_gguf.py --out "$RESULTS/gemv" ${BENCH_ARGS:---quick --types Q4_K,Q8_0,Q6_K,Q4_0}

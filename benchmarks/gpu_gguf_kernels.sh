@@ -29,18 +29,12 @@ log_environment
 log "builds: gguf-kernels linked from objects"
 # shellcheck disable=SC2086
 gguf_link_builds "$OBJECTS" ${VARIANTS:-}
-if command -v cuobjdump >/dev/null; then  # registers of the Q4_K M = 1 gemv kernels and of the dequantizers
-  for o in /tmp/gguf-*/obj-sm"$ARCH"/gguf_mmvq.o /tmp/gguf-*/obj-sm"$ARCH"/gguf_convert.o; do
-    echo "$o"; cuobjdump --dump-resource-usage "$o" | grep -A1 -E "mul_mat_vec_qIL9ggml_type12ELi1ELb0ELb0ELb0E|mul_mat_vec_q4_K|dequantize_block_q4_K" \
-      | grep -oE "Function [^ :]+|REG:[0-9]+|SHARED:[0-9]+" | paste -sd' ' | sed 's/Function /\n  /g'
-  done >"$RESULTS/resources.log" 2>&1
-  cat "$RESULTS/resources.log"
-fi
+gguf_resources "mul_mat_vec_qIL9ggml_type12ELi1ELb0ELb0ELb0E|mul_mat_vec_q4_K|dequantize_block_q4_K"  # registers of the Q4_K M = 1 gemv kernels and of the dequantizers
 
 GPU=(python3 -m pytest -q -m gpu -p no:cacheprovider -rs --tb=short)
 TAIL=20 step gguf-tests "${TEST_S:-90}" "${GPU[@]}" tests/gpu/test_gguf.py --maxfail=10 ${TEST_K:+-k "$TEST_K"}
 # shellcheck disable=SC2086
-TAIL=70 step variants "${VARIANTS_S:-120}" python3 benchmarks/gguf_variants.py $VLIST this=/tmp/gguf-build/pkg \
+TAIL=70 step variants "${VARIANTS_S:-120}" python3 benchmarks/gguf_variants.py $VLIST this="$GGUF_KERNELS_PATH" \
   --out "$RESULTS" --types "${VARIANT_TYPES:-Q4_K,Q8_0}" ${CHECK_TYPES:+--check-types "$CHECK_TYPES"}
 # shellcheck disable=SC2086
 TAIL=40 step bench "${BENCH_S:-90}" python3 benchmarks/bench_gguf.py --out "$RESULTS/bench" \
