@@ -2,7 +2,8 @@
 # The prefill work (issue 19) on one CUDA machine, in one go:
 #   wheels -> ggml-vendor build (host variant, vendor/patches applied) -> the GDN GPU tests (chunked path
 #   included) -> where the chunked path wins (gdn_chunk_threshold.py) -> compute-sanitizer memcheck -> the prefill
-#   grid (bench_gdn.py --prefill) -> bench_fa.py (n_kv 512..32K) -> bench_generate.py's compiled rows under
+#   grid (bench_gdn.py --prefill) -> the bf16 / float32 / fla ratios and the per-kernel profile (gdn_prefill_ratio.py
+#   --f32, gdn_chunk_kernels.py, ncu where installed) -> bench_fa.py (n_kv 512..32K) -> bench_generate.py's compiled rows under
 #   transformers' default compile config (with their compile diagnostics) and its prompt sweep.
 # Needs vendor/ synced (ggml-vendor sync) and, on a machine without network access, a folder of wheels
 # (WHEELS=<dir>): transformers 5.22.2, kernels 0.17.2, fla-core 0.6.0, huggingface_hub 2.4.0, httpx2, httpcore2,
@@ -12,7 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${RESULTS_DIR:-/tmp/gpu-prefill}
-STEPS=${STEPS:-"build tests threshold prefill memcheck fa compile sweep"}
+STEPS=${STEPS:-"build tests threshold prefill ratio kernels memcheck fa compile sweep"}
 mkdir -p "$RESULTS"
 export PYTHONUNBUFFERED=1 GIT_PYTHON_REFRESH=quiet HF_HUB_OFFLINE=1 HF_HUB_DISABLE_XET=1
 log() { printf '\n=== %s (%ss)\n' "$*" "$SECONDS" | tee -a "$RESULTS/session.log"; }
@@ -62,6 +63,27 @@ if has prefill; then
   log "prefill grid (bench_gdn.py --prefill)"
   timeout 420 python3 benchmarks/bench_gdn.py --prefill --out "$RESULTS" --build-dir /tmp/rawbuild ${NO_RAW:+--no-raw} ${PREFILL_CASES:+--prefill-cases $PREFILL_CASES} >"$RESULTS/prefill.log" 2>&1 || tail -20 "$RESULTS/prefill.log"
   sed -n '/^| B /,/^### Environment/p' "$RESULTS/bench_gdn_prefill.md" 2>/dev/null || tail -30 "$RESULTS/prefill.log"
+fi
+if has ratio; then
+  # patch 0007 side by side: our bf16 call (single tf32 products), the same values in float32 (the float32-accurate
+  # form) and fla's chunk in one process; then the B=8 rows with the chunked path off (patch 0001's vector kernel),
+  # which the dispatch rule weighs against the tf32 form.
+  log "prefill ratios (gdn_prefill_ratio.py --f32; B=8 with GGML_CUDA_GDN_CHUNKED=0)"
+  timeout 300 python3 benchmarks/gdn_prefill_ratio.py --f32 ${RATIO_CASES:+--cases $RATIO_CASES} 2>&1 | tee "$RESULTS/ratio.log" | grep -E "^ROW|op:|Error" | cut -c1-400
+  GGML_CUDA_GDN_CHUNKED=0 timeout 200 python3 benchmarks/gdn_prefill_ratio.py --no-fla --cases "${VECTOR_CASES:-8x512,8x2048,8x8192}" 2>&1 | tee "$RESULTS/ratio-vector.log" | grep -E "^ROW|Error" | cut -c1-300
+fi
+if has kernels; then
+  log "device time per kernel (gdn_chunk_kernels.py) and Nsight Compute of the chunk kernels"
+  timeout 200 python3 benchmarks/gdn_chunk_kernels.py ${KERNEL_CASES:+--cases $KERNEL_CASES} 2>&1 | tee "$RESULTS/kernels.log" | grep -E "^KERNELS|Error" | cut -c1-600
+  if command -v ncu >/dev/null; then
+    timeout "${NCU_TIMEOUT_S:-150}" ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
+      --section LaunchStats -k regex:gated_delta_net_chunk python3 benchmarks/gdn_chunk_kernels.py --cases "${NCU_CASE:-1x8192}" \
+      --calls 1 --no-fla --no-profile >"$RESULTS/ncu.log" 2>&1
+    echo "ncu exit code $?"
+    grep -E "gated_delta_net_chunk|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Stall|Issued Warp|No Eligible|Block Limit" "$RESULTS/ncu.log" | head -120
+  else
+    echo "ncu not on PATH: no Nsight Compute profile"
+  fi
 fi
 if has fa; then
   log "bench_fa (n_kv 512, 4K, 16K, 32K)"

@@ -292,9 +292,12 @@ std::tuple<at::Tensor, at::Tensor> gated_delta_net_cuda(const at::Tensor & q, co
   return {out, final_state};
 }
 
-at::Tensor gated_delta_net_inplace_cuda(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v,
-                                        const at::Tensor & g, const at::Tensor & beta, at::Tensor & state) {
+// gated_delta_net_ with the product precision chosen: tf32 = the caller rounds the result to 16 bits (see
+// ggml_vendor_gdn_args::tf32); the op itself, whose output is float32, always keeps float32 accuracy.
+static at::Tensor gdn_inplace(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v, const at::Tensor & g,
+                              const at::Tensor & beta, at::Tensor & state, bool tf32) {
   ggml_vendor_gdn_args a = gdn_args(q, k, v, g, beta, state, "gated_delta_net_");
+  a.tf32 = tf32 ? 1 : 0;
   at::Tensor out = at::empty({a.n_seqs, a.n_tokens, a.n_heads, a.head_dim}, v.options());
   if (a.n_seqs == 0 || a.n_heads == 0) {
     return out;
@@ -306,6 +309,11 @@ at::Tensor gated_delta_net_inplace_cuda(const at::Tensor & q, const at::Tensor &
   a.state_out = state.data_ptr<float>();
   gdn_run(a, q, "gated_delta_net_");
   return out;
+}
+
+at::Tensor gated_delta_net_inplace_cuda(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v,
+                                        const at::Tensor & g, const at::Tensor & beta, at::Tensor & state) {
+  return gdn_inplace(q, k, v, g, beta, state, false);
 }
 
 // ---- gated_delta_rule_ (transformers' conventions, for layers.py) --------------------------------------
@@ -392,7 +400,7 @@ at::Tensor gated_delta_rule_inplace_cuda(const at::Tensor & q, const at::Tensor 
   at::Tensor out;
   if (!l2norm && Hk == H && all_f32 && same_strides(q, k) && q.stride(3) == 1 && v.stride(3) == 1 &&
       g_laid_out_like_beta(g, beta, D)) {
-    out = gated_delta_net_inplace_cuda(q, k, v, g, beta, state);  // ggml's form already: no preparation
+    out = gdn_inplace(q, k, v, g, beta, state, false);  // float32 in and out, ggml's form already: no preparation
   } else {
     // Fail before the launch on what gated_delta_net_ would refuse anyway (its checks run again below).
     GV_CHECK(ValueError, ggml_vendor_gdn_supports(D), op, ": head_dim ", D,
@@ -431,7 +439,9 @@ at::Tensor gated_delta_rule_inplace_cuda(const at::Tensor & q, const at::Tensor 
     const at::Tensor v32 = dense_view(buf, {B, T, H, D}, 2 * n);
     const at::Tensor g32 = kda ? dense_view(buf, {B, T, H, D}, 3 * n) : dense_view(buf, {B, T, H}, 3 * n);
     const at::Tensor beta32 = dense_view(buf, {B, T, H}, 3 * n + n_g);
-    out = gated_delta_net_inplace_cuda(q32, k32, v32, g32, beta32, state);
+    // A 16-bit result needs no float32-accurate products (vendor/patches/0007): bf16 rounds to 2^-9.
+    const bool tf32 = out_dtype == at::kBFloat16 || out_dtype == at::kHalf;
+    out = gdn_inplace(q32, k32, v32, g32, beta32, state, tf32);
   }
   return out.scalar_type() == out_dtype ? out : out.to(out_dtype);
 }

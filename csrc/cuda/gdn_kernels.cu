@@ -45,7 +45,11 @@ extern "C" int64_t ggml_vendor_gdn_workspace(const ggml_vendor_gdn_args * a) {
 #ifdef GGML_CUDA_GDN_CHUNK_AVAILABLE
     try {
         return gated_delta_net_chunk_workspace(a->head_dim, a->kda != 0, false, a->n_heads, a->n_tokens, a->n_seqs,
-            a->q, a->k, a->v, a->state_in, a->state_out, a->sq1, a->sq2, a->sq3, a->sv1, a->sv2, a->sv3);
+            a->q, a->k, a->v, a->state_in, a->state_out, a->sq1, a->sq2, a->sq3, a->sv1, a->sv2, a->sv3
+#ifdef GGML_CUDA_GDN_CHUNK_TF32_AVAILABLE
+            , a->tf32 != 0
+#endif
+            );
     } catch (const std::exception &) {
         return 0;  // the launch reports the same device error
     }
@@ -79,6 +83,9 @@ extern "C" const char * ggml_vendor_gdn_launch(const ggml_vendor_gdn_args * a, v
                 a->n_heads_qk, rq3, scale, state_slot_stride, 1, (cudaStream_t) stream
 #ifdef GGML_CUDA_GDN_CHUNK_AVAILABLE
                 , a->workspace
+#endif
+#ifdef GGML_CUDA_GDN_CHUNK_TF32_AVAILABLE
+                , a->tf32 != 0  // vendor/patches/0007: single tf32 products for a 16-bit result
 #endif
             );
         }

@@ -45,6 +45,8 @@ typedef struct ggml_vendor_gdn_args {
     int64_t n_heads_qk;       // H_k; value head h reads q/k head h % H_k (ggml's tiled mapping, §1.4)
     int     kda;              // 1: g carries one gate per key channel (Kimi delta attention)
     float * workspace;        // ggml_vendor_gdn_workspace(args) floats, or NULL when that is 0
+    int     tf32;             // 1: the caller's result is 16-bit (bf16 / f16), so the chunked path may run single tf32
+                              // products (~3e-4 of the output's scale, under bf16's 2^-9 rounding); 0: float32-accurate
 } ggml_vendor_gdn_args;
 
 // 1 when launch_gated_delta_net has an instance for this head dim (the switch in launch_gated_delta_net).

@@ -1,0 +1,98 @@
+"""Where the prefill call's device time goes, kernel by kernel: transformers' `chunk_gated_delta_rule` call through
+our layer on bf16 inputs (the chunked path's single-tf32 form, vendor/patches/0007), on the same values in float32
+(its float32-accurate form) and through fla's chunked kernel, each under torch.profiler (CUDA activity only),
+device microseconds per call summed by kernel name. Same inputs as gdn_prefill_ratio.py / bench_gdn.py --prefill
+(bench_gdn_prefill.prefill_inputs: 32 heads of 128, l2 norm in kernel, final state out). Asserts nothing.
+
+Run it under Nsight Compute for stall reasons and occupancy of the chunk kernels, e.g.
+    ncu --section SpeedOfLight --section Occupancy --section WarpStateStats -k regex:gated_delta_net_chunk \\
+        python3 benchmarks/gdn_chunk_kernels.py --cases 1x8192 --calls 1 --no-fla --no-profile
+
+    python3 benchmarks/gdn_chunk_kernels.py [--cases 1x8192,8x8192] [--calls 5] [--no-fla] [--root DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _timing import load_op  # noqa: E402
+from bench_gdn_prefill import hf_call, prefill_inputs  # noqa: E402
+
+
+def short(name: str) -> str:
+    """A kernel's name without its template arguments and parameter list (one row per kernel, not per instance)."""
+    for cut in ("(", "<"):
+        name = name.split(cut)[0]
+    return name.removeprefix("void ")[:80]
+
+
+def kernel_us(fn, calls: int) -> dict[str, float]:
+    """Device µs per call of every kernel `fn` launches (summed over launches of the same name)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    totals: dict[str, float] = defaultdict(float)
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            totals[short(ev.name)] += ev.device_time / calls
+    return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cases", default="1x8192,8x8192", help="B x T list")
+    ap.add_argument("--calls", type=int, default=5, help="calls per profile")
+    ap.add_argument("--no-fla", action="store_true")
+    ap.add_argument("--no-profile", action="store_true", help="just make the calls (for an outside profiler)")
+    ap.add_argument("--root", default=str(HERE.parent), help="the package whose build/ is loaded")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("gdn_chunk_kernels: no CUDA device here; run it on a GPU machine", file=sys.stderr)
+        return 2
+    op, status = load_op(None, Path(args.root))
+    print(f"op: {status}", flush=True)
+    if op is None:
+        return 1
+    layer = op.layers.chunk_gated_delta_rule()
+    fla = None
+    if not args.no_fla:
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla
+    for case in args.cases.split(","):
+        B, T = (int(v) for v in case.split("x"))
+        x = prefill_inputs(B, T, seed=B * 1000 + T)
+        x32 = {name: t.float() for name, t in x.items()}
+        calls = {"ours bf16 (tf32)": lambda x=x: hf_call(layer.forward, x),
+                 "ours f32 (3xtf32)": lambda x=x32: hf_call(layer.forward, x)}  # fmt: skip
+        if fla is not None:
+            calls["fla chunk"] = lambda x=x, fla=fla: hf_call(fla, x)
+        for name, fn in calls.items():
+            if args.no_profile:
+                for _ in range(args.calls):
+                    fn()
+                torch.cuda.synchronize()
+                continue
+            per = kernel_us(fn, args.calls)
+            row = {"B": B, "T": T, "call": name, "total_us": round(sum(per.values()), 1),
+                   "kernels_us": {k: round(v, 1) for k, v in per.items()}}  # fmt: skip
+            print("KERNELS " + json.dumps(row), flush=True)
+        del x, x32, calls
+        torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
