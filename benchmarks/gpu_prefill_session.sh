@@ -106,7 +106,7 @@ fi
 if has sweep; then
   log "bench_generate prompt sweep (32, 512, 4096, 16384; eager, batch 1)"
   timeout "${SWEEP_TIMEOUT_S:-420}" python3 benchmarks/bench_generate.py --out "$RESULTS" \
-    --prompts "${PROMPTS:-32,512,4096,16384}" --sweep-only --rounds "${SWEEP_ROUNDS:-2}" \
+    --prompts "${PROMPTS:-32,512,4096,16384}" --sweep-modes "${SWEEP_MODES:-torch,fla,ours}" --sweep-only --rounds "${SWEEP_ROUNDS:-2}" \
     --budget-s "${SWEEP_BUDGET_S:-300}" 2>"$RESULTS/sweep.log" | tail -20
 fi
 log "done"
