@@ -30,9 +30,10 @@ from bench_gdn_prefill import hf_call, prefill_inputs  # noqa: E402
 
 def short(name: str) -> str:
     """A kernel's name without its template arguments and parameter list (one row per kernel, not per instance)."""
+    name = name.removeprefix("void ").replace("(anonymous namespace)::", "")
     for cut in ("(", "<"):
         name = name.split(cut)[0]
-    return name.removeprefix("void ")[:80]
+    return name[:80]
 
 
 def kernel_us(fn, calls: int) -> dict[str, float]:
