@@ -232,6 +232,27 @@ def test_gdn_long_bf16_prefill_then_decode_like_the_models(torch, kernel, refs, 
     assert rel_err(state, s_ref) < TF32_STATE_TOL  # the prefill ran single tf32 products (a bf16 call)
 
 
+@pytest.mark.parametrize("T", [1, 45, 300])
+def test_gdn_layer_reads_token_major_views_like_the_models_conv_output(torch, kernel, refs, T) -> None:
+    """Qwen3.5's layer hands q/k/v over as views of its causal conv's [batch, channels, tokens] output transposed
+    to [batch, tokens, channels] (token stride 1, elements `tokens` apart; the preparation's tiled kernel): the
+    same values as contiguous tensors give the same result, and both match transformers' torch recurrence."""
+    B, Hk, H, D = 2, 4, 8, 128
+    q, k, v, g, beta, _ = inputs(torch, B, T, Hk, H, D, torch.bfloat16, seed=T + 5)
+    conv = torch.cat([q.flatten(2), k.flatten(2), v.flatten(2)], -1).transpose(1, 2).contiguous()  # [B, C, T]
+    qt, kt, vt = torch.split(conv.transpose(1, 2), [Hk * D, Hk * D, H * D], dim=-1)
+    qt, kt, vt = qt.reshape(B, T, Hk, D), kt.reshape(B, T, Hk, D), vt.reshape(B, T, H, D)
+    assert qt.stride(1) == 1 and qt.stride(3) == T and torch.equal(qt, q) and torch.equal(vt, v)
+    kw = dict(output_final_state=True, use_qk_l2norm_in_kernel=True)
+    layer = kernel.layers.chunk_gated_delta_rule()
+    o_t, s_t = layer(qt, kt, vt, g=g, beta=beta, **kw)
+    o_c, s_c = layer(q, k, v, g=g, beta=beta, **kw)
+    rep = H // Hk
+    o_ref, s_ref = refs["recurrent"](q.repeat_interleave(rep, dim=2), k.repeat_interleave(rep, dim=2), v, g, beta, **kw)
+    assert rel_err(o_t, o_c) < 1e-3 and rel_err(s_t, s_c) < 1e-5, (rel_err(o_t, o_c), rel_err(s_t, s_c))
+    assert rel_err(o_t, o_ref) < TOL["bfloat16"] and rel_err(s_t, s_ref) < TF32_STATE_TOL
+
+
 def test_gdn_state_from_a_key_value_buffer_is_converted(torch, kernel, refs) -> None:
     q, k, v, g, beta, s0 = inputs(torch, 2, 1, 4, 4, 128, torch.float32, seed=9)
     o_ref, s_ref = refs["recurrent"](q, k, v, g, beta, initial_state=s0, output_final_state=True)
