@@ -162,25 +162,38 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) gdn_prep_vec_kernel(const 
     }
 }
 
-// ---- token-major inputs: transformers' own layout after its causal conv ----
+// ---- any other strides, tiled: transformers' own layout after its causal conv ----
 // Qwen3.5 / Qwen3-Next split q/k/v out of the conv's [batch, channels, tokens] output transposed to [batch,
-// tokens, channels], so consecutive tokens are adjacent in memory and a row's elements lie `tokens` apart. Read row
-// by row that is one cache line per element (a 16K-token prefill spent 1.6 ms per layer here). This kernel reads
-// a tile of 32 tokens x head_dim of one head coalesced along the tokens, transposes it in shared memory and writes
-// whole rows: every byte in and out once.
+// tokens, channels], so consecutive tokens are adjacent in memory and a row's elements lie `tokens` apart (v as
+// handed over; q and k become contiguous copies when the model repeats their heads). Read row by row that is one
+// cache line per element (a 16K-token prefill spent 1.6 ms per layer in the generic kernel). This kernel takes a
+// tile of 32 tokens x head_dim of one head per tensor, read along whichever of its two strides is 1 (rows when
+// the elements are contiguous, tokens otherwise), transposed in shared memory where needed, and writes whole
+// rows: every byte in and out once.
 constexpr int kTokTile = 32;
 constexpr int kTokWarps = 8;
 
 template <int NJ>  // head_dim = 32 * NJ
-__device__ __forceinline__ void tok_tile(float * tile, const void * src, int type, int64_t base, int64_t s3,
-                                         int64_t t0, int64_t n_tokens, float * out, int64_t row0, int64_t row_step,
-                                         bool l2norm, float eps) {
+__device__ __forceinline__ void tok_tile(float * tile, const void * src, int type, int64_t base, int64_t s1,
+                                         int64_t s3, int64_t t0, int64_t n_tokens, float * out, int64_t row0,
+                                         int64_t row_step, bool l2norm, float eps) {
     constexpr int D = 32 * NJ;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     __syncthreads();  // the previous tensor's rows are written out of the tile
-    for (int i = warp; i < D; i += kTokWarps) {
-        const int64_t t = t0 + lane;
-        tile[i * (kTokTile + 1) + lane] = t < n_tokens ? load_f32(src, type, base + lane + i * s3) : 0.0f;
+    if (s3 == 1) {  // contiguous rows: a warp reads one token's row
+        for (int r = warp; r < kTokTile; r += kTokWarps) {
+            const bool ok = t0 + r < n_tokens;
+#pragma unroll
+            for (int j = 0; j < NJ; j++) {
+                const int i = lane + 32 * j;
+                tile[i * (kTokTile + 1) + r] = ok ? load_f32(src, type, base + r * s1 + i) : 0.0f;
+            }
+        }
+    } else {  // a warp reads one element of 32 consecutive tokens (adjacent when s1 == 1)
+        for (int i = warp; i < D; i += kTokWarps) {
+            const int64_t t = t0 + lane;
+            tile[i * (kTokTile + 1) + lane] = t < n_tokens ? load_f32(src, type, base + lane * s1 + i * s3) : 0.0f;
+        }
     }
     __syncthreads();
     for (int r = warp; r < kTokTile && t0 + r < n_tokens; r += kTokWarps) {
@@ -207,12 +220,12 @@ __global__ void __launch_bounds__(kTokWarps * 32) gdn_prep_tok_kernel(const ggml
     const int64_t h = blockIdx.y, s = blockIdx.z;
     const int64_t hk = h / (a.n_heads / a.n_heads_qk);  // grouped order, like repeat_interleave
     const int64_t row0 = (s * a.n_tokens + t0) * a.n_heads + h;  // output row of token t0; + n_heads per token
-    tok_tile<NJ>(tile, a.q, a.q_type, s * a.q_s[0] + t0 + hk * a.q_s[2], a.q_s[3], t0, a.n_tokens, a.q_out, row0,
-                 a.n_heads, a.l2norm != 0, a.eps);
-    tok_tile<NJ>(tile, a.k, a.k_type, s * a.k_s[0] + t0 + hk * a.k_s[2], a.k_s[3], t0, a.n_tokens, a.k_out, row0,
-                 a.n_heads, a.l2norm != 0, a.eps);
-    tok_tile<NJ>(tile, a.v, a.v_type, s * a.v_s[0] + t0 + h * a.v_s[2], a.v_s[3], t0, a.n_tokens, a.v_out, row0,
-                 a.n_heads, false, a.eps);
+    tok_tile<NJ>(tile, a.q, a.q_type, s * a.q_s[0] + t0 * a.q_s[1] + hk * a.q_s[2], a.q_s[1], a.q_s[3], t0,
+                 a.n_tokens, a.q_out, row0, a.n_heads, a.l2norm != 0, a.eps);
+    tok_tile<NJ>(tile, a.k, a.k_type, s * a.k_s[0] + t0 * a.k_s[1] + hk * a.k_s[2], a.k_s[1], a.k_s[3], t0,
+                 a.n_tokens, a.k_out, row0, a.n_heads, a.l2norm != 0, a.eps);
+    tok_tile<NJ>(tile, a.v, a.v_type, s * a.v_s[0] + t0 * a.v_s[1] + h * a.v_s[2], a.v_s[1], a.v_s[3], t0,
+                 a.n_tokens, a.v_out, row0, a.n_heads, false, a.eps);
     const int64_t t = t0 + threadIdx.x;
     if (threadIdx.x < kTokTile && t < a.n_tokens) {
         const int64_t row = row0 + threadIdx.x * a.n_heads;
@@ -221,9 +234,10 @@ __global__ void __launch_bounds__(kTokWarps * 32) gdn_prep_tok_kernel(const ggml
     }
 }
 
-// The token-major kernel's conditions: scalar gates, unit token stride for q, k and v, head_dim 32, 64 or 128.
+// The tiled kernel's conditions: scalar gates, head_dim 32, 64 or 128, one tensor at least not in contiguous rows
+// (those go to the vectorised kernel, or, unaligned or of mixed types, to the generic one), a grid that fits.
 int tok_head_tiles(const ggml_vendor_gdn_prep_args & a) {
-    if (a.kda || a.q_s[1] != 1 || a.k_s[1] != 1 || a.v_s[1] != 1 || a.n_seqs > 65535 || a.n_heads > 65535) {
+    if (a.kda || (a.q_s[3] == 1 && a.k_s[3] == 1 && a.v_s[3] == 1) || a.n_seqs > 65535 || a.n_heads > 65535) {
         return 0;
     }
     return a.head_dim == 128 ? 4 : a.head_dim == 64 ? 2 : a.head_dim == 32 ? 1 : 0;

@@ -233,22 +233,28 @@ def test_gdn_long_bf16_prefill_then_decode_like_the_models(torch, kernel, refs, 
 
 
 @pytest.mark.parametrize("T", [1, 45, 300])
-def test_gdn_layer_reads_token_major_views_like_the_models_conv_output(torch, kernel, refs, T) -> None:
+@pytest.mark.parametrize("qk", ["views", "repeated"])
+def test_gdn_layer_reads_token_major_views_like_the_models_conv_output(torch, kernel, refs, T, qk) -> None:
     """Qwen3.5's layer hands q/k/v over as views of its causal conv's [batch, channels, tokens] output transposed
-    to [batch, tokens, channels] (token stride 1, elements `tokens` apart; the preparation's tiled kernel): the
-    same values as contiguous tensors give the same result, and both match transformers' torch recurrence."""
+    to [batch, tokens, channels] (token stride 1, elements `tokens` apart; the preparation's tiled kernel), q and
+    k as such views too or, when the model repeats their heads, as contiguous copies: the same values as
+    contiguous tensors give the same result, and both match transformers' torch recurrence."""
     B, Hk, H, D = 2, 4, 8, 128
     q, k, v, g, beta, _ = inputs(torch, B, T, Hk, H, D, torch.bfloat16, seed=T + 5)
     conv = torch.cat([q.flatten(2), k.flatten(2), v.flatten(2)], -1).transpose(1, 2).contiguous()  # [B, C, T]
     qt, kt, vt = torch.split(conv.transpose(1, 2), [Hk * D, Hk * D, H * D], dim=-1)
     qt, kt, vt = qt.reshape(B, T, Hk, D), kt.reshape(B, T, Hk, D), vt.reshape(B, T, H, D)
-    assert qt.stride(1) == 1 and qt.stride(3) == T and torch.equal(qt, q) and torch.equal(vt, v)
+    assert torch.equal(qt, q) and torch.equal(vt, v) and (T == 1 or (vt.stride(1) == 1 and vt.stride(3) == T))
+    if qk == "repeated":  # what the model itself does before the call when H > Hk
+        q, k = q.repeat_interleave(H // Hk, dim=2), k.repeat_interleave(H // Hk, dim=2)
+        qt, kt = q.clone(), k.clone()
     kw = dict(output_final_state=True, use_qk_l2norm_in_kernel=True)
     layer = kernel.layers.chunk_gated_delta_rule()
     o_t, s_t = layer(qt, kt, vt, g=g, beta=beta, **kw)
-    o_c, s_c = layer(q, k, v, g=g, beta=beta, **kw)
-    rep = H // Hk
-    o_ref, s_ref = refs["recurrent"](q.repeat_interleave(rep, dim=2), k.repeat_interleave(rep, dim=2), v, g, beta, **kw)
+    o_c, s_c = layer(q, k, v.contiguous(), g=g, beta=beta, **kw)
+    rep = H // q.shape[2]
+    q_ref, k_ref = q.repeat_interleave(rep, dim=2), k.repeat_interleave(rep, dim=2)
+    o_ref, s_ref = refs["recurrent"](q_ref, k_ref, v, g, beta, **kw)
     assert rel_err(o_t, o_c) < 1e-3 and rel_err(s_t, s_c) < 1e-5, (rel_err(o_t, o_c), rel_err(s_t, s_c))
     assert rel_err(o_t, o_ref) < TOL["bfloat16"] and rel_err(s_t, s_ref) < TF32_STATE_TOL
 
