@@ -254,9 +254,10 @@ int vec_per_thread(const ggml_vendor_gdn_prep_args & a) {
         return 0;
     }
     const int64_t elem = a.q_type == GGML_VENDOR_F32 ? 4 : 2;
+    // A dimension of size 1 never steps, whatever its stride (a decode call's token-major view has token stride 1).
     const auto aligned = [&](const void * p, const int64_t (&st)[4]) {
-        return reinterpret_cast<uintptr_t>(p) % (elem * vpt) == 0 && st[0] % vpt == 0 && st[1] % vpt == 0 &&
-               st[2] % vpt == 0;
+        return reinterpret_cast<uintptr_t>(p) % (elem * vpt) == 0 && (a.n_seqs == 1 || st[0] % vpt == 0) &&
+               (a.n_tokens == 1 || st[1] % vpt == 0) && st[2] % vpt == 0;
     };
     return aligned(a.q, a.q_s) && aligned(a.k, a.k_s) && aligned(a.v, a.v_s) ? vpt : 0;
 }
