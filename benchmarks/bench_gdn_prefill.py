@@ -106,6 +106,22 @@ class ChunkedOnly:
         self.lib = type("Lib", (), {"raw_gdn_launch": staticmethod(lambda *a: launch_cols(*a[:-2], -1, a[-1]))})
 
 
+def layer_and_fla(script: str, root: Path, want_fla: bool):
+    """(our chunk_gated_delta_rule layer, fla's chunk_gated_delta_rule or None) for the lean prefill scripts, or
+    an exit code after saying why not (no CUDA device, no build)."""
+    if not torch.cuda.is_available():
+        print(f"{script}: no CUDA device here; run it on a GPU machine", file=sys.stderr)
+        return 2
+    op, status = load_op(None, root)
+    print(f"op: {status}", flush=True)
+    if op is None:
+        return 1
+    fla = None
+    if want_fla:
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla
+    return op.layers.chunk_gated_delta_rule(), fla
+
+
 def impls(op, fla_chunk, raws) -> list[tuple[str, object, str]]:
     """(name, call(x) -> (out, state [B,H,K,V]), note) for everything that loaded."""
     out = []

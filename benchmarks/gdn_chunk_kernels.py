@@ -24,8 +24,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _timing import load_op  # noqa: E402
-from bench_gdn_prefill import hf_call, prefill_inputs  # noqa: E402
+from bench_gdn_prefill import hf_call, layer_and_fla, prefill_inputs  # noqa: E402
 
 
 def short(name: str) -> str:
@@ -61,17 +60,10 @@ def main() -> int:
     ap.add_argument("--no-profile", action="store_true", help="just make the calls (for an outside profiler)")
     ap.add_argument("--root", default=str(HERE.parent), help="the package whose build/ is loaded")
     args = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("gdn_chunk_kernels: no CUDA device here; run it on a GPU machine", file=sys.stderr)
-        return 2
-    op, status = load_op(None, Path(args.root))
-    print(f"op: {status}", flush=True)
-    if op is None:
-        return 1
-    layer = op.layers.chunk_gated_delta_rule()
-    fla = None
-    if not args.no_fla:
-        from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla
+    loaded = layer_and_fla("gdn_chunk_kernels", Path(args.root), not args.no_fla)
+    if isinstance(loaded, int):
+        return loaded
+    layer, fla = loaded
     for case in args.cases.split(","):
         B, T = (int(v) for v in case.split("x"))
         x = prefill_inputs(B, T, seed=B * 1000 + T)

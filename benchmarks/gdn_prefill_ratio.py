@@ -26,8 +26,8 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _timing import Timer, load_op, rel_err  # noqa: E402
-from bench_gdn_prefill import hf_call, prefill_inputs  # noqa: E402
+from _timing import Timer, rel_err  # noqa: E402
+from bench_gdn_prefill import hf_call, layer_and_fla, prefill_inputs  # noqa: E402
 
 GRID = "1x512,1x2048,1x8192,1x32768,8x512,8x2048,8x8192,8x32768"
 
@@ -78,17 +78,10 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--root", default=str(HERE.parent), help="the package whose build/ is loaded")
     args = ap.parse_args()
-    if not torch.cuda.is_available():
-        print("gdn_prefill_ratio: no CUDA device here; run it on a GPU machine", file=sys.stderr)
-        return 2
-    op, status = load_op(None, Path(args.root))
-    print(f"op: {status}", flush=True)
-    if op is None:
-        return 1
-    fla = None
-    if not args.no_fla:
-        from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla
-    layer, timer = op.layers.chunk_gated_delta_rule(), Timer()
+    loaded = layer_and_fla("gdn_prefill_ratio", Path(args.root), not args.no_fla)
+    if isinstance(loaded, int):
+        return loaded
+    (layer, fla), timer = loaded, Timer()
     for case in args.cases.split(","):
         B, T = (int(v) for v in case.split("x"))
         print("ROW " + json.dumps(row_for(layer, fla, timer, B, T, args.reps, args.f32)), flush=True)
