@@ -3,7 +3,8 @@
 #   wheels -> ggml-vendor build (host variant, vendor/patches applied) -> the GDN GPU tests (chunked path
 #   included) -> where the chunked path wins (gdn_chunk_threshold.py) -> compute-sanitizer memcheck -> the prefill
 #   grid (bench_gdn.py --prefill) -> the bf16 / float32 / fla ratios and the per-kernel profile (gdn_prefill_ratio.py
-#   --f32, gdn_chunk_kernels.py, ncu where installed) -> bench_fa.py (n_kv 512..32K) -> bench_generate.py's compiled rows under
+#   --f32, gdn_chunk_kernels.py, ncu where installed) -> one prompt's forward per mode kernel by kernel
+#   (prefill_profile.py) -> bench_fa.py (n_kv 512..32K) -> bench_generate.py's compiled rows under
 #   transformers' default compile config (with their compile diagnostics) and its prompt sweep.
 # Needs vendor/ synced (ggml-vendor sync) and, on a machine without network access, a folder of wheels
 # (WHEELS=<dir>): transformers 5.22.2, kernels 0.17.2, fla-core 0.6.0, huggingface_hub 2.4.0, httpx2, httpcore2,
@@ -13,7 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${RESULTS_DIR:-/tmp/gpu-prefill}
-STEPS=${STEPS:-"build tests threshold prefill ratio kernels memcheck fa compile sweep"}
+STEPS=${STEPS:-"build tests threshold prefill ratio kernels profile memcheck fa compile sweep"}
 mkdir -p "$RESULTS"
 export PYTHONUNBUFFERED=1 GIT_PYTHON_REFRESH=quiet HF_HUB_OFFLINE=1 HF_HUB_DISABLE_XET=1
 log() { printf '\n=== %s (%ss)\n' "$*" "$SECONDS" | tee -a "$RESULTS/session.log"; }
@@ -84,6 +85,14 @@ if has kernels; then
   else
     echo "ncu not on PATH: no Nsight Compute profile"
   fi
+fi
+if has profile; then
+  # One prompt's forward through the bench model per mode, kernels summed by name: where the time-to-first-token
+  # gap of the sweep is (the input preparation, the chunk kernels, the rest of the model).
+  log "prefill profile (prefill_profile.py at ${PROFILE_PROMPTS:-4096,16384} tokens)"
+  for n in $(echo "${PROFILE_PROMPTS:-4096,16384}" | tr , ' '); do
+    timeout 150 python3 benchmarks/prefill_profile.py --prompt "$n" --top "${PROFILE_TOP:-14}" 2>&1 | tee -a "$RESULTS/prefill-profile.log" | grep -E "^PREFILL|Error" | cut -c1-1500
+  done
 fi
 if has fa; then
   log "bench_fa (n_kv 512, 4K, 16K, 32K)"
