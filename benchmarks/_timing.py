@@ -214,6 +214,26 @@ def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
     return float((x - ref).norm() / ref.norm())
 
 
+def kernel_name(name: str) -> str:
+    """A CUDA kernel's name without `void`, anonymous namespaces, template arguments and parameters: one row per
+    kernel, not per instance."""
+    name = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    for cut in ("(", "<"):
+        name = name.split(cut)[0]
+    return name[:80]
+
+
+def kernel_totals(prof, per_call: int = 1) -> dict[str, float]:
+    """Device µs per kernel (kernel_name) in a torch.profiler trace with CUDA activity, divided by `per_call`,
+    the largest first."""
+    totals: dict[str, float] = {}
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            key = kernel_name(ev.name)
+            totals[key] = totals.get(key, 0.0) + ev.device_time / per_call
+    return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
+
+
 def environment() -> dict:
     """What a result depends on: device, driver, torch/CUDA/cuDNN/triton versions, date, commit."""
     props = torch.cuda.get_device_properties(0)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -24,15 +23,8 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from _timing import kernel_totals  # noqa: E402
 from bench_gdn_prefill import hf_call, layer_and_fla, prefill_inputs  # noqa: E402
-
-
-def short(name: str) -> str:
-    """A kernel's name without its template arguments and parameter list (one row per kernel, not per instance)."""
-    name = name.removeprefix("void ").replace("(anonymous namespace)::", "")
-    for cut in ("(", "<"):
-        name = name.split(cut)[0]
-    return name[:80]
 
 
 def kernel_us(fn, calls: int) -> dict[str, float]:
@@ -45,11 +37,7 @@ def kernel_us(fn, calls: int) -> dict[str, float]:
         for _ in range(calls):
             fn()
         torch.cuda.synchronize()
-    totals: dict[str, float] = defaultdict(float)
-    for ev in prof.events():
-        if ev.device_type == torch.autograd.DeviceType.CUDA:
-            totals[short(ev.name)] += ev.device_time / calls
-    return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
+    return kernel_totals(prof, calls)
 
 
 def main() -> int:

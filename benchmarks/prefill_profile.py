@@ -13,14 +13,13 @@ import argparse
 import json
 import sys
 import time
-from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from _timing import kernel_totals  # noqa: E402
 from bench_generate import GdnSwitch, build_model, load_kernel, prompt, register_attention, set_mode  # noqa: E402
-from gdn_chunk_kernels import short  # noqa: E402
 
 
 def profile_forward(model, ids) -> tuple[float, dict[str, float]]:
@@ -37,11 +36,7 @@ def profile_forward(model, ids) -> tuple[float, dict[str, float]]:
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             model(ids, use_cache=True)
             torch.cuda.synchronize()
-    per: dict[str, float] = defaultdict(float)
-    for ev in prof.events():
-        if ev.device_type == torch.autograd.DeviceType.CUDA:
-            per[short(ev.name)] += ev.device_time
-    return wall_ms, dict(sorted(per.items(), key=lambda kv: -kv[1]))
+    return wall_ms, kernel_totals(prof)
 
 
 def main() -> int:
