@@ -255,7 +255,9 @@ def test_gdn_layer_reads_token_major_views_like_the_models_conv_output(torch, ke
     rep = H // q.shape[2]
     q_ref, k_ref = q.repeat_interleave(rep, dim=2), k.repeat_interleave(rep, dim=2)
     o_ref, s_ref = refs["recurrent"](q_ref, k_ref, v, g, beta, **kw)
-    assert rel_err(o_t, o_c) < 1e-3 and rel_err(s_t, s_c) < 1e-5, (rel_err(o_t, o_c), rel_err(s_t, s_c))
+    # The two preparation kernels sum the l2 norms in different orders (1-ulp differences that tf32 may round
+    # apart); a layout mistake would be off by O(1).
+    assert rel_err(o_t, o_c) < 1e-3 and rel_err(s_t, s_c) < 1e-4, (rel_err(o_t, o_c), rel_err(s_t, s_c))
     assert rel_err(o_t, o_ref) < TOL["bfloat16"] and rel_err(s_t, s_ref) < TF32_STATE_TOL
 
 
