@@ -234,13 +234,18 @@ __global__ void __launch_bounds__(kTokWarps * 32) gdn_prep_tok_kernel(const ggml
     }
 }
 
+// Elements of a row per lane for the two fast kernels (head_dim 32, 64 or 128), 0 for other head dims.
+int per_lane(int64_t head_dim) {
+    return head_dim == 128 ? 4 : head_dim == 64 ? 2 : head_dim == 32 ? 1 : 0;
+}
+
 // The tiled kernel's conditions: scalar gates, head_dim 32, 64 or 128, one tensor at least not in contiguous rows
 // (those go to the vectorised kernel, or, unaligned or of mixed types, to the generic one), a grid that fits.
 int tok_head_tiles(const ggml_vendor_gdn_prep_args & a) {
     if (a.kda || (a.q_s[3] == 1 && a.k_s[3] == 1 && a.v_s[3] == 1) || a.n_seqs > 65535 || a.n_heads > 65535) {
         return 0;
     }
-    return a.head_dim == 128 ? 4 : a.head_dim == 64 ? 2 : a.head_dim == 32 ? 1 : 0;
+    return per_lane(a.head_dim);
 }
 
 // The vectorised kernel's conditions: scalar gates, q/k/v of one type with unit element stride, head_dim 32,
@@ -249,7 +254,7 @@ int vec_per_thread(const ggml_vendor_gdn_prep_args & a) {
     if (a.kda || a.q_type != a.k_type || a.q_type != a.v_type || a.q_s[3] != 1 || a.k_s[3] != 1 || a.v_s[3] != 1) {
         return 0;
     }
-    const int vpt = a.head_dim == 128 ? 4 : a.head_dim == 64 ? 2 : a.head_dim == 32 ? 1 : 0;
+    const int vpt = per_lane(a.head_dim);
     if (vpt == 0) {
         return 0;
     }
@@ -274,6 +279,19 @@ void launch_vec(const ggml_vendor_gdn_prep_args & a, int vpt, int64_t blocks, cu
     }
 }
 
+void launch_tok(const ggml_vendor_gdn_prep_args & a, int nj, cudaStream_t stream) {
+    const dim3 grid(static_cast<unsigned int>((a.n_tokens + kTokTile - 1) / kTokTile),
+                    static_cast<unsigned int>(a.n_heads), static_cast<unsigned int>(a.n_seqs));
+    const dim3 block(kTokWarps * 32);
+    if (nj == 4) {
+        gdn_prep_tok_kernel<4><<<grid, block, 0, stream>>>(a);
+    } else if (nj == 2) {
+        gdn_prep_tok_kernel<2><<<grid, block, 0, stream>>>(a);
+    } else {
+        gdn_prep_tok_kernel<1><<<grid, block, 0, stream>>>(a);
+    }
+}
+
 }  // namespace
 
 extern "C" const char * ggml_vendor_gdn_prep_launch(const ggml_vendor_gdn_prep_args * a, void * stream) {
@@ -290,15 +308,7 @@ extern "C" const char * ggml_vendor_gdn_prep_launch(const ggml_vendor_gdn_prep_a
     const int vpt = vec_per_thread(*a);
     const int nj = vpt == 0 ? tok_head_tiles(*a) : 0;
     if (nj != 0) {
-        const dim3 grid(static_cast<unsigned int>((a->n_tokens + kTokTile - 1) / kTokTile),
-                        static_cast<unsigned int>(a->n_heads), static_cast<unsigned int>(a->n_seqs));
-        if (nj == 4) {
-            gdn_prep_tok_kernel<4><<<grid, kTokWarps * 32, 0, st>>>(*a);
-        } else if (nj == 2) {
-            gdn_prep_tok_kernel<2><<<grid, kTokWarps * 32, 0, st>>>(*a);
-        } else {
-            gdn_prep_tok_kernel<1><<<grid, kTokWarps * 32, 0, st>>>(*a);
-        }
+        launch_tok(*a, nj, st);
     } else if (vpt == 0) {
         gdn_prep_kernel<<<static_cast<unsigned int>(blocks), kRowsPerBlock * 32, 0, st>>>(*a);
     } else if (a->q_type == GGML_VENDOR_BF16) {
