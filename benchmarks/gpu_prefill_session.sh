@@ -11,6 +11,10 @@
 # truststore, tomlkit, gitpython, gitdb, smmap, platformdirs.
 #
 #   WHEELS=wheels RESULTS_DIR=/tmp/gpu-prefill STEPS="build tests threshold prefill" bash benchmarks/gpu_prefill_session.sh
+#
+# NCU_KERNEL narrows Nsight Compute to one kernel (a regex, default every chunk kernel) and NCU_SECTIONS adds
+# sections, e.g. NCU_KERNEL=chunk_state NCU_SECTIONS="--section SourceCounters --section SchedulerStats" for where
+# the state pass's warps stall.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 RESULTS=${RESULTS_DIR:-/tmp/gpu-prefill}
@@ -78,7 +82,7 @@ if has kernels; then
   timeout 200 python3 benchmarks/gdn_chunk_kernels.py ${KERNEL_CASES:+--cases $KERNEL_CASES} 2>&1 | tee "$RESULTS/kernels.log" | grep -E "^KERNELS|Error" | cut -c1-600
   if command -v ncu >/dev/null; then
     timeout "${NCU_TIMEOUT_S:-150}" ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
-      --section LaunchStats -k regex:gated_delta_net_chunk python3 benchmarks/gdn_chunk_kernels.py --cases "${NCU_CASE:-1x8192}" \
+      --section LaunchStats ${NCU_SECTIONS:-} -k "regex:${NCU_KERNEL:-gated_delta_net_chunk}" python3 benchmarks/gdn_chunk_kernels.py --cases "${NCU_CASE:-1x8192}" \
       --calls 1 --no-fla --no-profile >"$RESULTS/ncu.log" 2>&1
     echo "ncu exit code $?"
     grep -E "gated_delta_net_chunk|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Stall|Issued Warp|No Eligible|Block Limit" "$RESULTS/ncu.log" | head -120
