@@ -439,8 +439,10 @@ at::Tensor gated_delta_rule_inplace_cuda(const at::Tensor & q, const at::Tensor 
     const at::Tensor v32 = dense_view(buf, {B, T, H, D}, 2 * n);
     const at::Tensor g32 = kda ? dense_view(buf, {B, T, H, D}, 3 * n) : dense_view(buf, {B, T, H}, 3 * n);
     const at::Tensor beta32 = dense_view(buf, {B, T, H}, 3 * n + n_g);
-    // A 16-bit result needs no float32-accurate products (vendor/patches/0007): bf16 rounds to 2^-9.
-    const bool tf32 = out_dtype == at::kBFloat16 || out_dtype == at::kHalf;
+    // A 16-bit result needs no float32-accurate products (vendor/patches/0007): bf16 rounds to 2^-9. That form
+    // keeps W and exp(G_C - G) k in f16 (vendor/patches/0008), whose range holds them for unit-norm keys: the
+    // layer's own l2 norm. Unnormalised keys keep the float32-accurate form.
+    const bool tf32 = (out_dtype == at::kBFloat16 || out_dtype == at::kHalf) && l2norm;
     out = gdn_inplace(q32, k32, v32, g32, beta32, state, tf32);
   }
   return out.scalar_type() == out_dtype ? out : out.to(out_dtype);

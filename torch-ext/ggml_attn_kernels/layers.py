@@ -21,10 +21,11 @@ What each layer adapts (transformers' conventions -> ggml's op):
   casts, the norm and the GQA expansion one preparation launch (csrc/cuda/gdn_prep.cu) before ggml's op:
   3 launches per decode call with the output cast. Elsewhere (torch.compile, which fuses it; Metal) the same
   adaptation runs in Python below, with transformers' own l2norm formula.
-* Compute is float32; the output comes back in query's dtype. A bf16/f16 call's long prefill (the op's chunked
-  path, eager CUDA) runs its tensor-core products in single tf32: its result is rounded to 16 bits anyway, and
-  its error stays within ~1.04x of that rounding (vendor/patches/0007). Pass float32 tensors for float32
-  accuracy throughout.
+* Compute is float32; the output comes back in query's dtype. A bf16/f16 call's long prefill with
+  use_qk_l2norm_in_kernel=True (the op's chunked path, eager CUDA) runs its tensor-core products in single tf32
+  with two of their operands kept in f16 (vendor/patches/0007, 0008): its result is rounded to 16 bits anyway,
+  and its error stays within ~1.04x of that rounding. Without the norm, or with float32 tensors, the products
+  keep float32 accuracy.
 * State: transformers holds [B, Hv, Dk, Dv] ([key][value]); ggml holds [value][key]. The final state is returned
   as a transposed *view* of ggml's tensor, so it has transformers' shape and the next call's
   `initial_state.transpose(-1, -2)` is contiguous again: no layout copy on the hot path. With
