@@ -86,7 +86,11 @@ RAW_API int raw_gdn_launch_cols(const float * q, const float * k, const float * 
     if (cols == -1) {  // the chunked prefill kernel (vendor/patches/0003), whatever the launcher would choose
         RAW_GUARD({
             const int64_t n_chunks = (n_tokens + gdn_chunk::C - 1) / gdn_chunk::C;
+#ifdef GGML_CUDA_GDN_CHUNK_WS_BY_FORM  // vendor/patches/0008: the launcher's default is the three-product form
+            float * ws = raw_chunk_ws(n_seqs * H * n_chunks * gdn_chunk::WS_CHUNK<true>);
+#else
             float * ws = raw_chunk_ws(n_seqs * H * n_chunks * gdn_chunk::WS_CHUNK);
+#endif
             launch_gated_delta_net_chunk(q, k, v, g, beta, state_in, out, state_out, ws, H, n_tokens, n_seqs,
                                          sq1, sq2, sq3, sv1, sv2, sv3, sb1, sb2, sb3, init_fastdiv_values(neqk1),
                                          init_fastdiv_values(rq3), 1.0f / sqrtf((float) S_v), (cudaStream_t) stream);
