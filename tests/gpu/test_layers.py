@@ -207,6 +207,27 @@ def test_gdn_bf16_chunked_prefill_is_as_close_to_float64_as_bf16_rounding_allows
     assert err_s < TF32_STATE_TOL, err_s
 
 
+def test_gdn_bf16_chunked_prefill_without_the_layers_norm_keeps_float32_products(torch, kernel) -> None:
+    """Without use_qk_l2norm_in_kernel the keys' norms are the caller's, which the single-tf32 form's f16 W and Kd
+    (vendor/patches/0008) cannot vouch for, so the binding keeps the float32-accurate products: the float32 final
+    state of a chunked bf16 call lands near float32's error of float64, well under the single-tf32 form's ~4e-4."""
+    F = torch.nn.functional
+    B, T, H, D = 1, 2048, 32, 128
+    q, k, v, g, beta, _ = inputs(torch, B, T, H, H, D, torch.bfloat16, seed=17)
+    q = F.normalize(q.float(), dim=-1).bfloat16()
+    k = F.normalize(k.float(), dim=-1).bfloat16()
+    g = g * torch.tensor([1.0, 8.0, 30.0, 0.05] * (H // 4), device="cuda")
+    zero = torch.zeros(B, H, D, D, dtype=torch.float64, device="cuda")
+    ref_out, ref_vk = gdn_reference(torch, q.double(), k.double(), v, g, beta, zero)
+    o, s = kernel.layers.chunk_gated_delta_rule()(
+        q, k, v, g=g, beta=beta, output_final_state=True, use_qk_l2norm_in_kernel=False
+    )
+    rounding = rel_err(ref_out.to(torch.bfloat16), ref_out)
+    assert o.dtype == torch.bfloat16 and not s.isnan().any()
+    assert rel_err(o, ref_out) < 1.5 * rounding
+    assert rel_err(s, ref_vk.transpose(-1, -2)) < 1e-4
+
+
 @pytest.mark.parametrize("B,T", [(1, 2048), (2, 1000)])
 def test_gdn_long_bf16_prefill_then_decode_like_the_models(torch, kernel, refs, B, T) -> None:
     """The prefill call Qwen3.5 makes (bf16 q/k/v/beta, float32 g, l2 norm in the kernel, 16 q/k heads repeated to
