@@ -228,6 +228,28 @@ def test_gdn_bf16_chunked_prefill_without_the_layers_norm_keeps_float32_products
     assert rel_err(s, ref_vk.transpose(-1, -2)) < 1e-4
 
 
+@pytest.mark.parametrize("v_scale", [2.0**17, 2.0**-20])
+def test_gdn_bf16_chunked_prefill_keeps_its_f16_states_in_range_at_any_scale(torch, kernel, v_scale) -> None:
+    """The single-tf32 form hands the chunk-start states and D to its output pass in f16 (vendor/patches/0009),
+    each tile scaled by a power of two. Values v times 2^17 (D = U - W h has v's magnitude: mostly past f16's largest
+    value, 65504) or times 2^-20 (below f16's smallest normal value, 2^-14, into its 2^-24 steps) come out as
+    accurately as at unit scale: the errors are relative, so the bounds of the unit-scale test hold unchanged."""
+    B, T, H, D = 1, 1024, 8, 128
+    q, k, v, g, beta, _ = inputs(torch, B, T, H // 2, H, D, torch.bfloat16, seed=23)
+    v = v * v_scale  # a power of two: exact in bf16
+    assert v.float().abs().median() > 65504 if v_scale > 1 else v.float().abs().max() < 2.0**-14
+    ref_out, ref_state = layer_reference64(torch, q, k, v, g, beta)
+    o, s = kernel.layers.chunk_gated_delta_rule()(
+        q, k, v, g=g, beta=beta, output_final_state=True, use_qk_l2norm_in_kernel=True
+    )
+    rounding = rel_err(ref_out.to(torch.bfloat16), ref_out)
+    err_o, err_s = rel_err(o, ref_out), rel_err(s, ref_state)
+    print(f"v x {v_scale:g}: output {err_o:.3e} (bf16 rounding {rounding:.3e}), state {err_s:.3e}")
+    assert o.isfinite().all() and s.isfinite().all()
+    assert err_o < 1.5 * rounding, (err_o, rounding)
+    assert err_s < TF32_STATE_TOL, err_s
+
+
 @pytest.mark.parametrize("B,T", [(1, 2048), (2, 1000)])
 def test_gdn_long_bf16_prefill_then_decode_like_the_models(torch, kernel, refs, B, T) -> None:
     """The prefill call Qwen3.5 makes (bf16 q/k/v/beta, float32 g, l2 norm in the kernel, 16 q/k heads repeated to
