@@ -229,11 +229,12 @@ def test_gdn_bf16_chunked_prefill_without_the_layers_norm_keeps_float32_products
 
 
 @pytest.mark.parametrize("v_scale", [2.0**17, 2.0**-20])
-def test_gdn_bf16_chunked_prefill_keeps_its_f16_states_in_range_at_any_scale(torch, kernel, v_scale) -> None:
-    """The single-tf32 form hands the chunk-start states and D to its output pass in f16 (vendor/patches/0009),
-    each tile scaled by a power of two. Values v times 2^17 (D = U - W h has v's magnitude: mostly past f16's largest
-    value, 65504) or times 2^-20 (below f16's smallest normal value, 2^-14, into its 2^-24 steps) come out as
-    accurately as at unit scale: the errors are relative, so the bounds of the unit-scale test hold unchanged."""
+def test_gdn_bf16_chunked_prefill_is_as_accurate_at_any_scale_of_v(torch, kernel, v_scale) -> None:
+    """The single-tf32 form keeps some operands in f16 (W and Kd: patch 0008), which only the keys, gates and
+    beta shape, so v's magnitude must not matter: v times 2^17 (D = U - W h has v's magnitude, mostly past f16's
+    largest value, 65504) or times 2^-20 (below f16's smallest normal value, 2^-14) comes out as accurately as at
+    unit scale. The errors are relative, so the bounds of the unit-scale test hold unchanged; a 16-bit operand
+    that v reaches without a scale (D, U or the chunk-start states in f16) fails one of the two."""
     B, T, H, D = 1, 1024, 8, 128
     q, k, v, g, beta, _ = inputs(torch, B, T, H // 2, H, D, torch.bfloat16, seed=23)
     v = v * v_scale  # a power of two: exact in bf16
