@@ -2,7 +2,9 @@
 our layer on bf16 inputs (the chunked path's single-tf32 form, vendor/patches/0007), on the same values in float32
 (its float32-accurate form) and through fla's chunked kernel, each under torch.profiler (CUDA activity only),
 device microseconds per call summed by kernel name. Same inputs as gdn_prefill_ratio.py / bench_gdn.py --prefill
-(bench_gdn_prefill.prefill_inputs: 32 heads of 128, l2 norm in kernel, final state out). Asserts nothing.
+(bench_gdn_prefill.prefill_inputs: 32 heads of 128, l2 norm in kernel, final state out); "ours bf16, model layout"
+is the bf16 call with v handed over as Qwen3.5 hands it (a token-major view of its causal conv's output, which the
+preparation's tiled kernel reads) instead of contiguous. Asserts nothing.
 
 Run it under Nsight Compute for stall reasons and occupancy of the chunk kernels, e.g.
     ncu --section SpeedOfLight --section Occupancy --section WarpStateStats -k regex:gated_delta_net_chunk \\
@@ -40,6 +42,14 @@ def kernel_us(fn, calls: int) -> dict[str, float]:
     return kernel_totals(prof, calls)
 
 
+def model_layout(x: dict) -> dict:
+    """v as a view of a [batch, channels, tokens] buffer transposed (token stride 1, a row's elements T apart), the
+    layout Qwen3.5's causal conv leaves it in; q/k stay contiguous (the model's repeat_interleave copies)."""
+    B, T, H, D = x["v"].shape
+    conv = x["v"].flatten(2).transpose(1, 2).contiguous()  # [B, H*D, T]
+    return {**x, "v": conv.transpose(1, 2).reshape(B, T, H, D)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default="1x8192,8x8192", help="B x T list")
@@ -57,6 +67,7 @@ def main() -> int:
         x = prefill_inputs(B, T, seed=B * 1000 + T)
         x32 = {name: t.float() for name, t in x.items()}
         calls = {"ours bf16 (tf32)": lambda x=x: hf_call(layer.forward, x),
+                 "ours bf16, model layout": lambda x=model_layout(x): hf_call(layer.forward, x),
                  "ours f32 (3xtf32)": lambda x=x32: hf_call(layer.forward, x)}  # fmt: skip
         if fla is not None:
             calls["fla chunk"] = lambda x=x, fla=fla: hf_call(fla, x)
