@@ -64,6 +64,7 @@ def main() -> None:
         (2, 12, 6, 3000, 256, torch.float16),
         (2, 32, 4, 4097, 128, torch.float16),
         (2, 16, 4, 16385, 256, torch.bfloat16),
+        (1, 16, 4, 20000, 256, torch.float16),  # f16 K/V in the grouped kernel's K rows loaded ahead (0010)
     ]:
         q = torch.randn(B, H, 1, D, device=dev)
         k = torch.randn(B, Hkv, n_kv, D, device=dev, dtype=dtype)
