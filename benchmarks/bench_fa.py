@@ -1,20 +1,26 @@
-"""Decode flash attention at long context, side by side in one process: ggml's vector kernel unpatched vs with our
-patches (vendor/patches; one block per Q head, and GQA-grouped when the tree has 0004) vs this op vs every torch
-SDPA backend.
+"""Decode flash attention at short and long context, side by side in one process, for both K/V dtypes: ggml's
+vector kernel unpatched vs our tree's kernels (one block per Q head; GQA-grouped, as the tree has it and as it was
+before the newest patch that touches it) vs this op vs every torch SDPA backend.
 
-Batch 1, one query, bf16 K/V (--dtype float16 for f16), two shapes (16 q heads over 4 KV heads at head_dim 256; 32
-over 8 at 128), n_kv in {512, 4096, 16384, 32768}. SDPA gets q in the K/V dtype [B,H,1,D]; ggml's kernel reads q
-f32 (the same values; the "op, q bf16" row includes the binding's conversion). Every implementation is checked
-against a float64 softmax (grouped GQA) before it is timed. Prints ratios and the issue's targets beside them
-(issue 19: op <= 0.9x the best SDPA backend at 4K/16K/32K, 512 no slower than one block per Q head); asserts
-nothing.
+Batch 1, one query, f16 and bf16 K/V (--dtypes), two shapes (16 q heads over 4 KV heads at head_dim 256; 32 over 8
+at 128), n_kv in {512, 4096, 16384, 32768}. SDPA gets q in the K/V dtype [B,H,1,D]; ggml's kernel reads q f32 (the
+same values; the "op, q f16/bf16" row includes the binding's conversion, what transformers' attention hook passes).
+Every implementation is checked against a float64 softmax (grouped GQA) before it is timed. Each row prints
+device µs (host hidden), per-call µs with the host (back-to-back calls from Python), the best SDPA backend beside it
+and the ratio. The op's rows are compared with the record in benchmarks/bench_fa_record.json: a row more than 10%
+slower than its record is printed as a REGRESSION (--update-record writes this run's rows as the new record).
+Targets (issue 34): op <= 0.9x the best SDPA backend from 4K on, 512 no slower than the op's kernel before;
+asserts nothing.
 
-    python3 benchmarks/bench_fa.py [--out benchmarks/out] [--kernel build/<variant>] [--dtype float16]
+    python3 benchmarks/bench_fa.py [--out benchmarks/out] [--kernel build/<variant>] [--dtypes float16,bfloat16]
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -46,16 +52,27 @@ BASE = "ggml unpatched"
 PATCHED = "ggml patched"  # our tree, one block per Q head (the op's kernel before 0004)
 GROUPED = "ggml patched, GQA-grouped"  # our tree, ncols2 = 4 Q heads of one K/V head per block (0004)
 GROUP = 4  # both shapes have GQA ratio 4
-# Issue 19: at most 0.9x the best SDPA backend at these lengths; 512 no slower than before (LEVEL, the spread).
+# Issue 34: at most 0.9x the best SDPA backend at these lengths; 512 no slower than before (LEVEL, the spread).
 TARGET_VS_SDPA = 0.9
 TARGET_KV = (4096, 16384, 32768)
 LEVEL = 1.03  # "level": within the run-to-run spread
 ANCHOR_NOTE = (
-    "issue 19 (H200, device µs, f16 K/V, before 0004): op 13.6 / 17.4 / 44.2 / 73.2 at D=256 512 / 4K / 16K / 32K, "
-    "8.6 / 16.7 / 37.8 / 64.8 at D=128; best SDPA 13.4 / 18.3 / 41.5 / 61.8 and 10.6 / 15.6 / 31.3 / 48.7"
+    "issue 34 (H200, f16 K/V, measured outside the suite): op 101.0 µs at D=256 16/4 32K against cuDNN's 63.0 (a "
+    "month before: 73.6); D=128 32/8 32K 62.6 against 48.0"
 )
-DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+SHORT = {"float16": "f16", "bfloat16": "bf16"}
 KV_TYPE = {torch.float16: 0, torch.bfloat16: 1}  # the raw harness's kv_type
+# The newest patch that changes the grouped kernel: "ggml grouped, before <it>" is our tree with it undone.
+LATEST_GQA_PATCH = "0010-fa-vec-gqa-kq-rows.patch"
+BEFORE = "ggml grouped, before 0010"
+ROWS_MACRO = "GGML_VENDOR_FA_VEC_GQA_KQ_ROWS"  # 0010: K rows each thread loads ahead (variants: --gqa-rows)
+# The op's dispatch before issue 34 (set from bf16 rows only): grouped from these n_kv, for both K/V dtypes.
+PREVIOUS_GQA_MIN_KV = {128: 4096, 256: 16384}
+OP_BEFORE = "op before (its previous kernel)"
+RECORD = HERE / "bench_fa_record.json"
+REGRESSION = 1.10  # a row more than 10% slower than its record
+RECORDED = ("op", "op, q f16", "op, q bf16")
 
 
 def make_inputs(n_kv: int, seed: int, shape: tuple[int, int, int] = SHAPES[0], dtype=torch.float16) -> dict:
@@ -165,7 +182,11 @@ def raw_impl(name: str, raw, nsm: int, note: str, dtype=torch.float16, ncols2: i
     return impl
 
 
-def build_impls(op, raws: dict, nsm: int, dtype=torch.float16) -> tuple[list[Impl], dict[str, str]]:
+def build_impls(
+    op, raws: dict, nsm: int, dtype=torch.float16, grouped: dict | None = None
+) -> tuple[list[Impl], dict[str, str]]:
+    """The rows of one K/V dtype: the raw kernels (`raws`: one block per Q head; `grouped`: extra trees whose
+    grouped kernel is timed too, e.g. before the newest patch), the op with q f32 and q in the K/V dtype, SDPA."""
     impls, missing = [], {}
     for name, (raw, note) in raws.items():
         impls.append(raw_impl(name, raw, nsm, note, dtype))
@@ -173,6 +194,9 @@ def build_impls(op, raws: dict, nsm: int, dtype=torch.float16) -> tuple[list[Imp
         impls.append(raw_impl(GROUPED, raws[PATCHED][0], nsm, f"ncols2={GROUP} Q heads per block", dtype, GROUP))
     elif PATCHED in raws:
         missing[GROUPED] = "the patched tree has no grouped vec kernel (vendor/patches/0004 not applied)"
+    for name, (raw, note) in (grouped or {}).items():
+        if raw.fa_has_gqa:
+            impls.append(raw_impl(name, raw, nsm, note, dtype, GROUP))
     if op is not None and hasattr(op, "flash_attn"):
         fa = op.flash_attn
         # q f32 is the kernel's own dtype (what ggml raw gets): the like-for-like row.
@@ -185,9 +209,9 @@ def build_impls(op, raws: dict, nsm: int, dtype=torch.float16) -> tuple[list[Imp
         )
         impls.append(
             Impl(
-                "op, q bf16" if dtype == torch.bfloat16 else "op, q f16",
+                f"op, q {SHORT[_dtype_name(dtype)]}",
                 lambda x: fa(x["q"], x["k"], x["v"], None, 1.0 / math.sqrt(x["shape"][0])),
-                "q in the K/V dtype: includes the binding's conversion to f32 (one more launch)",
+                "q in the K/V dtype (what transformers passes): includes the binding's conversion to f32",
             )
         )
     elif op is not None:
@@ -209,6 +233,52 @@ def build_impls(op, raws: dict, nsm: int, dtype=torch.float16) -> tuple[list[Imp
     return impls, missing
 
 
+def _dtype_name(dtype) -> str:
+    return next(n for n, t in DTYPES.items() if t == dtype)
+
+
+def grouped_trees(args, build: Path) -> tuple[dict, dict[str, str]]:
+    """Our tree's grouped kernel as it was before LATEST_GQA_PATCH (that patch alone undone) and, per --gqa-rows
+    value, with ROWS_MACRO set to it: {name: (RawGgml, note)} and a status line per name."""
+    from raw_ggml import loader
+
+    trees, status = {}, {}
+    vendor, patches = Path(args.vendor), Path(args.patches)
+    latest = patches / LATEST_GQA_PATCH
+    if latest.is_file():
+        only = build / f"patches-{latest.stem}"
+        only.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(latest, only / latest.name)
+        try:
+            tree, _ = loader.pristine_tree(vendor, only, build)
+            trees[BEFORE] = (loader.RawGgml(loader.build(tree, build, quiet=False)), f"{latest.name} undone")
+            status[BEFORE] = f"built from {tree}"
+        except Exception as exc:
+            status[BEFORE] = f"unavailable: {exc}".splitlines()[0][:300]
+    else:
+        status[BEFORE] = f"not built: {latest} is absent"
+    header = vendor / "src" / "ggml-cuda" / "fattn-vec.cuh"
+    for rows in [r for r in (args.gqa_rows or "").split(",") if r.strip()]:
+        name = f"{GROUPED}, rows={int(rows)}"
+        text = header.read_text() if header.is_file() else ""
+        pattern = re.compile(rf"^#define {ROWS_MACRO} \d+$", re.M)
+        if not pattern.search(text):
+            status[name] = f"not built: {header} defines no {ROWS_MACRO}"
+            continue
+        tree = build / f"rows-{int(rows)}" / "ggml"
+        shutil.rmtree(tree, ignore_errors=True)
+        shutil.copytree(vendor, tree)
+        (tree / "src" / "ggml-cuda" / "fattn-vec.cuh").write_text(
+            pattern.sub(f"#define {ROWS_MACRO} {int(rows)}", text)
+        )
+        try:
+            trees[name] = (loader.RawGgml(loader.build(tree, build, quiet=False)), f"{ROWS_MACRO}={int(rows)}")
+            status[name] = f"built from {tree}"
+        except Exception as exc:
+            status[name] = f"unavailable: {exc}".splitlines()[0][:300]
+    return trees, status
+
+
 def as_bnhd(name: str, out: torch.Tensor) -> torch.Tensor:
     """Every result as (B, n_q, H, D): SDPA returns (B, H, n_q, D); the op and ggml return (B, n_q, H, D)."""
     return out.transpose(1, 2) if name.startswith("SDPA") else out
@@ -219,79 +289,99 @@ def run(args) -> int:
         print("bench_fa: no CUDA device here; run it on the GPU machine", file=sys.stderr)
         return 2
     import bench_gdn  # the same unpatched / patched harness builds
-    from torch.nn.attention import sdpa_kernel
 
     env = environment()
     timer = Timer()
     op, op_status = load_op(args.kernel, ROOT)
     raws, raw_status = bench_gdn.load_raws(args)
-    env.update(op=op_status, **{k.replace(" ", "_"): v for k, v in raw_status.items()})
-    for k, v in (("op", op_status), *raw_status.items()):
+    extra, extra_status = grouped_trees(args, Path(args.build_dir)) if raws else ({}, {})
+    env.update(op=op_status, **{k.replace(" ", "_"): v for k, v in {**raw_status, **extra_status}.items()})
+    for k, v in (("op", op_status), *raw_status.items(), *extra_status.items()):
         print(f"[bench_fa] {k}: {v}", flush=True)
     nsm = torch.cuda.get_device_properties(0).multi_processor_count
-    dtype = DTYPES[args.dtype]
-    env["kv_dtype"] = args.dtype
-    impls, missing = build_impls(op, raws, nsm, dtype)
-    if op is None:
-        missing["op"] = op_status
-    if BASE not in raws:
-        missing[BASE] = raw_status[BASE]
+    dtype_names = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    env["kv_dtypes"] = ", ".join(dtype_names)
     env["host_yardstick_us"] = host_yardstick(timer)
     l2 = env.get("l2_bytes") or (60 << 20)
 
-    results = []
+    results: list[dict] = []
+    missing: dict[str, str] = {}
     n_kvs = (512, 32768) if args.quick else N_KV
-    for si, shape in enumerate(SHAPES):
-        d, h, h_kv = shape
-        for ci, n_kv in enumerate(n_kvs):
-            kv_bytes = 2 * B * h_kv * n_kv * d * 2
-            n_sets = max(2, min(64, math.ceil(3 * l2 / kv_bytes)))
-            sets = [make_inputs(n_kv, seed=1000 * si + 100 * ci + s, shape=shape, dtype=dtype) for s in range(n_sets)]
-            ref = reference(sets[0])
-            for impl in impls:
-                row = {"D": d, "heads": f"{h}/{h_kv}", "n_kv": n_kv, "impl": impl.name, "note": impl.note}
-                ctx = sdpa_kernel([impl.backend]) if impl.backend is not None else _null()
-                try:
-                    # Backend chosen once, outside the timed calls: the context manager itself costs 20-30 µs of
-                    # host time per entry (docs/perf-reference.md §4.6).
-                    with ctx, torch.no_grad():
-                        if hasattr(impl, "parallel_blocks"):
-                            row["parallel_blocks"] = impl.parallel_blocks(sets[0])
-                            sets[0]["raw_out"].fill_(float("nan"))  # poisoned: unwritten elements show as NaN
-                        out = impl.call(sets[0])
-                        row["err"] = rel_err(as_bnhd(impl.name, out), ref)
-                        call = (lambda f, x: lambda: f(x))(impl.call, sets[0])
-                        for _ in range(3):
-                            call()
-                        torch.cuda.synchronize()
-                        host = timer.host_us(call, n=10)
-                        row["host_enqueue"] = host
-                        row["hidden"] = timer.hidden_us(call, samples=args.samples, host=host)
-                        row["graph"] = timer.graph_us([(lambda f, x: lambda: f(x))(impl.call, s) for s in sets])
-                except Exception as exc:
-                    torch.cuda.synchronize()
-                    msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-                    row["error"] = f"{type(exc).__name__}: {msg}"
-                results.append(row)
-                print(
-                    f"[bench_fa] D={d} {h}/{h_kv} n_kv={n_kv} {impl.name}: "
-                    + (
-                        "error " + row["error"]
-                        if "error" in row
-                        else f"hidden {row['hidden'].fmt()} µs, graph {row['graph'].fmt()}, err {row['err']:.1e}"
-                    ),
-                    flush=True,
-                )
-            del sets
-            torch.cuda.empty_cache()
+    for dtype_name in dtype_names:
+        dtype = DTYPES[dtype_name]
+        impls, missing = build_impls(op, raws, nsm, dtype, extra)
+        if op is None:
+            missing["op"] = op_status
+        if BASE not in raws:
+            missing[BASE] = raw_status[BASE]
+        for si, shape in enumerate(SHAPES):
+            for ci, n_kv in enumerate(n_kvs):
+                results += measure_case(impls, timer, args, dtype_name, si, shape, ci, n_kv, l2)
 
-    markdown = render(results, missing, env, n_kvs, args.dtype)
+    record = load_record(Path(args.record), env.get("device"))
+    markdown = render_all(results, missing, env, n_kvs, dtype_names, record)
     md, js = write_outputs(
         Path(args.out), "bench_fa", markdown, {"env": env, "missing": missing, "results": results, "argv": sys.argv}
     )
     print(markdown)
     print(f"\n[bench_fa] wrote {md} and {js}")
+    if args.update_record:
+        write_record(Path(args.record), results, env)
+        print(f"[bench_fa] wrote the record {args.record}")
     return 0
+
+
+def measure_case(impls, timer, args, dtype_name, si, shape, ci, n_kv, l2) -> list[dict]:
+    """Every implementation on one (dtype, shape, n_kv): checked against float64, then timed three ways."""
+    from torch.nn.attention import sdpa_kernel
+
+    d, h, h_kv = shape
+    dtype = DTYPES[dtype_name]
+    kv_bytes = 2 * B * h_kv * n_kv * d * 2
+    n_sets = max(2, min(64, math.ceil(3 * l2 / kv_bytes)))
+    seed0 = 10000 * list(DTYPES).index(dtype_name) + 1000 * si + 100 * ci
+    sets = [make_inputs(n_kv, seed=seed0 + s, shape=shape, dtype=dtype) for s in range(n_sets)]
+    ref = reference(sets[0])
+    rows = []
+    for impl in impls:
+        row = {"dtype": dtype_name, "D": d, "heads": f"{h}/{h_kv}", "n_kv": n_kv, "impl": impl.name, "note": impl.note}
+        ctx = sdpa_kernel([impl.backend]) if impl.backend is not None else _null()
+        try:
+            # Backend chosen once, outside the timed calls: the context manager itself costs 20-30 µs of
+            # host time per entry (docs/perf-reference.md §4.6).
+            with ctx, torch.no_grad():
+                if hasattr(impl, "parallel_blocks"):
+                    row["parallel_blocks"] = impl.parallel_blocks(sets[0])
+                    sets[0]["raw_out"].fill_(float("nan"))  # poisoned: unwritten elements show as NaN
+                out = impl.call(sets[0])
+                row["err"] = rel_err(as_bnhd(impl.name, out), ref)
+                call = (lambda f, x: lambda: f(x))(impl.call, sets[0])
+                for _ in range(3):
+                    call()
+                torch.cuda.synchronize()
+                host = timer.host_us(call, n=10)
+                row["host_enqueue"] = host
+                row["hidden"] = timer.hidden_us(call, samples=args.samples, host=host)
+                row["per_call"] = timer.loop_us(call, n=200, budget_s=0.3)
+                row["graph"] = timer.graph_us([(lambda f, x: lambda: f(x))(impl.call, s) for s in sets])
+        except Exception as exc:
+            torch.cuda.synchronize()
+            msg = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            row["error"] = f"{type(exc).__name__}: {msg}"
+        rows.append(row)
+        print(
+            f"[bench_fa] {SHORT[dtype_name]} D={d} {h}/{h_kv} n_kv={n_kv} {impl.name}: "
+            + (
+                "error " + row["error"]
+                if "error" in row
+                else f"hidden {row['hidden'].fmt()} µs, per call {row['per_call'].fmt()}, graph {row['graph'].fmt()}, "
+                f"err {row['err']:.1e}"
+            ),
+            flush=True,
+        )
+    del sets
+    torch.cuda.empty_cache()
+    return rows
 
 
 class _null:
@@ -302,42 +392,136 @@ class _null:
         return False
 
 
-def _find(results, d, n_kv, name):
+def _find(results, d, n_kv, name, dtype=None):
     for r in results:
-        if r["D"] == d and r["n_kv"] == n_kv and r["impl"] == name and "error" not in r:
+        if (
+            r["D"] == d
+            and r["n_kv"] == n_kv
+            and r["impl"] == name
+            and "error" not in r
+            and (dtype is None or r.get("dtype", dtype) == dtype)
+        ):
             return r
     return None
 
 
-def _median(r):
-    return r["hidden"].median if r and r.get("hidden") is not None and r["hidden"].median is not None else None
+def _median(r, key="hidden"):
+    return r[key].median if r and r.get(key) is not None and r[key].median is not None else None
 
 
 SDPA_NAMES = ("SDPA flash", "SDPA cuDNN", "SDPA default", "SDPA efficient", "SDPA math")
 
 
-def render(results, missing, env, n_kvs=N_KV, dtype_name="bfloat16") -> str:
+def best_sdpa(results, d, n_kv, dtype=None, key="hidden") -> tuple[str, float] | None:
+    """The fastest SDPA backend of one case by `key` (device time or per-call time): (name, µs)."""
+    found = [(n, _median(_find(results, d, n_kv, n, dtype), key)) for n in SDPA_NAMES]
+    found = [(n, t) for n, t in found if t]
+    return min(found, key=lambda x: x[1]) if found else None
+
+
+def op_before(results, d, n_kv, dtype=None) -> tuple[float | None, str]:
+    """What the op ran before issue 34 at this case, from this run's raw rows: the grouped kernel as it was (before
+    LATEST_GQA_PATCH) from PREVIOUS_GQA_MIN_KV on, one block per Q head below (device µs and which)."""
+    if n_kv >= PREVIOUS_GQA_MIN_KV.get(d, 1 << 62):
+        return _median(_find(results, d, n_kv, BEFORE, dtype)), "grouped before 0010"
+    return _median(_find(results, d, n_kv, PATCHED, dtype)), "one head/block"
+
+
+def record_key(dtype: str, d: int, heads: str, n_kv: int, impl: str) -> str:
+    return f"{dtype} D={d} {heads} n_kv={n_kv} {impl}"
+
+
+def load_record(path: Path, device: str | None = None) -> dict:
+    """{record_key: {"device_us": .., "per_call_us": ..}} of `device` from the committed record (one set of rows per
+    GPU name: times are only compared on the same kind of card); empty when there is none."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    records = doc.get("records", {})
+    if device not in records:
+        print(f"[bench_fa] the record holds no rows for {device} (it has: {', '.join(records) or 'none'})")
+        return {}
+    return records[device].get("rows", {})
+
+
+def write_record(path: Path, results: list[dict], env: dict) -> None:
+    """This run's op rows become the record of its GPU (other GPUs' records are kept)."""
+    rows = {}
+    for r in results:
+        if r["impl"] in RECORDED and "error" not in r and _median(r) is not None:
+            rows[record_key(r.get("dtype", "?"), r["D"], r["heads"], r["n_kv"], r["impl"])] = {
+                "device_us": round(_median(r), 1),
+                "per_call_us": round(_median(r, "per_call"), 1) if _median(r, "per_call") else None,
+            }
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        doc = {}
+    doc.setdefault(
+        "what",
+        "bench_fa.py's op rows of record per GPU (device µs with the host hidden, per-call µs with the host); a later "
+        "run on the same GPU prints a row more than 10% slower as a REGRESSION",
+    )
+    keep = ("date_utc", "driver", "torch", "cudnn", "commit")
+    doc.setdefault("records", {})[env.get("device") or "?"] = {"env": {k: env.get(k) for k in keep}, "rows": rows}
+    path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+
+
+def regressions(results, record: dict) -> list[str]:
+    """One line per recorded row that is more than REGRESSION slower than its record, by device or per-call time."""
+    lines = []
+    for r in results:
+        key = record_key(r.get("dtype", "?"), r["D"], r["heads"], r["n_kv"], r["impl"])
+        rec = record.get(key)
+        if not rec or "error" in r:
+            continue
+        for what, col, label in (("device_us", "hidden", "device"), ("per_call_us", "per_call", "per call")):
+            now, then = _median(r, col), rec.get(what)
+            if now and then and now > REGRESSION * then:
+                lines.append(
+                    f"* **REGRESSION** {key}: {label} {now:.1f} µs against the record's {then:.1f} ({now / then:.2f}×)"
+                )
+    return lines
+
+
+def _vs_record(r, record: dict) -> str:
+    rec = record.get(record_key(r.get("dtype", "?"), r["D"], r["heads"], r["n_kv"], r["impl"])) if record else None
+    now = _median(r)
+    if not rec or not rec.get("device_us") or now is None:
+        return ""
+    q = now / rec["device_us"]
+    return f"{rec['device_us']:.1f} ({q:.2f}×{', REGRESSION' if q > REGRESSION else ''})"
+
+
+def section(results, missing, n_kvs=N_KV, dtype_name="bfloat16", record: dict | None = None) -> list[str]:
+    """One K/V dtype: every row with its device and per-call time beside the best SDPA backend, then the targets."""
     header = [
         "D, heads",
         "n_kv",
         "impl",
         "**device µs** (host hidden; p10–p90)",
-        f"÷ {BASE}",
+        "÷ best SDPA",
+        "per-call µs (with host)",
+        "÷ best SDPA",
         "in-graph µs/call",
         f"÷ {BASE}",
+        "record µs (now ÷ record)",
         "rel err",
         "note",
     ]
     rows = []
+    mine = [r for r in results if r.get("dtype", dtype_name) == dtype_name]
     for d, h, h_kv in SHAPES:
         for n_kv in n_kvs:
-            base = _find(results, d, n_kv, BASE)
-            for r in (r for r in results if r["D"] == d and r["n_kv"] == n_kv):
+            base = _find(mine, d, n_kv, BASE)
+            best, best_call = best_sdpa(mine, d, n_kv), best_sdpa(mine, d, n_kv, key="per_call")
+            for r in (r for r in mine if r["D"] == d and r["n_kv"] == n_kv):
                 if "error" in r:
-                    rows.append([f"{d}, {h}/{h_kv}", str(n_kv), r["impl"], f"error: {r['error']}"] + [""] * 5)
+                    rows.append([f"{d}, {h}/{h_kv}", str(n_kv), r["impl"], f"error: {r['error']}"] + [""] * 8)
                     continue
                 note = r["note"] + (f"; parallel_blocks={r['parallel_blocks']}" if "parallel_blocks" in r else "")
-                dev = r["hidden"]
+                dev, call = r["hidden"], r.get("per_call")
                 dev_txt = (
                     f"**{dev.fmt()}** ({dev.p10:.1f}–{dev.p90:.1f})" if dev.median is not None else f"– ({dev.note})"
                 )
@@ -347,46 +531,108 @@ def render(results, missing, env, n_kvs=N_KV, dtype_name="bfloat16") -> str:
                         str(n_kv),
                         r["impl"],
                         dev_txt,
-                        ratio(r["hidden"], base and base["hidden"]),
+                        f"{dev.median / best[1]:.2f}" if best and dev.median else "–",
+                        call.fmt() if call else "–",
+                        f"{call.median / best_call[1]:.2f}" if best_call and call and call.median else "–",
                         r["graph"].fmt(),
                         ratio(r["graph"], base and base["graph"]),
+                        _vs_record(r, record or {}),
                         f"{r['err']:.1e}",
                         note,
                     ]
                 )
             for name, why in missing.items():
-                rows.append([f"{d}, {h}/{h_kv}", str(n_kv), name, why] + [""] * 5)
+                rows.append([f"{d}, {h}/{h_kv}", str(n_kv), name, why] + [""] * 8)
 
     lines = [
-        "## Decode flash attention: ggml's vector kernel unpatched vs patched vs the op vs SDPA",
+        f"## Decode flash attention, {dtype_name} K/V: ggml's vector kernel unpatched vs patched vs the op vs SDPA",
         "",
-        f"B={B}, one query, {dtype_name} K/V. Times in µs, medians. Ratios are ÷ `{BASE}` (upstream's vec + combine "
-        "kernels, launched by upstream's `ggml_cuda_kernel_launch` with launch_fattn's parallel_blocks), so below 1 "
-        f"is faster. `{PATCHED}`: our tree, one block per Q head; `{GROUPED}`: our tree's grouped kernel (0004), "
-        "with the op's parallel_blocks.",
+        f"B={B}, one query, {dtype_name} K/V. Times in µs, medians. Device µs: the host hidden behind a GPU spin, "
+        "L2 flushed; per-call µs: back-to-back calls from Python (max of host and device, what an eager decode loop "
+        f"sees); ratios ÷ the best SDPA backend of the same case (below 1 is faster). `{BASE}`: upstream's vec + "
+        f"combine kernels with launch_fattn's parallel_blocks; `{PATCHED}`: our tree, one block per Q head; "
+        f"`{GROUPED}`: our tree's grouped kernel (0004 and later), with the op's parallel_blocks; `{BEFORE}`: the "
+        f"same with {LATEST_GQA_PATCH} undone.",
         "",
         markdown_table(header, rows),
         "",
-        "### Targets (printed, not asserted)",
+        f"### Targets, {dtype_name} (printed, not asserted)",
         "",
     ]
-    lines += target_lines(results, n_kvs)
+    return lines + target_lines(mine, n_kvs)
+
+
+def render(results, missing, env, n_kvs=N_KV, dtype_name="bfloat16", record: dict | None = None) -> str:
+    """One dtype's report (the section, its regressions, the environment)."""
+    lines = section(results, missing, n_kvs, dtype_name, record)
+    lines += ["", "### Regressions against the record", ""] + (regressions(results, record or {}) or ["* none"])
+    lines += report_tail(ANCHOR_NOTE, env)
+    return "\n".join(lines)
+
+
+def summary(results, n_kvs, dtype_names, record: dict) -> list[str]:
+    """Before / after side by side: every dtype, shape and length in one table."""
+    variants = sorted({r["impl"] for r in results if r["impl"].startswith(f"{GROUPED}, rows=")})
+    header = ["K/V", "D, heads", "n_kv", "one head/block", "grouped before 0010", "grouped (now)", *variants]
+    header += [OP_BEFORE, "**op**", "op, q in K/V dtype", "best SDPA", "op ÷ best SDPA", "op before ÷ best SDPA"]
+    header += ["op per call", "best SDPA per call", "per call ÷", "op record (now ÷ record)"]
+    rows = []
+    for dt in dtype_names:
+        for d, h, h_kv in SHAPES:
+            for n_kv in n_kvs:
+                f = lambda name, key="hidden": _median(_find(results, d, n_kv, name, dt), key)  # noqa: E731
+                fmt = lambda x: f"{x:.1f}" if x else "–"  # noqa: E731
+                before, which = op_before(results, d, n_kv, dt)
+                best, best_call = best_sdpa(results, d, n_kv, dt), best_sdpa(results, d, n_kv, dt, "per_call")
+                op, op_call = f("op"), f("op", "per_call")
+                opr = _find(results, d, n_kv, "op", dt)
+                rows.append(
+                    [SHORT[dt], f"{d}, {h}/{h_kv}", str(n_kv), fmt(f(PATCHED)), fmt(f(BEFORE)), fmt(f(GROUPED))]
+                    + [fmt(f(v)) for v in variants]
+                    + [f"{fmt(before)} ({which})", f"**{fmt(op)}**", fmt(f(f"op, q {SHORT[dt]}"))]
+                    + [f"{best[1]:.1f} ({best[0].removeprefix('SDPA ')})" if best else "–"]
+                    + [
+                        f"{op / best[1]:.2f}" if op and best else "–",
+                        f"{before / best[1]:.2f}" if before and best else "–",
+                    ]
+                    + [fmt(op_call), f"{best_call[1]:.1f} ({best_call[0].removeprefix('SDPA ')})" if best_call else "–"]
+                    + [f"{op_call / best_call[1]:.2f}" if op_call and best_call else "–"]
+                    + [_vs_record(opr, record) if opr else ""]
+                )
+    return [
+        "## Before / after, both K/V dtypes (device µs, host hidden; per call with the host)",
+        "",
+        f"`{OP_BEFORE}`: the kernel the op's previous dispatch ran (the grouped kernel before {LATEST_GQA_PATCH} from "
+        f"n_kv {PREVIOUS_GQA_MIN_KV[128]} at D=128 and {PREVIOUS_GQA_MIN_KV[256]} at D=256, one block per Q head "
+        "below), measured in this run through the raw harness.",
+        "",
+        markdown_table(header, rows),
+    ]
+
+
+def render_all(results, missing, env, n_kvs, dtype_names, record: dict) -> str:
+    lines: list[str] = []
+    for dt in dtype_names:
+        lines += section(results, missing, n_kvs, dt, record) + [""]
+    lines += summary(results, n_kvs, dtype_names, record)
+    lines += ["", "### Regressions against the record", ""] + (regressions(results, record) or ["* none"])
+    lines += ["", "### Targets (printed, not asserted)", ""]
+    for dt in dtype_names:
+        lines += [f"* {dt}:"] + ["  " + t for t in target_lines([r for r in results if r.get("dtype") == dt], n_kvs)]
     lines += report_tail(ANCHOR_NOTE, env)
     return "\n".join(lines)
 
 
 def target_lines(results, n_kvs) -> list[str]:
-    """Per shape and length: the op against the best SDPA backend (issue 19's 0.9x at 4K/16K/32K) and against the
-    one-block-per-head kernel it ran before 0004 (512: no slower), plus grouped ÷ ungrouped (what the dispatch
-    threshold is read from)."""
+    """Per shape and length: the op against the best SDPA backend (issue 34's 0.9x from 4K on) and against the
+    kernel it ran before (512: no slower), plus grouped ÷ ungrouped (what the dispatch threshold is read from)."""
     lines = []
     who = next((n for n in ("op", PATCHED) if any(r["impl"] == n and "error" not in r for r in results)), BASE)
     for d, h, h_kv in SHAPES:
         for n_kv in n_kvs:
             ours, before = _median(_find(results, d, n_kv, who)), _median(_find(results, d, n_kv, PATCHED))
             grouped = _median(_find(results, d, n_kv, GROUPED))
-            sdpa = [(n, _median(_find(results, d, n_kv, n))) for n in SDPA_NAMES]
-            sdpa = [(n, t) for n, t in sdpa if t]
+            best = best_sdpa(results, d, n_kv)
             if ours is None:
                 lines.append(f"* D={d} {h}/{h_kv} n_kv={n_kv}: {who} not measured")
                 continue
@@ -396,10 +642,10 @@ def target_lines(results, n_kvs) -> list[str]:
             if before and who != PATCHED and n_kv not in TARGET_KV:
                 q = ours / before
                 line += f"; {who} ÷ {PATCHED} {q:.2f} → no slower: {'MET' if q <= LEVEL else 'MISSED'}"
-            if sdpa:
-                best_name, best = min(sdpa, key=lambda x: x[1])
-                g = ours / best
-                line += f"; best SDPA {best_name} {best:.1f} µs: {g:.2f}×"
+            if best:
+                best_name, best_t = best
+                g = ours / best_t
+                line += f"; best SDPA {best_name} {best_t:.1f} µs: {g:.2f}×"
                 if n_kv in TARGET_KV:
                     line += f" → ≤ {TARGET_VS_SDPA}× the best SDPA: {'MET' if g <= TARGET_VS_SDPA else 'MISSED'}"
             lines.append(line)
@@ -410,8 +656,21 @@ def main(argv: list[str] | None = None) -> int:
     p = bench_parser(__doc__, "bench_fa", ROOT)
     p.add_argument("--patches", default=str(ROOT / "vendor" / "patches"), help="our patches (undone for the baseline)")
     p.add_argument("--quick", action="store_true", help="n_kv 512 and 32768 only")
-    p.add_argument("--dtype", choices=sorted(DTYPES), default="bfloat16", help="K/V (and SDPA's q) dtype")
+    p.add_argument("--dtypes", default="float16,bfloat16", help="K/V (and SDPA's q) dtypes, comma-separated")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="one K/V dtype only (overrides --dtypes)")
+    p.add_argument(
+        "--gqa-rows",
+        default="",
+        help=f"also time the grouped kernel with {ROWS_MACRO} set to each of these (comma-separated) values",
+    )
+    p.add_argument("--record", default=str(RECORD), help="the rows of record (JSON) a REGRESSION is judged against")
+    p.add_argument("--update-record", action="store_true", help="write this run's op rows as the new record")
     args = p.parse_args(argv)
+    if args.dtype:
+        args.dtypes = args.dtype
+    unknown = [d for d in args.dtypes.split(",") if d.strip() and d.strip() not in DTYPES]
+    if unknown:
+        p.error(f"--dtypes: unknown dtype {unknown[0]!r}; choose from {', '.join(DTYPES)}")
     return run(args)
 
 

@@ -285,3 +285,30 @@ def test_generate_refuses_unknown_modes_in_one_line(flag):
     r = subprocess.run([sys.executable, str(bench), flag, "torch,flaa"], capture_output=True, text=True)
     assert r.returncode == 2
     assert f"{flag}: unknown mode(s) flaa; choose from torch, fla, ours-gdn, ours-fa, ours" in r.stderr
+
+
+def test_fa_prints_a_row_more_than_ten_percent_slower_than_its_record_as_a_regression(tmp_path):
+    def row(impl, dtype, device, per_call):
+        return dict(
+            _fa(impl, device, 256, 32768), dtype=dtype, heads="16/4", per_call=Stat(per_call, per_call, per_call, 3)
+        )
+
+    results = [
+        row("op", "float16", 101.0, 90.0),  # the f16 loss: 1.38x the record
+        row("op", "bfloat16", 65.0, 60.0),  # 1.09x: within the 10%
+        row("op, q bf16", "bfloat16", 70.0, 99.0),  # device fine, per call 1.24x
+    ]
+    record = tmp_path / "record.json"
+    bench_fa.write_record(record, [row("op", "float16", 73.2, 60.0)], {"device": "GPU A"})
+    rows = bench_fa.load_record(record, "GPU A")
+    rows[bench_fa.record_key("bfloat16", 256, "16/4", 32768, "op")] = {"device_us": 60.0, "per_call_us": None}
+    rows[bench_fa.record_key("bfloat16", 256, "16/4", 32768, "op, q bf16")] = {"device_us": 70.0, "per_call_us": 80.0}
+    lines = bench_fa.regressions(results, rows)
+    assert lines == [
+        "* **REGRESSION** float16 D=256 16/4 n_kv=32768 op: device 101.0 µs against the record's 73.2 (1.38×)",
+        "* **REGRESSION** float16 D=256 16/4 n_kv=32768 op: per call 90.0 µs against the record's 60.0 (1.50×)",
+        "* **REGRESSION** bfloat16 D=256 16/4 n_kv=32768 op, q bf16: per call 99.0 µs against the record's 80.0 (1.24×)",
+    ]
+    assert bench_fa.load_record(record, "GPU B") == {}  # another card's times are never judged against it
+    md = bench_fa.render(results, {}, {}, (32768,), "float16", rows)
+    assert "73.2 (1.38×, REGRESSION)" in md and "**REGRESSION** float16 D=256" in md
