@@ -55,7 +55,7 @@ CHECKS = textwrap.dedent(r"""
     import importlib, inspect, json, sys
     from pathlib import Path
     import torch, kernels
-    from kernels.layer.layer import _validate_layer
+    from toolkit.core.kernels_client import validate_layer as _validate_layer
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     m = kernels.get_local_kernel(Path(sys.argv[1]))

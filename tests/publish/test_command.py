@@ -24,6 +24,7 @@ from tests.helpers.hubserver.variants import (
 from tests.helpers.machine import requires_torch
 from toolkit.core import config
 from toolkit.core.errors import PublishError
+from toolkit.core.kernels_client import list_variants_argv
 from toolkit.publish.plan import (
     ADD,
     DELETE,
@@ -185,13 +186,19 @@ def test_publish_then_get_kernel_in_a_fresh_process(project, hub, tmp_path: Path
 
 
 @requires_torch
-def test_kernels_versions_lists_what_was_published(project, hub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    # `kernels versions` (kernels' own CLI) asks for the tree of each version by its full ref, refs/heads/v1.
+def test_kernels_cli_lists_what_was_published(project, hub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # kernels' own console script: `kernels variants --all-versions` from 0.18 (`kernels versions` before; it is
+    # deprecated in 0.18 and removed in 0.20). Both ask for the tree of each version by its full ref.
     _publish(project, hub)
-    code = f"import sys; sys.argv = ['kernels', 'versions', {REPO!r}]; from kernels.cli import main; main()"
-    proc = _load_in_fresh_process(hub, tmp_path / "cache", code)
+    script = Path(sys.executable).with_name("kernels")
+    if not script.exists():
+        pytest.skip("kernels' console script is not installed beside this Python")
+    env = client_env(hub.url, tmp_path / "cache")
+    env.pop("HF_TOKEN", None)
+    argv = [str(script), *list_variants_argv(REPO)]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Version 1:" in proc.stdout and host_variant_name() in proc.stdout, proc.stdout
+    assert "Version 1" in proc.stdout and host_variant_name() in proc.stdout, proc.stdout
     assert any("/tree/refs%2Fheads%2Fv1/build" in r[1] for r in hub.state.requests)
 
 

@@ -101,7 +101,9 @@ def test_orphaned_generated_files_are_reported_and_removed_but_hand_written_ones
 
 
 def test_build_toml_is_edition_5_valid_and_follows_config(tmp_path: Path) -> None:
-    from kernels._rust import Build
+    from toolkit.core.kernels_client import kernels_type
+
+    Build = kernels_type("Build")
 
     root = make_project(tmp_path, archs=("7.5", "9.0a"))
     render.write(rendered(root))

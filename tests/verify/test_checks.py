@@ -437,3 +437,27 @@ def test_rocm_archs_from_the_offload_bundle(tmp_path: Path) -> None:
     bad = check_archs("v", "rocm", ["gfx942", "gfx1100"], [so])
     assert bad[0].status == FAIL and "['gfx90a', 'gfx942']" in bad[0].message
     assert check_archs("v", "metal", None, [so])[0].status == SKIP
+
+
+@pytest.mark.parametrize(
+    ("minver", "expect"),
+    [
+        (None, "has no kernels-minver"),
+        ("0.18.0", "newer than the oldest supported client 0.17.2"),
+        ("9.0.0", "newer than the kernels installed here"),
+    ],
+)
+def test_kernels_minver_must_be_honest(tmp_path: Path, minver: str | None, expect: str) -> None:
+    # Clients from 0.18 refuse a variant whose minver is above them: a minver above the oldest client we support
+    # silently drops its users; a missing one lets an older client load what it cannot run.
+    cfg, build = _project(tmp_path)
+    path = make_variant(build)
+    meta = json.loads((path / "metadata.json").read_text())
+    if minver is None:
+        meta.pop("kernels-minver")
+    else:
+        meta["kernels-minver"] = minver
+    (path / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+    report = verify_build(cfg, options=NO_VENDOR)
+    msgs = [f.message for f in _by_check(report, "metadata") if f.status == FAIL]
+    assert any(expect in m for m in msgs), msgs

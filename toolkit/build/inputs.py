@@ -144,7 +144,7 @@ def validate_build_toml(root: Path, memo: Path | None, *, store: bool = True) ->
                 return
         except (OSError, ValueError):
             pass
-    from toolkit.core.kernels_bindings import kernels_type  # deferred: heavy import
+    from toolkit.core.kernels_client import kernels_type  # deferred: heavy import
 
     Build = kernels_type("Build")
 

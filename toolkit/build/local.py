@@ -29,6 +29,7 @@ from toolkit.build.outdir import variant_intact as variant_intact  # re-exported
 from toolkit.build.results import RunStats, VariantResult
 from toolkit.core import fs, ggml_facts
 from toolkit.core.errors import BuildError, Interrupted
+from toolkit.core.kernels_client import KERNELS_MINVER
 
 if TYPE_CHECKING:
     from toolkit.build.inputs import Provenance
@@ -473,6 +474,8 @@ class LocalExecutor:
             "license": proj.license,
             "python-depends": [],
             "backend": {"type": v.variant.backend, "archs": list(v.archs)},
+            # the oldest client the packages are tested under; clients from 0.18 refuse a newer minver
+            "kernels-minver": KERNELS_MINVER,
             "provenance": provenance,
         }
         if proj.upstream and "://" in proj.upstream:
@@ -513,7 +516,7 @@ class LocalExecutor:
         for rel, data in py.items():
             (stage / rel).parent.mkdir(parents=True, exist_ok=True)
             (stage / rel).write_bytes(data)
-        from toolkit.core.kernels_bindings import kernels_types  # deferred: heavy import
+        from toolkit.core.kernels_client import kernels_types  # deferred: heavy import
 
         Digest, DigestAlgorithm, Metadata = kernels_types("Digest", "DigestAlgorithm", "Metadata")
 

@@ -396,7 +396,7 @@ def _digest_difference(files: dict[str, str], actual: dict[str, str]) -> str | N
 def _completeness(variant_dir: Path, meta: dict[str, Any]) -> str | None:
     """Why the variant's files are not exactly what its metadata.json digest lists, or None. The hashes are
     kernels' own (kernels' `Digest`, what the build wrote and what `kernels` checks)."""
-    from toolkit.core.kernels_bindings import kernels_types
+    from toolkit.core.kernels_client import kernels_types
 
     Digest, DigestAlgorithm = kernels_types("Digest", "DigestAlgorithm")
 

@@ -353,7 +353,7 @@ def _validate_build_toml(files: list[RenderedFile]) -> None:
     if rendered is None:
         return
     try:
-        from toolkit.core.kernels_bindings import kernels_type
+        from toolkit.core.kernels_client import kernels_type
 
         Build = kernels_type("Build")
     except ImportError:  # pragma: no cover - kernels is a hard dependency; keep render usable without it

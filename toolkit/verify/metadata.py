@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from toolkit.core.kernels_bindings import kernels_type, kernels_types
+from toolkit.core.kernels_client import KERNELS_MINVER, kernels_type, kernels_types
 from toolkit.verify.findings import FAIL, PASS, Finding
 
 # Keys every client >= 0.14 needs (docs/hub-contract.md §2.6); the Rust parser accepts some of them absent.
@@ -111,17 +111,35 @@ def _problems(
     unknown = [d for d in meta.python_depends if d not in curated]
     if unknown:
         out.append((f"python-depends not in kernels' curated list: {unknown}", f"use only {sorted(curated) or 'none'}"))
-    if meta.kernels_minver is not None:
-        import kernels
+    out += _minver_problems(meta)
+    return out
 
-        Version = kernels_type("Version")
-        if Version.from_str(kernels.__version__.split(".dev")[0]) < meta.kernels_minver:
-            out.append(
-                (
-                    f"kernels-minver {meta.kernels_minver} is newer than the kernels installed here",
-                    "lower kernels-minver or upgrade kernels",
-                )
+
+def _minver_problems(meta: Any) -> list[tuple[str, str]]:
+    """kernels-minver is honest: present, no newer than the oldest client we support (KERNELS_MINVER: newer
+    clients refuse a variant whose minver is above them), and no newer than the client verifying it."""
+    import kernels
+
+    Version = kernels_type("Version")
+    if meta.kernels_minver is None:
+        return [
+            ("metadata.json has no kernels-minver", f"rebuild: it records {KERNELS_MINVER}, the oldest client tested")
+        ]
+    out = []
+    if meta.kernels_minver > Version.from_str(KERNELS_MINVER):
+        out.append(
+            (
+                f"kernels-minver {meta.kernels_minver} is newer than the oldest supported client {KERNELS_MINVER}",
+                "rebuild with this ggml-vendor, or raise the oldest stack CI tests first",
             )
+        )
+    if Version.from_str(kernels.__version__.split(".dev")[0]) < meta.kernels_minver:
+        out.append(
+            (
+                f"kernels-minver {meta.kernels_minver} is newer than the kernels installed here",
+                "lower kernels-minver or upgrade kernels",
+            )
+        )
     return out
 
 

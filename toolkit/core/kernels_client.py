@@ -1,0 +1,181 @@
+"""The one door to the installed `kernels` client, for every release we support (pyproject's `kernels` range).
+
+Everything else in the tool uses kernels' public names (`kernels.__all__`: get_kernel, get_local_kernel, ...).
+What the public API does not offer goes through here, and only here:
+
+- kernels' compiled data types (Build, Metadata, Digest, Version, ...): the private `kernels._rust`, which every
+  release from 0.17 to 0.19 ships under that name (a `_data` rename seen on a development branch never reached
+  a release);
+- the variant-name parser and the resolver against this machine: `kernels.variants` up to 0.18,
+  `kernels._internals.variants` from 0.19 (which also changed the parsed shape: `ArchVariant.arch.{backend,os}`
+  became `.framework/.backend/.python/.system`). `parse_variant` returns our own `ParsedVariant`, the same on
+  every release, so callers never see either shape.
+
+A move upstream is then one edit here, not an ImportError in render, build, verify and collect.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+DATA_MODULE = "kernels._rust"
+# The variant parser's module, newest layout first.
+VARIANT_MODULES = ("kernels._internals.variants", "kernels.variants")
+
+# The oldest kernels client every package we build is tested to load under (CI's oldest stack, .ci/stacks.toml):
+# metadata.json's `kernels-minver`. Clients from 0.18 refuse a variant whose minver is newer than themselves, so
+# raising it drops users; it moves only with the oldest stack CI runs.
+KERNELS_MINVER = "0.17.2"
+
+_BACKENDS = ("cuda", "rocm", "metal", "cpu", "xpu", "cann", "neuron", "tpu")
+
+
+class KernelsBindingError(ImportError):
+    """The installed kernels does not offer what the tool needs from it."""
+
+
+def kernels_types(*names: str) -> tuple[Any, ...]:
+    """kernels' compiled types `names` (e.g. "Digest", "DigestAlgorithm"), from the module every release ships."""
+    try:
+        module = importlib.import_module(DATA_MODULE)
+    except ImportError as exc:
+        raise KernelsBindingError(
+            f"kernels' {', '.join(names)} not importable ({DATA_MODULE}: {exc}) — "
+            "install a kernels release in the range pyproject.toml declares"
+        ) from None
+    missing = [n for n in names if getattr(module, n, None) is None]
+    if missing:
+        raise KernelsBindingError(
+            f"kernels {client_version()} has no {', '.join(missing)} in {DATA_MODULE} — "
+            "install a kernels release in the range pyproject.toml declares"
+        )
+    return tuple(getattr(module, n) for n in names)
+
+
+def kernels_type(name: str) -> Any:
+    """kernels' compiled type `name` (e.g. "Build", "Metadata")."""
+    return kernels_types(name)[0]
+
+
+def client_version() -> str:
+    """The installed kernels release ("0.19.1"), or "not installed"."""
+    try:
+        import kernels
+    except ImportError:
+        return "not installed"
+    return str(getattr(kernels, "__version__", "unknown"))
+
+
+def _variants_module() -> ModuleType:
+    errors = []
+    for name in VARIANT_MODULES:
+        try:
+            return importlib.import_module(name)
+        except ImportError as exc:
+            errors.append(f"{name}: {exc}")
+    raise KernelsBindingError(f"kernels' variant parser not importable ({'; '.join(errors)})")
+
+
+@dataclass(frozen=True)
+class ParsedVariant:
+    """A variant name as the installed client reads it."""
+
+    name: str
+    is_arch: bool  # a compiled (arch) variant, as opposed to a noarch one
+    framework: str  # "torch", "torch-stable-abi", "tvm-ffi", or the noarch framework ("torch", "mlx")
+    backend: str  # normalised: cuda, rocm, metal, cpu, xpu, ...
+    os: str | None  # linux / darwin / windows for arch variants
+    framework_version: str | None = None  # "2.14" for torch214 / torch-2.14
+    backend_version: str | None = None  # "13.0" for cu130 / cuda-13.0; None for Metal, CPU and noarch
+
+
+def _version(obj: object) -> str | None:
+    v = getattr(obj, "version", None)
+    return None if v is None else str(v)
+
+
+def normalise_backend(text: str) -> str:
+    s = text.lower()
+    for b in _BACKENDS:
+        if s.startswith(b) or (b == "cuda" and s.startswith("cu")):
+            return b
+    return s
+
+
+def _framework_name(framework: object) -> str:
+    kind = type(framework).__name__
+    return {"TorchStableAbi": "torch-stable-abi", "TvmFfi": "tvm-ffi", "MlxNoarch": "mlx"}.get(kind, "torch")
+
+
+def _backend_name(backend: object) -> str:
+    name = getattr(backend, "name", None)
+    return normalise_backend(str(name if name is not None else getattr(backend, "variant_str", backend)))
+
+
+def parse_variant(name: str) -> ParsedVariant:
+    """The installed client's reading of a variant name; ValueError when it does not parse. A name the client
+    reads as noarch with an odd backend (0.17/0.18 read 0.19's new grammar that way) comes back as noarch."""
+    kv = _variants_module()
+    v = kv.parse_variant(name)
+    if type(v).__name__ == "ArchVariant":
+        # 0.17 / 0.18: framework + arch{backend, platform, os}; 0.19: framework + backend + python + system
+        backend, os = (v.arch.backend, v.arch.os) if hasattr(v, "arch") else (v.backend, v.system.os)
+        fw = v.framework
+        return ParsedVariant(
+            name, True, _framework_name(fw), _backend_name(backend), os, _version(fw), _version(backend)
+        )
+    if type(v).__name__ == "NoarchVariant":
+        backend = v.arch if hasattr(v, "arch") else v.backend
+        noarch = str(getattr(backend, "backend_name", backend))
+        return ParsedVariant(name, False, _framework_name(v.framework), normalise_backend(noarch), None)
+    raise ValueError(f"{name!r} is a {type(v).__name__}, not a kernel build variant this tool produces")
+
+
+def host_accepts(name: str) -> tuple[bool, str]:
+    """Whether the installed client would load variant `name` on this machine, and why not (its own trace)."""
+    try:
+        kv = _variants_module()
+    except KernelsBindingError as exc:
+        return False, str(exc)
+    try:
+        parsed = kv.parse_variant(name)
+    except ValueError as exc:
+        return False, str(exc)
+    try:
+        chosen, trace = kv.resolve_variant([parsed])
+    except Exception as exc:  # backend detection can fail without torch
+        return False, f"kernels cannot detect this system: {exc}"
+    if chosen is None:
+        return False, " ".join(kv.variants_trace_str(trace).split())
+    return True, ""
+
+
+# kernels' layer validator (what `kernelize` runs on a Hub layer before it replaces a module's forward), for the
+# conformance tests of our layers against transformers' own hooks.
+LAYER_MODULES = ("kernels._internals.layer.layer", "kernels.layer.layer")
+
+
+def validate_layer(*, check_cls: type, cls: type, repo: Any) -> None:
+    """Run the installed client's own layer check (raises what it raises)."""
+    for name in LAYER_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        module._validate_layer(check_cls=check_cls, cls=cls, repo=repo)
+        return
+    raise KernelsBindingError(f"kernels {client_version()} has no layer validator in {' or '.join(LAYER_MODULES)}")
+
+
+def list_variants_argv(repo_id: str) -> list[str]:
+    """Arguments of kernels' own console script that list every version's build variants of `repo_id`:
+    `kernels variants --all-versions` from 0.18 (where `kernels versions` is deprecated, removed in 0.20),
+    `kernels versions` before."""
+    from packaging.version import Version
+
+    if Version(client_version()) >= Version("0.18"):
+        return ["variants", repo_id, "--all-versions"]
+    return ["versions", repo_id]
