@@ -461,3 +461,22 @@ def test_kernels_minver_must_be_honest(tmp_path: Path, minver: str | None, expec
     report = verify_build(cfg, options=NO_VENDOR)
     msgs = [f.message for f in _by_check(report, "metadata") if f.status == FAIL]
     assert any(expect in m for m in msgs), msgs
+
+
+def test_a_tampered_variant_fails_verify_in_one_line_and_the_clients_load(tmp_path: Path) -> None:
+    # From kernels 0.18 every load hashes the variant against metadata.json's digest and raises on a mismatch:
+    # verify's digest check says the same thing first, in one line naming the file.
+    kernels = pytest.importorskip("kernels", reason="kernels is not installed")
+    cfg, build = _project(tmp_path)
+    v = make_variant(build)
+    (v / "_ops.py").write_text((v / "_ops.py").read_text() + "\n# tampered\n")
+    report = verify_build(cfg, options=NO_VENDOR)
+    (d,) = _by_check(report, "digest")
+    assert d.status == FAIL and "changed: _ops.py" in d.message and "\n" not in d.line()
+    from packaging.version import Version
+
+    if Version(kernels.__version__) < Version("0.18"):
+        pytest.skip(f"kernels {kernels.__version__} does not check digests on load (0.18 does)")
+    code = "import sys, kernels; from pathlib import Path; kernels.get_local_kernel(Path(sys.argv[1]))"
+    proc = subprocess.run([sys.executable, "-c", code, str(v)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "digest" in proc.stderr.lower(), proc.stderr[-2000:]

@@ -153,6 +153,26 @@ def host_accepts(name: str) -> tuple[bool, str]:
     return True, ""
 
 
+# kernels' curated list of Python dependencies a kernel may declare (metadata.json python-depends): a data file
+# beside the client's dependency checker, which 0.19 moved under _internals/.
+PYTHON_DEPENDS_FILES = ("_internals/python_depends.json", "python_depends.json")
+
+
+def curated_python_depends(backend: str) -> set[str]:
+    """The dependency names kernels accepts in python-depends for `backend` (general ones included)."""
+    import json
+    from pathlib import Path
+
+    import kernels
+
+    root = Path(kernels.__file__).parent
+    for rel in PYTHON_DEPENDS_FILES:
+        if (root / rel).is_file():
+            data = json.loads((root / rel).read_text())
+            return set(data.get("general", {})) | set(data.get("backends", {}).get(backend, {}))
+    raise KernelsBindingError(f"kernels {client_version()} ships none of {', '.join(PYTHON_DEPENDS_FILES)}")
+
+
 # kernels' layer validator (what `kernelize` runs on a Hub layer before it replaces a module's forward), for the
 # conformance tests of our layers against transformers' own hooks.
 LAYER_MODULES = ("kernels._internals.layer.layer", "kernels.layer.layer")

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from toolkit.core.kernels_client import KERNELS_MINVER, kernels_type, kernels_types
+from toolkit.core.kernels_client import KERNELS_MINVER, curated_python_depends, kernels_type, kernels_types
 from toolkit.verify.findings import FAIL, PASS, Finding
 
 # Keys every client >= 0.14 needs (docs/hub-contract.md §2.6); the Rust parser accepts some of them absent.
@@ -25,13 +25,6 @@ def load_metadata(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(raw, dict):
         return None, "metadata.json is not a JSON object"
     return raw, None
-
-
-def _curated_python_depends(backend: str) -> set[str]:
-    import kernels
-
-    data = json.loads((Path(kernels.__file__).parent / "python_depends.json").read_text())
-    return set(data.get("general", {})) | set(data.get("backends", {}).get(backend, {}))
 
 
 def compute_digest(path: Path) -> dict[str, str]:
@@ -107,7 +100,7 @@ def _problems(
         )
     if meta.license != license:
         out.append((f"license {meta.license!r} != configured {license!r}", "rebuild from this project's configuration"))
-    curated = _curated_python_depends(backend)
+    curated = curated_python_depends(backend)
     unknown = [d for d in meta.python_depends if d not in curated]
     if unknown:
         out.append((f"python-depends not in kernels' curated list: {unknown}", f"use only {sorted(curated) or 'none'}"))
