@@ -144,12 +144,10 @@ def validate_build_toml(root: Path, memo: Path | None, *, store: bool = True) ->
                 return
         except (OSError, ValueError):
             pass
-    from toolkit.core.kernels_client import kernels_type  # deferred: heavy import
-
-    Build = kernels_type("Build")
+    from toolkit.core.kernels_client import open_build  # deferred: heavy import
 
     try:
-        Build.open(str(root))
+        open_build(str(root))
     except Exception as exc:
         raise BuildError(
             f"build.toml is rejected by kernels' parser: {exc}", "re-run `ggml-vendor render` (or fix build.toml)"

@@ -60,6 +60,37 @@ def kernels_type(name: str) -> Any:
     return kernels_types(name)[0]
 
 
+# What kernels 0.18+ print (from Rust, straight to file descriptor 2) for every edition-5 build.toml they open.
+# We render the edition the oldest supported client reads (docs/hub-contract.md §1), so the notice is expected
+# and carries nothing for our users; any other text the parser prints is passed on.
+EDITION_NOTICE = "uses the edition 5 format; upgrading to edition 6 in memory"
+
+
+def open_build(directory: str) -> Any:
+    """kernels' Build.open(directory) (its build.toml parser: raises on a file it rejects), with the parser's
+    expected edition notice kept off the terminal. The parser writes to the process's stderr descriptor, below
+    Python's sys.stderr, so the descriptor itself is redirected for the call."""
+    import os
+    import sys
+    import tempfile
+
+    Build = kernels_type("Build")
+    with tempfile.TemporaryFile() as sink:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(sink.fileno(), 2)
+        try:
+            return Build.open(directory)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            printed = sink.read().decode(errors="replace")
+            other = [ln for ln in printed.splitlines() if ln.strip() and EDITION_NOTICE not in ln]
+            if other:
+                print("\n".join(other), file=sys.stderr)
+
+
 def client_version() -> str:
     """The installed kernels release ("0.19.1"), or "not installed"."""
     try:

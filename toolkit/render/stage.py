@@ -353,15 +353,15 @@ def _validate_build_toml(files: list[RenderedFile]) -> None:
     if rendered is None:
         return
     try:
-        from toolkit.core.kernels_client import kernels_type
+        from toolkit.core.kernels_client import kernels_type, open_build
 
-        Build = kernels_type("Build")
+        kernels_type("Build")
     except ImportError:  # pragma: no cover - kernels is a hard dependency; keep render usable without it
         return
     with tempfile.TemporaryDirectory(prefix="ggml-vendor-build-toml-") as tmp:
         Path(tmp, "build.toml").write_text(rendered.content, encoding="utf-8")
         try:
-            Build.open(tmp)
+            open_build(tmp)
         except Exception as exc:  # kernels raises its own exception types from Rust
             raise RenderError(
                 f"rendered build.toml is rejected by kernels' parser: {exc}",
