@@ -1,4 +1,4 @@
-"""Which build.toml edition the packages render, and how the editions differ (docs/hub-contract.md §1.1).
+"""Which build.toml edition the packages render, and how the editions differ (docs/hub-contract.md §1.3).
 
 A package declares the oldest kernels client it loads under (``KERNELS_MINVER``, its ``kernels-minver``). Its
 build.toml must parse under that client, because the client's own parser is what validates it at render and
