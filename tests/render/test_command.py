@@ -230,7 +230,9 @@ def test_template_without_notice_is_rejected(tmp_path: Path) -> None:
 def test_a_build_toml_that_kernels_rejects_fails_render(tmp_path: Path) -> None:
     root = make_project(tmp_path)
     bt = root / "templates" / "build.toml.j2"
-    bt.write_text(bt.read_text().replace("edition = 5", "edition = 5\nnot-a-key = 1"))
+    bt.write_text(
+        bt.read_text().replace("edition = {{ build_edition }}", "edition = {{ build_edition }}\nnot-a-key = 1")
+    )
     with pytest.raises(RenderError, match="kernels' parser"):
         rendered(root)
 

@@ -17,7 +17,7 @@ import tomlkit
 
 from toolkit import __version__
 from toolkit.build.cache import sha256_file
-from toolkit.core import fs
+from toolkit.core import build_edition, fs
 from toolkit.core.config import Config
 from toolkit.core.errors import BuildError
 
@@ -175,7 +175,7 @@ def _kernel_sections(doc: dict[str, Any]) -> tuple[KernelSection, ...]:
         out.append(
             KernelSection(
                 name=name,
-                backend=str(t.get("backend")),
+                backend=build_edition.backend_of(t),  # `backend` (edition 5) or `language` (6)
                 depends=_tuple(t, "depends"),
                 src=_tuple(t, "src"),
                 include=_tuple(t, "include"),
