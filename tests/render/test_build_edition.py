@@ -16,7 +16,7 @@ from toolkit.build.inputs import _kernel_sections
 from toolkit.build.nix import COPIED, NixPlan, _stage_project, render_flake, vendor_of
 from toolkit.core import build_edition
 from toolkit.core import config as config_mod
-from toolkit.core.kernels_bindings import kernels_type
+from toolkit.core.kernels_client import kernels_type
 from toolkit.render import stage as render
 
 REPO = Path(__file__).resolve().parents[2]
