@@ -343,6 +343,20 @@ def test_refuses_symlink_escaping_the_tree(proj, up_llama, tmp_path):
     assert_refused(cfg, UpstreamError, "symlink to .*outside the ggml tree", rev="symlink-escape")
 
 
+def test_submodules_are_skipped_and_an_include_into_one_is_refused(proj, up_llama, tmp_path):
+    for cfg in (proj, config.load(make_project(tmp_path / "p2", str(up_llama.path)))):
+        res = cli(cfg, "sync", "--rev", "submodule")
+        assert res.exit_code == 0, res.output
+        assert vendored(cfg) == ALL_V1
+        listed = cli(cfg, "patch", "list")
+        assert listed.exit_code == 0, listed.output
+        assert_refused(
+            cfg, UpstreamError, r"gated_delta_net.cuh:2: .*inside the git submodule", rev="submodule-include"
+        )
+        res = cli(cfg, "sync", "--rev", "submodule-include")
+        assert res.exit_code == 3 and res.output.count("\n") == 1, res.output
+
+
 def test_refuses_revision_without_license(proj):
     assert_refused(proj, UpstreamError, "LICENSE is missing", rev="no-license")
 
