@@ -542,6 +542,29 @@ def test_pin_move_reports_drift(proj, up):
     assert not (proj.vendor_dir / "ggml" / "src/ggml-cuda/convert.cuh").exists()
 
 
+HOSTILE_SUBJECT = (
+    "cuda: \x1b[31mred\x1b[0m \x1b]8;;https://evil.example\x07a link\x1b]8;;\x07 \x1b]0;title\x07 \u202eright"
+)
+
+
+def test_upstream_text_reaches_terminal_and_report_escaped(tmp_path, up):
+    """A hostile upstream's commit subject (SGR colours, an OSC 8 hyperlink, an OSC 0 title, a bidi
+    override) is shown with its escape sequences spelled out by sync, status and the drift report."""
+    hostile = tmp_path / "hostile"
+    git(tmp_path, "clone", "-q", str(up.path), str(hostile))
+    (hostile / "src/ggml-cuda/gated_delta_net.cuh").write_text('#include "common.cuh"\n#include "ggml.h"\n// x\n')
+    git(hostile, "commit", "-qam", HOSTILE_SUBJECT)
+    cfg = config.load(make_project(tmp_path / "proj", str(hostile)))
+    assert cli(cfg, "sync", "--rev", "v1").exit_code == 0
+    outputs = [cli(cfg, "sync", "--rev", "HEAD"), cli(cfg, "status"), cli(cfg, "sync", "--check")]
+    md = next((cfg.build_dir / "reports").glob("drift-*.md")).read_text()
+    for text in [*(r.output for r in outputs), md]:
+        assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text, text
+    spelled = "cuda: \\x1b[31mred\\x1b[0m \\x1b]8;;https://evil.example\\x07a link"
+    assert spelled in outputs[0].output and spelled in outputs[1].output and spelled in md
+    assert "\\u202eright" in md
+
+
 def test_pin_moving_backwards_lists_the_dropped_commits(proj):
     sync(proj, rev="v2")
     d = sync(proj, rev="v1").drift
