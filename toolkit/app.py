@@ -213,9 +213,24 @@ def perform(run: Run, opts: Options) -> None:
             ui.emit_json({"packages": docs})
 
 
+def _recover_build_dirs(opts: Options) -> None:
+    """Put back what a killed run's journaled swap left moved aside in each package's build/ (collect's and
+    build's fallback where the filesystem cannot exchange two directories), before the command reads it."""
+    from toolkit.core import fs
+    from toolkit.core.config import load
+
+    try:
+        views = load(opts.project).selected()
+    except VendorError:
+        return  # no usable config: the command itself says so
+    for view in views:
+        fs.recover_swaps(view.build_dir)
+
+
 def _locked(run: Run, opts: Options, command: str) -> None:
     """`perform` under the project lock: held from the plan to the report (a second command waits, or
-    with --no-wait refuses), shared for commands that only read."""
+    with --no-wait refuses), shared for commands that only read. Every command first rolls back the swaps
+    killed runs left half done in build/ (as sync's journal is recovered for vendor/)."""
     from toolkit.core.config import find_root
     from toolkit.core.projectlock import project_lock
 
@@ -227,6 +242,7 @@ def _locked(run: Run, opts: Options, command: str) -> None:
         wait=opts.wait,
         on_wait=lambda msg: ui.warn("waiting:", msg),
     ):
+        _recover_build_dirs(opts)  # only a dead writer's journal is acted on (fs.recover_swap checks its pid)
         perform(run, opts)
 
 
