@@ -10,8 +10,10 @@ print tables or `--json`, and exit with `core.stage.exit_code_of(report)` (and `
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -249,6 +251,10 @@ def _locked(run: Run, opts: Options, command: str) -> None:
 def guarded(body: Callable[[], None], verbose: bool) -> None:
     """Run a command body; a VendorError becomes one red line and its exit code, preceded by the traceback
     with --verbose (or GGML_VENDOR_VERBOSE=1); Ctrl-C keeps the previous state and exits 130."""
+    with contextlib.suppress(ValueError):  # not the main thread: signals go elsewhere anyway
+        # From here a Ctrl-C is a KeyboardInterrupt again (the entry point's start-up handler exits at once).
+        if getattr(signal.getsignal(signal.SIGINT), "__name__", "") == "_interrupted_while_starting":
+            signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         body()
     except Interrupted as exc:
