@@ -272,6 +272,26 @@ def test_refuses_without_a_token(project, hub, monkeypatch, tmp_path: Path) -> N
     assert hub.state.repos == {} and _writes(hub) == []
 
 
+@pytest.mark.parametrize("kind", ["link-out", "fifo"])
+def test_refuses_entries_that_are_not_regular_files_even_after_verify(project, hub, tmp_path: Path, kind) -> None:  # type: ignore[no-untyped-def]
+    """Issue 33 item 6: a link made after verify passed (to a file outside the project with the very bytes
+    verify hashed) or a named pipe is refused; nothing is opened through it, nothing pushed."""
+    import os
+
+    vd = project.build_dir / host_variant_name()
+    if kind == "link-out":
+        outside = tmp_path / "outside.py"
+        outside.write_bytes((vd / "__init__.py").read_bytes())
+        (vd / "__init__.py").unlink()
+        (vd / "__init__.py").symlink_to(outside)
+    else:
+        os.mkfifo(vd / "pipe.bin")
+    with pytest.raises(PublishError, match="holds entries that are not regular files") as exc:
+        _publish(project, hub)
+    assert ("symbolic link" if kind == "link-out" else "named pipe") in exc.value.message
+    assert _writes(hub) == []
+
+
 def test_rejected_token_is_reported_and_never_printed(project, hub) -> None:  # type: ignore[no-untyped-def]
     secret = "hf_" + "S3cr3t" * 6
     proc = subprocess.run(
