@@ -141,6 +141,29 @@ def test_save_refreshes_a_patch_that_a_later_patch_builds_on(proj):
     assert_one_line_refusal(proj, ["patch", "save", "scale"], 5, "overlap what the later patch 0002-half.patch changes")
 
 
+@pytest.mark.parametrize("lands", ["after the write", "before the write"])
+def test_ctrl_c_of_save_says_what_vendor_holds_read_back(proj, monkeypatch, lands):
+    """Issue 33 item 3: a Ctrl-C of `patch save` once planned says truthfully whether the patch was saved."""
+    from toolkit.sync import patch_workflow as wf
+
+    real = wf.execute_save
+
+    def ctrl_c(plan):  # type: ignore[no-untyped-def]
+        if lands == "after the write":
+            real(plan)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(wf, "execute_save", ctrl_c)
+    edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = 2.0f * q[0] * k[0];")
+    res = cli(proj, "patch", "save", "scale", "-m", "cuda: scale")
+    assert res.exit_code == 130 and "previous state kept" not in res.output, res.output
+    saved = (proj.vendor_dir / "patches" / "0001-scale.patch").exists()
+    if lands == "after the write":
+        assert saved and "vendor/ holds the saved vendor/patches/0001-scale.patch" in res.output, res.output
+    else:
+        assert not saved and "vendor/ is as it was: nothing was written" in res.output, res.output
+
+
 def test_save_dry_run_writes_nothing(proj):
     edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = 3.0f;")
     before = tree_state(proj.vendor_dir)

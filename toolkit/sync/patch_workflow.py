@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from toolkit.core.config import Config
-from toolkit.core.errors import PatchError, VendorStateError
-from toolkit.core.lock import VERDICT_APPLIED, VERDICT_UPSTREAM, Lock, read_lock, sha256_bytes
+from toolkit.core.errors import Interrupted, PatchError, VendorStateError
+from toolkit.core.lock import LOCK_NAME, VERDICT_APPLIED, VERDICT_UPSTREAM, Lock, read_lock, sha256_bytes
 from toolkit.sync import embedded
 from toolkit.sync.outcome import Succeeded
 from toolkit.sync.patches import apply_patches, describe, lay_files, message_of, unapply_patches
@@ -38,6 +38,7 @@ from toolkit.sync.vendor_tree import (
     SOURCES_DIR,
     check_vendor_dir,
     current_hashes,
+    recover,
     replace_vendor,
 )
 
@@ -560,6 +561,24 @@ def execute_drop(plan: DropPlan) -> DropReport:
     return DropReport(plan.dropped, True)
 
 
+def interrupted(plan: SavePlan | DropPlan) -> Interrupted:
+    """The Interrupted error (exit 130) for a Ctrl-C of `patch save` / `patch drop` after the plan was made,
+    the report's printing included: whether vendor/ holds the new series, read back from its lock (a swap a
+    kill cut between its renames rolled back first)."""
+    recover(plan.root)
+    try:
+        on_disk = (plan.root / "vendor" / LOCK_NAME).read_bytes()
+    except OSError:
+        on_disk = None
+    if isinstance(plan, SavePlan):
+        done = f"vendor/ holds the saved vendor/patches/{plan.result.name} and its lock (read back from disk)"
+    else:
+        done = f"vendor/ holds the series without vendor/patches/{plan.dropped} (read back from disk)"
+    if on_disk == plan.desired.get(LOCK_NAME):
+        return Interrupted(done, "nothing to undo")
+    return Interrupted("vendor/ is as it was: nothing was written (read back from disk)", "run the command again")
+
+
 def patch_descriptions(vendor_dir: Path) -> dict[str, str]:
     """vendor/patches/*.patch name -> one-line description (for status, the drift report and the card)."""
     d = vendor_dir / "patches"
@@ -582,6 +601,7 @@ __all__ = [
     "execute_drop",
     "execute_save",
     "format_patch",
+    "interrupted",
     "list_patches",
     "patch_descriptions",
     "plan_drop",
