@@ -91,7 +91,7 @@ the pin, `ggml-vendor patch list --rev REV` says which patches still apply there
 """
 
 PATCH_SAVE = (
-    "Save the current edits of vendor/ggml (against the pinned upstream with the other patches applied) as "
+    "Save the current edits of vendor/ggml (against the pinned upstream with the patches before it applied) as "
     "vendor/patches/NNNN-NAME.patch in git format-patch form, or refresh the patch NAME if it exists; "
     "re-locks vendor/ in the same atomic step.\n\n"
     "Example: ggml-vendor patch save gdn-decode -m 'cuda: gated_delta_net: 16-byte state loads at decode'"

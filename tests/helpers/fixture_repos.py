@@ -210,7 +210,8 @@ class FixtureRepo:
 def build_upstream(path: Path, layout: str = "ggml") -> FixtureRepo:
     """Main line: v1 (tag v1) -> v1b (kernel body tweak + unrelated cpu change) -> v2 (convert.cuh renamed to
     cvt.cuh, launcher signature changed; tag v2, branch master). Side branches from v1, each one commit:
-    missing-include, symlink-escape, symlink-inside, no-license, no-metal, metal-split."""
+    missing-include, symlink-escape, symlink-inside, no-license, no-metal, metal-split, submodule (gitlinks at
+    the root and beside the kernels) and submodule-include (a kernel header including a file inside one)."""
     path.mkdir(parents=True)
     git(path, "init", "-q")
     git(path, "symbolic-ref", "HEAD", "refs/heads/master")
@@ -289,6 +290,19 @@ def build_upstream(path: Path, layout: str = "ggml") -> FixtureRepo:
             }
         ),
     )
+    for branch, include in (("submodule", False), ("submodule-include", True)):
+        # A gitlink at the root and one beside the kernels (llama.cpp has carried submodules); the second
+        # branch also includes a header from inside one. `git add -A` would drop a gitlink without its
+        # checkout, so the index is written directly.
+        repo.checkout(repo.commits["v1"], new_branch=branch)
+        if include:
+            repo.write({"src/ggml-cuda/gated_delta_net.cuh": '#include "common.cuh"\n#include "sub/extra.cuh"\n'})
+            git(path, "add", "-A")
+        for link in ("third_party/vendored", f"{repo.prefix}src/ggml-cuda/sub"):
+            git(path, "update-index", "--add", "--cacheinfo", f"160000,{repo.commits['v1']},{link}")
+        git(path, "commit", "-q", "--no-gpg-sign", "-m", f"add submodules ({branch})")
+        repo.commits[branch] = git(path, "rev-parse", "HEAD")
+        repo.checkout("master")
     return repo
 
 

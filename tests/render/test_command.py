@@ -267,3 +267,34 @@ def test_include_spelling_follows_ggml_include_roots() -> None:
     assert render.include_spelling("src/ggml-cuda/gated_delta_net.cu") == "ggml-cuda/gated_delta_net.cu"
     assert render.include_spelling("include/ggml.h") == "ggml.h"
     assert render.output_path("torch-ext/__module__/_ops.py.j2", "m") == "torch-ext/m/_ops.py"
+
+
+@pytest.mark.parametrize("lands", ["while printing", "before any file", "after some files"])
+def test_ctrl_c_says_which_generated_files_are_written_read_back(tmp_path: Path, monkeypatch, lands) -> None:
+    """Issue 33 item 3: a Ctrl-C once render's plan is made says what the tree holds, read back from disk."""
+    from toolkit.commands import render as render_command
+    from toolkit.core import fs
+
+    root = make_project(tmp_path)
+    calls = {"n": 0}
+    real_write = fs.atomic_write
+
+    def some_then_ctrl_c(path, data):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if lands == "before any file" or calls["n"] > 2:
+            raise KeyboardInterrupt
+        real_write(path, data)
+
+    if lands == "while printing":
+        monkeypatch.setattr(render_command, "_show", lambda *_a: (_ for _ in ()).throw(KeyboardInterrupt()))
+    else:
+        monkeypatch.setattr(render, "atomic_write", some_then_ctrl_c)
+    res = CliRunner().invoke(app, ["render", "-C", str(root)])
+    assert res.exit_code == 130 and "previous state kept" not in res.output, res.output
+    last = res.output.splitlines()[-1]
+    expected = {
+        "while printing": "every generated file is as rendered (read back from disk): it had completed",
+        "before any file": "nothing was written:",
+        "after some files": f"2 of {len(rendered(root).files)} generated file(s) written;",
+    }[lands]
+    assert last.startswith("interrupted:") and expected in last, res.output

@@ -381,6 +381,45 @@ def test_cli_json_and_exit_code(tmp_path: Path) -> None:
     assert "error:" in proc.stderr and "check(s) failed" in proc.stderr
 
 
+@pytest.mark.parametrize("kind", ["fifo", "link-out", "link-in", "linked-dir"])
+def test_entries_that_are_not_regular_files_fail_without_being_opened(tmp_path: Path, kind: str) -> None:
+    """Issue 33 item 6: as collect does, verify refuses a variant holding a named pipe or a symbolic link
+    (one to a file outside the project above all); the pipe is never opened (the CLI would hang)."""
+    import os
+
+    cfg, build = _project(tmp_path)
+    vd = make_variant(build)
+    secret = tmp_path / "outside-secret.txt"
+    secret.write_text("not the variant's\n")
+    expected = {
+        "fifo": "extra.bin is a named pipe",
+        "link-out": f"__init__.py is a symbolic link to {str(secret)!r}, outside the variant",
+        "link-in": "alias.py is a symbolic link to '__init__.py'",
+        "linked-dir": "sub is a symbolic link to",
+    }[kind]
+    if kind == "fifo":
+        os.mkfifo(vd / "extra.bin")
+    elif kind == "link-out":
+        secret.write_bytes((vd / "__init__.py").read_bytes())  # the same bytes: only the entry's kind differs
+        (vd / "__init__.py").unlink()
+        (vd / "__init__.py").symlink_to(secret)
+    elif kind == "link-in":
+        (vd / "alias.py").symlink_to("__init__.py")
+    else:
+        (vd / "sub").symlink_to(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolkit.cli", "verify", "-C", str(cfg.root), "--json", "--no-smoke"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 8, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    [entries] = [f for v in doc["variants"] for f in v["findings"] if f["check"] == "entries"]
+    assert entries["status"] == "fail" and expected in entries["message"], entries
+    assert stamp_verdict(build, vd)[0] is False
+
+
 @pytest.mark.slow
 def test_host_toolchain_abi_is_a_warning_only_when_asked_and_never_for_huggingface_co(tmp_path: Path) -> None:
     if shutil.which("nvcc") is None:

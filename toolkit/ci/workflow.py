@@ -33,9 +33,9 @@ from toolkit.build.engines import (  # noqa: F401  (re-exported: the workflow's 
 )
 from toolkit.build.matrix import Matrix, load_matrix
 from toolkit.core.config import Config
-from toolkit.core.errors import ConfigError, RenderError
+from toolkit.core.errors import ConfigError, Interrupted, RenderError
 from toolkit.core.stage import Log, Verdict, quiet
-from toolkit.render.stage import RenderedFile, RenderPlan, check, template_environment
+from toolkit.render.stage import FileChange, RenderedFile, RenderPlan, check, read_back, template_environment
 from toolkit.render.stage import write as write_rendered
 
 TEMPLATE = "ci/build-variants.yml.j2"
@@ -287,6 +287,18 @@ def plan(config: Config, request: Request | None = None, log: Log = quiet) -> Pl
     for r in wf.rows:
         log(f"{r.variant}: {r.group} on {r.runner}" + (f" in {r.container}" if r.container else ""))
     return Plan(wf, drift(config, wf), config.root, request or Request())
+
+
+def interrupted(plan: Plan) -> Interrupted:
+    """The Interrupted error (exit 130) for a Ctrl-C after `plan` was made: whether the workflow file is the
+    one rendered, read back from disk (ci --check writes nothing)."""
+    if plan.request.check or plan.drift is None:
+        return Interrupted(
+            "nothing was written (the workflow was up to date, or --check only compares)", "run it again"
+        )
+    return read_back(
+        _as_render_plan(plan.root, plan.workflow), (FileChange(plan.workflow.path, plan.drift),), "ggml-vendor ci"
+    )
 
 
 def execute(plan: Plan, log: Log = quiet) -> Report:

@@ -102,7 +102,7 @@ class CollectError(VendorError):
 
 
 class Interrupted(VendorError):
-    """Ctrl-C: the previous state was kept."""
+    """Ctrl-C: one line says what vendor/, build/ or the Hub holds now, read back (before a command starts: nothing was done)."""
 
     exit_code = 130
     kind = "interrupted"

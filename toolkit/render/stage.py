@@ -69,7 +69,7 @@ import jinja2
 
 from toolkit.core import build_edition, ggml_facts, package_facts
 from toolkit.core.config import Config
-from toolkit.core.errors import RenderError, VendorStateError
+from toolkit.core.errors import Interrupted, RenderError, VendorStateError
 from toolkit.core.fs import atomic_write
 from toolkit.core.lock import Lock, read_lock
 
@@ -403,6 +403,25 @@ def check(render_plan: RenderPlan) -> list[FileChange]:
             drift.append(FileChange(f.path, "stale"))
     drift.extend(FileChange(p, "orphan") for p in render_plan.orphans)
     return drift
+
+
+def read_back(render_plan: RenderPlan, planned: tuple[FileChange, ...], again: str) -> Interrupted:
+    """The one line for a Ctrl-C of a command writing `render_plan` (`planned`: what differed when it was
+    planned): which generated files are as rendered now, read back from disk. Each file is written whole
+    (atomically), so a file is either the old one or the new one."""
+    left = check(render_plan)
+    if not left:
+        return Interrupted(
+            "every generated file is as rendered (read back from disk): it had completed", "nothing to undo"
+        )
+    names = ", ".join(c.path for c in left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+    if {(c.path, c.kind) for c in left} == {(c.path, c.kind) for c in planned}:
+        return Interrupted(f"nothing was written: {names} still differ (read back from disk)", f"run {again} again")
+    return Interrupted(
+        f"{len(planned) - len(left)} of {len(planned)} generated file(s) written; {names} still differ "
+        "(read back from disk; each file is whole, old or new)",
+        f"run {again} again",
+    )
 
 
 def write(render_plan: RenderPlan) -> list[FileChange]:
