@@ -8,11 +8,13 @@ files), else pip's default index as pip itself names it. No URL is written here:
 from __future__ import annotations
 
 import configparser
+import io
 import json
 import os
 import urllib.error
 import urllib.parse
 import urllib.request
+import zipfile
 from dataclasses import dataclass
 from email.parser import Parser
 from functools import lru_cache
@@ -208,17 +210,97 @@ def releases(index: str, project: str) -> dict[Version, tuple[IndexFile, ...]]:
     return {v: tuple(out[v]) for v in sorted(out, reverse=True)}
 
 
+class _RangeReader(io.RawIOBase):
+    """A remote file read by HTTP Range requests, in blocks: zipfile reads a wheel's central directory and one
+    member (METADATA) through it, a few hundred KiB of a wheel of hundreds of MB."""
+
+    BLOCK = 256 * 1024
+
+    def __init__(self, url: str, what: str) -> None:
+        super().__init__()
+        self.url, self.what, self.pos = url, what, 0
+        self.blocks: dict[int, bytes] = {}
+        self.size = self._size()
+
+    def _get(self, start: int, end: int) -> tuple[bytes, str]:
+        req = urllib.request.Request(self.url, headers={"Range": f"bytes={start}-{end}", "User-Agent": "ggml-vendor"})
+        try:
+            with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:  # noqa: S310 - a file the index listed
+                if resp.status != 206:
+                    raise PackageIndexError(
+                        f"the file server of {self.what} does not serve byte ranges, and the index offers no core "
+                        "metadata for it (PEP 658)",
+                        "use an index that serves core metadata",
+                    )
+                return resp.read(), resp.headers.get("Content-Range", "")
+        except urllib.error.URLError as exc:
+            raise PackageIndexError(f"cannot read {self.what} ({self.url}): {exc.reason}", "check the network") from None
+
+    def _size(self) -> int:
+        _, crange = self._get(0, 0)
+        try:
+            return int(crange.rsplit("/", 1)[1])
+        except (IndexError, ValueError):
+            raise PackageIndexError(f"{self.url} answered a byte range without its size", "check the index") from None
+
+    def _block(self, n: int) -> bytes:
+        if n not in self.blocks:
+            start = n * self.BLOCK
+            self.blocks[n] = self._get(start, min(start + self.BLOCK, self.size) - 1)[0]
+        return self.blocks[n]
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = {0: offset, 1: self.pos + offset, 2: self.size + offset}[whence]
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def readinto(self, buf) -> int:  # type: ignore[no-untyped-def]
+        want = min(len(buf), max(0, self.size - self.pos))
+        out = bytearray()
+        while len(out) < want:
+            n, off = divmod(self.pos + len(out), self.BLOCK)
+            out += self._block(n)[off : off + want - len(out)]
+        buf[: len(out)] = out
+        self.pos += len(out)
+        return len(out)
+
+
+def _metadata_from_wheel(file: IndexFile, project: str) -> bytes:
+    """The METADATA member of a wheel, read with byte ranges (the index advertises no PEP 658 file)."""
+    what = f"the {project} wheel {file.filename}"
+    try:
+        with zipfile.ZipFile(io.BufferedReader(_RangeReader(file.url.split("#")[0], what), 1 << 16)) as zf:
+            name = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1), None)
+            if name is None:
+                raise PackageIndexError(f"{what} has no .dist-info/METADATA", "check the index")
+            return zf.read(name)
+    except zipfile.BadZipFile as exc:
+        raise PackageIndexError(f"{what} is not a readable wheel ({exc})", "check the index") from None
+
+
 @lru_cache(maxsize=256)
-def core_metadata(file_url: str, project: str) -> dict[str, list[str]]:
-    """The core metadata of one file (PEP 658: the file's URL + ".metadata"), header -> values."""
-    body, _, _ = _fetch(file_url.split("#")[0] + ".metadata", "*/*", f"the metadata of a {project} file")
+def core_metadata(file: IndexFile, project: str) -> dict[str, list[str]]:
+    """The core metadata of one wheel, header -> values: the index's PEP 658 file (the file's URL +
+    ".metadata") when it advertises one, else the wheel's own METADATA read by byte ranges."""
+    if file.metadata:
+        body, _, _ = _fetch(file.url.split("#")[0] + ".metadata", "*/*", f"the metadata of {file.filename}")
+    else:
+        body = _metadata_from_wheel(file, project)
     try:
         msg = Parser().parsestr(body.decode("utf-8"), headersonly=True)
     except (UnicodeDecodeError, ValueError) as exc:
-        raise PackageIndexError(f"the core metadata of {file_url} cannot be read ({exc})", "check the index") from None
+        raise PackageIndexError(f"the core metadata of {file.filename} cannot be read ({exc})", "check the index") from None
     if not msg.get("Name") or not msg.get("Version"):
         raise PackageIndexError(
-            f"the core metadata of {file_url} has no Name/Version: not a METADATA file", "check the index"
+            f"the core metadata of {file.filename} has no Name/Version: not a METADATA file", "check the index"
         )
     out: dict[str, list[str]] = {}
     for key, value in msg.items():

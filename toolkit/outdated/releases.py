@@ -100,7 +100,7 @@ def builds_of(files: Iterable[IndexFile], metadata: Metadata) -> tuple[TorchBuil
                 found.add(TorchBuild("metal", system))
             elif _LOCAL_RE.match(f.local):
                 found.add(TorchBuild(f.local, system))
-            elif f.metadata:
+            elif f.filename.endswith(".whl"):
                 key = str(f.version)
                 if key not in meta_cache:
                     meta_cache[key] = _cuda_of_metadata(metadata(f).get("Requires-Dist", []))
