@@ -37,7 +37,8 @@ def head_ref(source: Source, lock: Lock) -> str:
     for ref in (f"refs/heads/{rev}", f"refs/remotes/origin/{rev}"):
         if rev and _run_git(source.git_dir, "rev-parse", "--verify", "--quiet", ref, check=False).returncode == 0:
             return rev
-    return "HEAD"
+    head = _run_git(source.git_dir, "symbolic-ref", "--quiet", "--short", "HEAD", check=False).stdout.strip()
+    return head or "HEAD"  # the default branch by name (master), so the new lock follows it
 
 
 def commits_between(source: Source, old: str, new: str, repo_paths: list[str]) -> tuple[Commit, ...] | None:
