@@ -207,8 +207,10 @@ def plan(cfg: Config, request: Request | None = None, log: Log = quiet) -> Plan:
 def _torch_edits(p: Plan, log: Log) -> tuple[MatrixEdit, ...]:
     log(f"reading torch releases from {p.index}")
     available = index_mod.releases(p.index, "torch")
-    written = PYPI if p.index_from == index_mod.PIP_DEFAULT else p.index.rstrip("/")
-    words = "pip's default index" if written == PYPI else p.index
+    # pip's own index (its default, its configuration or PIP_INDEX_URL) is "pypi" in the matrix: provisioning
+    # uses pip as it is set up. Only an index named on the command line is written down.
+    written = p.index.rstrip("/") if p.index_from == "--index-url" else PYPI
+    words = "pip's index" if written == PYPI else p.index
     edits, seen = [], set()
     for view in p.cfg.selected(()):
         path = view.variants_file
