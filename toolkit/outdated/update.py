@@ -33,7 +33,7 @@ from toolkit.outdated.where import Where, open_for_survey, resolve_target, where
 from toolkit.sync.drift import write_report
 from toolkit.sync.outcome import Succeeded
 from toolkit.sync.stage import SyncPlan, family_facts, plan_sync, read_patches
-from toolkit.sync.upstream import Source
+from toolkit.sync.upstream import NeedsFetch, Source
 from toolkit.sync.vendor_tree import check_vendor_dir, current_hashes, replace_vendor
 
 
@@ -173,8 +173,10 @@ def _vendor_plan(cfg: Config, s: Survey, source: Source, pin: Lock) -> SyncPlan:
     return plan
 
 
-def _surveyed(cfg: Config, req: Request, w: Where, pin: Lock, log: Log) -> tuple[Survey, SyncPlan]:
-    source, ref = open_for_survey(w, pin, cfg.upstream)
+def _surveyed(
+    cfg: Config, req: Request, w: Where, pin: Lock, log: Log, *, offline: bool = False
+) -> tuple[Survey, SyncPlan]:
+    source, ref = open_for_survey(w, pin, cfg.upstream, offline=offline)
     try:
         rev = req.rev or ref or head_ref(source, pin)
         target = resolve_target(source, rev)
@@ -200,7 +202,10 @@ def plan(cfg: Config, request: Request | None = None, log: Log = quiet) -> Plan:
     if w.needs_network:
         first.insert(0, f"fetch the commits since the pin from {w.spec} into the tool's cache")
         return Plan(cfg, req, pin, w, None, None, idx, idx_from, tuple(first))
-    s, sync_plan = _surveyed(cfg, req, w, pin, log)
+    try:
+        s, sync_plan = _surveyed(cfg, req, w, pin, log, offline=True)
+    except NeedsFetch as need:  # the embedded miniature is not built yet: building it is the first step
+        return Plan(cfg, req, pin, w, None, None, idx, idx_from, (need.what, *first))
     return Plan(cfg, req, pin, w, s, sync_plan, idx, idx_from, tuple(first))
 
 

@@ -87,13 +87,14 @@ def _open_url_history(url: str, lock: Lock) -> tuple[Source, str]:
     return Source(cache, url, partial=True, url=url), "refs/ggml-vendor/head"
 
 
-def open_for_survey(w: Where, lock: Lock, configured: str) -> tuple[Source, str | None]:
-    """(the opened upstream, the ref that is its head; None: find it with survey.head_ref)."""
+def open_for_survey(w: Where, lock: Lock, configured: str, *, offline: bool = False) -> tuple[Source, str | None]:
+    """(the opened upstream, the ref that is its head; None: find it with survey.head_ref). `offline` (a plan):
+    nothing is fetched or built (NeedsFetch for the embedded miniature not built yet)."""
     if w.needs_network:
         return _open_url_history(w.spec, lock)
     start = embedded.BRANCH if w.spec == embedded.EMBEDDED and w.mirror is None else lock.commit
     try:
-        source, _ = open_upstream(w.spec, start, mirror=w.mirror, configured=configured)
+        source, _ = open_upstream(w.spec, start, mirror=w.mirror, configured=configured, offline=offline)
     except UpstreamError as exc:
         if "unknown revision" in exc.message:
             raise UpstreamError(
