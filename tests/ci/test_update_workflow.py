@@ -82,7 +82,9 @@ def test_ci_check_catches_a_stale_update_workflow(tmp_path: Path) -> None:
 
 
 def _run_step(step: dict, cwd: Path, env: dict[str, str]) -> None:
-    proc = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        ["bash", "-e", "-c", step["run"]], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
     assert proc.returncode == 0, f"{step.get('id')}: {proc.stdout}\n{proc.stderr}"
 
 
@@ -109,7 +111,9 @@ def test_its_steps_on_a_checkout_produce_the_pull_request_body(tmp_path: Path) -
     }
     steps = _steps(yaml.safe_load(WORKFLOW.read_text()))
     outdated = dict(steps["outdated"])
-    outdated["run"] = outdated["run"].replace("ggml-vendor outdated", "ggml-vendor outdated --skip torch --skip clients")
+    outdated["run"] = outdated["run"].replace(
+        "ggml-vendor outdated", "ggml-vendor outdated --skip torch --skip clients"
+    )
     _run_step(outdated, root, env)
     assert output.read_text().strip() == "moved=true"
     update = dict(steps["update"])

@@ -98,7 +98,11 @@ class _Handler(BaseHTTPRequestHandler):
             links = []
             for f in files:
                 meta = self.state.metadata(project, f["filename"])
-                attrs = f' data-core-metadata="sha256={hashlib.sha256(meta.encode()).hexdigest()}"' if meta and advertise else ""
+                attrs = (
+                    f' data-core-metadata="sha256={hashlib.sha256(meta.encode()).hexdigest()}"'
+                    if meta and advertise
+                    else ""
+                )
                 attrs += ' data-yanked=""' if f.get("yanked") else ""
                 href = f"../../files/{project}/{f['filename']}#sha256={f['hashes']['sha256']}"
                 links.append(f'<a href="{html.escape(href)}"{attrs}>{html.escape(f["filename"])}</a><br/>')
@@ -130,7 +134,10 @@ class _Handler(BaseHTTPRequestHandler):
         start_s, end_s = rng[len("bytes=") :].split("-")
         start, end = int(start_s), min(int(end_s), len(body) - 1)
         self._send(
-            206, body[start : end + 1], "application/octet-stream", {"Content-Range": f"bytes {start}-{end}/{len(body)}"}
+            206,
+            body[start : end + 1],
+            "application/octet-stream",
+            {"Content-Range": f"bytes {start}-{end}/{len(body)}"},
         )
 
 

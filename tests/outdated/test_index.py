@@ -31,7 +31,11 @@ RANGES = ("kernels>=0.17.2,<0.20", "transformers>=5.22.2,<5.26")
 def cli(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "GGML_VENDOR_NO_FSYNC": "1", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)], capture_output=True, text=True, env=full, timeout=600
+        [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=600,
     )
 
 
@@ -61,7 +65,19 @@ def project(tmp_path: Path, history) -> Path:
 
 
 def _outdated(root: Path, url: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return cli(root, "outdated", "-p", "ggml-attn-kernels", "--skip", "upstream", "--skip", "patches", "--index-url", url, *extra)
+    return cli(
+        root,
+        "outdated",
+        "-p",
+        "ggml-attn-kernels",
+        "--skip",
+        "upstream",
+        "--skip",
+        "patches",
+        "--index-url",
+        url,
+        *extra,
+    )
 
 
 @pytest.mark.parametrize("style", ["json", "html", "ranges"])
@@ -86,7 +102,10 @@ def test_torch_and_clients_sections_read_the_index(project: Path, style: str) ->
     clients = {c["name"]: c for c in doc["clients"]}
     assert clients["kernels"]["newer"] == ["0.19.1", "0.18.3"] and clients["kernels"]["newest_tested"] == "0.17.2"
     assert clients["transformers"]["newer"] == ["5.25.0", "5.24.0", "5.23.0"]
-    assert clients["transformers"]["declared_in"] == ["optional-dependencies.test", "optional-dependencies.transformers"]
+    assert clients["transformers"]["declared_in"] == [
+        "optional-dependencies.test",
+        "optional-dependencies.transformers",
+    ]
     assert doc["moved"] == ["torch", "clients"]
     wheels = [p for p in state.requests if p.endswith(".whl")]
     metas = [p for p in state.requests if p.endswith(".metadata")]
@@ -139,8 +158,14 @@ def test_update_torch_adds_the_rows_keeping_comments_then_outdated_is_current(pr
         assert all(any(line == n for n in kept) for line in old.splitlines())
         assert '"2.16-cu134" = { version = "2.16.0" }' in new and '"cuda-13.4" = { version = "13.4.0" }' in new
         assert '"2.15-metal" = { version = "2.15.0" }' in new
-        assert url.split("/simple")[0] not in new and "index =" not in new.split("[sources.torch]")[1].split("[torch-index]")[0]
-        assert "# torch 2.16: added by `ggml-vendor update --torch` (pip's index lists torch 2.16.0, built for CUDA 13.4)." in new
+        assert (
+            url.split("/simple")[0] not in new
+            and "index =" not in new.split("[sources.torch]")[1].split("[torch-index]")[0]
+        )
+        assert (
+            "# torch 2.16: added by `ggml-vendor update --torch` (pip's index lists torch 2.16.0, built for CUDA 13.4)."
+            in new
+        )
         listed = cli(project, "variants", "-p", "ggml-attn-kernels", "--json")
         names = {v["name"] for v in json.loads(listed.stdout)["variants"]}
         assert {"torch216-cxx11-cu134-x86_64-linux", "torch216-cxx11-cu134-aarch64-linux"} <= names

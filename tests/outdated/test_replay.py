@@ -38,7 +38,11 @@ pytestmark = pytest.mark.usefixtures("isolated_upstream_cache")
 def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "GGML_VENDOR_NO_FSYNC": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)], capture_output=True, text=True, env=env, timeout=600
+        [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
 
 
@@ -57,7 +61,10 @@ def _patches(repo: Path, pins: dict[str, str]) -> dict[str, str]:
     return {
         "0001-fa-comment.patch": patch_of(FA, fa, "// ours: a note on the FA entry\n" + fa, "cuda: fa: a note"),
         "0002-gdn-state-comment.patch": patch_of(
-            GDN, gdn, gdn.replace("    float s[S_v];\n", "    float s[S_v];  // ours: the column in registers\n"), "cuda: gdn: say where the state lives"
+            GDN,
+            gdn,
+            gdn.replace("    float s[S_v];\n", "    float s[S_v];  // ours: the column in registers\n"),
+            "cuda: gdn: say where the state lives",
         ),
         "0003-gdn-scale-once.patch": patch_of(GDN, gdn, gdn.replace(SCALE_OLD, SCALE_NEW), "cuda: gdn: scale once"),
     }
@@ -132,7 +139,9 @@ def test_update_latest_moves_the_pin_rebases_and_renders_a_clean_tree(project: P
 def test_a_conflicting_patch_stops_the_update_and_changes_nothing(tmp_path: Path, history) -> None:
     repo, pins = history
     gdn = gdn_at(repo, pins["p0"])
-    clash = patch_of(GDN, gdn, gdn.replace("        s[i] = s_in[i];\n", "        s[i] = 2.0f * s_in[i];\n"), "cuda: gdn: x2")
+    clash = patch_of(
+        GDN, gdn, gdn.replace("        s[i] = s_in[i];\n", "        s[i] = 2.0f * s_in[i];\n"), "cuda: gdn: x2"
+    )
     root = pinned_project(tmp_path / "proj", repo, pins["p0"], {"0001-gdn-clash.patch": clash})
     before = tree_state(root / "vendor")
     res = cli(root, "update", "--latest")
@@ -145,7 +154,7 @@ def test_a_conflicting_patch_stops_the_update_and_changes_nothing(tmp_path: Path
     # outdated names it too, and exits 12 (it is a report, not a refusal)
     res = cli(root, "outdated", "--skip", "torch", "--skip", "clients", "-p", "ggml-attn-kernels")
     assert res.returncode == Outdated.exit_code
-    assert f"0001-gdn-clash.patch: conflicts at hunk #1" in res.stdout
+    assert "0001-gdn-clash.patch: conflicts at hunk #1" in res.stdout
 
 
 @pytest.mark.parametrize("rev", ["nosuchbranch", "--upload-pack=touch", "HEAD~1", "0123456789abcdef0123"])
@@ -165,7 +174,9 @@ def test_an_unreachable_upstream_is_one_line_exit_3(project: Path, tmp_path: Pat
         assert res.returncode == UpstreamError.exit_code, res.stdout + res.stderr
         assert len(res.stderr.strip().splitlines()) == 1, res.stderr
     # a URL nobody answers (a closed loopback port): the fetch fails in one line too
-    res = cli(project, "outdated", "-p", "ggml-attn-kernels", "--upstream", "http://127.0.0.1:9/ggml.git", "--skip", "torch")
+    res = cli(
+        project, "outdated", "-p", "ggml-attn-kernels", "--upstream", "http://127.0.0.1:9/ggml.git", "--skip", "torch"
+    )
     assert res.returncode == UpstreamError.exit_code, res.stdout + res.stderr
     assert "cannot reach upstream" in res.stderr
     assert tree_state(project) == before
@@ -212,7 +223,9 @@ def test_real_replay_outdated_then_update(tmp_path: Path) -> None:
         assert done.returncode == 0, (check, done.stdout + done.stderr)
     text = (tmp_path / "body.md").read_text()
     assert "gated_delta_net: cuda kernel gated_delta_net_cuda: signature changed (breaking)" in text
-    for moved in json.loads(cli(root, "outdated", "--skip", "torch", "--skip", "clients", "--json").stdout or "{}").get(
-        "packages", {}
-    ).values():
+    for moved in (
+        json.loads(cli(root, "outdated", "--skip", "torch", "--skip", "clients", "--json").stdout or "{}")
+        .get("packages", {})
+        .values()
+    ):
         assert moved["upstream"]["pin"] == moved["upstream"]["head"]

@@ -302,7 +302,7 @@ def plan(config: Config, request: Request | None = None, log: Log = quiet) -> Pl
     for r in wf.rows:
         log(f"{r.variant}: {r.group} on {r.runner}" + (f" in {r.container}" if r.container else ""))
     update = render_update(config)
-    others = ()
+    others: tuple[tuple[RenderedFile, str | None], ...] = ()
     if update is not None:
         changes = check(RenderPlan(config.root, (update,)))
         others = ((update, changes[0].kind if changes else None),)

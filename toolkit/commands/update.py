@@ -31,7 +31,9 @@ def update(
     mirror: Annotated[
         Path | None,
         typer.Option(
-            "--mirror", envvar="GGML_VENDOR_MIRROR", help="Local clone to read objects and history from instead of the network."
+            "--mirror",
+            envvar="GGML_VENDOR_MIRROR",
+            help="Local clone to read objects and history from instead of the network.",
         ),
     ] = None,
     index_url: Annotated[

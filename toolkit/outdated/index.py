@@ -19,15 +19,14 @@ from dataclasses import dataclass
 from email.parser import Parser
 from functools import lru_cache
 from html.parser import HTMLParser
+from typing import Any
 
 from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from toolkit.core.errors import PackageIndexError
 
-ACCEPT = (
-    "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
-)
+ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01"
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 TIMEOUT_S = 30.0
 PIP_DEFAULT = "pip's default index"
@@ -234,7 +233,9 @@ class _RangeReader(io.RawIOBase):
                     )
                 return resp.read(), resp.headers.get("Content-Range", "")
         except urllib.error.URLError as exc:
-            raise PackageIndexError(f"cannot read {self.what} ({self.url}): {exc.reason}", "check the network") from None
+            raise PackageIndexError(
+                f"cannot read {self.what} ({self.url}): {exc.reason}", "check the network"
+            ) from None
 
     def _size(self) -> int:
         _, crange = self._get(0, 0)
@@ -262,7 +263,7 @@ class _RangeReader(io.RawIOBase):
     def tell(self) -> int:
         return self.pos
 
-    def readinto(self, buf) -> int:  # type: ignore[no-untyped-def]
+    def readinto(self, buf: Any) -> int:  # a writable buffer (bytearray, memoryview)
         want = min(len(buf), max(0, self.size - self.pos))
         out = bytearray()
         while len(out) < want:
@@ -297,7 +298,9 @@ def core_metadata(file: IndexFile, project: str) -> dict[str, list[str]]:
     try:
         msg = Parser().parsestr(body.decode("utf-8"), headersonly=True)
     except (UnicodeDecodeError, ValueError) as exc:
-        raise PackageIndexError(f"the core metadata of {file.filename} cannot be read ({exc})", "check the index") from None
+        raise PackageIndexError(
+            f"the core metadata of {file.filename} cannot be read ({exc})", "check the index"
+        ) from None
     if not msg.get("Name") or not msg.get("Version"):
         raise PackageIndexError(
             f"the core metadata of {file.filename} has no Name/Version: not a METADATA file", "check the index"

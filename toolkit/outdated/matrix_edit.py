@@ -185,7 +185,12 @@ def _sources_for(
             if key not in have_torch and all(k != key for _, k, _ in out):
                 out.append(("torch", key, {"version": rel.version} | ({} if index == PYPI else {"index": index})))
             tk_key = f"{b.backend}-{b.toolkit_minor}"
-            if b.toolkit and b.backend in TOOLKIT_PACKAGES and tk_key not in have_tk and all(k != tk_key for _, k, _ in out):
+            if (
+                b.toolkit
+                and b.backend in TOOLKIT_PACKAGES
+                and tk_key not in have_tk
+                and all(k != tk_key for _, k, _ in out)
+            ):
                 out.append(("toolkit", tk_key, {"version": b.toolkit} | ({} if index == PYPI else {"index": index})))
     return out
 

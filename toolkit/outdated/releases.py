@@ -176,7 +176,9 @@ def torch_news(
         version = latest_patch[minor]
         builds = builds_of(available[version], metadata)
         missing = tuple(
-            b for b in builds if b.backend in enabled and b.compute != "unknown" and (minor, b.compute, b.system) not in have
+            b
+            for b in builds
+            if b.backend in enabled and b.compute != "unknown" and (minor, b.compute, b.system) not in have
         )
         newer = _minor_key(minor) > _minor_key(newest)
         if newer or missing:
@@ -239,7 +241,9 @@ def declared_ranges(pyproject: Path, names: Iterable[str] = CLIENTS) -> dict[str
     return out
 
 
-def client_news(name: str, declared: tuple[SpecifierSet, tuple[str, ...]] | None, available: Iterable[Version]) -> ClientRange:
+def client_news(
+    name: str, declared: tuple[SpecifierSet, tuple[str, ...]] | None, available: Iterable[Version]
+) -> ClientRange:
     """The releases of `name` newer than every release its declared range admits."""
     if declared is None:
         return ClientRange(name, "", (), "", ())

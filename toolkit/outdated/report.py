@@ -74,7 +74,9 @@ def _patches(s: Survey) -> list[str]:
         return [*out, "vendor/patches/ holds none.", ""]
     out += ["| patch | at the new pin | what it does |", "|---|---|---|"]
     for p in s.patches:
-        verdict = _VERDICT_WORDS[p.verdict] + (f" ({p.detail})" if p.verdict in (REBASED, CONFLICT) and p.detail else "")
+        verdict = _VERDICT_WORDS[p.verdict] + (
+            f" ({p.detail})" if p.verdict in (REBASED, CONFLICT) and p.detail else ""
+        )
         out.append(f"| `{p.name}` | {verdict} | {p.description.replace('|', '/')} |")
     return [*out, ""]
 

@@ -185,7 +185,11 @@ class Report(Verdict):
             "patches": [p.to_json() for p in self.patches],
             "torch": None
             if self.torch is None
-            else {"index": self.index, "matrix_newest": self.torch_newest, "releases": [t.to_json() for t in self.torch]},
+            else {
+                "index": self.index,
+                "matrix_newest": self.torch_newest,
+                "releases": [t.to_json() for t in self.torch],
+            },
             "clients": None if self.clients is None else [c.to_json() for c in self.clients],
         }
 
@@ -266,7 +270,8 @@ def clients_section(p: Plan, log: Log) -> tuple[ClientRange, ...]:
 
 def execute(p: Plan, log: Log = quiet) -> Report:
     skip = p.request.skip
-    up, patches = None, ()
+    up: UpstreamSection | None = None
+    patches: tuple[Rebased, ...] = ()
     if "upstream" not in skip or "patches" not in skip:
         s = run_survey(p, log)
         up = upstream_section(p, s) if "upstream" not in skip else None

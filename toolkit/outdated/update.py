@@ -1,13 +1,13 @@
 """`ggml-vendor update`: move the pin, carry the patches, add torch rows, render, and report as Markdown.
 
-    plan(config, request, log) -> Plan     the survey of the upstream at the target (a local clone or mirror is
-                                           read as it is; a URL's fetch is the plan's first step), the patch
-                                           series rebased by a three-way apply (a conflict is a PatchError here,
-                                           before anything is written), sync's new vendor/ tree; with --torch,
-                                           reading the index is a step of the plan
-    execute(plan, log) -> Report           the planned reads, then vendor/ swapped atomically (sync's swap), the
-                                           matrix files, render (and the CI workflow when a matrix changed), the
-                                           drift report and build/reports/update-<old>-<new>.md (the PR body)
+plan(config, request, log) -> Plan     the survey of the upstream at the target (a local clone or mirror is
+                                       read as it is; a URL's fetch is the plan's first step), the patch
+                                       series rebased by a three-way apply (a conflict is a PatchError here,
+                                       before anything is written), sync's new vendor/ tree; with --torch,
+                                       reading the index is a step of the plan
+execute(plan, log) -> Report           the planned reads, then vendor/ swapped atomically (sync's swap), the
+                                       matrix files, render (and the CI workflow when a matrix changed), the
+                                       drift report and build/reports/update-<old>-<new>.md (the PR body)
 """
 
 from __future__ import annotations
@@ -242,8 +242,7 @@ def _render_all(cfg: Config, matrices_changed: bool, log: Log) -> tuple[str, ...
         rep = render.execute(render.plan(view, render.Request(), log), log)
         done += [f"{view.name}: {line}" for line in rep.lines() if not line.startswith("unchanged")]
     if matrices_changed and (fresh.templates_dir / workflow.TEMPLATE).is_file():
-        rep = workflow.execute(workflow.plan(fresh, workflow.Request(), log), log)
-        done += rep.lines()
+        done += workflow.execute(workflow.plan(fresh, workflow.Request(), log), log).lines()
     return tuple(done)
 
 
@@ -258,7 +257,9 @@ def execute(p: Plan, log: Log = quiet) -> Report:
     drift_paths: tuple[str, ...] = ()
     if wrote_vendor:
         log(f"writing vendor/ ({len(sync_plan.changes)} changes)")
-        replace_vendor(cfg.root, sync_plan.desired, known={k: v for k, v in current_hashes(cfg.vendor_dir).items() if v})
+        replace_vendor(
+            cfg.root, sync_plan.desired, known={k: v for k, v in current_hashes(cfg.vendor_dir).items() if v}
+        )
         if s.moved:
             drift_paths = tuple(str(x) for x in write_report(cfg.build_dir, s.drift))
     for m in matrices:

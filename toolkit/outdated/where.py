@@ -98,8 +98,8 @@ def open_for_survey(w: Where, lock: Lock, configured: str, *, offline: bool = Fa
     except UpstreamError as exc:
         if "unknown revision" in exc.message:
             raise UpstreamError(
-                f"the pinned commit {lock.commit[:12]} is not in {w.words()}", "point --upstream/--mirror at a clone of "
-                "the repository the pin came from"
+                f"the pinned commit {lock.commit[:12]} is not in {w.words()}",
+                "point --upstream/--mirror at a clone of the repository the pin came from",
             ) from None
         raise
     return source, None
