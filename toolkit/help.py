@@ -136,6 +136,8 @@ Examples:
 OUTDATED = """Report what moved since the pin, changing nothing: exit 0 when everything is current, 12 when something moved.
 
 Four sections, per package (--package/-p NAME for one):
+
+\b
   upstream  commits since the pin on the pin's upstream (or --upstream / --mirror) that touch the package's
             closure, with dates and subjects, and the ops whose fingerprints move: "signature changed
             (breaking)" or "body changed: review semantics", as sync's drift report says;
@@ -145,7 +147,7 @@ Four sections, per package (--package/-p NAME for one):
             matrix lacks, with the CUDA build each offers (its core metadata's CUDA runtime pin);
   clients   kernels and transformers releases past the ranges pyproject.toml declares.
 
-The index is --index-url, else pip's (PIP_INDEX_URL, pip's configuration, else pip's default index). A URL
+The upstream is surveyed once for the family (one pin) and the index read once. The index is --index-url, else pip's (PIP_INDEX_URL, pip's configuration, else pip's default index). A URL
 upstream's commits since the pin are fetched into the tool's cache (the project is never written). An
 unreachable upstream is exit 3, an unreachable or unreadable index exit 13.
 

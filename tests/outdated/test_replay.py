@@ -98,7 +98,7 @@ def test_outdated_lists_the_commits_the_drift_and_the_patch_health(project: Path
         "0003-gdn-scale-once.patch": "already-upstream",
     }
     assert doc["moved"] == ["upstream", "patches"] and doc["current"] is False
-    assert "upstream, patches moved" in res.stderr  # the one line, exit 12
+    assert "something moved: ggml-attn-kernels: upstream, patches" in res.stderr  # the one line, exit 12
     # read only: nothing in the project changed
     assert git(project, "status", "--porcelain") == ""
 

@@ -35,6 +35,7 @@ from toolkit.build.matrix import Matrix, load_matrix
 from toolkit.core.config import Config
 from toolkit.core.errors import ConfigError, RenderError
 from toolkit.core.stage import Log, Verdict, quiet
+from toolkit.outdated.workflow import render_update
 from toolkit.render.stage import RenderedFile, RenderPlan, check, template_environment
 from toolkit.render.stage import write as write_rendered
 
@@ -296,12 +297,10 @@ class Report(Verdict):
 
 
 def plan(config: Config, request: Request | None = None, log: Log = quiet) -> Plan:
-    from toolkit.outdated.workflow import render_update
-
     wf = render(config)
     for r in wf.rows:
         log(f"{r.variant}: {r.group} on {r.runner}" + (f" in {r.container}" if r.container else ""))
-    update = render_update(config)
+    update = render_update(config, _environment, MARKER, PYTHON)
     others: tuple[tuple[RenderedFile, str | None], ...] = ()
     if update is not None:
         changes = check(RenderPlan(config.root, (update,)))

@@ -8,13 +8,14 @@ from typing import Annotated
 import typer
 
 from toolkit import help as help_text
-from toolkit.app import Options, Run, command, stage_run
+from toolkit.app import Options, PackageOpt, Run, command, stage_run
 from toolkit.core.errors import ConfigError
 
 
-@command("outdated", help=help_text.OUTDATED, packages=True)
+@command("outdated", help=help_text.OUTDATED)
 def outdated(
     opts: Options,
+    package: PackageOpt = [],  # noqa: B006 - read by the app into opts.packages (one survey for them all)
     upstream: Annotated[
         str | None,
         typer.Option("--upstream", "-u", help="URL, local clone path or 'embedded'. Default: the pin's upstream."),
@@ -49,5 +50,7 @@ def outdated(
     bad = [s for s in skip if s not in stage.stage.SECTIONS]
     if bad:
         raise ConfigError(f"--skip {bad[0]!r} is not a section", f"use one of {', '.join(stage.stage.SECTIONS)}")
-    request = stage.Request(upstream=upstream, mirror=mirror, rev=rev, index_url=index_url, skip=tuple(skip))
+    request = stage.Request(
+        upstream=upstream, mirror=mirror, rev=rev, index_url=index_url, skip=tuple(skip), packages=opts.packages
+    )
     return stage_run("checking what moved", stage, request, read_only=True)

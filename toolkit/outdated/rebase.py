@@ -40,7 +40,7 @@ class Rebased:
 
     def line(self) -> str:
         state = {
-            KEPT: "applies at the new pin",
+            KEPT: "applies",
             REBASED: "rebased by a three-way apply" + (f" ({self.detail})" if self.detail else ""),
             UPSTREAM: "already upstream: dropped",
             CONFLICT: f"conflicts at {self.detail}",

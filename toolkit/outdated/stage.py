@@ -39,19 +39,21 @@ class Request:
     rev: str | None = None  # compare with this revision instead of the upstream's head
     index_url: str | None = None  # default: pip's (PIP_INDEX_URL, pip's configuration, pip's default index)
     skip: tuple[str, ...] = ()  # sections not to check (--skip torch ...)
+    packages: tuple[str, ...] = ()  # --package/-p (empty: every package)
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What `outdated` will read, decided from local files alone."""
+    """What `outdated` will read, decided from local files alone: one upstream survey and one index for the
+    selected packages (the pin is the family's)."""
 
     cfg: Config
+    views: tuple[Config, ...]
     request: Request
     lock: Lock
     where: Where
     index: str
     index_from: str
-    matrix: Path
     ranges: dict[str, Any]  # client name -> (SpecifierSet, places)
 
     def lines(self) -> list[str]:
@@ -60,7 +62,8 @@ class Plan:
             f"would compare the pin {self.lock.commit[:12]} ({self.lock.rev}) with {head} of {self.where.words()}",
         ]
         if "torch" not in self.request.skip:
-            out.append(f"would list torch releases on {self.index} ({self.index_from}) past {self.matrix.name}")
+            names = ", ".join(v.variants_file.name for v in self.views)
+            out.append(f"would list torch releases on {self.index} ({self.index_from}) past {names}")
         if "clients" not in self.request.skip:
             rng = ", ".join(f"{n}{s[0]}" for n, s in self.ranges.items()) or "none declared"
             out.append(f"would list {' and '.join(CLIENTS)} releases past the declared ranges ({rng})")
@@ -68,13 +71,13 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "package": self.cfg.name,
+            "packages": [v.name for v in self.views],
             "pin": self.lock.commit,
             "upstream": self.where.spec,
             "rev": self.request.rev,
             "index": self.index,
             "index_from": self.index_from,
-            "matrix": self.matrix.name,
+            "matrices": [v.variants_file.name for v in self.views],
             "ranges": {n: str(s[0]) for n, s in self.ranges.items()},
             "skip": list(self.request.skip),
         }
@@ -122,8 +125,8 @@ class UpstreamSection:
 
 
 @dataclass(frozen=True)
-class Report(Verdict):
-    """`outdated`'s report: ok (exit 0) only when every section checked is current."""
+class PackageReport:
+    """One package's sections."""
 
     package: str
     upstream: UpstreamSection | None
@@ -145,14 +148,6 @@ class Report(Verdict):
         if self.clients and any(c.newer for c in self.clients):
             what.append("clients")
         return what
-
-    def failure(self) -> Outdated | None:
-        moved = self.moved()
-        if not moved:
-            return None
-        return Outdated(
-            f"{self.package}: {', '.join(moved)} moved", "review the report; `ggml-vendor update` moves the pin"
-        )
 
     def lines(self) -> list[str]:
         out = self.upstream.lines() if self.upstream is not None else ["upstream: not checked"]
@@ -194,6 +189,34 @@ class Report(Verdict):
         }
 
 
+@dataclass(frozen=True)
+class Report(Verdict):
+    """`outdated`'s report: ok (exit 0) only when every section checked is current for every package."""
+
+    packages: tuple[PackageReport, ...]
+
+    def failure(self) -> Outdated | None:
+        moved = [f"{p.package}: {', '.join(p.moved())}" for p in self.packages if p.moved()]
+        if not moved:
+            return None
+        return Outdated(
+            f"something moved: {'; '.join(moved)}", "review the report; `ggml-vendor update` moves the pin"
+        )
+
+    def lines(self) -> list[str]:
+        if len(self.packages) == 1:
+            return self.packages[0].lines()
+        out: list[str] = []
+        for p in self.packages:
+            out += [f"package {p.package}"] + [f"  {line}" for line in p.lines()]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        if len(self.packages) == 1:
+            return self.packages[0].to_json()
+        return {"current": self.ok, "packages": {p.package: p.to_json() for p in self.packages}}
+
+
 def require_pin(cfg: Config) -> Lock:
     lock = read_lock(cfg.vendor_dir)
     if lock is None:
@@ -204,11 +227,14 @@ def require_pin(cfg: Config) -> Lock:
 def plan(cfg: Config, request: Request | None = None, log: Log = quiet) -> Plan:
     req = request or Request()
     lock = require_pin(cfg)
+    views = cfg.selected(req.packages)
     idx, idx_from = index_mod.configured_index(req.index_url)
-    matrix = load_matrix(cfg.variants_file)  # a broken matrix is a config error before anything is read
+    for view in views:
+        load_matrix(view.variants_file)  # a broken matrix is a config error before anything is read
     ranges = declared_ranges(cfg.root / "pyproject.toml")
     log(f"pin {lock.commit[:12]} ({lock.rev}); index {idx} ({idx_from})")
-    return Plan(cfg, req, lock, where(cfg.upstream, lock, req.upstream, req.mirror), idx, idx_from, matrix.path, ranges)
+    w = where(cfg.upstream, lock, req.upstream, req.mirror)
+    return Plan(cfg, views, req, lock, w, idx, idx_from, ranges)
 
 
 def run_survey(p: Plan, log: Log) -> Survey:
@@ -225,18 +251,18 @@ def run_survey(p: Plan, log: Log) -> Survey:
         source.close()
 
 
-def upstream_section(p: Plan, s: Survey) -> UpstreamSection:
+def upstream_section(view: Config, s: Survey) -> UpstreamSection:
     """The survey as one package sees it: the commits touching its closure, its ops' changes."""
-    keys = set(p.cfg.lock_key(op.name) for op in p.cfg.ops)
+    keys = {view.lock_key(op.name) for op in view.ops}
     ops: dict[str, str] = {}
     for b in s.drift.behaviour:
         if b.op in keys:
             what = "signature changed (breaking)" if b.breaking else "body changed: review semantics"
             if ops.get(b.op) != "signature changed (breaking)":
                 ops[b.op] = what
-    mine = set(s.new.lock.package_files(p.cfg.name)) | set(s.pin.package_files(p.cfg.name))
+    mine = set(s.new.lock.package_files(view.name)) | set(s.pin.package_files(view.name))
     regions = tuple(r.name for r in s.drift.regions if r.path in mine)
-    commits = s.per_package_commits.get(p.cfg.name, s.commits)
+    commits = s.per_package_commits.get(view.name, s.commits)
     return UpstreamSection(
         s.upstream,
         s.pin.commit,
@@ -249,11 +275,12 @@ def upstream_section(p: Plan, s: Survey) -> UpstreamSection:
     )
 
 
-def torch_section(p: Plan, log: Log) -> tuple[str, tuple[TorchRelease, ...]]:
-    log(f"reading torch releases from {p.index}")
+def torch_section(p: Plan, view: Config, log: Log) -> tuple[str, tuple[TorchRelease, ...]]:
+    log(f"reading torch releases from {p.index} for {view.variants_file.name}")
     available = index_mod.releases(p.index, "torch")
-    matrix = load_matrix(p.matrix)
-    return torch_news(matrix, p.cfg.backends, available, lambda f: index_mod.core_metadata(f, "torch"))
+    return torch_news(
+        load_matrix(view.variants_file), view.backends, available, lambda f: index_mod.core_metadata(f, "torch")
+    )
 
 
 def clients_section(p: Plan, log: Log) -> tuple[ClientRange, ...]:
@@ -268,17 +295,27 @@ def clients_section(p: Plan, log: Log) -> tuple[ClientRange, ...]:
     return tuple(out)
 
 
+def _patches_of(view: Config, s: Survey) -> tuple[Rebased, ...]:
+    """The patches that touch the package's files (a patch of no file of any package belongs to all)."""
+    mine = set(s.pin.package_files(view.name)) | set(s.new.lock.package_files(view.name))
+    info = {f.path: f for f in s.pin.file_info}
+    touching = {name for f in info.values() for name in f.patched_by}
+    return tuple(
+        r for r in s.patches if r.name not in touching or any(r.name in info[f].patched_by for f in mine if f in info)
+    )
+
+
 def execute(p: Plan, log: Log = quiet) -> Report:
     skip = p.request.skip
-    up: UpstreamSection | None = None
-    patches: tuple[Rebased, ...] = ()
-    if "upstream" not in skip or "patches" not in skip:
-        s = run_survey(p, log)
-        up = upstream_section(p, s) if "upstream" not in skip else None
-        patches = s.patches if "patches" not in skip else ()
-    newest, torch = torch_section(p, log) if "torch" not in skip else ("", None)
+    s = run_survey(p, log) if ("upstream" not in skip or "patches" not in skip) else None
     clients = clients_section(p, log) if "clients" not in skip else None
-    return Report(p.cfg.name, up, tuple(patches), newest, torch, clients, p.index, skip)
+    out = []
+    for view in p.views:
+        up = upstream_section(view, s) if s is not None and "upstream" not in skip else None
+        patches = _patches_of(view, s) if s is not None and "patches" not in skip else ()
+        newest, torch = torch_section(p, view, log) if "torch" not in skip else ("", None)
+        out.append(PackageReport(view.name, up, patches, newest, torch, clients, p.index, skip))
+    return Report(tuple(out))
 
 
-__all__ = ["Plan", "Report", "Request", "SECTIONS", "execute", "plan", "require_pin"]
+__all__ = ["PackageReport", "Plan", "Report", "Request", "SECTIONS", "execute", "plan", "require_pin"]

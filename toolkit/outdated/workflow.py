@@ -10,11 +10,13 @@ GitHub's `${{ }}` passes through). Pure: the bytes depend on the project config,
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from toolkit.build.engines import Row
+from toolkit.build.engines import Row, row_for
 from toolkit.build.matrix import load_matrix
 from toolkit.core.config import Config
 from toolkit.core.errors import RenderError
@@ -29,17 +31,17 @@ MOVED_EXIT = 12
 
 def cpu_build(cfg: Config) -> Row | None:
     """The variant of `cfg` the CPU runner builds: x86_64 Linux, torch and toolkit from PyPI, the newest torch."""
-    from toolkit.ci.workflow import rows_for
-
-    rows, _ = rows_for(load_matrix(cfg.variants_file), cfg)
+    matrix = load_matrix(cfg.variants_file)
+    rows = [row_for(v, matrix) for v in matrix.variants if v.backend in cfg.backends]
     fit = [r for r in rows if r.group == "linux" and r.torch and "x86_64" in r.variant]
     return max(fit, key=lambda r: (r.variant.split("-")[0], r.variant)) if fit else None
 
 
-def render_update(cfg: Config) -> RenderedFile | None:
-    """update.yml for the project; None when its templates/ci/ has no update template (an older project)."""
-    from toolkit.ci.workflow import MARKER, PYTHON, _environment
-
+def render_update(
+    cfg: Config, environment: Callable[[Path], jinja2.Environment], marker: str, python: str
+) -> RenderedFile | None:
+    """update.yml for the project, rendered with the build workflow's `environment`, `marker` and `python` (so the
+    two generated workflows stay alike); None when templates/ci/ has no update template (an older project)."""
     views = cfg.selected()
     templates = views[0].templates_dir
     if not (templates / TEMPLATE).is_file():
@@ -50,15 +52,15 @@ def render_update(cfg: Config) -> RenderedFile | None:
         if row is not None:
             builds.append({"package": view.name, "variant": row.variant, "torch": row.torch})
     context = {
-        "notice": f"{MARKER} from templates/{TEMPLATE} and the matrices. Do not edit: change those and re-run "
+        "notice": f"{marker} from templates/{TEMPLATE} and the matrices. Do not edit: change those and re-run "
         "`ggml-vendor ci`.",
-        "python": PYTHON,
+        "python": python,
         "branch": BRANCH,
         "moved_exit": MOVED_EXIT,
         "builds": builds,
     }
     try:
-        text = _environment(templates).get_template(TEMPLATE).render(**context)
+        text = environment(templates).get_template(TEMPLATE).render(**context)
     except jinja2.TemplateError as exc:
         raise RenderError(
             f"templates/{TEMPLATE}:{getattr(exc, 'lineno', '?')} failed to render: {exc}", "fix the template"
