@@ -199,9 +199,7 @@ class Report(Verdict):
         moved = [f"{p.package}: {', '.join(p.moved())}" for p in self.packages if p.moved()]
         if not moved:
             return None
-        return Outdated(
-            f"something moved: {'; '.join(moved)}", "review the report; `ggml-vendor update` moves the pin"
-        )
+        return Outdated(f"something moved: {'; '.join(moved)}", "review the report; `ggml-vendor update` moves the pin")
 
     def lines(self) -> list[str]:
         if len(self.packages) == 1:
