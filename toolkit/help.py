@@ -109,8 +109,9 @@ runner that can build it (x86_64 and arm64 Linux, NVIDIA's CUDA image for toolki
 macOS with Xcode's Metal toolchain), each building and verifying its variant and uploading the package's
 build/<variant>/ with its verification record as an artifact named after the variant (a later package's names
 start with the package's); then per package a job runs `ggml-vendor collect`, verifies and publishes to its Hub
-repo (v* tags, or a manual run that asks for it). Same inputs give the same bytes; --check exits 6 when the
-committed workflow is missing or stale."""
+repo (v* tags, or a manual run that asks for it). Also renders .github/workflows/update.yml, the weekly
+keep-current workflow (outdated, then update, a build, the tests and one pull request). Same inputs give the same
+bytes; --check exits 6 when a committed workflow is missing or stale."""
 
 COLLECT = """Merge per-variant build artifacts into build/: what the `ggml-vendor ci` jobs upload (<variant>/ plus
 its .verified.json record), as directories or .zip files, or a directory holding them (download-artifact's

@@ -229,3 +229,16 @@ def test_real_replay_outdated_then_update(tmp_path: Path) -> None:
         .values()
     ):
         assert moved["upstream"]["pin"] == moved["upstream"]["head"]
+
+
+def test_a_url_upstream_is_fetched_with_its_history_into_the_tool_cache(project: Path, history, tmp_path: Path) -> None:
+    repo, pins = history
+    git(repo, "config", "uploadpack.allowFilter", "true")  # what a hosting server allows: filtered fetches
+    before = tree_state(project)
+    url = f"file://{repo}"
+    res = cli(project, "outdated", "-p", "ggml-attn-kernels", "--upstream", url, "--skip", "torch", "--skip", "clients", "--json")
+    assert res.returncode == Outdated.exit_code, res.stdout + res.stderr
+    up = json.loads(res.stdout)["upstream"]
+    assert up["head"] == pins["p3"] and len(up["commits"]) == 2
+    assert {"op": "gated_delta_net", "change": "body changed: review semantics"} in up["changed_ops"]
+    assert tree_state(project) == before  # only the tool's cache was written

@@ -312,7 +312,8 @@ def execute(p: Plan, log: Log = quiet) -> Report:
         up = upstream_section(view, s) if s is not None and "upstream" not in skip else None
         patches = _patches_of(view, s) if s is not None and "patches" not in skip else ()
         newest, torch = torch_section(p, view, log) if "torch" not in skip else ("", None)
-        out.append(PackageReport(view.name, up, patches, newest, torch, clients, p.index, skip))
+        shown = "pip's default index" if p.index_from == index_mod.PIP_DEFAULT else p.index
+        out.append(PackageReport(view.name, up, patches, newest, torch, clients, shown, skip))
     return Report(tuple(out))
 
 
