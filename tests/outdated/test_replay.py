@@ -236,7 +236,19 @@ def test_a_url_upstream_is_fetched_with_its_history_into_the_tool_cache(project:
     git(repo, "config", "uploadpack.allowFilter", "true")  # what a hosting server allows: filtered fetches
     before = tree_state(project)
     url = f"file://{repo}"
-    res = cli(project, "outdated", "-p", "ggml-attn-kernels", "--upstream", url, "--skip", "torch", "--skip", "clients", "--json")
+    res = cli(
+        project,
+        "outdated",
+        "-p",
+        "ggml-attn-kernels",
+        "--upstream",
+        url,
+        "--skip",
+        "torch",
+        "--skip",
+        "clients",
+        "--json",
+    )
     assert res.returncode == Outdated.exit_code, res.stdout + res.stderr
     up = json.loads(res.stdout)["upstream"]
     assert up["head"] == pins["p3"] and len(up["commits"]) == 2
