@@ -11,6 +11,8 @@ import configparser
 import io
 import json
 import os
+import subprocess
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -49,15 +51,20 @@ def _pip_config_index() -> str | None:
     return found
 
 
+@lru_cache(maxsize=1)
 def pip_default_index() -> str:
-    """The index pip uses when nothing is configured, as pip names it (never spelled out here)."""
-    try:
-        from pip._internal.models.index import PyPI  # pip's own constant: the one place the URL lives
-    except ImportError as exc:  # pragma: no cover - pip is part of every venv this tool runs in
+    """The index pip uses when nothing is configured, as pip itself names it (never spelled out here). Asked of
+    pip in a child process: importing pip into this one would switch setuptools' distutils shim off for the rest
+    of the process."""
+    code = "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60)
+    url = proc.stdout.strip()
+    if proc.returncode != 0 or not url.startswith(("http://", "https://")):
         raise PackageIndexError(
-            "pip is not importable, so pip's default index is unknown", "pass --index-url URL or set PIP_INDEX_URL"
-        ) from exc
-    return str(PyPI.simple_url)
+            "pip is not available to this Python, so pip's default index is unknown",
+            "pass --index-url URL or set PIP_INDEX_URL",
+        )
+    return url
 
 
 def configured_index(explicit: str | None = None) -> tuple[str, str]:
