@@ -430,6 +430,14 @@ def _tiny_qwen35(torch, path: Path) -> None:
 
 
 def test_tiny_qwen35_from_the_local_hub_generates_the_torch_tokens(torch, kernel, tmp_path) -> None:
+    import transformers
+    from packaging.version import Version
+
+    if Version(transformers.__version__) >= Version("5.25.0"):
+        pytest.skip(
+            "transformers 5.25 (kernels 0.19) dispatches hooked functions through the model, not the instance's "
+            "forward this test reads; tests/gpu/test_layers_525.py checks the 5.25 switch (conv included) by the ops run"
+        )
     from huggingface_hub import HfApi
 
     from tests.helpers.hubserver import HubServer, HubState

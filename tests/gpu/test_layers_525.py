@@ -20,6 +20,11 @@ Needs transformers 5.25 (the un-repeated call, the cache API and the conv hook a
 from __future__ import annotations
 
 import inspect
+import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -263,7 +268,9 @@ def _speculative_round(torch, model, cache, prompt, draft, accept: int):
 
 
 def _cache_states(cache, layers):
-    return [(cache.layers[i].conv_states[0].float().clone(), cache.layers[i].recurrent_states[0].clone()) for i in layers]
+    return [
+        (cache.layers[i].conv_states[0].float().clone(), cache.layers[i].recurrent_states[0].clone()) for i in layers
+    ]
 
 
 @pytest.mark.parametrize("accept", [0, 1, 3])
@@ -383,3 +390,118 @@ def test_ssm_conv_refuses_an_x_without_room_for_its_long_kernel(torch, kernel) -
     y = kernel.ssm_conv(x_ok, w, silu=True)
     want = torch.nn.functional.silu(torch.nn.functional.conv1d(x.double(), w.double().unsqueeze(1), groups=128))
     assert rel_err(y.transpose(1, 2), want) < 1e-5
+
+
+# ---- the documented switch: from_pretrained(kernel_config=..., attn_implementation=...) from the local test Hub ---
+
+GENERATE = textwrap.dedent(r"""
+    import importlib.abc, json, sys, torch
+    mode, model_dir = sys.argv[1], sys.argv[2]
+    if mode == "torch":  # transformers' fallback: make fla unimportable so its torch functions run
+        class _NoFla(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name == "fla" or name.startswith("fla."):
+                    raise ImportError("fla is hidden for the torch baseline")
+        sys.meta_path.insert(0, _NoFla())
+    from transformers import AutoModelForCausalLM, KernelConfig
+    repo = "test-org/ggml-attn-kernels"
+    kw = {}
+    if mode == "ours":  # README's switch for transformers 5.25, word for word
+        meta = {"version": 1, "trust_remote_code": True}
+        names = ("chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule", "causal_conv1d_forward")
+        kw = dict(
+            use_kernels=True,
+            kernel_config=KernelConfig({n: (f"{repo}:{n}", meta) for n in names}, inherit_mapping=False),
+            attn_implementation=repo,
+            allow_all_kernels=True,
+        )
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, device_map="cuda", **kw)
+    ids = torch.randint(0, model.config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0)).cuda()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        out = model.generate(ids, max_new_tokens=128, min_new_tokens=128, do_sample=False, eos_token_id=None,
+                             pad_token_id=0)
+    ops = {}
+    for e in prof.events():
+        name = e.name.split("::")[-1]
+        if e.name.startswith("_ggml_attn_kernels") and name in ("gated_delta_rule_", "ssm_conv", "flash_attn"):
+            tokens = e.input_shapes[0][1] if name == "gated_delta_rule_" and e.input_shapes else None
+            key = f"{name}[T={tokens}]" if name == "gated_delta_rule_" else name
+            ops[key] = ops.get(key, 0) + 1
+    print("RESULT " + json.dumps({"tokens": out[:, 16:].tolist(), "ops": ops,
+                                   "attn": model.config._attn_implementation}))
+""")
+
+
+def _tiny_qwen35_hk_lt_hv(torch, transformers, path: Path) -> None:
+    cfg = transformers.Qwen3_5TextConfig(
+        vocab_size=512,
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=4,  # 3 linear-attention layers, then full attention
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        linear_key_head_dim=64,
+        linear_value_head_dim=64,
+        linear_num_key_heads=2,
+        linear_num_value_heads=8,  # Hk < Hv: 5.25 passes q/k un-repeated; conv channels 2*2*64 + 8*64 = 768
+    )
+    torch.manual_seed(1234)
+    transformers.Qwen3_5ForCausalLM(cfg).save_pretrained(path)
+
+
+def test_tiny_qwen35_switched_the_documented_way_generates_the_torch_tokens(torch, kernel, tmp_path) -> None:
+    """transformers 5.25 + the local test Hub: `from_pretrained(kernel_config=KernelConfig({...conv included}),
+    attn_implementation=repo)` on a Qwen3.5 with Hk < Hv gives the torch fallback's 128 greedy tokens in float32, and
+    our ops did run (profiled by name: the prefill's and the decode's gated delta rule, ggml's ssm_conv)."""
+    transformers = _transformers_525()
+    from huggingface_hub import HfApi
+
+    from tests.helpers.hubserver import HubServer, HubState
+    from tests.helpers.machine import KERNEL_ROOT
+    from toolkit.publish.hub import lfs_only
+
+    variant = next(p for p in sorted((KERNEL_ROOT / "build").glob("torch*-cu*")) if p.is_dir())
+    _tiny_qwen35_hk_lt_hv(torch, transformers, tmp_path / "model")
+    with HubServer(HubState(tokens=("tok",))) as hub, lfs_only(True):
+        api = HfApi(endpoint=hub.url, token="tok")
+        api.create_repo("test-org/ggml-attn-kernels", repo_type="kernel")
+        api.upload_folder(
+            folder_path=variant,
+            path_in_repo=f"build/{variant.name}",
+            repo_id="test-org/ggml-attn-kernels",
+            repo_type="kernel",
+            ignore_patterns=["__pycache__/*", "*.pyc"],
+        )
+        api.create_branch("test-org/ggml-attn-kernels", branch="v1", repo_type="kernel")  # kernels' version=1
+        env = {
+            **os.environ,
+            "HF_ENDPOINT": hub.url,
+            "HF_HUB_DISABLE_XET": "1",
+            "HF_HUB_OFFLINE": "0",
+            "HF_HUB_CACHE": str(tmp_path / "hf"),
+            "KERNELS_CACHE": str(tmp_path / "hf"),
+        }
+        env.pop("HF_HUB_DISABLE_TELEMETRY", None)
+        env.pop("LOCAL_KERNELS", None)
+        results = {}
+        for mode in ("torch", "ours"):
+            res = subprocess.run(
+                [sys.executable, "-c", GENERATE, mode, str(tmp_path / "model")],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+            line = next(x for x in res.stdout.splitlines() if x.startswith("RESULT "))
+            results[mode] = json.loads(line[len("RESULT ") :])
+    ops = results["ours"]["ops"]
+    assert results["torch"]["ops"] == {}
+    assert results["ours"]["attn"] == "test-org/ggml-attn-kernels"
+    assert ops.get("gated_delta_rule_[T=16]", 0) >= 3 and ops.get("gated_delta_rule_[T=1]", 0) >= 3 * 127, ops
+    assert ops.get("ssm_conv", 0) >= 3 * 128, ops  # every linear-attention layer, prefill and each decode step
+    ours, ref = results["ours"]["tokens"], results["torch"]["tokens"]
+    assert len(ours[0]) == 128
+    first_diff = [next((i for i, (a, b) in enumerate(zip(x, y)) if a != b), None) for x, y in zip(ours, ref)]
+    assert ours == ref, f"greedy tokens differ from the torch fallback at positions {first_diff}"

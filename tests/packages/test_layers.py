@@ -3,8 +3,8 @@
 
 The package is the one `ggml-vendor build` makes (the built_binding fixture: the rendered sources compiled
 against the miniature upstream), loaded through kernels.get_local_kernel in a fresh process. Checked there:
-every layer passes kernels' own layer validation against the module transformers (5.22.2) builds from its torch
-function, with the same parameter names, kinds and defaults; the layers run on meta tensors through the ops'
+every layer passes kernels' own layer validation against the module transformers (5.22.2 or 5.25.0) builds from
+its torch function (5.25 adds the causal_conv1d_forward hook), with the same parameter names, kinds and defaults; the layers run on meta tensors through the ops'
 fake implementations (shapes, output dtype, the final state as a transposed view of ggml's [value][key]
 state, a new final state rather than the caller's written in place, the refusals); flash_attn_forward has transformers' attention
 signature and, where ggml's kernel does not apply (here: CPU tensors), gives exactly what transformers' own
@@ -32,8 +32,8 @@ def _why_not() -> str | None:
         import transformers
     except ImportError:
         return "transformers is not installed (pip install -e '.[transformers]')"
-    if transformers.__version__ != "5.22.2":
-        return f"transformers {transformers.__version__} is installed; these checks pin 5.22.2"
+    if transformers.__version__ not in ("5.22.2", "5.25.0"):
+        return f"transformers {transformers.__version__} is installed; these checks pin 5.22.2 and 5.25.0"
     return None
 
 
@@ -50,12 +50,27 @@ PAIRS = [
     ("chunk_kda", "kimi_linear", "chunk_kimi_delta_attention"),
     ("fused_recurrent_kda", "kimi_linear", "recurrent_kimi_delta_attention"),
 ]
+# transformers 5.25's new hook: the causal depthwise convolution of the linear-attention layers
+PAIRS_525 = [
+    ("causal_conv1d_forward", "qwen3_5", "causal_conv1d_forward"),
+    ("causal_conv1d_forward", "qwen3_next", "causal_conv1d_forward"),
+    ("causal_conv1d_forward", "olmo_hybrid", "causal_conv1d_forward"),
+    ("causal_conv1d_forward", "kimi_linear", "causal_conv1d_forward"),
+]
+if not _SKIP:
+    import transformers
+
+    if transformers.__version__ == "5.25.0":
+        PAIRS = PAIRS + PAIRS_525
 
 CHECKS = textwrap.dedent(r"""
     import importlib, inspect, json, sys
     from pathlib import Path
     import torch, kernels
-    from kernels.layer.layer import _validate_layer
+    try:
+        from kernels.layer.layer import _validate_layer  # kernels 0.17 / 0.18
+    except ImportError:
+        from kernels._internals.layer.layer import _validate_layer  # kernels 0.19
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     m = kernels.get_local_kernel(Path(sys.argv[1]))
@@ -69,6 +84,8 @@ CHECKS = textwrap.dedent(r"""
     for ours, module, name in pairs:
         wrapped = getattr(importlib.import_module(f"transformers.models.{module}.modeling_{module}"), name)
         check_cls = type(wrapped)  # the nn.Module kernels made of transformers' torch function
+        fwd = check_cls.forward
+        cells = dict(zip(fwd.__code__.co_freevars, (c.cell_contents for c in fwd.__closure__ or ())))
         layer = getattr(m.layers, ours)
         try:
             _validate_layer(check_cls=check_cls, cls=layer, repo=f"local:{ours}")
@@ -77,7 +94,7 @@ CHECKS = textwrap.dedent(r"""
             verdict = f"{type(e).__name__}: {e}"
         r["pairs"][f"{module}.{name}"] = {
             "layer": ours, "validate": verdict, "hub_name": check_cls.kernel_layer_name,
-            "ours": params(layer.forward)[1:], "theirs": params(inspect.unwrap(check_cls.forward.__closure__[0].cell_contents)),
+            "ours": params(layer.forward)[1:], "theirs": params(inspect.unwrap(cells["func"])),
             "members": sorted(set(dir(layer)) - set(dir(torch.nn.Module))),
         }
 
