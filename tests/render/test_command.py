@@ -115,7 +115,13 @@ def test_build_toml_is_edition_5_valid_and_follows_config(tmp_path: Path) -> Non
         and doc["general"]["hub"]["repo-id"] == "example/ggml-attn-kernels"
     )
     kernels = doc["kernel"]
-    assert set(kernels) == {"gated_delta_net_cuda", "flash_attn_cuda", "ggml_shim_cuda", "gdn_prep_cuda"}
+    assert set(kernels) == {
+        "gated_delta_net_cuda",
+        "flash_attn_cuda",
+        "ssm_conv_cuda",
+        "ggml_shim_cuda",
+        "gdn_prep_cuda",
+    }
     for name, k in kernels.items():
         assert k["backend"] == "cuda" and k["depends"] == [], name  # torch-independent objects
         assert k["cuda-capabilities"] == ["7.5", "9.0a"]
@@ -130,10 +136,17 @@ def test_each_upstream_entry_is_included_exactly_once_and_no_torch_in_cuda_units
     root = make_project(tmp_path)
     render.write(rendered(root))
     units = sorted((root / "csrc" / "cuda").glob("*.cu"))
-    assert [u.name for u in units] == ["fa_vec_kernels.cu", "gdn_kernels.cu", "gdn_prep.cu", "ggml_shim.cu"]
+    assert [u.name for u in units] == [
+        "fa_vec_kernels.cu",
+        "gdn_kernels.cu",
+        "gdn_prep.cu",
+        "ggml_shim.cu",
+        "ssm_conv_kernels.cu",
+    ]
     includes = [inc for u in units for inc in re.findall(r'^#include "([^"]+)"', u.read_text(), re.M)]
     assert includes.count("ggml-cuda/gated_delta_net.cu") == 1
     assert includes.count("ggml-cuda/fattn-vec.cuh") == 1
+    assert includes.count("ggml-cuda/ssm-conv.cu") == 1
     for u in [*units, root / "csrc" / "cuda" / "ggml_launchers.h"]:
         text = u.read_text()
         assert not re.search(r"#include\s*[<\"](torch|ATen|c10)/", text), u.name
