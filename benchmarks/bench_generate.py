@@ -130,25 +130,48 @@ def load_kernel(root: Path):
 
 
 def hooked_reference(inst):
-    """(kernels' fallback wrapper, transformers' torch function) behind a hooked module-level function."""
-    wrapped = type(inst).forward.__closure__[0].cell_contents
+    """(kernels' fallback wrapper, transformers' torch function) behind a hooked module-level function (kernels'
+    Func module holds it as its forward's closure variable `func`, in 0.17 and 0.19 alike)."""
+    fwd = type(inst).forward
+    cells = dict(zip(fwd.__code__.co_freevars, (c.cell_contents for c in fwd.__closure__ or ())))
+    wrapped = cells["func"]
     return wrapped, inspect.unwrap(wrapped)
 
 
-class GdnSwitch:
-    """Sets transformers' hooked gated-delta-rule functions to the torch reference, fla or our layers."""
+def cache_kw(model) -> str:
+    """The forward's cache keyword: `cache` from transformers 5.24 (`past_key_values` is deprecated there)."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
-    LAYER = {"chunk": "chunk_gated_delta_rule", "recurrent": "fused_recurrent_gated_delta_rule"}
+
+def cache_of(out):
+    """The cache a forward returned (`cache` from transformers 5.24, `past_key_values` before)."""
+    return out["cache"] if "cache" in out else out["past_key_values"]
+
+
+class GdnSwitch:
+    """Sets transformers' hooked gated-delta-rule functions (and, from transformers 5.25, its causal conv hook) to
+    the torch reference, fla (for the conv: transformers' default, the causal-conv1d package where installed, else
+    torch) or our layers. transformers 5.25 passes q/k un-repeated (Hk < Hv) to the gated-delta-rule hooks; 5.22
+    repeats them first: both run the same layers."""
+
+    LAYER = {
+        "chunk": "chunk_gated_delta_rule",
+        "recurrent": "fused_recurrent_gated_delta_rule",
+        "conv": "causal_conv1d_forward",
+    }
 
     def __init__(self, family: str, kernel) -> None:
         mod = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
         self.insts = {"chunk": mod.torch_chunk_gated_delta_rule, "recurrent": mod.torch_recurrent_gated_delta_rule}
+        if hasattr(mod, "causal_conv1d_forward") and hasattr(kernel.layers, "causal_conv1d_forward"):
+            self.insts["conv"] = mod.causal_conv1d_forward
         self.forward: dict = {}
         self.fla_active = True
         for key, inst in self.insts.items():
             wrapped, ref = hooked_reference(inst)
-            free = dict(zip(wrapped.__code__.co_freevars, (c.cell_contents for c in wrapped.__closure__)))
-            self.fla_active &= getattr(free.get("implementation"), "__module__", "").startswith("fla.")
+            free = dict(zip(wrapped.__code__.co_freevars, (c.cell_contents for c in wrapped.__closure__ or ())))
+            if key != "conv":
+                self.fla_active &= getattr(free.get("implementation"), "__module__", "").startswith("fla.")
             names = frozenset(inspect.signature(ref).parameters)
 
             def torch_forward(_self, *args, _ref=ref, _names=names, **kwargs):
@@ -231,21 +254,21 @@ def profile_decode(model, ids, steps: int = 8) -> dict:
 
     with torch.no_grad():
         out = model(ids, use_cache=True)
-        cache, nxt = out.past_key_values, out.logits[:, -1:].argmax(-1)
+        cache, nxt, kw = cache_of(out), out.logits[:, -1:].argmax(-1), cache_kw(model)
         for _ in range(2):
-            out = model(nxt, past_key_values=cache, use_cache=True)
+            out = model(nxt, **{kw: cache}, use_cache=True)
             nxt = out.logits[:, -1:].argmax(-1)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         for _ in range(steps):
-            out = model(nxt, past_key_values=cache, use_cache=True)
+            out = model(nxt, **{kw: cache}, use_cache=True)
             nxt = out.logits[:, -1:].argmax(-1)
         host = (time.perf_counter() - t0) / steps
         torch.cuda.synchronize()
         wall = (time.perf_counter() - t0) / steps
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             for _ in range(steps):
-                out = model(nxt, past_key_values=cache, use_cache=True)
+                out = model(nxt, **{kw: cache}, use_cache=True)
                 nxt = out.logits[:, -1:].argmax(-1)
             torch.cuda.synchronize()
     kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA]

@@ -5,8 +5,8 @@ torch functions.
     python3 benchmarks/bench_layer_calls.py [--kernel <repo root with build/>]
 
 Rows: the gated delta rule at one decode token (B = 1, 32 value heads of 128, bf16 q/k/v/beta, float32 g, the
-state in the layout each path keeps between calls, updated in place) and decode attention (16 query / 4 kv heads
-of 256, one query, n_kv = 160 from an exactly sized cache, as transformers' DynamicCache holds it). Launches are
+state in the layout each path keeps between calls; ours writes a new final state, the cache's copy of it not
+counted) and decode attention (16 query / 4 kv heads of 256, one query, n_kv = 160 from an exactly sized cache, as transformers' DynamicCache holds it). Launches are
 counted with torch.profiler over 20 calls; host µs is the median of 5 × 100 back-to-back calls from Python with
 no sync (the GPU work of these calls is far shorter than their host time). A yardstick row (one tiny
 `torch.add(out=)`) says how fast the host was at that moment. Prints a markdown table; asserts nothing.

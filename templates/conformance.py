@@ -17,9 +17,10 @@ from typing import Any
 
 from toolkit.verify.conformance import device_of, document, guarded, judged, sibling
 
-R = sibling(__file__, "reference")  # gdn_reference, fa_reference, rel_err
+R = sibling(__file__, "reference")  # gdn_reference, fa_reference, ssm_conv_reference, rel_err
 GDN_TOL = 2e-5  # f32 recurrence vs float64; ~1e-7 measured on an H200 (docs/gpu-results.md)
 FA_TOL = 2e-3  # f16 K/V products as ggml accumulates them; ~1e-4 measured
+CONV_TOL = 1e-5  # float32 sums of d_conv products
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,19 @@ class FaCase:
     dtype: str = "float16"
     mask: str = "none"  # "none" | "additive" | "bool" | "broadcast"
     scale: float | None = None  # None: the op's default 1/sqrt(D)
+    contrast: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ConvCase:
+    name: str
+    covers: str
+    B: int
+    C: int
+    T: int
+    K: int
+    silu: bool = True
+    bias: bool = False
     contrast: tuple[str, ...] = ()
 
 
@@ -92,6 +106,42 @@ FA_CASES: tuple[FaCase, ...] = (
         contrast=("default-scale",),
     ),
 )
+
+
+CONV_CASES: tuple[ConvCase, ...] = (
+    ConvCase("conv-decode", "one token: the d_conv - 1 steps before it, then it", 2, 256, 1, 4, contrast=("flipped",)),
+    ConvCase("conv-prefill", "a run of tokens, SiLU applied", 2, 384, 20, 4, contrast=("no-silu", "flipped")),
+    ConvCase("conv-long", "more tokens than the short kernel takes (the long kernel), bias", 1, 128, 77, 4, bias=True),
+    ConvCase("conv-k3-linear", "d_conv 3, no activation", 3, 256, 9, 3, silu=False, contrast=("flipped",)),
+)
+
+
+def run_conv_case(torch: Any, mod: Any, c: ConvCase, device: str, seed: int) -> dict[str, Any]:
+    if not mod.supports_ssm_conv(c.K, c.C):
+        return {"case": c.name, "op": "ssm_conv", "ok": False, "error": f"d_conv {c.K}, {c.C} channels not supported"}
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(c.B, c.C, c.K - 1 + c.T, generator=gen)
+    w = torch.randn(c.C, c.K, generator=gen) / c.K
+    b = torch.randn(c.C, generator=gen) if c.bias else None
+    ref = R.ssm_conv_reference(torch, x, w, b, silu=c.silu)
+    x_dev = mod.ssm_conv_input(c.B, c.C, c.K - 1 + c.T, device)  # the room its long kernel reads
+    x_dev.copy_(x)
+    out = mod.ssm_conv(x_dev, w.to(device), b.to(device) if b is not None else None, silu=c.silu)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    out = out.cpu()
+    finite = bool(torch.isfinite(out).all())
+    err = R.rel_err(out, ref) if finite else float("inf")
+    contrasts = {}
+    for wrong in c.contrast:
+        if wrong == "flipped":
+            w_out = R.ssm_conv_reference(torch, x, w, b, silu=c.silu, flip=True)
+        elif wrong == "no-silu":
+            w_out = R.ssm_conv_reference(torch, x, w, b, silu=False)
+        else:
+            raise ValueError(wrong)
+        contrasts[wrong] = R.rel_err(out, w_out) if finite else float("inf")
+    return judged(c.name, "ssm_conv", c.covers, err, CONV_TOL, contrasts)
 
 
 def _gdn_inputs(torch: Any, c: GdnCase, seed: int):
@@ -188,18 +238,26 @@ def run_all(mod: Any) -> dict[str, Any]:
     device = device_of(torch)
     if device is None:
         return {"skip": "no GPU on this host (torch sees no CUDA/ROCm or MPS device)"}
-    every: tuple[GdnCase | FaCase, ...] = (*GDN_CASES, *FA_CASES)
+    every: tuple[GdnCase | FaCase | ConvCase, ...] = (*GDN_CASES, *FA_CASES)
+    # ssm_conv where this backend compiles it (CUDA/ROCm; the Metal build runs transformers' torch conv instead)
+    if hasattr(mod, "supports_ssm_conv") and mod.supports_ssm_conv(4, 128):
+        every = (*every, *CONV_CASES)
     return document(torch, device, (run_case(torch, mod, c, device) for c in every if hasattr(mod, op_of(c))))
 
 
-def op_of(c: GdnCase | FaCase) -> str:
+def op_of(c: GdnCase | FaCase | ConvCase) -> str:
+    if isinstance(c, ConvCase):
+        return "ssm_conv"
     return "gated_delta_net" if isinstance(c, GdnCase) else "flash_attn"
 
 
-def run_case(torch: Any, mod: Any, c: GdnCase | FaCase, device: str) -> dict[str, Any]:
+def run_case(torch: Any, mod: Any, c: GdnCase | FaCase | ConvCase, device: str) -> dict[str, Any]:
     """One case with its fixed seed; an op that raises fails its case (the others still run)."""
     if isinstance(c, GdnCase):
         seed = 1000 + GDN_CASES.index(c)
         return guarded(c.name, op_of(c), lambda: run_gdn_case(torch, mod, c, device, seed))
+    if isinstance(c, ConvCase):
+        seed = 3000 + CONV_CASES.index(c)
+        return guarded(c.name, op_of(c), lambda: run_conv_case(torch, mod, c, device, seed))
     seed = 2000 + FA_CASES.index(c)
     return guarded(c.name, op_of(c), lambda: run_fa_case(torch, mod, c, device, seed))

@@ -9,7 +9,7 @@ Every fact is read from ggml at d99724f2 (docs/upstream.md); keep each next to i
 from toolkit.core.ggml_facts import CPU_OPS_SOURCE, METAL_MONOLITH, METAL_SPLIT_DIR, Behaviour, Fingerprint
 
 # The ops these templates implement: config naming another op for this package is refused.
-OPS = ("gated_delta_net", "flash_attn")
+OPS = ("gated_delta_net", "flash_attn", "ssm_conv")
 # The conformance cases `verify` runs on a built variant (relative to this directory; its float64 references are
 # reference.py next to it).
 CONFORMANCE = "conformance.py"
@@ -23,7 +23,7 @@ FATTN_KQ_STRIDE = 256  # ggml only runs the vector kernel on KV padded to this (
 # --- CUDA bindings (render; docs/upstream.md §1.1-1.6, §3.1, §8.1-8.2) ------------------------------
 # Our translation units: each #includes one upstream entry exactly once (its ggml_cuda_op_* wrappers are
 # non-static, so a second inclusion would be an ODR violation) and exposes extern "C" launchers.
-CUDA_TU_FOR_OP = {"gated_delta_net": "gdn_kernels", "flash_attn": "fa_vec_kernels"}
+CUDA_TU_FOR_OP = {"gated_delta_net": "gdn_kernels", "flash_attn": "fa_vec_kernels", "ssm_conv": "ssm_conv_kernels"}
 CUDA_SHIM_TU = "ggml_shim"
 # The extern "C" launcher declarations the per-op units (and the preparation unit) share.
 CUDA_LAUNCHERS_HEADER = "csrc/cuda/ggml_launchers.h"
@@ -53,6 +53,13 @@ GDN_CUDA_KERNEL = "gated_delta_net_cuda"  # template <int S_v, bool KDA, bool ke
 FA_VEC_CUDA_KERNEL = "flash_attn_ext_vec"  # template <int D, int ncols, type_K, type_V, bool softcap>
 FA_VEC_CUDA_COMBINE = "flash_attn_combine_results"  # template <int D>
 FA_VEC_CUDA_NTHREADS_HOST = "ggml_cuda_fattn_vec_get_nthreads_host"
+# ssm_conv (src/ggml-cuda/ssm-conv.cu): the static host launcher, template <bool apply_silu>; its kernel-size switch
+# (`switch (nc)`), its channel block (`threads = 128`, GGML_ASSERT(nr % threads == 0)) and the token count up to
+# which it runs the short kernel (`n_t <= 32`; above, the long kernel in blocks of 32 tokens).
+SSM_CONV_CUDA_LAUNCHER = "ssm_conv_f32_cuda"
+SSM_CONV_CUDA_KERNEL_SIZES = (3, 4, 5, 9, 15)
+SSM_CONV_CUDA_CHANNEL_BLOCK = 128
+SSM_CONV_CUDA_SHORT_MAX_TOKENS = 32
 # Query columns per block: ggml uses 1 for a single query and 2 otherwise (fattn-vec.cuh).
 FA_VEC_CUDA_NCOLS = (1, 2)
 # GQA-grouped instances (vendor/patches/0004-fa-vec-gqa.patch: ncols2 Q heads of one K/V head per block, one
@@ -236,6 +243,13 @@ FINGERPRINTS: tuple[Fingerprint, ...] = (
     ),
     Fingerprint("gdn-cuda head-dim switch", "src/ggml-cuda/gated_delta_net.cu", r"switch \(S_v\)", r"GGML_ABORT"),
     Fingerprint(
+        "ssm-conv-cuda launcher signature",
+        "src/ggml-cuda/ssm-conv.cu",
+        r"static void ssm_conv_f32_cuda\(",
+        r"\)\s*\{\s*$",
+    ),
+    Fingerprint("ssm-conv-cuda kernel-size switch", "src/ggml-cuda/ssm-conv.cu", r"switch \(nc\)", r"GGML_ABORT"),
+    Fingerprint(
         "fa-vec-cuda nthreads",
         "src/ggml-cuda/fattn-vec.cuh",
         r"static int ggml_cuda_fattn_vec_get_nthreads_host",
@@ -331,6 +345,7 @@ BEHAVIOUR: tuple[Behaviour, ...] = (
         "gated_delta_net", "cpu", "cpu reference", (CPU_OPS_SOURCE,), "ggml_compute_forward_gated_delta_net_one_chunk"
     ),
     Behaviour("flash_attn", "cuda", "cuda kernel", ("src/ggml-cuda/fattn-vec.cuh",), FA_VEC_CUDA_KERNEL),
+    Behaviour("ssm_conv", "cuda", "cuda launcher", ("src/ggml-cuda/ssm-conv.cu",), SSM_CONV_CUDA_LAUNCHER),
     Behaviour("flash_attn", "cuda", "cuda combine kernel", ("src/ggml-cuda/fattn-common.cuh",), FA_VEC_CUDA_COMBINE),
     Behaviour(
         "flash_attn",

@@ -69,6 +69,23 @@ def fa_reference(torch: Any, q, k, v, mask, scale, *, gqa: str = "grouped"):
     return (torch.softmax(s, -1) @ v).transpose(1, 2)
 
 
+def ssm_conv_reference(torch: Any, x, weight, bias=None, *, silu: bool = False, flip: bool = False):
+    """The causal depthwise convolution in float64, torch order: x (B, C, d_conv - 1 + T), weight (C, d_conv),
+    bias (C,) or None -> (B, T, C) with out[b, t, c] = sum_j x[b, c, t + j] * weight[c, j] + bias[c], then SiLU
+    when `silu` (torch's F.conv1d on the zero- or state-padded input). `flip=True` reverses the taps (a true
+    convolution instead of torch's correlation: the wrong contract, for contrast)."""
+    x, w = x.double(), weight.double()
+    if flip:
+        w = w.flip(-1)
+    K = w.shape[1]
+    out = (x.unfold(2, K, 1) * w[None, :, None, :]).sum(-1)  # (B, C, T)
+    if bias is not None:
+        out = out + bias.double()[None, :, None]
+    if silu:
+        out = out * torch.sigmoid(out)
+    return out.transpose(1, 2)
+
+
 def rel_err(x, ref) -> float:
     """‖x − ref‖ / ‖ref‖ in float64 (ref on x's device or not)."""
     x = x.double().to(ref.device)

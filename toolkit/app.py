@@ -10,8 +10,10 @@ print tables or `--json`, and exit with `core.stage.exit_code_of(report)` (and `
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -213,9 +215,24 @@ def perform(run: Run, opts: Options) -> None:
             ui.emit_json({"packages": docs})
 
 
+def _recover_build_dirs(opts: Options) -> None:
+    """Put back what a killed run's journaled swap left moved aside in each package's build/ (collect's and
+    build's fallback where the filesystem cannot exchange two directories), before the command reads it."""
+    from toolkit.core import fs
+    from toolkit.core.config import load
+
+    try:
+        views = load(opts.project).selected()
+    except VendorError:
+        return  # no usable config: the command itself says so
+    for view in views:
+        fs.recover_swaps(view.build_dir)
+
+
 def _locked(run: Run, opts: Options, command: str) -> None:
     """`perform` under the project lock: held from the plan to the report (a second command waits, or
-    with --no-wait refuses), shared for commands that only read."""
+    with --no-wait refuses), shared for commands that only read. Every command first rolls back the swaps
+    killed runs left half done in build/ (as sync's journal is recovered for vendor/)."""
     from toolkit.core.config import find_root
     from toolkit.core.projectlock import project_lock
 
@@ -227,12 +244,17 @@ def _locked(run: Run, opts: Options, command: str) -> None:
         wait=opts.wait,
         on_wait=lambda msg: ui.warn("waiting:", msg),
     ):
+        _recover_build_dirs(opts)  # only a dead writer's journal is acted on (fs.recover_swap checks its pid)
         perform(run, opts)
 
 
 def guarded(body: Callable[[], None], verbose: bool) -> None:
     """Run a command body; a VendorError becomes one red line and its exit code, preceded by the traceback
     with --verbose (or GGML_VENDOR_VERBOSE=1); Ctrl-C keeps the previous state and exits 130."""
+    with contextlib.suppress(ValueError):  # not the main thread: signals go elsewhere anyway
+        # From here a Ctrl-C is a KeyboardInterrupt again (the entry point's start-up handler exits at once).
+        if getattr(signal.getsignal(signal.SIGINT), "__name__", "") == "_interrupted_while_starting":
+            signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         body()
     except Interrupted as exc:

@@ -8,6 +8,8 @@ helpers and huggingface_hub, and a no-op `sync` should not pay for `publish`'s i
 from __future__ import annotations
 
 import importlib
+import os
+import signal
 import sys
 from typing import Any
 
@@ -40,7 +42,23 @@ def _register(argv: list[str]) -> None:
         importlib.import_module(f"{__package__}.commands.{name}")
 
 
+_STARTING = (
+    b"interrupted: nothing was done (Ctrl-C while ggml-vendor was starting) \xe2\x80\x94 run the command again\n"
+)
+
+
+def _interrupted_while_starting(_signum: int, _frame: object) -> None:
+    """Ctrl-C before a command runs (while the tool imports, parses its options, prints help): nothing has
+    been read or written yet, so one line and exit 130 at once, not an import's traceback."""
+    os.write(2, _STARTING)
+    os._exit(130)
+
+
 def main() -> None:
+    # Until a command's body starts (toolkit.app.guarded hands Ctrl-C back to Python and its own handling).
+    # A SIGINT that was ignored when we started (a background job of a script) stays ignored.
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, _interrupted_while_starting)
     _register(sys.argv[1:])
     from toolkit.app import app
 

@@ -91,7 +91,7 @@ the pin, `ggml-vendor patch list --rev REV` says which patches still apply there
 """
 
 PATCH_SAVE = (
-    "Save the current edits of vendor/ggml (against the pinned upstream with the other patches applied) as "
+    "Save the current edits of vendor/ggml (against the pinned upstream with the patches before it applied) as "
     "vendor/patches/NNNN-NAME.patch in git format-patch form, or refresh the patch NAME if it exists; "
     "re-locks vendor/ in the same atomic step.\n\n"
     "Example: ggml-vendor patch save gdn-decode -m 'cuda: gated_delta_net: 16-byte state loads at decode'"
@@ -109,8 +109,9 @@ runner that can build it (x86_64 and arm64 Linux, NVIDIA's CUDA image for toolki
 macOS with Xcode's Metal toolchain), each building and verifying its variant and uploading the package's
 build/<variant>/ with its verification record as an artifact named after the variant (a later package's names
 start with the package's); then per package a job runs `ggml-vendor collect`, verifies and publishes to its Hub
-repo (v* tags, or a manual run that asks for it). Same inputs give the same bytes; --check exits 6 when the
-committed workflow is missing or stale."""
+repo (v* tags, or a manual run that asks for it). Also renders .github/workflows/update.yml, the weekly
+keep-current workflow (outdated, then update, a build, the tests and one pull request). Same inputs give the same
+bytes; --check exits 6 when a committed workflow is missing or stale."""
 
 COLLECT = """Merge per-variant build artifacts into build/: what the `ggml-vendor ci` jobs upload (<variant>/ plus
 its .verified.json record), as directories or .zip files, or a directory holding them (download-artifact's
@@ -131,4 +132,48 @@ config is validated before anything is written; --dry-run lists what would be wr
 Examples:
   ggml-vendor init gguf-kernels --op mul_mat_vec=src/ggml-cuda/mmvq.cu --dry-run
   ggml-vendor init gguf-kernels --op dequantize=cuda:src/ggml-cuda/convert.cu --hub-repo me/gguf-kernels
+"""
+
+OUTDATED = """Report what moved since the pin, changing nothing: exit 0 when everything is current, 12 when something moved.
+
+Four sections, per package (--package/-p NAME for one):
+
+\b
+  upstream  commits since the pin on the pin's upstream (or --upstream / --mirror) that touch the package's
+            closure, with dates and subjects, and the ops whose fingerprints move: "signature changed
+            (breaking)" or "body changed: review semantics", as sync's drift report says;
+  patches   each of vendor/patches/ at the head, by a dry three-way apply: applies, rebased, already upstream
+            (its hunks are in upstream), or conflicts at a named hunk;
+  torch     releases on the index newer than the matrix's newest torch, and the newest one's builds the
+            matrix lacks, with the CUDA build each offers (its core metadata's CUDA runtime pin);
+  clients   kernels and transformers releases past the ranges pyproject.toml declares.
+
+The upstream is surveyed once for the family (one pin) and the index read once. The index is --index-url, else pip's (PIP_INDEX_URL, pip's configuration, else pip's default index). A URL
+upstream's commits since the pin are fetched into the tool's cache (the project is never written). An
+unreachable upstream is exit 3, an unreachable or unreadable index exit 13.
+
+\b
+Examples:
+  ggml-vendor outdated                                  # every package, every section
+  ggml-vendor outdated -p gguf-kernels --json           # one package, as JSON
+  ggml-vendor outdated --mirror ~/src/ggml --skip torch # history from a local clone; no index for torch
+"""
+
+UPDATE = """Move the pin to the upstream's head (or --rev REV), carrying our patches by a three-way apply, and
+report the move as Markdown: the pull request's body.
+
+Plans everything before writing anything: the new vendor/ (sync's tree, with each patch kept as it is, rebased
+by a three-way merge, or dropped when upstream already carries it), with --torch the new torch rows of each
+package's matrix (from the index, as `outdated` lists them; tomlkit keeps the file's comments and layout),
+then render (and the CI workflow when the matrix changed). A patch that conflicts stops the update naming the
+patch and hunk (exit 5) with vendor/ unchanged; a --rev that is no commit is exit 3, nothing written.
+
+The report (drift, patch health, variant changes, what to test) is written to build/reports/update-<old>-<new>.md
+and, with --report-file PATH, to PATH too.
+
+\b
+Examples:
+  ggml-vendor update --dry-run                          # what would move
+  ggml-vendor update --latest --torch --report-file body.md
+  ggml-vendor update --rev 4f1c2a9 --mirror ~/src/ggml
 """

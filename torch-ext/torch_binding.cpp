@@ -294,9 +294,10 @@ std::tuple<at::Tensor, at::Tensor> gated_delta_net_cuda(const at::Tensor & q, co
 
 // gated_delta_net_ with the product precision chosen: tf32 = the caller rounds the result to 16 bits (see
 // ggml_vendor_gdn_args::tf32); the op itself, whose output is float32, always keeps float32 accuracy.
-static at::Tensor gdn_inplace(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v, const at::Tensor & g,
-                              const at::Tensor & beta, at::Tensor & state, bool tf32) {
-  ggml_vendor_gdn_args a = gdn_args(q, k, v, g, beta, state, "gated_delta_net_");
+// state_out may be state_in itself (in place) or another tensor of its shape (the caller's state left as it was).
+static at::Tensor gdn_into(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v, const at::Tensor & g,
+                           const at::Tensor & beta, const at::Tensor & state_in, at::Tensor & state_out, bool tf32) {
+  ggml_vendor_gdn_args a = gdn_args(q, k, v, g, beta, state_in, "gated_delta_net_");
   a.tf32 = tf32 ? 1 : 0;
   at::Tensor out = at::empty({a.n_seqs, a.n_tokens, a.n_heads, a.head_dim}, v.options());
   if (a.n_seqs == 0 || a.n_heads == 0) {
@@ -304,16 +305,16 @@ static at::Tensor gdn_inplace(const at::Tensor & q, const at::Tensor & k, const 
   }
   // ggml reads each state row into registers before it writes that row, so the output state may alias
   // the input (docs/upstream.md §1.3, verified on the H200).
-  a.state_in = state.data_ptr<float>();
+  a.state_in = state_in.data_ptr<float>();
   a.out = out.data_ptr<float>();
-  a.state_out = state.data_ptr<float>();
+  a.state_out = state_out.data_ptr<float>();
   gdn_run(a, q, "gated_delta_net_");
   return out;
 }
 
 at::Tensor gated_delta_net_inplace_cuda(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v,
                                         const at::Tensor & g, const at::Tensor & beta, at::Tensor & state) {
-  return gdn_inplace(q, k, v, g, beta, state, false);
+  return gdn_into(q, k, v, g, beta, state, state, false);
 }
 
 // ---- gated_delta_rule_ (transformers' conventions, for layers.py) --------------------------------------
@@ -368,8 +369,8 @@ at::Tensor dense_view(const at::Tensor & buf, c10::IntArrayRef sizes, int64_t of
 }  // namespace
 
 at::Tensor gated_delta_rule_inplace_cuda(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v,
-                                         const at::Tensor & g, const at::Tensor & beta, at::Tensor & state,
-                                         bool l2norm, at::ScalarType out_dtype) {
+                                         const at::Tensor & g, const at::Tensor & beta, const at::Tensor & state_in,
+                                         at::Tensor & state, bool l2norm, at::ScalarType out_dtype) {
   const char * op = "gated_delta_rule_";
   GV_CHECK(ValueError, q.defined(), op, ": q is an undefined tensor");
   const at::Device device = q.device();
@@ -377,7 +378,14 @@ at::Tensor gated_delta_rule_inplace_cuda(const at::Tensor & q, const at::Tensor 
   check_device(v, op, "v", device);
   check_device(g, op, "g", device);
   check_device(beta, op, "beta", device);
+  check_device(state_in, op, "state_in", device);
   check_device(state, op, "state", device);
+  // The final state goes into `state`: state_in itself (in place), or a tensor of its shape, dtype and layout that
+  // leaves the caller's state untouched (transformers 5.25's rollback keeps the states it was handed).
+  GV_CHECK(ValueError, state.is_same(state_in) || (state.sizes() == state_in.sizes() && state.is_contiguous() &&
+                        state.scalar_type() == state_in.scalar_type()),
+                    op, ": state must be state_in or a contiguous tensor of its shape ", state_in.sizes(), " and dtype ",
+                    state_in.scalar_type(), ", got ", state.sizes(), " ", state.scalar_type());
   check_dim(q, 4, op, "q", "(batch, seq_len, heads_qk, head_dim)");
   check_dim(v, 4, op, "v", "(batch, seq_len, heads, head_dim)");
   GV_CHECK(ValueError, k.sizes() == q.sizes(), op, ": k has shape ", k.sizes(), " but q has ", q.sizes());
@@ -400,7 +408,7 @@ at::Tensor gated_delta_rule_inplace_cuda(const at::Tensor & q, const at::Tensor 
   at::Tensor out;
   if (!l2norm && Hk == H && all_f32 && same_strides(q, k) && q.stride(3) == 1 && v.stride(3) == 1 &&
       g_laid_out_like_beta(g, beta, D)) {
-    out = gdn_inplace(q, k, v, g, beta, state, false);  // float32 in and out, ggml's form already: no preparation
+    out = gdn_into(q, k, v, g, beta, state_in, state, false);  // float32 in and out, ggml's form already: no preparation
   } else {
     // Fail before the launch on what gated_delta_net_ would refuse anyway (its checks run again below).
     GV_CHECK(ValueError, ggml_vendor_gdn_supports(D), op, ": head_dim ", D,
@@ -443,7 +451,7 @@ at::Tensor gated_delta_rule_inplace_cuda(const at::Tensor & q, const at::Tensor 
     // keeps W and exp(G_C - G) k in f16 (vendor/patches/0008), whose range holds them for unit-norm keys: the
     // layer's own l2 norm. Unnormalised keys keep the float32-accurate form.
     const bool tf32 = (out_dtype == at::kBFloat16 || out_dtype == at::kHalf) && l2norm;
-    out = gdn_inplace(q32, k32, v32, g32, beta32, state, tf32);
+    out = gdn_into(q32, k32, v32, g32, beta32, state_in, state, tf32);
   }
   return out.scalar_type() == out_dtype ? out : out.to(out_dtype);
 }
@@ -620,6 +628,87 @@ at::Tensor flash_attn_cuda(const at::Tensor & q, const at::Tensor & k, const at:
   return out;
 }
 
+// ---- ssm_conv --------------------------------------------------------------------------------------------
+//
+// ggml's causal depthwise convolution: x (n_seqs, channels, d_conv - 1 + n_tokens) float32, time contiguous (the
+// d_conv - 1 steps before the first output, zeros or the cached conv state, then the new tokens), weight
+// (channels, d_conv) float32 with unit last stride, bias (channels) float32 or None -> out (n_seqs, n_tokens,
+// channels) float32, SiLU when silu. Validates everything ggml_cuda_op_ssm_conv asserts, that its int byte strides
+// do not overflow, and that the memory its long-sequence kernel reads past a row's end is x's own (see
+// ggml_launchers.h): layers.py allocates x with that slack.
+at::Tensor ssm_conv_cuda(const at::Tensor & x, const at::Tensor & weight, const std::optional<at::Tensor> & bias,
+                         bool silu) {
+  const char * op = "ssm_conv";
+  GV_CHECK(ValueError, x.defined(), op, ": x is an undefined tensor");
+  const at::Device device = x.device();
+  check_device(x, op, "x", device);
+  check_device(weight, op, "weight", device);
+  check_dim(x, 3, op, "x", "(n_seqs, channels, d_conv - 1 + n_tokens)");
+  check_dim(weight, 2, op, "weight", "(channels, d_conv)");
+  const char * f32_remedy = " (ggml's kernel reads float32; cast with .float())";
+  GV_CHECK(TypeError, x.scalar_type() == at::kFloat, op, ": x must be float32, got ", x.scalar_type(), f32_remedy);
+  GV_CHECK(TypeError, weight.scalar_type() == at::kFloat, op, ": weight must be float32, got ",
+           weight.scalar_type(), f32_remedy);
+  const int64_t S = x.size(0), C = x.size(1), L = x.size(2), K = weight.size(1);
+  GV_CHECK(ValueError, weight.size(0) == C, op, ": weight has shape ", weight.sizes(), " but x has ", C,
+           " channels; weight must be (channels, d_conv)");
+  GV_CHECK(ValueError, ggml_vendor_ssm_conv_supports(K, C), op, ": d_conv ", K, " with ", C,
+           " channels has no compiled kernel; ask supports_ssm_conv(d_conv, channels) first");
+  GV_CHECK(ValueError, L >= K, op, ": x has ", L, " time steps, fewer than d_conv = ", K,
+           "; pass the d_conv - 1 steps before the first output (zeros or the conv state) and at least one token");
+  const int64_t T = L - K + 1;
+  GV_CHECK(ValueError, (x.stride(2) == 1 || L == 1) && (x.stride(1) >= L || C == 1), op,
+           ": x's time steps must be contiguous and its rows apart (strides (any, >= ", L, ", 1)), got strides ",
+           x.strides(), "; call .contiguous()");
+  GV_CHECK(ValueError, weight.stride(1) == 1 || K == 1, op, ": weight's last dimension must be contiguous, got strides ",
+           weight.strides());
+  GV_CHECK(ValueError, x.stride(0) >= 0 && x.stride(0) * 4 <= kInt32Max && x.stride(1) * 4 <= kInt32Max &&
+                        weight.stride(0) * 4 <= kInt32Max &&
+                        C * T * 4 <= kInt32Max && C * L * 4 <= kInt32Max,
+           op, ": x of shape ", x.sizes(), " is too large for ggml's int byte strides; split the batch");
+  const float * bias_ptr = nullptr;
+  if (bias.has_value() && bias->defined()) {
+    check_device(*bias, op, "bias", device);
+    GV_CHECK(TypeError, bias->scalar_type() == at::kFloat, op, ": bias must be float32, got ", bias->scalar_type());
+    GV_CHECK(ValueError, bias->dim() == 1 && bias->size(0) == C && bias->is_contiguous(), op,
+             ": bias must be a contiguous (", C, ",) tensor, got ", bias->sizes());
+    bias_ptr = bias->data_ptr<float>();
+  }
+  // The long-sequence kernel loads columns up to the next multiple of its block past each row's start + d_conv - 1.
+  const int64_t block = 32;
+  if (T > block && S > 0 && C > 0) {
+    const int64_t read_cols = ((T + block - 1) / block) * block + K - 1;
+    const int64_t last = x.storage_offset() + (S - 1) * x.stride(0) + (C - 1) * x.stride(1) + read_cols;  // one past
+    const int64_t have = static_cast<int64_t>(x.storage().nbytes() / sizeof(float));
+    GV_CHECK(ValueError, last <= have, op, ": ggml's long-sequence kernel reads up to ", read_cols - L,
+             " floats past the last row of x; allocate x inside a buffer with that much room after it (layers.py",
+             " does), got ", have - (last - (read_cols - L)), " floats after it");
+  }
+  const c10::cuda::CUDAGuard guard(device);
+  at::Tensor out = at::empty({S, T, C}, x.options());
+  if (S == 0 || C == 0) {
+    return out;
+  }
+  ggml_vendor_ssm_conv_args a = {};
+  a.x = x.data_ptr<float>();
+  a.w = weight.data_ptr<float>();
+  a.bias = bias_ptr;
+  a.out = out.data_ptr<float>();
+  a.d_conv = K;
+  a.channels = C;
+  a.n_tokens = T;
+  a.n_seqs = S;
+  a.x_nb1 = x.stride(1) * 4;
+  a.x_nb2 = x.stride(0) * 4;
+  a.w_nb1 = weight.stride(0) * 4;
+  a.silu = silu ? 1 : 0;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device.index()).stream();
+  check_launch(ggml_vendor_ssm_conv_launch(&a, static_cast<void *>(stream)), op);
+  return out;
+}
+
+bool supports_ssm_conv_cuda(int64_t d_conv, int64_t channels) { return ggml_vendor_ssm_conv_supports(d_conv, channels) != 0; }
+
 bool supports_gated_delta_net_cuda(int64_t head_dim) { return ggml_vendor_gdn_supports(head_dim) != 0; }
 
 bool supports_flash_attn_cuda(int64_t n_q, int64_t head_dim_k, int64_t head_dim_v) {
@@ -645,6 +734,16 @@ bool supports_gated_delta_net(int64_t head_dim) {
   return supports_gated_delta_net_metal(head_dim);
 #else
   (void) head_dim;
+  return false;
+#endif
+}
+
+bool supports_ssm_conv(int64_t d_conv, int64_t channels) {
+#if defined(CUDA_KERNEL) || defined(ROCM_KERNEL)
+  return supports_ssm_conv_cuda(d_conv, channels);
+#else
+  (void) d_conv;  // no Metal kernel bound yet: layers.py runs transformers' torch convolution there
+  (void) channels;
   return false;
 #endif
 }
@@ -690,8 +789,13 @@ at::Tensor flash_attn_cpu(const at::Tensor &, const at::Tensor &, const at::Tens
   reject_cpu("flash_attn");
 }
 
+at::Tensor ssm_conv_cpu(const at::Tensor &, const at::Tensor &, const std::optional<at::Tensor> &, bool) {
+  throw ::c10::ValueError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                          gv::cat("ssm_conv: x is a CPU tensor; this build's kernels run on ", kBuildDevice));
+}
+
 at::Tensor gated_delta_rule_inplace_cpu(const at::Tensor &, const at::Tensor &, const at::Tensor &, const at::Tensor &,
-                                        const at::Tensor &, at::Tensor &, bool, at::ScalarType) {
+                                        const at::Tensor &, const at::Tensor &, at::Tensor &, bool, at::ScalarType) {
   reject_cpu("gated_delta_rule_");
 }
 
@@ -702,11 +806,15 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.def("gated_delta_net_(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor(a!) state) -> Tensor");
   ops.def("flash_attn(Tensor q, Tensor k, Tensor v, Tensor? mask, float scale) -> Tensor");
   // For layers.py (transformers' gated-delta-rule conventions in one call); not part of the op contract.
-  ops.def("gated_delta_rule_(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor(a!) state, bool l2norm, "
-          "ScalarType out_dtype) -> Tensor");
+  // The final state is written into `state`, which may be state_in itself (in place).
+  ops.def("gated_delta_rule_(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor state_in, Tensor(a!) state, "
+          "bool l2norm, ScalarType out_dtype) -> Tensor");
   // No tensor arguments: registered as catch-all kernels, answered by the backend compiled into this build.
   ops.def("supports_gated_delta_net(int head_dim) -> bool", &supports_gated_delta_net);
   ops.def("supports_flash_attn(int n_q, int head_dim_k, int head_dim_v) -> bool", &supports_flash_attn);
+  ops.def("ssm_conv(Tensor x, Tensor weight, Tensor? bias, bool silu) -> Tensor");
+  ops.def("supports_ssm_conv(int d_conv, int channels) -> bool", &supports_ssm_conv);
+  ops.impl("ssm_conv", c10::kCPU, &ssm_conv_cpu);
   ops.impl("gated_delta_net", c10::kCPU, &gated_delta_net_cpu);
   ops.impl("gated_delta_net_", c10::kCPU, &gated_delta_net_inplace_cpu);
   ops.impl("flash_attn", c10::kCPU, &flash_attn_cpu);
@@ -716,6 +824,7 @@ TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME, ops) {
   ops.impl("gated_delta_net_", c10::kCUDA, &gated_delta_net_inplace_cuda);
   ops.impl("flash_attn", c10::kCUDA, &flash_attn_cuda);
   ops.impl("gated_delta_rule_", c10::kCUDA, &gated_delta_rule_inplace_cuda);
+  ops.impl("ssm_conv", c10::kCUDA, &ssm_conv_cuda);
 #endif
 #if defined(METAL_KERNEL)
   ops.impl("gated_delta_net", c10::kMPS, &gated_delta_net_metal);

@@ -19,15 +19,20 @@ std::tuple<at::Tensor, at::Tensor> gated_delta_net_cuda(const at::Tensor & q, co
 // gated_delta_net_(q, k, v, g, beta, state!) -> out; the final state overwrites `state` in place.
 at::Tensor gated_delta_net_inplace_cuda(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v,
                                         const at::Tensor & g, const at::Tensor & beta, at::Tensor & state);
-// gated_delta_rule_(q, k, v, g, beta, state!, l2norm, out_dtype) -> out: transformers' conventions (any float
-// q/k/v, l2 norm, grouped GQA) adapted and run through gated_delta_net_ in one call (layers.py's eager path).
+// gated_delta_rule_(q, k, v, g, beta, state_in, state!, l2norm, out_dtype) -> out: transformers' conventions (any
+// float q/k/v, l2 norm, grouped GQA) adapted and run through gated_delta_net in one call (layers.py's eager path);
+// the final state goes into `state`, which may be state_in itself.
 at::Tensor gated_delta_rule_inplace_cuda(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v,
-                                         const at::Tensor & g, const at::Tensor & beta, at::Tensor & state,
-                                         bool l2norm, at::ScalarType out_dtype);
+                                         const at::Tensor & g, const at::Tensor & beta, const at::Tensor & state_in,
+                                         at::Tensor & state, bool l2norm, at::ScalarType out_dtype);
 // flash_attn(q, k, v, mask?, scale) -> out (n_seqs, n_q, n_heads, head_dim), float32.
 at::Tensor flash_attn_cuda(const at::Tensor & q, const at::Tensor & k, const at::Tensor & v,
                            const std::optional<at::Tensor> & mask, double scale);
+// ssm_conv(x, weight, bias?, silu) -> out (n_seqs, n_tokens, channels), float32: ggml's causal depthwise convolution.
+at::Tensor ssm_conv_cuda(const at::Tensor & x, const at::Tensor & weight, const std::optional<at::Tensor> & bias,
+                         bool silu);
 // Exact truth for the compiled instances.
+bool supports_ssm_conv_cuda(int64_t d_conv, int64_t channels);
 bool supports_gated_delta_net_cuda(int64_t head_dim);
 bool supports_flash_attn_cuda(int64_t n_q, int64_t head_dim_k, int64_t head_dim_v);
 #endif

@@ -140,6 +140,29 @@ GGML_VENDOR_HIDDEN const char * ggml_vendor_fa_vec_plan(int64_t head_dim, int kv
                                                         int * parallel_blocks, int * ncols2);
 GGML_VENDOR_HIDDEN const char * ggml_vendor_fa_vec_launch(const ggml_vendor_fa_args * args, void * stream);
 
+// ---- ssm_conv (ggml-cuda/ssm-conv.cu) ----------------------------------------------------------
+
+// Arguments of ggml's ssm_conv_f32_cuda<apply_silu> (the causal depthwise convolution of Mamba / GDN layers):
+// y[s][t][c] = sum_j x[s][c][t + j] * w[c][j] (+ bias[c]), SiLU when silu. Byte strides like ggml's nb, which
+// it passes as int. Its long-sequence kernel (n_t > 32) loads each row in blocks of
+// 32 + d_conv - 1 columns and reads up to 32 floats past a row's end when n_t is not a
+// multiple of 32 (the outputs of those columns are not written): the caller keeps that much readable
+// memory after the last row.
+typedef struct ggml_vendor_ssm_conv_args {
+    const float * x;           // [n_seqs][channels][d_conv - 1 + n_tokens], time steps contiguous
+    const float * w;           // [channels][d_conv], rows at w_nb1
+    const float * bias;        // [channels] contiguous, or NULL
+    float *       out;         // [n_seqs][n_tokens][channels], dense
+    int64_t d_conv, channels, n_tokens, n_seqs;
+    int64_t x_nb1, x_nb2;      // bytes: channel, sequence
+    int64_t w_nb1;             // bytes: channel
+    int     silu;
+} ggml_vendor_ssm_conv_args;
+
+// 1 when ssm_conv_f32_cuda has an instance for this kernel size and channel count (a multiple of its block).
+GGML_VENDOR_HIDDEN int ggml_vendor_ssm_conv_supports(int64_t d_conv, int64_t channels);
+GGML_VENDOR_HIDDEN const char * ggml_vendor_ssm_conv_launch(const ggml_vendor_ssm_conv_args * args, void * stream);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif

@@ -144,6 +144,12 @@ bool ggml_is_contiguous_rows(const struct ggml_tensor * tensor) {
     ggml_abort(__FILE__, __LINE__, "ggml_is_contiguous_rows is not available in a ggml-vendor extension");
 }
 
+// ggml_cuda_op_ssm_conv (unused: the binding calls the static launcher) asks for the bias's element count.
+int64_t ggml_nelements(const struct ggml_tensor * tensor) {
+    (void) tensor;
+    ggml_abort(__FILE__, __LINE__, "ggml_nelements is not available in a ggml-vendor extension");
+}
+
 bool ggml_are_same_stride(const struct ggml_tensor * t0, const struct ggml_tensor * t1) {
     (void) t0;
     (void) t1;

@@ -69,7 +69,9 @@ def test_host_variant_layout_and_metadata(built):
         ["metadata.json", "__init__.py", "_ops.py", f"{r['id']}.abi3.so"]
     )
     meta = json.loads((out / "metadata.json").read_text())
-    from kernels._rust import Digest, DigestAlgorithm, Metadata
+    from toolkit.core.kernels_client import kernels_types
+
+    Digest, DigestAlgorithm, Metadata = kernels_types("Digest", "DigestAlgorithm", "Metadata")
 
     Metadata.from_bytes((out / "metadata.json").read_bytes())
     assert meta["id"] == r["id"] and meta["backend"] == {"type": "cuda", "archs": ["8.0"]}

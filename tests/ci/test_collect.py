@@ -182,6 +182,37 @@ def test_an_interrupted_merge_leaves_the_previous_build(proj, tmp_path: Path, mo
     assert sorted(p.name for p in proj.build_dir.iterdir()) == [".verified.json", V1]
 
 
+@pytest.mark.parametrize("lands", ["while printing", "before the swap"])
+def test_ctrl_c_says_what_build_holds_read_back(proj, tmp_path: Path, monkeypatch, lands) -> None:  # type: ignore[no-untyped-def]
+    """Issue 33 item 3: a Ctrl-C once the plan is made says what build/ holds, read back from disk."""
+    from typer.testing import CliRunner
+
+    from toolkit.ci import collect as collect_mod
+    from toolkit.cli import app
+    from toolkit.commands import collect as collect_command
+
+    def ctrl_c(*a, **k):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    if lands == "while printing":
+        monkeypatch.setattr(collect_command, "_show", ctrl_c)
+    else:
+        monkeypatch.setattr(collect_mod, "_commit", ctrl_c)
+    art = _artifact(proj, tmp_path / "a", V1)
+    res = CliRunner().invoke(app, ["collect", str(art), "-C", str(proj.root)])
+    assert res.exit_code == 130 and "previous state kept" not in res.output, res.output
+    last = res.output.splitlines()[-1]
+    if lands == "while printing":
+        assert (
+            f"build/ holds the collected {V1} and their records (read back from disk): the collect had completed"
+            in last
+        )
+        assert _snapshot(proj.build_dir / V1) == _snapshot(art / V1)
+    else:
+        assert "build/ is as it was: nothing was collected (read back from disk)" in last, res.output
+        assert not (proj.build_dir / V1).exists()
+
+
 def test_plan_and_execute_follow_the_stage_protocol(proj, tmp_path: Path) -> None:
     """The plan checks and decides, writing nothing (build/ is not even created); execute carries it out and
     refuses a variant whose artifact changed after the plan checked it (build/ then untouched)."""
@@ -488,6 +519,21 @@ def test_the_next_run_puts_back_a_variant_a_kill_left_moved_aside(proj, tmp_path
     assert _cli(proj.root, "collect", str(bad)).returncode == 11
     assert _snapshot(proj.build_dir / V1) == old
     assert sorted(p.name for p in proj.build_dir.iterdir()) == [".verified.json", V1]
+
+
+@pytest.mark.parametrize("command", [("verify",), ("status",), ("publish", "--dry-run"), ("build", "--dry-run")])
+def test_any_next_command_puts_back_a_variant_a_kill_left_moved_aside(proj, tmp_path: Path, command) -> None:
+    """Issue 33 item 8: the journaled fallback's gap (killed between its two renames) is closed by whatever
+    command runs next in the project, not only by the next collect."""
+    assert _cli(proj.root, "collect", str(_artifact(proj, tmp_path / "old", V1, name="old"))).returncode == 0
+    old = _snapshot(proj.build_dir / V1)
+    env = {**os.environ, "GGML_VENDOR_KILL_AT": "2", "GGML_VENDOR_NO_EXCHANGE": "1"}
+    assert _cli(proj.root, "collect", str(_changed_artifact(proj, tmp_path / "new")), env=env).returncode == -9
+    assert not (proj.build_dir / V1).exists()  # killed between the two renames
+    res = _cli(proj.root, *command)
+    assert "Traceback" not in res.stderr, res.stderr
+    assert _snapshot(proj.build_dir / V1) == old, res.stdout + res.stderr
+    assert not list(proj.build_dir.glob("*.journal"))  # (dead runs' staging goes with the next collect)
 
 
 def test_another_commit_is_refused(proj, tmp_path: Path) -> None:

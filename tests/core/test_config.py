@@ -20,7 +20,9 @@ def test_repository_config_loads(repo_root: Path) -> None:
     cfg = config.load(repo_root)
     assert cfg.name == "ggml-attn-kernels"
     assert cfg.module == "ggml_attn_kernels"
-    assert {op.name for op in cfg.ops} == {"gated_delta_net", "flash_attn"}
+    assert {op.name for op in cfg.ops} == {"gated_delta_net", "flash_attn", "ssm_conv"}
+    conv = next(op for op in cfg.ops if op.name == "ssm_conv")
+    assert conv.entries["cuda"][0].alternatives == ("src/ggml-cuda/ssm-conv.cu",)
     gdn = next(op for op in cfg.ops if op.name == "gated_delta_net")
     assert gdn.entries["cuda"][0].alternatives == ("src/ggml-cuda/gated_delta_net.cu",)
     assert len(gdn.entries["metal"][0].alternatives) == 2

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.helpers.fixture_repos import FA_CUDA, GDN_CUDA, METAL, make_project
+from tests.helpers.fixture_repos import FA_CUDA, GDN_CUDA, METAL, SSM_CUDA, make_project
 from tests.helpers.project import demo_family_source
 from toolkit.cli import app
 from toolkit.core import config
@@ -97,11 +97,14 @@ def test_all_entries_is_every_package_with_qualified_keys(tmp_path, up):
         ("gated_delta_net", "metal"),
         ("flash_attn", "cuda"),
         ("flash_attn", "metal"),
+        ("ssm_conv", "cuda"),
+        ("ssm_conv", "metal"),
         ("fixture-quant:quant", "cuda"),
     ]
     assert [(k, b) for k, b, _ in cfg.all_entries(("metal",))] == [
         ("gated_delta_net", "metal"),
         ("flash_attn", "metal"),
+        ("ssm_conv", "metal"),
     ]
 
 
@@ -152,7 +155,7 @@ def test_union_closure_vendors_each_file_once_and_records_who_needs_it(tmp_path,
     prep = prepare(cfg, SyncRequest(rev="v1"))
     closure = prep.plan.closure
     assert len(closure.files) == len(set(closure.files))
-    assert set(closure.files) == GDN_CUDA | FA_CUDA | METAL | QUANT_ONLY
+    assert set(closure.files) == GDN_CUDA | FA_CUDA | SSM_CUDA | METAL | QUANT_ONLY
     assert set(closure.for_op("fixture-quant:quant", "cuda").files) == QUANT_CUDA
     assert closure.needed_by["src/ggml-cuda/fattn-mma.cuh"] == ("fixture-quant:quant/cuda",)
     assert closure.needed_by["src/ggml-cuda/fattn-common.cuh"] == ("fixture-quant:quant/cuda", "flash_attn/cuda")
@@ -160,11 +163,11 @@ def test_union_closure_vendors_each_file_once_and_records_who_needs_it(tmp_path,
     lock = read_lock(cfg.vendor_dir)
     assert lock is not None
     assert dict(lock.packages) == {
-        "fixture-kernels": ("gated_delta_net", "flash_attn"),
+        "fixture-kernels": ("gated_delta_net", "flash_attn", "ssm_conv"),
         "fixture-quant": ("fixture-quant:quant",),
     }
     assert set(lock.package_files("fixture-quant")) == QUANT_CUDA
-    assert set(lock.package_files("fixture-kernels")) == GDN_CUDA | FA_CUDA | METAL
+    assert set(lock.package_files("fixture-kernels")) == GDN_CUDA | FA_CUDA | SSM_CUDA | METAL
     vendored = {p.relative_to(cfg.vendor_dir / "ggml").as_posix() for p in (cfg.vendor_dir / "ggml").rglob("*")}
     assert QUANT_ONLY <= vendored
     assert '[packages."fixture-quant"]' in (cfg.vendor_dir / "UPSTREAM").read_text()
@@ -313,7 +316,7 @@ def test_verify_and_status_per_package(synced):
     assert json.loads(res.stdout) == {"dry_run": True, "variants": []}
     res = cli(synced, "status", "--json")
     assert json.loads(res.stdout)["packages"] == {
-        "fixture-kernels": len(GDN_CUDA | FA_CUDA | METAL),
+        "fixture-kernels": len(GDN_CUDA | FA_CUDA | SSM_CUDA | METAL),
         "fixture-quant": len(QUANT_CUDA),
     }
 

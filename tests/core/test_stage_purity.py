@@ -335,6 +335,11 @@ def _is_a_plan(p: Project, plan: Any) -> None:
 GDN = "src/ggml-cuda/gated_delta_net.cu"
 
 
+def _reads_the_index_later(p: Project, plan: Any) -> None:
+    _is_a_plan(p, plan)
+    assert any(step.startswith("read torch releases from") for step in plan.first), plan.lines()
+
+
 def _edited(p: Project) -> Callable[[], None]:
     """An edit in vendor/ggml for `patch save` to plan a patch of."""
     path = p.cfg.vendor_dir / "ggml" / GDN
@@ -396,6 +401,9 @@ CASES: tuple[Case, ...] = (
         _is_a_plan,
     ),
     Case(("demo",), lambda p, o: _fn("demo", "demo")(o), _is_a_plan),
+    Case(("outdated",), lambda p, o: _fn("outdated", "outdated")(o), _is_a_plan),
+    Case(("update",), lambda p, o: _fn("update", "update")(o), _is_a_plan),
+    Case(("update",), lambda p, o: _fn("update", "update")(o, torch=True), _reads_the_index_later),
 )
 
 

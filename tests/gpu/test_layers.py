@@ -156,8 +156,9 @@ def test_gdn_state_carried_over_calls_like_a_generate_loop(torch, kernel, refs, 
             use_qk_l2norm_in_kernel=True,
         )
         state = cache.update_recurrent_state(new)
-        if a >= 64:  # the cache's buffer kept ggml's layout, so each step updated it in place
-            assert new is state and state.transpose(-1, -2).is_contiguous()
+        if a >= 64:  # the cache's buffer kept ggml's layout: each step reads it as is, writes a state of its own
+            assert new is not state and state.transpose(-1, -2).is_contiguous()
+            assert new.transpose(-1, -2).is_contiguous()
         outs.append(o)
     assert rel_err(torch.cat(outs, 1), o_ref) < TOL[dtype]
     assert rel_err(state, s_ref) < 1e-4
@@ -430,6 +431,14 @@ def _tiny_qwen35(torch, path: Path) -> None:
 
 
 def test_tiny_qwen35_from_the_local_hub_generates_the_torch_tokens(torch, kernel, tmp_path) -> None:
+    import transformers
+    from packaging.version import Version
+
+    if Version(transformers.__version__) >= Version("5.25.0"):
+        pytest.skip(
+            "transformers 5.25 (kernels 0.19) dispatches hooked functions through the model, not the instance's "
+            "forward this test reads; tests/gpu/test_layers_525.py checks the 5.25 switch (conv included) by the ops run"
+        )
     from huggingface_hub import HfApi
 
     from tests.helpers.hubserver import HubServer, HubState
@@ -489,7 +498,7 @@ def test_tiny_qwen35_from_the_local_hub_generates_the_torch_tokens(torch, kernel
 @pytest.mark.parametrize("Hk,kda", [(2, False), (4, False), (4, True)])
 def test_gdn_one_call_path_equals_the_traced_path(torch, kernel, monkeypatch, Hk, kda) -> None:
     """Eager CUDA calls take the one-call op (gated_delta_rule_); torch.compile traces the Python adaptation.
-    Both must give the same answer: grouped GQA, l2 norm, bf16 inputs, the state updated in place."""
+    Both must give the same answer: grouped GQA, l2 norm, bf16 inputs, the caller's state left as it was."""
     layers = kernel.layers
     q, k, v, g, beta, s0 = inputs(torch, 3, 2, Hk, 4, 128, torch.bfloat16, kda=kda, seed=11)
     s0 = s0.transpose(-1, -2).contiguous().transpose(-1, -2)  # ggml's layout, as the layers return it
@@ -499,7 +508,7 @@ def test_gdn_one_call_path_equals_the_traced_path(torch, kernel, monkeypatch, Hk
         monkeypatch.setattr(layers, "_is_compiling", lambda c=compiling: c)
         state = s0.clone()
         o, s = layer(q, k, v, g, beta, initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=True)
-        assert s is state  # updated in place on both paths
+        assert s is not state and torch.equal(state, s0)  # a new final state on both paths; the given one kept
         runs.append((o, s))
     (o1, s1), (o2, s2) = runs
     assert o1.dtype == o2.dtype == torch.bfloat16
@@ -535,7 +544,7 @@ def test_gdn_one_call_prepares_strided_mixed_dtype_inputs(torch, kernel, monkeyp
         monkeypatch.setattr(layers, "_is_compiling", lambda c=compiling: c)
         state = s0.clone()
         o, s = layer(q, k, v, g, beta, initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=l2norm)
-        assert s is state and o.dtype == dt and o.shape == (B, T, H, D)
+        assert s is not state and torch.equal(state, s0) and o.dtype == dt and o.shape == (B, T, H, D)
         runs.append((o, s))
     (o1, s1), (o2, s2) = runs
     assert rel_err(o1.float(), o2.float()) < (1e-5 if dtype == "float32" else 2e-3)

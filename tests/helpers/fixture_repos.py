@@ -40,6 +40,22 @@ static void launch_gated_delta_net(const float * q_d, const float * k_d, float *
 }
 """
 
+SSM_CONV_CU_V1 = """#include "common.cuh"
+#include "ssm-conv.cuh"
+#include "unary.cuh"
+
+template <bool apply_silu>
+static void ssm_conv_f32_cuda(const float * src0, const float * src1, const float * bias, const int src0_nb0, const int src0_nb1,
+                              const int src0_nb2, const int src1_nb1, float * dst, const int dst_nb0, const int dst_nb1,
+                              const int dst_nb2, const int64_t nc, const int64_t nr, const int64_t n_t,
+                              const int64_t n_s, cudaStream_t stream) {
+    switch (nc) {
+        case 4: break;
+        default: GGML_ABORT("Only support kernel sizes 3, 4, 5, 9, 15 right now.");
+    }
+}
+"""
+
 BASE_FILES: dict[str, str] = {
     "include/ggml.h": "// SPDX-License-Identifier: MIT\n#pragma once\n#include <stdint.h>\nint ggml_answer(void);\n",
     "include/ggml-backend.h": '#pragma once\n#include "ggml.h"\n',
@@ -56,6 +72,9 @@ BASE_FILES: dict[str, str] = {
     "src/ggml-cuda/vendors/hip.h": "#pragma once\n#include <hip/hip_runtime.h>\n",
     "src/ggml-cuda/gated_delta_net.cuh": '#include "common.cuh"\n#include "ggml.h"\n',
     "src/ggml-cuda/gated_delta_net.cu": GDN_CU_V1,
+    "src/ggml-cuda/ssm-conv.cuh": '#include "common.cuh"\n',
+    "src/ggml-cuda/ssm-conv.cu": SSM_CONV_CU_V1,
+    "src/ggml-cuda/unary.cuh": '#pragma once\n#include "common.cuh"\n',
     "src/ggml-cuda/fattn-vec.cuh": '#include "common.cuh"\n#include "fattn-common.cuh"\n',
     "src/ggml-cuda/fattn-common.cuh": (
         '#pragma once\n#include "common.cuh"\n#include "convert.cuh"\n#define FATTN_KQ_STRIDE       256\n'
@@ -88,10 +107,15 @@ FA_CUDA = (GDN_CUDA - {"src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/gated_
     "src/ggml-cuda/fattn-common.cuh",
     "src/ggml-cuda/convert.cuh",
 }
+SSM_CUDA = (GDN_CUDA - {"src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/gated_delta_net.cuh"}) | {
+    "src/ggml-cuda/ssm-conv.cu",
+    "src/ggml-cuda/ssm-conv.cuh",
+    "src/ggml-cuda/unary.cuh",
+}
 METAL = {"src/ggml-metal/ggml-metal.metal", "src/ggml-metal/ggml-metal-impl.h", "src/ggml-common.h"}
-ALL_V1 = GDN_CUDA | FA_CUDA | METAL | {"LICENSE"}
+ALL_V1 = GDN_CUDA | FA_CUDA | SSM_CUDA | METAL | {"LICENSE"}
 
-# The two ops, as the project's own pyproject.toml configures them (both layouts' Metal entries).
+# The three ops, as the project's own pyproject.toml configures them (both layouts' Metal entries).
 OPS_TABLES = """\
 [tool.ggml-vendor.ops.gated_delta_net]
 cuda = ["src/ggml-cuda/gated_delta_net.cu"]
@@ -100,6 +124,10 @@ metal = [["src/ggml-metal/kernels/gated_delta_net.metal", "src/ggml-metal/ggml-m
 [tool.ggml-vendor.ops.flash_attn]
 cuda = ["src/ggml-cuda/fattn-vec.cuh"]
 metal = [["src/ggml-metal/kernels/fa.metal", "src/ggml-metal/ggml-metal.metal"]]
+
+[tool.ggml-vendor.ops.ssm_conv]
+cuda = ["src/ggml-cuda/ssm-conv.cu"]
+metal = [["src/ggml-metal/kernels/ssm_conv.metal", "src/ggml-metal/ggml-metal.metal"]]
 """
 
 PROJECT_TOML = (
@@ -210,7 +238,8 @@ class FixtureRepo:
 def build_upstream(path: Path, layout: str = "ggml") -> FixtureRepo:
     """Main line: v1 (tag v1) -> v1b (kernel body tweak + unrelated cpu change) -> v2 (convert.cuh renamed to
     cvt.cuh, launcher signature changed; tag v2, branch master). Side branches from v1, each one commit:
-    missing-include, symlink-escape, symlink-inside, no-license, no-metal, metal-split."""
+    missing-include, symlink-escape, symlink-inside, no-license, no-metal, metal-split, submodule (gitlinks at
+    the root and beside the kernels) and submodule-include (a kernel header including a file inside one)."""
     path.mkdir(parents=True)
     git(path, "init", "-q")
     git(path, "symbolic-ref", "HEAD", "refs/heads/master")
@@ -289,6 +318,19 @@ def build_upstream(path: Path, layout: str = "ggml") -> FixtureRepo:
             }
         ),
     )
+    for branch, include in (("submodule", False), ("submodule-include", True)):
+        # A gitlink at the root and one beside the kernels (llama.cpp has carried submodules); the second
+        # branch also includes a header from inside one. `git add -A` would drop a gitlink without its
+        # checkout, so the index is written directly.
+        repo.checkout(repo.commits["v1"], new_branch=branch)
+        if include:
+            repo.write({"src/ggml-cuda/gated_delta_net.cuh": '#include "common.cuh"\n#include "sub/extra.cuh"\n'})
+            git(path, "add", "-A")
+        for link in ("third_party/vendored", f"{repo.prefix}src/ggml-cuda/sub"):
+            git(path, "update-index", "--add", "--cacheinfo", f"160000,{repo.commits['v1']},{link}")
+        git(path, "commit", "-q", "--no-gpg-sign", "-m", f"add submodules ({branch})")
+        repo.commits[branch] = git(path, "rev-parse", "HEAD")
+        repo.checkout("master")
     return repo
 
 

@@ -43,7 +43,11 @@ CHECKS = textwrap.dedent(r"""
     ns = getattr(torch.ops, m.__name__)
     r = {"name": m.__name__, "all": sorted(m.__all__)}
     r["registered"] = sorted(n for n in ("gated_delta_net", "gated_delta_net_", "flash_attn", "gated_delta_rule_",
-                                         "supports_gated_delta_net", "supports_flash_attn") if hasattr(ns, n))
+                                         "supports_gated_delta_net", "supports_flash_attn", "ssm_conv",
+                                         "supports_ssm_conv") if hasattr(ns, n))
+    r["conv"] = {f"{k},{c}": m.supports_ssm_conv(k, c) for k, c in [(4, 128), (4, 8192), (3, 256), (5, 128),
+                                                                   (9, 128), (15, 128), (2, 128), (6, 128),
+                                                                   (4, 100), (4, 0)]}
     r["gdn_dims"] = [d for d in range(0, 300) if m.supports_gated_delta_net(d)]
     r["fa"] = {f"{n},{dk},{dv}": m.supports_flash_attn(n, dk, dv)
                for n, dk, dv in [(1, 64, 64), (1, 128, 128), (19, 256, 256), (20, 128, 128), (0, 128, 128),
@@ -58,6 +62,7 @@ CHECKS = textwrap.dedent(r"""
     fa = (mk(2, 16, 3, 256), mk(2, 4, 1000, 256, dt=torch.float16), mk(2, 4, 1000, 256, dt=torch.float16))
     o = m.flash_attn(*fa, mk(2, 1, 3, 1000, dt=torch.float16))
     r["fa_shape"], r["fa_dtype"] = list(o.shape), str(o.dtype)
+    r["conv_shape"] = list(m.ssm_conv(mk(2, 256, 3 + 7), mk(256, 4), None, silu=True).shape)
 
     def err(fn):
         try:
@@ -82,6 +87,9 @@ CHECKS = textwrap.dedent(r"""
         cpu=lambda: m.gated_delta_net(*(torch.zeros(t.shape) for t in gdn)),
         cpu_fa=lambda: m.flash_attn(torch.zeros(1, 4, 1, 128), torch.zeros(1, 4, 256, 128).half(),
                                     torch.zeros(1, 4, 256, 128).half()),
+        conv_dtype=lambda: m.ssm_conv(mk(1, 128, 10, dt=torch.bfloat16), mk(128, 4)),
+        conv_short=lambda: m.ssm_conv(mk(1, 128, 3), mk(128, 4)),
+        cpu_conv=lambda: m.ssm_conv(torch.zeros(1, 128, 10), torch.zeros(128, 4)),
     )
     r["errors"] = {k: err(f) for k, f in bad.items()}
 
@@ -144,16 +152,21 @@ def test_ops_are_registered_under_the_variant_namespace(checks) -> None:
         "gated_delta_net",
         "gated_delta_net_",
         "gated_delta_rule_",
+        "ssm_conv",
         "supports_flash_attn",
         "supports_gated_delta_net",
+        "supports_ssm_conv",
     ]
     assert checks["all"] == [
         "flash_attn",
         "flash_attn_forward",
         "gated_delta_net",
         "layers",
+        "ssm_conv",
+        "ssm_conv_input",
         "supports_flash_attn",
         "supports_gated_delta_net",
+        "supports_ssm_conv",
     ]
 
 
@@ -173,12 +186,15 @@ def test_supports_answers_from_the_compiled_instances(checks) -> None:
         "1,128,64": False,
         "2,512,512": False,
     }
+    # ggml's ssm_conv: its kernel sizes, channels in blocks of its 128 threads
+    assert {k for k, ok in checks["conv"].items() if ok} == {"4,128", "4,8192", "3,256", "5,128", "9,128", "15,128"}
 
 
 def test_fake_implementations_give_shapes(checks) -> None:
     assert checks["gdn_shapes"] == [[2, 5, 8, 128], [2, 8, 128, 128]]
     assert checks["kda_shape"] == [2, 5, 8, 128]
     assert checks["fa_shape"] == [2, 3, 16, 256] and checks["fa_dtype"] == "torch.float32"
+    assert checks["conv_shape"] == [2, 7, 256]  # (n_seqs, n_tokens, channels): ggml's token-major rows
 
 
 def test_bad_arguments_raise_naming_the_argument(checks) -> None:
@@ -194,6 +210,9 @@ def test_bad_arguments_raise_naming_the_argument(checks) -> None:
     assert e["fa_gqa"].startswith("ValueError: flash_attn: q has 6 heads")
     assert "gated_delta_net: q is a CPU tensor" in e["cpu"] and e["cpu"].startswith("ValueError")
     assert "flash_attn: q is a CPU tensor" in e["cpu_fa"]
+    assert e["conv_dtype"].startswith("TypeError: ssm_conv: x and weight must be float32")
+    assert e["conv_short"].startswith("ValueError: ssm_conv: x (1, 128, 3) and weight (128, 4) do not fit")
+    assert e["cpu_conv"].startswith("ValueError: ssm_conv: x is a CPU tensor")
 
 
 def test_torch_compile_fullgraph_traces_the_ops(checks) -> None:

@@ -171,7 +171,7 @@ def test_translation_unit_includes_each_entry_once(cfg, layout: str) -> None:  #
 def test_metal_section_is_valid_and_lists_the_closure(cfg, layout: str) -> None:  # type: ignore[no-untyped-def]
     import tomlkit
 
-    from toolkit.core.kernels_bindings import kernels_type
+    from toolkit.core.kernels_client import kernels_type
 
     files, lock = rendered(cfg, layout)
     with tempfile.TemporaryDirectory() as tmp:

@@ -3,10 +3,10 @@
 
 The package is the one `ggml-vendor build` makes (the built_binding fixture: the rendered sources compiled
 against the miniature upstream), loaded through kernels.get_local_kernel in a fresh process. Checked there:
-every layer passes kernels' own layer validation against the module transformers (5.22.2) builds from its torch
-function, with the same parameter names, kinds and defaults; the layers run on meta tensors through the ops'
+every layer passes kernels' own layer validation against the module transformers (5.22.2 or 5.25.0) builds from
+its torch function (5.25 adds the causal_conv1d_forward hook), with the same parameter names, kinds and defaults; the layers run on meta tensors through the ops'
 fake implementations (shapes, output dtype, the final state as a transposed view of ggml's [value][key]
-state, the in-place update of such a state, the refusals); flash_attn_forward has transformers' attention
+state, a new final state rather than the caller's written in place, the refusals); flash_attn_forward has transformers' attention
 signature and, where ggml's kernel does not apply (here: CPU tensors), gives exactly what transformers' own
 sdpa_attention_forward gives. The numbers of the kernels themselves are tests/gpu/test_layers.py's.
 """
@@ -32,8 +32,8 @@ def _why_not() -> str | None:
         import transformers
     except ImportError:
         return "transformers is not installed (pip install -e '.[transformers]')"
-    if transformers.__version__ != "5.22.2":
-        return f"transformers {transformers.__version__} is installed; these checks pin 5.22.2"
+    if transformers.__version__ not in ("5.22.2", "5.25.0"):
+        return f"transformers {transformers.__version__} is installed; these checks pin 5.22.2 and 5.25.0"
     return None
 
 
@@ -50,12 +50,24 @@ PAIRS = [
     ("chunk_kda", "kimi_linear", "chunk_kimi_delta_attention"),
     ("fused_recurrent_kda", "kimi_linear", "recurrent_kimi_delta_attention"),
 ]
+# transformers 5.25's new hook: the causal depthwise convolution of the linear-attention layers
+PAIRS_525 = [
+    ("causal_conv1d_forward", "qwen3_5", "causal_conv1d_forward"),
+    ("causal_conv1d_forward", "qwen3_next", "causal_conv1d_forward"),
+    ("causal_conv1d_forward", "olmo_hybrid", "causal_conv1d_forward"),
+    ("causal_conv1d_forward", "kimi_linear", "causal_conv1d_forward"),
+]
+if not _SKIP:
+    import transformers
+
+    if transformers.__version__ == "5.25.0":
+        PAIRS = PAIRS + PAIRS_525
 
 CHECKS = textwrap.dedent(r"""
     import importlib, inspect, json, sys
     from pathlib import Path
     import torch, kernels
-    from kernels.layer.layer import _validate_layer
+    from toolkit.core.kernels_client import validate_layer as _validate_layer
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     m = kernels.get_local_kernel(Path(sys.argv[1]))
@@ -69,6 +81,8 @@ CHECKS = textwrap.dedent(r"""
     for ours, module, name in pairs:
         wrapped = getattr(importlib.import_module(f"transformers.models.{module}.modeling_{module}"), name)
         check_cls = type(wrapped)  # the nn.Module kernels made of transformers' torch function
+        fwd = check_cls.forward
+        cells = dict(zip(fwd.__code__.co_freevars, (c.cell_contents for c in fwd.__closure__ or ())))
         layer = getattr(m.layers, ours)
         try:
             _validate_layer(check_cls=check_cls, cls=layer, repo=f"local:{ours}")
@@ -77,7 +91,7 @@ CHECKS = textwrap.dedent(r"""
             verdict = f"{type(e).__name__}: {e}"
         r["pairs"][f"{module}.{name}"] = {
             "layer": ours, "validate": verdict, "hub_name": check_cls.kernel_layer_name,
-            "ours": params(layer.forward)[1:], "theirs": params(inspect.unwrap(check_cls.forward.__closure__[0].cell_contents)),
+            "ours": params(layer.forward)[1:], "theirs": params(inspect.unwrap(cells["func"])),
             "members": sorted(set(dir(layer)) - set(dir(torch.nn.Module))),
         }
 
@@ -200,7 +214,8 @@ def test_layers_on_meta_tensors_shapes_dtypes_and_state_layout(checks) -> None:
     assert meta["state"] == [[2, 4, 128, 128], "torch.float32"]  # transformers' [B, Hv, Dk, Dv]
     # ... as a transposed view of ggml's contiguous [value][key] state
     assert meta["state_vk_contiguous"] is True and meta["state_contiguous"] is False
-    assert meta["recurrent_returns_the_same_state"] is True  # updated in place: a cache's copy_ onto itself
+    # a new state, never the caller's tensor written in place: transformers 5.25 keeps the states it hands over
+    assert meta["recurrent_returns_the_same_state"] is False
     assert meta["recurrent_out"] == [2, 1, 4, 128]
     assert meta["kv_buffer"] == [False, [2, 4, 128, 128], True]
     assert meta["no_final_state"] is True
@@ -237,10 +252,10 @@ def test_flash_attn_forward_sdpa_path_equals_transformers_sdpa(checks) -> None:
 # The decode step as transformers' static cache runs it: our layer with the cache's recurrent buffer as
 # initial_state (laid out the way the cache makes it from our prefill: zeros_like of the [value][key] state's
 # transposed view), then the cache's `copy_` of the returned state onto that buffer. The built CPU kernels refuse
-# CPU tensors, so the child registers a torch test double for gated_delta_net_ (the recurrence in plain torch,
-# in place on `state`, as the op's schema declares); what is checked is what
-# inductor makes of the layers' glue around the opaque op: the in-place state update survives functionalization
-# (no state-sized buffer is allocated: no clone, no copy back), the numbers equal the uncompiled step's, and
+# CPU tensors, so the child registers a torch test double for gated_delta_net (the recurrence in plain torch,
+# out of place, as the op's schema declares); what is checked is what inductor makes of the layers' glue around
+# the opaque op: the op reads the cache's own buffer (no clone, no state-sized buffer of inductor's), the cache's
+# copy_ is the only state write, the numbers equal the uncompiled step's, and
 # flash_attn_forward (traced on meta tensors, where the op's fake runs) hands the op a float32 q and a float16 mask
 # converted in the graph.
 INDUCTOR = textwrap.dedent(r"""
@@ -262,8 +277,12 @@ INDUCTOR = textwrap.dedent(r"""
             out[:, t] = (state * q[:, t, :, None, :]).sum(-1) * D ** -0.5
         return out
 
+    def gdn(q, k, v, g, beta, state):
+        new = state.clone()
+        return gdn_(q, k, v, g, beta, new), new
+
     seen = []
-    lib.impl("gated_delta_net_", gdn_, "CPU", allow_override=True)
+    lib.impl("gated_delta_net", gdn, "CPU", allow_override=True)
     rec = m.layers.fused_recurrent_gated_delta_rule()
     B, H, D = 1, 4, 128
 
@@ -283,7 +302,7 @@ INDUCTOR = textwrap.dedent(r"""
     state_shape = re.escape(str(tuple(cache0.shape)))
     # the graph input that is the cache buffer (the wrapper's benchmark harness names each input with its shape)
     cache_in = re.search(r"(\w+) = rand_strided\(" + state_shape + r", " + re.escape(str(cache0.stride())), text)
-    call = re.search(r"gated_delta_net_\.default\((.*)\)", text)
+    call = re.search(r"gated_delta_net\.default\((.*)\)", text)
     r = {
         "out_diff": float((out.float() - eager_out.float()).abs().max()),
         "cache_diff": float((compiled_cache - eager_cache).abs().max()),
@@ -322,10 +341,10 @@ def inductor_checks(built_binding) -> dict:
     return run_result_script(INDUCTOR, str(root), timeout=900)
 
 
-def test_inductor_keeps_the_state_update_in_place_on_the_cache_buffer(inductor_checks) -> None:
+def test_inductor_hands_the_cache_buffer_to_the_op_without_a_clone(inductor_checks) -> None:
     r = inductor_checks
-    assert r["op_called"], "the compiled step no longer calls gated_delta_net_"
-    assert r["op_on_cache"], "gated_delta_net_ no longer updates the cache's buffer itself (a copy of the state)"
+    assert r["op_called"], "the compiled step no longer calls gated_delta_net"
+    assert r["op_on_cache"], "gated_delta_net no longer reads the cache's buffer itself (a copy of the state)"
     assert r["state_buffers"] == 0, "inductor allocates a state-sized buffer: the state is cloned or copied"
     assert r["cache_moved"] > 0.1  # the decode step did update the cache's buffer ...
     assert r["cache_diff"] < 1e-5 and r["out_diff"] < 1e-2  # ... exactly as the uncompiled step does

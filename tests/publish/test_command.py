@@ -24,6 +24,7 @@ from tests.helpers.hubserver.variants import (
 from tests.helpers.machine import requires_torch
 from toolkit.core import config
 from toolkit.core.errors import PublishError
+from toolkit.core.kernels_client import list_variants_argv
 from toolkit.publish.plan import (
     ADD,
     DELETE,
@@ -185,13 +186,19 @@ def test_publish_then_get_kernel_in_a_fresh_process(project, hub, tmp_path: Path
 
 
 @requires_torch
-def test_kernels_versions_lists_what_was_published(project, hub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    # `kernels versions` (kernels' own CLI) asks for the tree of each version by its full ref, refs/heads/v1.
+def test_kernels_cli_lists_what_was_published(project, hub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # kernels' own console script: `kernels variants --all-versions` from 0.18 (`kernels versions` before; it is
+    # deprecated in 0.18 and removed in 0.20). Both ask for the tree of each version by its full ref.
     _publish(project, hub)
-    code = f"import sys; sys.argv = ['kernels', 'versions', {REPO!r}]; from kernels.cli import main; main()"
-    proc = _load_in_fresh_process(hub, tmp_path / "cache", code)
+    script = Path(sys.executable).with_name("kernels")
+    if not script.exists():
+        pytest.skip("kernels' console script is not installed beside this Python")
+    env = client_env(hub.url, tmp_path / "cache")
+    env.pop("HF_TOKEN", None)
+    argv = [str(script), *list_variants_argv(REPO)]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Version 1:" in proc.stdout and host_variant_name() in proc.stdout, proc.stdout
+    assert "Version 1" in proc.stdout and host_variant_name() in proc.stdout, proc.stdout
     assert any("/tree/refs%2Fheads%2Fv1/build" in r[1] for r in hub.state.requests)
 
 
@@ -272,6 +279,26 @@ def test_refuses_without_a_token(project, hub, monkeypatch, tmp_path: Path) -> N
     assert hub.state.repos == {} and _writes(hub) == []
 
 
+@pytest.mark.parametrize("kind", ["link-out", "fifo"])
+def test_refuses_entries_that_are_not_regular_files_even_after_verify(project, hub, tmp_path: Path, kind) -> None:  # type: ignore[no-untyped-def]
+    """Issue 33 item 6: a link made after verify passed (to a file outside the project with the very bytes
+    verify hashed) or a named pipe is refused; nothing is opened through it, nothing pushed."""
+    import os
+
+    vd = project.build_dir / host_variant_name()
+    if kind == "link-out":
+        outside = tmp_path / "outside.py"
+        outside.write_bytes((vd / "__init__.py").read_bytes())
+        (vd / "__init__.py").unlink()
+        (vd / "__init__.py").symlink_to(outside)
+    else:
+        os.mkfifo(vd / "pipe.bin")
+    with pytest.raises(PublishError, match="holds entries that are not regular files") as exc:
+        _publish(project, hub)
+    assert ("symbolic link" if kind == "link-out" else "named pipe") in exc.value.message
+    assert _writes(hub) == []
+
+
 def test_rejected_token_is_reported_and_never_printed(project, hub) -> None:  # type: ignore[no-untyped-def]
     secret = "hf_" + "S3cr3t" * 6
     proc = subprocess.run(
@@ -344,6 +371,49 @@ def test_interrupted_publish_resumes_without_duplicates(project, hub) -> None:  
     final = hub.state.history("kernel", REPO, "v1")[0].files
     assert len([p for p in final if p.startswith("build/")]) == 4
     assert _publish(project, hub).status == "up-to-date"
+
+
+def _ctrl_c(*_a, **_k):  # type: ignore[no-untyped-def]
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("lands", ["while printing", "before any push", "between branches"])
+def test_ctrl_c_says_what_the_hub_holds_read_back(tmp_path: Path, hub, monkeypatch, lands) -> None:  # type: ignore[no-untyped-def]
+    """Issue 33 item 3: a Ctrl-C once the plan is made says what the Hub holds, read back from it, never
+    "previous state kept" after the push."""
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+    from toolkit.commands import publish as publish_command
+    from toolkit.publish import hub as hub_mod
+
+    root = write_project(tmp_path / "p", hub_repo=REPO)
+    write_lock(root, date="2026-01-01", subject="pin")
+    make_variant(root / "build")
+    assert verify_build(config.load(root), options=VerifyOptions(smoke=False)).ok
+    if lands == "while printing":
+        monkeypatch.setattr(publish_command, "_show", _ctrl_c)
+    elif lands == "before any push":
+        monkeypatch.setattr(hub_mod, "_ensure_branches", _ctrl_c)
+    else:
+        real = hub_mod._push_branch
+
+        def first_branch_only(api, plan, branch, *rest):  # type: ignore[no-untyped-def]
+            if branch == "main":
+                raise KeyboardInterrupt
+            return real(api, plan, branch, *rest)
+
+        monkeypatch.setattr(hub_mod, "_push_branch", first_branch_only)
+    res = CliRunner().invoke(app, ["publish", "-C", str(root), "--endpoint", hub.url, "--token", TOKEN])
+    assert res.exit_code == 130 and "previous state kept" not in res.output, res.output
+    last = res.output.splitlines()[-1]  # after the progress lines (publish shows them as they happen)
+    assert last.startswith("interrupted:"), res.output
+    expected = {
+        "while printing": "holds this publish (v1, main read back, every file as in build/): it had completed",
+        "before any push": "nothing was pushed",
+        "between branches": "holds part of this publish (v1 complete; main not yet pushed, read back)",
+    }[lands]
+    assert expected in last, res.output
 
 
 def test_parent_commit_guard_refuses_a_moved_branch(project, hub) -> None:  # type: ignore[no-untyped-def]

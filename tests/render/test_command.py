@@ -101,7 +101,9 @@ def test_orphaned_generated_files_are_reported_and_removed_but_hand_written_ones
 
 
 def test_build_toml_is_edition_5_valid_and_follows_config(tmp_path: Path) -> None:
-    from kernels._rust import Build
+    from toolkit.core.kernels_client import kernels_type
+
+    Build = kernels_type("Build")
 
     root = make_project(tmp_path, archs=("7.5", "9.0a"))
     render.write(rendered(root))
@@ -113,7 +115,13 @@ def test_build_toml_is_edition_5_valid_and_follows_config(tmp_path: Path) -> Non
         and doc["general"]["hub"]["repo-id"] == "example/ggml-attn-kernels"
     )
     kernels = doc["kernel"]
-    assert set(kernels) == {"gated_delta_net_cuda", "flash_attn_cuda", "ggml_shim_cuda", "gdn_prep_cuda"}
+    assert set(kernels) == {
+        "gated_delta_net_cuda",
+        "flash_attn_cuda",
+        "ssm_conv_cuda",
+        "ggml_shim_cuda",
+        "gdn_prep_cuda",
+    }
     for name, k in kernels.items():
         assert k["backend"] == "cuda" and k["depends"] == [], name  # torch-independent objects
         assert k["cuda-capabilities"] == ["7.5", "9.0a"]
@@ -128,10 +136,17 @@ def test_each_upstream_entry_is_included_exactly_once_and_no_torch_in_cuda_units
     root = make_project(tmp_path)
     render.write(rendered(root))
     units = sorted((root / "csrc" / "cuda").glob("*.cu"))
-    assert [u.name for u in units] == ["fa_vec_kernels.cu", "gdn_kernels.cu", "gdn_prep.cu", "ggml_shim.cu"]
+    assert [u.name for u in units] == [
+        "fa_vec_kernels.cu",
+        "gdn_kernels.cu",
+        "gdn_prep.cu",
+        "ggml_shim.cu",
+        "ssm_conv_kernels.cu",
+    ]
     includes = [inc for u in units for inc in re.findall(r'^#include "([^"]+)"', u.read_text(), re.M)]
     assert includes.count("ggml-cuda/gated_delta_net.cu") == 1
     assert includes.count("ggml-cuda/fattn-vec.cuh") == 1
+    assert includes.count("ggml-cuda/ssm-conv.cu") == 1
     for u in [*units, root / "csrc" / "cuda" / "ggml_launchers.h"]:
         text = u.read_text()
         assert not re.search(r"#include\s*[<\"](torch|ATen|c10)/", text), u.name
@@ -228,7 +243,9 @@ def test_template_without_notice_is_rejected(tmp_path: Path) -> None:
 def test_a_build_toml_that_kernels_rejects_fails_render(tmp_path: Path) -> None:
     root = make_project(tmp_path)
     bt = root / "templates" / "build.toml.j2"
-    bt.write_text(bt.read_text().replace("edition = 5", "edition = 5\nnot-a-key = 1"))
+    bt.write_text(
+        bt.read_text().replace("edition = {{ build_edition }}", "edition = {{ build_edition }}\nnot-a-key = 1")
+    )
     with pytest.raises(RenderError, match="kernels' parser"):
         rendered(root)
 
@@ -263,3 +280,34 @@ def test_include_spelling_follows_ggml_include_roots() -> None:
     assert render.include_spelling("src/ggml-cuda/gated_delta_net.cu") == "ggml-cuda/gated_delta_net.cu"
     assert render.include_spelling("include/ggml.h") == "ggml.h"
     assert render.output_path("torch-ext/__module__/_ops.py.j2", "m") == "torch-ext/m/_ops.py"
+
+
+@pytest.mark.parametrize("lands", ["while printing", "before any file", "after some files"])
+def test_ctrl_c_says_which_generated_files_are_written_read_back(tmp_path: Path, monkeypatch, lands) -> None:
+    """Issue 33 item 3: a Ctrl-C once render's plan is made says what the tree holds, read back from disk."""
+    from toolkit.commands import render as render_command
+    from toolkit.core import fs
+
+    root = make_project(tmp_path)
+    calls = {"n": 0}
+    real_write = fs.atomic_write
+
+    def some_then_ctrl_c(path, data):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        if lands == "before any file" or calls["n"] > 2:
+            raise KeyboardInterrupt
+        real_write(path, data)
+
+    if lands == "while printing":
+        monkeypatch.setattr(render_command, "_show", lambda *_a: (_ for _ in ()).throw(KeyboardInterrupt()))
+    else:
+        monkeypatch.setattr(render, "atomic_write", some_then_ctrl_c)
+    res = CliRunner().invoke(app, ["render", "-C", str(root)])
+    assert res.exit_code == 130 and "previous state kept" not in res.output, res.output
+    last = res.output.splitlines()[-1]
+    expected = {
+        "while printing": "every generated file is as rendered (read back from disk): it had completed",
+        "before any file": "nothing was written:",
+        "after some files": f"2 of {len(rendered(root).files)} generated file(s) written;",
+    }[lands]
+    assert last.startswith("interrupted:") and expected in last, res.output

@@ -52,6 +52,7 @@ def _lock(kind: str) -> Lock:
             for op, c in (
                 ("gated_delta_net", "src/ggml-cuda/gated_delta_net.cu"),
                 ("flash_attn", "src/ggml-cuda/fattn-vec.cuh"),
+                ("ssm_conv", "src/ggml-cuda/ssm-conv.cu"),
             )
         }
         closures = {op: {"metal": (MONO, IMPL, "src/ggml-common.h")} for op in entries}
@@ -69,6 +70,7 @@ def _lock(kind: str) -> Lock:
         )
     gdn, fa = "src/ggml-metal/kernels/gated_delta_net.metal", "src/ggml-metal/kernels/fa.metal"
     common = "src/ggml-metal/kernels/common.h"
+    conv = "src/ggml-metal/kernels/ssm_conv.metal"
     return Lock(
         upstream="https://github.com/ggml-org/llama.cpp",
         layout="llama.cpp",
@@ -81,10 +83,12 @@ def _lock(kind: str) -> Lock:
         entries={
             "gated_delta_net": {"cuda": ("src/ggml-cuda/gated_delta_net.cu",), "metal": (gdn,)},
             "flash_attn": {"cuda": ("src/ggml-cuda/fattn-vec.cuh",), "metal": (fa,)},
+            "ssm_conv": {"cuda": ("src/ggml-cuda/ssm-conv.cu",), "metal": (conv,)},
         },
         closures={
             "gated_delta_net": {"metal": (gdn, common, IMPL)},
             "flash_attn": {"metal": (fa, common, "src/ggml-metal/kernels/dequantize.h", IMPL, "src/ggml-common.h")},
+            "ssm_conv": {"metal": (conv, common, IMPL)},
         },
     )
 
@@ -166,7 +170,7 @@ def test_translation_unit_includes_the_layouts_entries(tmp_path: Path) -> None:
     post = rendered(tmp_path, "post-split")["csrc/metal/ggml_metal_kernels.metal"]
     inc = re.compile(r'^#include "([^"]+)"', re.M)
     assert inc.findall(pre) == ["ggml-metal.metal"]  # one include although both ops use it
-    assert inc.findall(post) == ["kernels/gated_delta_net.metal", "kernels/fa.metal"]
+    assert inc.findall(post) == ["kernels/gated_delta_net.metal", "kernels/fa.metal", "kernels/ssm_conv.metal"]
     for text in (pre, post):
         defines = re.findall(r"^#define (\w+)", text, re.M)
         assert defines == list(FACTS.METAL_DEFINES)

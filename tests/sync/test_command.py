@@ -343,6 +343,20 @@ def test_refuses_symlink_escaping_the_tree(proj, up_llama, tmp_path):
     assert_refused(cfg, UpstreamError, "symlink to .*outside the ggml tree", rev="symlink-escape")
 
 
+def test_submodules_are_skipped_and_an_include_into_one_is_refused(proj, up_llama, tmp_path):
+    for cfg in (proj, config.load(make_project(tmp_path / "p2", str(up_llama.path)))):
+        res = cli(cfg, "sync", "--rev", "submodule")
+        assert res.exit_code == 0, res.output
+        assert vendored(cfg) == ALL_V1
+        listed = cli(cfg, "patch", "list")
+        assert listed.exit_code == 0, listed.output
+        assert_refused(
+            cfg, UpstreamError, r"gated_delta_net.cuh:2: .*inside the git submodule", rev="submodule-include"
+        )
+        res = cli(cfg, "sync", "--rev", "submodule-include")
+        assert res.exit_code == 3 and res.output.count("\n") == 1, res.output
+
+
 def test_refuses_revision_without_license(proj):
     assert_refused(proj, UpstreamError, "LICENSE is missing", rev="no-license")
 
@@ -526,6 +540,29 @@ def test_pin_move_reports_drift(proj, up):
     # unchanged files keep their inode and mtime across the swap
     assert keep.stat().st_mtime_ns == mtime
     assert not (proj.vendor_dir / "ggml" / "src/ggml-cuda/convert.cuh").exists()
+
+
+HOSTILE_SUBJECT = (
+    "cuda: \x1b[31mred\x1b[0m \x1b]8;;https://evil.example\x07a link\x1b]8;;\x07 \x1b]0;title\x07 \u202eright"
+)
+
+
+def test_upstream_text_reaches_terminal_and_report_escaped(tmp_path, up):
+    """A hostile upstream's commit subject (SGR colours, an OSC 8 hyperlink, an OSC 0 title, a bidi
+    override) is shown with its escape sequences spelled out by sync, status and the drift report."""
+    hostile = tmp_path / "hostile"
+    git(tmp_path, "clone", "-q", str(up.path), str(hostile))
+    (hostile / "src/ggml-cuda/gated_delta_net.cuh").write_text('#include "common.cuh"\n#include "ggml.h"\n// x\n')
+    git(hostile, "commit", "-qam", HOSTILE_SUBJECT)
+    cfg = config.load(make_project(tmp_path / "proj", str(hostile)))
+    assert cli(cfg, "sync", "--rev", "v1").exit_code == 0
+    outputs = [cli(cfg, "sync", "--rev", "HEAD"), cli(cfg, "status"), cli(cfg, "sync", "--check")]
+    md = next((cfg.build_dir / "reports").glob("drift-*.md")).read_text()
+    for text in [*(r.output for r in outputs), md]:
+        assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text, text
+    spelled = "cuda: \\x1b[31mred\\x1b[0m \\x1b]8;;https://evil.example\\x07a link"
+    assert spelled in outputs[0].output and spelled in outputs[1].output and spelled in md
+    assert "\\u202eright" in md
 
 
 def test_pin_moving_backwards_lists_the_dropped_commits(proj):

@@ -110,6 +110,60 @@ def test_save_with_a_new_description_only_rewrites_the_message(proj):
     assert_one_line_refusal(proj, ["patch", "save", "scale"], 5, "no edits to save")
 
 
+def test_save_refreshes_a_patch_that_a_later_patch_builds_on(proj):
+    """Issue 33 item 5: 0002 changes the line 0001 wrote. Refreshing 0001 (a new message, or a further edit
+    of its own) diffs against the pin plus the patches before it, and 0002 is checked on top again."""
+    edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = 2.0f * q[0] * k[0];")
+    assert cli(proj, "patch", "save", "scale", "-m", "cuda: scale").exit_code == 0
+    edit(proj, "2.0f * q[0]", "2.0f * 0.5f * q[0]")
+    assert cli(proj, "patch", "save", "half", "-m", "cuda: halve it").exit_code == 0
+    patches = proj.vendor_dir / "patches"
+    first, second = (patches / "0001-scale.patch").read_text(), (patches / "0002-half.patch").read_text()
+    assert "-    dst[0] = 2.0f * q[0] * k[0];" in second  # 0002 builds on 0001
+    res = cli(proj, "patch", "save", "scale", "-m", "cuda: scale the product\n\nbefore 9 us, after 3 us")
+    assert res.exit_code == 0, res.output
+    refreshed = (patches / "0001-scale.patch").read_text()
+    assert "Subject: [PATCH] cuda: scale the product" in refreshed
+    assert refreshed.split("diff --git", 1)[1] == first.split("diff --git", 1)[1]  # the same change
+    assert (patches / "0002-half.patch").read_text() == second
+    assert check_vendor_dir(proj.vendor_dir) == []
+    # a further edit of 0001's own, away from what 0002 changes, goes into 0001
+    edit(proj, "case 64: break;", "case 64: case 128: break;")
+    res = cli(proj, "patch", "save", "0001-scale.patch")
+    assert res.exit_code == 0 and "refreshed vendor/patches/0001-scale.patch" in res.output, res.output
+    refreshed = (patches / "0001-scale.patch").read_text()
+    assert "case 128" in refreshed and "+    dst[0] = 2.0f * q[0] * k[0];" in refreshed and "0.5f" not in refreshed
+    assert (patches / "0002-half.patch").read_text() == second
+    assert check_vendor_dir(proj.vendor_dir) == []
+    assert sync_project(proj, SyncRequest()).status == "unchanged"  # the series reproduces vendor/ exactly
+    # an edit of what 0002 changes cannot go into 0001: one line, nothing written
+    edit(proj, "0.5f", "0.25f")
+    assert_one_line_refusal(proj, ["patch", "save", "scale"], 5, "overlap what the later patch 0002-half.patch changes")
+
+
+@pytest.mark.parametrize("lands", ["after the write", "before the write"])
+def test_ctrl_c_of_save_says_what_vendor_holds_read_back(proj, monkeypatch, lands):
+    """Issue 33 item 3: a Ctrl-C of `patch save` once planned says truthfully whether the patch was saved."""
+    from toolkit.sync import patch_workflow as wf
+
+    real = wf.execute_save
+
+    def ctrl_c(plan):  # type: ignore[no-untyped-def]
+        if lands == "after the write":
+            real(plan)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(wf, "execute_save", ctrl_c)
+    edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = 2.0f * q[0] * k[0];")
+    res = cli(proj, "patch", "save", "scale", "-m", "cuda: scale")
+    assert res.exit_code == 130 and "previous state kept" not in res.output, res.output
+    saved = (proj.vendor_dir / "patches" / "0001-scale.patch").exists()
+    if lands == "after the write":
+        assert saved and "vendor/ holds the saved vendor/patches/0001-scale.patch" in res.output, res.output
+    else:
+        assert not saved and "vendor/ is as it was: nothing was written" in res.output, res.output
+
+
 def test_save_dry_run_writes_nothing(proj):
     edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = 3.0f;")
     before = tree_state(proj.vendor_dir)

@@ -381,6 +381,45 @@ def test_cli_json_and_exit_code(tmp_path: Path) -> None:
     assert "error:" in proc.stderr and "check(s) failed" in proc.stderr
 
 
+@pytest.mark.parametrize("kind", ["fifo", "link-out", "link-in", "linked-dir"])
+def test_entries_that_are_not_regular_files_fail_without_being_opened(tmp_path: Path, kind: str) -> None:
+    """Issue 33 item 6: as collect does, verify refuses a variant holding a named pipe or a symbolic link
+    (one to a file outside the project above all); the pipe is never opened (the CLI would hang)."""
+    import os
+
+    cfg, build = _project(tmp_path)
+    vd = make_variant(build)
+    secret = tmp_path / "outside-secret.txt"
+    secret.write_text("not the variant's\n")
+    expected = {
+        "fifo": "extra.bin is a named pipe",
+        "link-out": f"__init__.py is a symbolic link to {str(secret)!r}, outside the variant",
+        "link-in": "alias.py is a symbolic link to '__init__.py'",
+        "linked-dir": "sub is a symbolic link to",
+    }[kind]
+    if kind == "fifo":
+        os.mkfifo(vd / "extra.bin")
+    elif kind == "link-out":
+        secret.write_bytes((vd / "__init__.py").read_bytes())  # the same bytes: only the entry's kind differs
+        (vd / "__init__.py").unlink()
+        (vd / "__init__.py").symlink_to(secret)
+    elif kind == "link-in":
+        (vd / "alias.py").symlink_to("__init__.py")
+    else:
+        (vd / "sub").symlink_to(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "toolkit.cli", "verify", "-C", str(cfg.root), "--json", "--no-smoke"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 8, proc.stdout + proc.stderr
+    doc = json.loads(proc.stdout)
+    [entries] = [f for v in doc["variants"] for f in v["findings"] if f["check"] == "entries"]
+    assert entries["status"] == "fail" and expected in entries["message"], entries
+    assert stamp_verdict(build, vd)[0] is False
+
+
 @pytest.mark.slow
 def test_host_toolchain_abi_is_a_warning_only_when_asked_and_never_for_huggingface_co(tmp_path: Path) -> None:
     if shutil.which("nvcc") is None:
@@ -437,3 +476,46 @@ def test_rocm_archs_from_the_offload_bundle(tmp_path: Path) -> None:
     bad = check_archs("v", "rocm", ["gfx942", "gfx1100"], [so])
     assert bad[0].status == FAIL and "['gfx90a', 'gfx942']" in bad[0].message
     assert check_archs("v", "metal", None, [so])[0].status == SKIP
+
+
+@pytest.mark.parametrize(
+    ("minver", "expect"),
+    [
+        (None, "has no kernels-minver"),
+        ("0.18.0", "newer than the oldest supported client 0.17.2"),
+        ("9.0.0", "newer than the kernels installed here"),
+    ],
+)
+def test_kernels_minver_must_be_honest(tmp_path: Path, minver: str | None, expect: str) -> None:
+    # Clients from 0.18 refuse a variant whose minver is above them: a minver above the oldest client we support
+    # silently drops its users; a missing one lets an older client load what it cannot run.
+    cfg, build = _project(tmp_path)
+    path = make_variant(build)
+    meta = json.loads((path / "metadata.json").read_text())
+    if minver is None:
+        meta.pop("kernels-minver")
+    else:
+        meta["kernels-minver"] = minver
+    (path / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+    report = verify_build(cfg, options=NO_VENDOR)
+    msgs = [f.message for f in _by_check(report, "metadata") if f.status == FAIL]
+    assert any(expect in m for m in msgs), msgs
+
+
+def test_a_tampered_variant_fails_verify_in_one_line_and_the_clients_load(tmp_path: Path) -> None:
+    # From kernels 0.18 every load hashes the variant against metadata.json's digest and raises on a mismatch:
+    # verify's digest check says the same thing first, in one line naming the file.
+    kernels = pytest.importorskip("kernels", reason="kernels is not installed")
+    cfg, build = _project(tmp_path)
+    v = make_variant(build)
+    (v / "_ops.py").write_text((v / "_ops.py").read_text() + "\n# tampered\n")
+    report = verify_build(cfg, options=NO_VENDOR)
+    (d,) = _by_check(report, "digest")
+    assert d.status == FAIL and "changed: _ops.py" in d.message and "\n" not in d.line()
+    from packaging.version import Version
+
+    if Version(kernels.__version__) < Version("0.18"):
+        pytest.skip(f"kernels {kernels.__version__} does not check digests on load (0.18 does)")
+    code = "import sys, kernels; from pathlib import Path; kernels.get_local_kernel(Path(sys.argv[1]))"
+    proc = subprocess.run([sys.executable, "-c", code, str(v)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "digest" in proc.stderr.lower(), proc.stderr[-2000:]

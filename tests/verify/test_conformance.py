@@ -34,9 +34,22 @@ def torch():
 class FaithfulOps:
     """The documented contract in float32 on the CPU, with optional deliberate mistakes."""
 
-    def __init__(self, torch, *, state="vk", gqa="tiled", gate="log", fa_gqa="grouped", honour_scale=True):
+    def __init__(
+        self, torch, *, state="vk", gqa="tiled", gate="log", fa_gqa="grouped", honour_scale=True, conv="faithful"
+    ):
         self.torch, self.state, self.gqa, self.gate = torch, state, gqa, gate
-        self.fa_gqa, self.honour_scale = fa_gqa, honour_scale
+        self.fa_gqa, self.honour_scale, self.conv = fa_gqa, honour_scale, conv
+
+    def supports_ssm_conv(self, d_conv, channels):
+        return d_conv in (3, 4, 5, 9, 15) and channels % 128 == 0
+
+    def ssm_conv_input(self, n_seqs, channels, length, device):
+        return self.torch.empty(n_seqs, channels, length)
+
+    def ssm_conv(self, x, weight, bias=None, *, silu=False):
+        flip = self.conv == "flipped"
+        silu = silu and self.conv != "no-silu"
+        return R.ssm_conv_reference(self.torch, x, weight, bias, silu=silu, flip=flip).float()
 
     def supports_gated_delta_net(self, d):
         return d in (16, 32, 64, 128)
@@ -62,7 +75,7 @@ class FaithfulOps:
 def run_cases(torch, ops) -> dict:
     return {
         "device": "cpu",
-        "cases": [CASES.run_case(torch, ops, c, "cpu") for c in (*CASES.GDN_CASES, *CASES.FA_CASES)],
+        "cases": [CASES.run_case(torch, ops, c, "cpu") for c in (*CASES.GDN_CASES, *CASES.FA_CASES, *CASES.CONV_CASES)],
     }
 
 
@@ -71,11 +84,23 @@ def failed(doc) -> set[str]:
 
 
 def test_the_cases_cover_the_documented_contract():
-    covered = " ".join(c.covers for c in (*CASES.GDN_CASES, *CASES.FA_CASES))
+    every = (*CASES.GDN_CASES, *CASES.FA_CASES, *CASES.CONV_CASES)
+    covered = " ".join(c.covers for c in every)
     for part in ("[value][key]", "tiled", "KDA", "log-domain", "1/sqrt", "mask", "multiple of 256", "scale"):
         assert part in covered, part
-    contrasts = {w for c in (*CASES.GDN_CASES, *CASES.FA_CASES) for w in c.contrast}
-    assert {"state-kv", "grouped", "linear-gate", "unscaled", "tiled", "default-scale"} <= contrasts
+    for part in ("one token", "SiLU", "long kernel", "bias", "no activation"):  # ssm_conv
+        assert part in covered, part
+    contrasts = {w for c in every for w in c.contrast}
+    assert {
+        "state-kv",
+        "grouped",
+        "linear-gate",
+        "unscaled",
+        "tiled",
+        "default-scale",
+        "flipped",
+        "no-silu",
+    } <= contrasts
 
 
 def test_faithful_ops_pass_every_case(torch):
@@ -92,6 +117,8 @@ def test_faithful_ops_pass_every_case(torch):
         ({"gate": "linear"}, {"gdn-log-gates"}),
         ({"fa_gqa": "tiled"}, {"fa-grouped-gqa"}),
         ({"honour_scale": False}, {"fa-scale-bf16"}),
+        ({"conv": "flipped"}, {"conv-decode", "conv-prefill", "conv-k3-linear"}),
+        ({"conv": "no-silu"}, {"conv-prefill"}),
     ],
 )
 def test_each_wrong_contract_fails_its_cases(torch, mistake, expected):

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from toolkit.core.config import Config
     from toolkit.core.stage import Log
 
-__all__ = ["Request", "Plan", "Report", "plan", "execute"]
+__all__ = ["Request", "Plan", "Report", "plan", "execute", "interrupted"]
 _TYPES = {"Plan": "BuildPlanned", "Report": "BuildReport", "Request": "Request"}
 
 
@@ -49,3 +49,11 @@ def execute(plan: BuildPlanned, log: Log | None = None) -> BuildReport:
     from toolkit.core.stage import quiet
 
     return run(plan, log or quiet)
+
+
+def interrupted(plan: BuildPlanned) -> Exception:
+    """The one-line Interrupted error (exit 130) for a Ctrl-C after `plan` was made: which variants build/
+    holds anew, read back from disk."""
+    from toolkit.build.stage import interrupted as state
+
+    return state(plan)

@@ -17,7 +17,7 @@ import tomlkit
 
 from toolkit import __version__
 from toolkit.build.cache import sha256_file
-from toolkit.core import fs
+from toolkit.core import build_edition, fs
 from toolkit.core.config import Config
 from toolkit.core.errors import BuildError
 
@@ -144,12 +144,10 @@ def validate_build_toml(root: Path, memo: Path | None, *, store: bool = True) ->
                 return
         except (OSError, ValueError):
             pass
-    from toolkit.core.kernels_bindings import kernels_type  # deferred: heavy import
-
-    Build = kernels_type("Build")
+    from toolkit.core.kernels_client import open_build  # deferred: heavy import
 
     try:
-        Build.open(str(root))
+        open_build(str(root))
     except Exception as exc:
         raise BuildError(
             f"build.toml is rejected by kernels' parser: {exc}", "re-run `ggml-vendor render` (or fix build.toml)"
@@ -177,7 +175,7 @@ def _kernel_sections(doc: dict[str, Any]) -> tuple[KernelSection, ...]:
         out.append(
             KernelSection(
                 name=name,
-                backend=str(t.get("backend")),
+                backend=build_edition.backend_of(t),  # `backend` (edition 5) or `language` (6)
                 depends=_tuple(t, "depends"),
                 src=_tuple(t, "src"),
                 include=_tuple(t, "include"),

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit.build.cache import BuildCache, digest_strings, parse_depfile, scratch_prefix
+from toolkit.build.fixedtu import KEY_TAG as TU_KEY_TAG
+from toolkit.build.fixedtu import through_stand_in
 from toolkit.build.geninclude import GLIBC_COMPAT, GLIBC_COMPAT_C, REGISTRATION_H, cublas_dir
 from toolkit.build.metal import embed_metallib
 from toolkit.build.outdir import clean_stale_stages, intact_files, variant_stage
@@ -29,6 +31,7 @@ from toolkit.build.outdir import variant_intact as variant_intact  # re-exported
 from toolkit.build.results import RunStats, VariantResult
 from toolkit.core import fs, ggml_facts
 from toolkit.core.errors import BuildError, Interrupted
+from toolkit.core.kernels_client import KERNELS_MINVER
 
 if TYPE_CHECKING:
     from toolkit.build.inputs import Provenance
@@ -154,6 +157,8 @@ class LocalExecutor:
     # -- one step -----------------------------------------------------------------------------------------
     def step_key(self, step: Step) -> str:
         parts = ["ggml-vendor-step-v1", step.kind, step.toolchain, *step.argv]
+        if step.tool == "nvcc" and step.kind == "compile":
+            parts.append(TU_KEY_TAG)  # objects from before the fixed path are not reused
         for rel in step.inputs:
             h = self.cache.file_hash(rel)
             if h is None:
@@ -188,6 +193,8 @@ class LocalExecutor:
                     argv += inputs
                 else:
                     argv.append(a.replace("{out}", str(out)).replace("{dep}", str(dep)).replace("{tmp}", str(tmp)))
+            if step.tool == "nvcc" and step.kind == "compile":
+                argv = through_stand_in(argv, self.root)  # a fixed path names nvcc's anonymous namespaces
             if step.tool == "python":  # in-process helper (not a compiler invocation)
                 # The checking, atomic embed of the Metal backend (the metallib must parse and target
                 # macOS >= facts.METAL_MIN_MACOS; verify checks the kernels it holds).
@@ -473,6 +480,8 @@ class LocalExecutor:
             "license": proj.license,
             "python-depends": [],
             "backend": {"type": v.variant.backend, "archs": list(v.archs)},
+            # the oldest client the packages are tested under; clients from 0.18 refuse a newer minver
+            "kernels-minver": KERNELS_MINVER,
             "provenance": provenance,
         }
         if proj.upstream and "://" in proj.upstream:
@@ -513,7 +522,7 @@ class LocalExecutor:
         for rel, data in py.items():
             (stage / rel).parent.mkdir(parents=True, exist_ok=True)
             (stage / rel).write_bytes(data)
-        from toolkit.core.kernels_bindings import kernels_types  # deferred: heavy import
+        from toolkit.core.kernels_client import kernels_types  # deferred: heavy import
 
         Digest, DigestAlgorithm, Metadata = kernels_types("Digest", "DigestAlgorithm", "Metadata")
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from toolkit.build.outdir import variant_stage
 from toolkit.build.results import VariantResult
-from toolkit.core import fs
+from toolkit.core import build_edition, fs
 
 if TYPE_CHECKING:
     from toolkit.build.plan import BuildPlan, VariantPlan
@@ -157,9 +157,13 @@ def _stage_project(root: Path, stage: Path, np_: NixPlan) -> None:
             (stage / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, stage / rel)
     build_toml = stage / "build.toml"
-    if np_.vendor != VENDOR and build_toml.is_file():
+    if build_toml.is_file():
         text = build_toml.read_text()
-        build_toml.write_text(text.replace(f'"{np_.vendor}/', f'"{VENDOR}/'))
+        if np_.vendor != VENDOR:
+            text = text.replace(f'"{np_.vendor}/', f'"{VENDOR}/')
+        # kernel-builder's Nix builder requires edition 6; the committed file keeps the edition that the
+        # packages' oldest supported kernels client reads (toolkit/core/build_edition.py).
+        build_toml.write_text(build_edition.to_edition(text, build_edition.NIX_EDITION))
     (stage / "flake.nix").write_text(np_.flake)
     subprocess.run(["git", "init", "-q"], cwd=stage, check=False)
     subprocess.run(["git", "add", "-A"], cwd=stage, check=False)

@@ -10,6 +10,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from toolkit.core import fs
+from toolkit.core.errors import Interrupted
 
 STAGE_MARKER = ".tmp-"  # staging dirs are hidden siblings of the variant dirs: build/.<variant>.tmp-<pid>-<hex>
 
@@ -53,3 +54,42 @@ def variant_stage(final: Path) -> AbstractContextManager[Path]:
     """The staged tree of build/<variant>/ (toolkit.core.fs.staged): swapped in when complete, so readers
     see the old variant or the new one, never a missing or half-written one."""
     return fs.staged(final, f".{final.name}{STAGE_MARKER}", only_dead=False)
+
+
+def fingerprint(out: Path) -> str | None:
+    """What build/<variant>/ holds, cheaply: the sha256 of its metadata.json (which carries every file's
+    digest); None when there is none."""
+    try:
+        return hashlib.sha256((out / "metadata.json").read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def read_back(build_dir: Path, before: tuple[tuple[str, Path, str | None], ...]) -> Interrupted:
+    """The one line for a Ctrl-C of a build: which of the planned variants (name, build/<variant>, its
+    fingerprint when planned) build/ now holds anew, read back from disk after a cut swap is rolled back."""
+    clean_stale_stages(build_dir)
+    new, same, broken = [], [], []
+    for name, out, was in before:
+        now = fingerprint(out) if variant_intact(out) else None
+        if now is not None and now != was:
+            new.append(name)
+        elif now == was:
+            same.append(name)
+        else:
+            broken.append(name)
+    if broken:
+        return Interrupted(
+            f"build/ holds no intact {', '.join(broken)} (read back from disk)", "run ggml-vendor build again"
+        )
+    if not new:
+        return Interrupted(
+            "build/ is as it was: no variant was replaced (read back from disk)", "run ggml-vendor build again"
+        )
+    rest = f"; {', '.join(same)} as before" if same else ""
+    return Interrupted(
+        f"build/ holds the new build of {', '.join(new)}{rest} (read back from disk)",
+        "nothing is half-written; ggml-vendor build again finishes the rest and skips what is up to date"
+        if same
+        else "nothing to undo",
+    )

@@ -32,12 +32,13 @@ from toolkit.build.envs import (
 from toolkit.build.inputs import load_project, read_provenance, remember_validated
 from toolkit.build.local import LocalExecutor
 from toolkit.build.matrix import ENGINES, Matrix, Status, Variant, load_matrix, status
+from toolkit.build.outdir import fingerprint, read_back
 from toolkit.build.plan import BuildPlan, make_plan
 from toolkit.build.provision import Install, installs_for, provision
 from toolkit.build.report import BuildReport, plan_lines
 from toolkit.build.results import RunStats, VariantResult
 from toolkit.core.config import Config
-from toolkit.core.errors import BuildError, ConfigError, NothingToBuildError
+from toolkit.core.errors import BuildError, ConfigError, Interrupted, NothingToBuildError
 from toolkit.core.records import fields_json
 from toolkit.core.stage import Log, quiet
 
@@ -187,6 +188,9 @@ class BuildPlanned:
     notes: tuple[str, ...] = ()
     installs: tuple[Install, ...] = ()  # provisioning, run first (each once, atomically, into the user cache)
     envs: tuple[EnvPlan, ...] = ()  # --create-envs venvs (rows only a [torch-index] URL serves)
+    # (variant, build/<variant>, its outdir.fingerprint when planned) of every buildable variant: what a
+    # Ctrl-C's line compares build/ with
+    before: tuple[tuple[str, Path, str | None], ...] = ()
 
     @property
     def preparing(self) -> bool:
@@ -306,7 +310,9 @@ def plan(cfg: Config, request: Request | None = None, log: Log = quiet) -> Build
     installs += (tc.install,) if tc.install is not None else ()
     log(f"planned {len(steps.variants)} variant(s), {len(installs)} install(s), {len(envs)} environment(s)")
     notes = tuple(n for n in (tc.note,) if n)
-    return BuildPlanned(cfg, request, matrix, host, steps, enabled, cdir, tc, notes, installs, envs)
+    outs = [(v.name, project.root / v.out_dir) for v in steps.variants if v.status.buildable]
+    before = tuple((name, out, fingerprint(out)) for name, out in outs)
+    return BuildPlanned(cfg, request, matrix, host, steps, enabled, cdir, tc, notes, installs, envs, before)
 
 
 def _prepare(planned: BuildPlanned, log: Log) -> BuildPlanned:
@@ -369,6 +375,12 @@ def execute(planned: BuildPlanned, log: Log = quiet) -> BuildReport:
     return BuildReport(
         [results[v.name] for v in planned.plan.variants], stats, planned.plan, log_dir=str(planned.cache / "logs")
     )
+
+
+def interrupted(planned: BuildPlanned) -> Interrupted:
+    """The Interrupted error (exit 130) for a Ctrl-C anywhere after `planned` was made, the report's printing
+    included: which variants build/ holds anew, read back from disk (outdir.read_back)."""
+    return read_back(planned.plan.project.root / "build", planned.before)
 
 
 def _local_executor(planned: BuildPlanned, jobs: int) -> LocalExecutor:

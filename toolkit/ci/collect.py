@@ -45,12 +45,12 @@ from typing import Any
 
 from toolkit.core import fs
 from toolkit.core.config import Config
-from toolkit.core.errors import CollectError
+from toolkit.core.errors import CollectError, Interrupted
 from toolkit.core.records import fields_json, sub_table
 from toolkit.core.stage import Log, Verdict, quiet
 from toolkit.verify import record as vrecord  # the one owner of the verification record
 
-__all__ = ["Request", "Plan", "Report", "Refusal", "Incoming", "plan", "execute", "collect"]
+__all__ = ["Request", "Plan", "Report", "Refusal", "Incoming", "plan", "execute", "interrupted", "collect"]
 
 RECORD = vrecord.NAME
 STAGING_PREFIX = ".collect-"
@@ -396,7 +396,7 @@ def _digest_difference(files: dict[str, str], actual: dict[str, str]) -> str | N
 def _completeness(variant_dir: Path, meta: dict[str, Any]) -> str | None:
     """Why the variant's files are not exactly what its metadata.json digest lists, or None. The hashes are
     kernels' own (kernels' `Digest`, what the build wrote and what `kernels` checks)."""
-    from toolkit.core.kernels_bindings import kernels_types
+    from toolkit.core.kernels_client import kernels_types
 
     Digest, DigestAlgorithm = kernels_types("Digest", "DigestAlgorithm")
 
@@ -635,6 +635,33 @@ def execute(plan: Plan, log: Log = quiet) -> Report:
         if created and not committed:
             with contextlib.suppress(OSError):
                 plan.build_dir.rmdir()  # only when we created it and left it empty
+
+
+def interrupted(plan: Plan) -> Interrupted:
+    """The Interrupted error (exit 130) for a Ctrl-C anywhere after `plan` was made, the report's printing
+    included: which admitted variants build/ holds, with their records, read back from disk (a swap a kill
+    cut between its renames rolled back first)."""
+    fs.recover_swaps(plan.build_dir)
+    records = vrecord.entries(plan.build_dir)
+    held = []
+    for item in plan.incoming:
+        tree = plan.build_dir / item.variant
+        same = tree.is_dir() and vrecord.tree_sha256(tree) == item.tree_sha256
+        if same and records.get(item.variant, {}).get("collected", {}).get("artifact") == item.artifact:
+            held.append(item.variant)
+    if plan.ok and plan.incoming and len(held) == len(plan.incoming):
+        return Interrupted(
+            f"build/ holds the collected {', '.join(held)} and their records (read back from disk): "
+            "the collect had completed",
+            "nothing to undo",
+        )
+    if not held:
+        return Interrupted("build/ is as it was: nothing was collected (read back from disk)", "run the collect again")
+    missing = [i.variant for i in plan.incoming if i.variant not in held]
+    return Interrupted(
+        f"build/ holds the collected {', '.join(held)} but not {', '.join(missing)} (read back from disk)",
+        "run the collect again",
+    )
 
 
 def _swap_back(target: Path, old: Path | None) -> None:

@@ -33,9 +33,10 @@ from toolkit.build.engines import (  # noqa: F401  (re-exported: the workflow's 
 )
 from toolkit.build.matrix import Matrix, load_matrix
 from toolkit.core.config import Config
-from toolkit.core.errors import ConfigError, RenderError
+from toolkit.core.errors import ConfigError, Interrupted, RenderError
 from toolkit.core.stage import Log, Verdict, quiet
-from toolkit.render.stage import RenderedFile, RenderPlan, check, template_environment
+from toolkit.outdated.workflow import render_update
+from toolkit.render.stage import FileChange, RenderedFile, RenderPlan, check, read_back, template_environment
 from toolkit.render.stage import write as write_rendered
 
 TEMPLATE = "ci/build-variants.yml.j2"
@@ -222,6 +223,14 @@ class Plan:
     drift: str | None  # None (up to date), "missing" or "stale"
     root: Path
     request: Request = Request()
+    # the other generated workflows (update.yml, toolkit/outdated/workflow.py) with their drift
+    others: tuple[tuple[RenderedFile, str | None], ...] = ()
+
+    @property
+    def stale(self) -> tuple[str, ...]:
+        """Every generated workflow that is missing or stale, "PATH is missing|stale"."""
+        out = [f"{self.workflow.path} is {self.drift}"] if self.drift else []
+        return tuple(out + [f"{f.path} is {d}" for f, d in self.others if d])
 
     def jobs(self) -> str:
         parts = []
@@ -233,8 +242,10 @@ class Plan:
         return f"{len(self.workflow.rows)} variant jobs; " + "; ".join(parts)
 
     def lines(self) -> list[str]:
-        verdict = {None: "is up to date", "missing": "is missing", "stale": "is out of date"}[self.drift]
-        return [f"{self.workflow.path} {verdict} ({self.jobs()})"]
+        words = {None: "is up to date", "missing": "is missing", "stale": "is out of date"}
+        return [f"{self.workflow.path} {words[self.drift]} ({self.jobs()})"] + [
+            f"{f.path} {words[d]}" for f, d in self.others
+        ]
 
     def to_json(self, *, ok: bool = True, written: bool = False) -> dict[str, Any]:
         wf = self.workflow
@@ -257,6 +268,7 @@ class Plan:
             "skipped": [
                 {"package": p.package, "variant": n, "reason": why} for p in wf.packages for n, why in p.skipped
             ],
+            "others": [{"path": f.path, "drift": d} for f, d in self.others],
         }
 
 
@@ -266,17 +278,19 @@ class Report(Verdict):
     written: bool
 
     def failure(self) -> RenderError | None:
-        if not (self.plan.request.check and self.plan.drift):
+        if not (self.plan.request.check and self.plan.stale):
             return None
         return RenderError(
-            f"{self.plan.workflow.path} is {self.plan.drift}: it no longer matches the matrix and templates/ci/",
+            f"{', '.join(self.plan.stale)}: it no longer matches the matrix and templates/ci/",
             "run `ggml-vendor ci` and commit the result (never edit the generated workflow)",
         )
 
     def lines(self) -> list[str]:
         if self.plan.request.check:
             return self.plan.lines()
-        return [f"{'wrote' if self.written else 'unchanged'} {self.plan.workflow.path} ({self.plan.jobs()})"]
+        wrote = self.written and self.plan.drift is not None
+        out = [f"{'wrote' if wrote else 'unchanged'} {self.plan.workflow.path} ({self.plan.jobs()})"]
+        return out + [f"{'wrote' if self.written and d else 'unchanged'} {f.path}" for f, d in self.plan.others]
 
     def to_json(self) -> dict[str, Any]:
         return self.plan.to_json(ok=self.ok, written=self.written)
@@ -286,12 +300,34 @@ def plan(config: Config, request: Request | None = None, log: Log = quiet) -> Pl
     wf = render(config)
     for r in wf.rows:
         log(f"{r.variant}: {r.group} on {r.runner}" + (f" in {r.container}" if r.container else ""))
-    return Plan(wf, drift(config, wf), config.root, request or Request())
+    update = render_update(config, _environment, MARKER, PYTHON)
+    others: tuple[tuple[RenderedFile, str | None], ...] = ()
+    if update is not None:
+        changes = check(RenderPlan(config.root, (update,)))
+        others = ((update, changes[0].kind if changes else None),)
+    return Plan(wf, drift(config, wf), config.root, request or Request(), others)
+
+
+def interrupted(plan: Plan) -> Interrupted:
+    """The Interrupted error (exit 130) for a Ctrl-C after `plan` was made: whether the workflow file is the
+    one rendered, read back from disk (ci --check writes nothing)."""
+    if plan.request.check or plan.drift is None:
+        return Interrupted(
+            "nothing was written (the workflow was up to date, or --check only compares)", "run it again"
+        )
+    return read_back(
+        _as_render_plan(plan.root, plan.workflow), (FileChange(plan.workflow.path, plan.drift),), "ggml-vendor ci"
+    )
 
 
 def execute(plan: Plan, log: Log = quiet) -> Report:
-    if plan.request.check or plan.drift is None:
+    if plan.request.check or not plan.stale:
         return Report(plan, written=False)
-    write_rendered(_as_render_plan(plan.root, plan.workflow))
-    log(f"wrote {plan.workflow.path}")
+    if plan.drift is not None:
+        write_rendered(_as_render_plan(plan.root, plan.workflow))
+        log(f"wrote {plan.workflow.path}")
+    for f, d in plan.others:
+        if d is not None:
+            write_rendered(RenderPlan(plan.root, (f,)))
+            log(f"wrote {f.path}")
     return Report(plan, written=True)

@@ -16,4 +16,6 @@ COMMAND_MODULES = (
     "ci",
     "collect",
     "init",
+    "outdated",
+    "update",
 )

@@ -86,4 +86,12 @@ def build(
     )
     # The stage's own plan and execute, its Plan/Report lines printed by the runner (app.py): this module
     # is the request builder, and the build reads one way from here to the compiler (docs/architecture.md).
-    return stage_run("planning the build", build_stage, request, live=True, spinner=False, announce=True)
+    return stage_run(
+        "planning the build",
+        build_stage,
+        request,
+        live=True,
+        spinner=False,
+        announce=True,
+        interrupted=build_stage.interrupted,
+    )

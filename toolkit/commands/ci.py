@@ -35,4 +35,6 @@ def ci(
     from toolkit.ci import workflow  # deferred: keeps CLI start-up light
 
     request = workflow.Request(check=check)
-    return stage_run("rendering the CI workflow", workflow, request, show=_show, read_only=check)
+    return stage_run(
+        "rendering the CI workflow", workflow, request, show=_show, read_only=check, interrupted=workflow.interrupted
+    )

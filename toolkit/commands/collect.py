@@ -58,4 +58,6 @@ def collect_cmd(
 
     request = collect.Request(tuple(artifacts))
     # The plan checks every artifact (a dry run prints it); execute copies and swaps what it admitted.
-    return stage_run("collecting artifacts", collect, request, show=_show, one_package=True)
+    return stage_run(
+        "collecting artifacts", collect, request, show=_show, one_package=True, interrupted=collect.interrupted
+    )

@@ -57,6 +57,7 @@ def save(
         "saving the patch",
         plan=lambda cfg, _log: wf.plan_save(cfg, name, msg, mirror=mirror),
         execute=lambda plan, _log: wf.execute_save(plan),
+        interrupted=wf.interrupted,
     )
 
 
@@ -94,4 +95,5 @@ def drop(
         "dropping the patch",
         plan=lambda cfg, _log: wf.plan_drop(cfg, name, mirror=mirror),
         execute=lambda plan, _log: wf.execute_drop(plan),
+        interrupted=wf.interrupted,
     )

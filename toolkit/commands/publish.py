@@ -103,4 +103,5 @@ def publish(
         preview=lambda plan: plan.preview,
         show=_show,
         live=True,
+        interrupted=publish_stage.interrupted,
     )

@@ -34,4 +34,11 @@ def _show(result: Any, opts: Options) -> None:
 def render(opts: Options, check: CheckOpt = False) -> Run:
     request = render_stage.Request(check=check)
     label = "rendering templates"
-    return stage_run(lambda cfg: f"{label} of {cfg.name}", render_stage, request, show=_show, read_only=check)
+    return stage_run(
+        lambda cfg: f"{label} of {cfg.name}",
+        render_stage,
+        request,
+        show=_show,
+        read_only=check,
+        interrupted=render_stage.interrupted,
+    )

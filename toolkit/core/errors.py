@@ -101,8 +101,23 @@ class CollectError(VendorError):
     kind = "collect refused an artifact"
 
 
+class Outdated(VendorError):
+    """`outdated` found something that moved: upstream commits past the pin, a patch that no longer applies or
+    that upstream carries, torch builds the matrix lacks, or kernels/transformers releases past the tested ranges."""
+
+    exit_code = 12
+    kind = "something moved"
+
+
+class PackageIndexError(VendorError):
+    """The package index cannot be reached, or serves a page or metadata that cannot be read."""
+
+    exit_code = 13
+    kind = "package index"
+
+
 class Interrupted(VendorError):
-    """Ctrl-C: the previous state was kept."""
+    """Ctrl-C: one line says what vendor/, build/ or the Hub holds now, read back (before a command starts: nothing was done)."""
 
     exit_code = 130
     kind = "interrupted"
@@ -129,6 +144,8 @@ ERROR_CLASSES: tuple[type[VendorError], ...] = (
     PublishError,
     NothingToBuildError,
     CollectError,
+    Outdated,
+    PackageIndexError,
     Interrupted,
 )
 

@@ -308,6 +308,13 @@ def journaled_targets(parent: Path) -> list[Path]:
     return [parent / m.group(1) for e in sorted(parent.iterdir()) if (m := _JOURNAL.match(e.name))]
 
 
+def recover_swaps(parent: Path) -> list[str]:
+    """Every fallback swap under `parent` that a dead process stopped between its two renames, rolled back
+    (`recover_swap` of each journal): what any command that reads `parent` does first, so a variant moved
+    aside by a killed run is back before it is looked for. Returns what it did."""
+    return [action for target in journaled_targets(parent) for action in recover_swap(target)]
+
+
 def recover_dir(parent: Path, markers: tuple[str, ...], *, only_dead: bool = True) -> list[str]:
     """A stage's start-up cleanup of `parent`, where it swaps trees in: every interrupted fallback swap
     rolled back (`recover_swap` of each `.<name>.journal`), then the entries left by dead runs removed —
@@ -316,9 +323,7 @@ def recover_dir(parent: Path, markers: tuple[str, ...], *, only_dead: bool = Tru
     parent = Path(parent)
     if not parent.is_dir():
         return []
-    actions: list[str] = []
-    for target in journaled_targets(parent):
-        actions += recover_swap(target)
+    actions = recover_swaps(parent)
     for pattern in (*(f".*{glob_escape(m)}*" for m in markers), ".*.old-*"):
         actions += [f"removed leftover {n}" for n in stale_entries(parent, pattern, only_dead=only_dead)]
     return actions

@@ -11,21 +11,37 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderableType
+from rich.segment import Segment
 from rich.text import Text
+
+from toolkit.core.text import printable
+
+
+def _printable(obj: Any) -> Any:
+    return printable(obj) if isinstance(obj, str) else obj
 
 
 class _Console(Console):
-    """A Console whose print/log treat strings as plain text unless `markup=True` is asked for."""
+    """A Console whose print/log treat strings as plain text unless `markup=True` is asked for, and which
+    never writes a control character it was handed: text from an upstream (a commit subject, a file name)
+    is shown with its escape sequences spelled out (`core.text.printable`), whatever printed it. Only the
+    console's own styling and cursor control reach the terminal."""
 
     def print(self, *objects: Any, markup: bool | None = None, **kwargs: Any) -> None:
-        super().print(*objects, markup=bool(markup), **kwargs)
+        # Strings are spelled out before rich sees them: it would drop some controls (BEL, CR) silently.
+        super().print(*map(_printable, objects), markup=bool(markup), **kwargs)
 
     def log(self, *objects: Any, markup: bool | None = None, **kwargs: Any) -> None:
-        super().log(*objects, markup=bool(markup), _stack_offset=2, **kwargs)
+        super().log(*map(_printable, objects), markup=bool(markup), _stack_offset=2, **kwargs)
+
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        for segment in super().render(renderable, options):
+            # Control segments are rich's own (cursor movement of a live display); text segments are ours.
+            yield segment if segment.control else Segment(printable(segment.text), segment.style)
 
 
 # stdout carries results (and --json documents); progress and diagnostics go to stderr so that
@@ -36,7 +52,7 @@ err = _Console(stderr=True, highlight=False, soft_wrap=True)
 
 def labelled(label: str, style: str, message: str) -> Text:
     """`label` in `style`, a space, then `message` exactly as given (never parsed as markup)."""
-    return Text.assemble((label, style), " ", message)
+    return Text.assemble((label, style), " ", printable(message))
 
 
 def error(message: str) -> None:

@@ -24,7 +24,7 @@ from toolkit.core.stage import Log, quiet
 if TYPE_CHECKING:
     from toolkit.publish.stage import Plan, Report
 
-__all__ = ["Request", "Plan", "Report", "plan", "execute"]
+__all__ = ["Request", "Plan", "Report", "plan", "execute", "interrupted"]
 
 
 @dataclass(frozen=True)
@@ -60,3 +60,11 @@ def execute(plan: Plan, log: Log = quiet) -> Report:
     from toolkit.publish.hub import execute_hub
 
     return execute_hub(plan, log)
+
+
+def interrupted(plan: Plan) -> Exception:
+    """The one-line Interrupted error (exit 130) for a Ctrl-C after `plan` was made: what the remote holds,
+    read back from it (readback.py)."""
+    from toolkit.publish.readback import interrupted as state
+
+    return state(plan)

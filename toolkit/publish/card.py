@@ -11,6 +11,7 @@ from typing import Any
 import jinja2
 
 from toolkit import __version__
+from toolkit.core.text import printable
 
 TEMPLATE = Path("card") / "README.md.j2"
 
@@ -58,7 +59,8 @@ def render_card(
     upstream = {"url": cfg.upstream, "commit": "(not synced)", "date": "", "subject": ""}
     patches: list[dict[str, str]] = []
     if lock is not None:
-        upstream = {"url": lock.upstream, "commit": lock.commit, "date": lock.date, "subject": lock.subject}
+        # The subject is the upstream's text: its escape sequences are spelled out, never sent on.
+        upstream = {"url": lock.upstream, "commit": lock.commit, "date": lock.date, "subject": printable(lock.subject)}
         from toolkit.sync.patch_workflow import patch_descriptions
 
         described = patch_descriptions(cfg.vendor_dir)

@@ -97,6 +97,18 @@ def _live_state(api: Any, repo_id: str, branch: str) -> tuple[bool, dict[str, st
     return True, heads, tree_b, tree_m
 
 
+def _live_trees(api: Any, repo_id: str, branches: list[str]) -> dict[str, dict[str, RemoteFile] | None]:
+    """branch -> its tree now, or None where the branch (or the repository) does not exist."""
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    try:
+        refs = api.list_repo_refs(repo_id, repo_type=REPO_TYPE)
+    except RepositoryNotFoundError:
+        return dict.fromkeys(branches)
+    heads = {b.name: b.target_commit for b in refs.branches}
+    return {b: _tree(api, repo_id, heads[b]) if b in heads else None for b in branches}
+
+
 def _operations(plan: PublishPlan, chunk: tuple[FileAction, ...]) -> list[Any]:
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 

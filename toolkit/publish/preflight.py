@@ -13,6 +13,7 @@ from toolkit.core.errors import PublishError
 from toolkit.core.records import sub_table
 from toolkit.verify import conformance, record
 from toolkit.verify.binaries import check_file
+from toolkit.verify.entries import non_regular
 from toolkit.verify.runner import discover, stamp_verdict
 
 
@@ -117,6 +118,10 @@ def preflight(
     versions: dict[Any, list[str]] = {}
     statuses: dict[str, str] = {}
     for d in dirs:
+        odd = non_regular(d)
+        if odd:  # nothing of it is opened, let alone uploaded: a link's target is not the variant's file
+            problems.append(f"{d.name} holds entries that are not regular files ({'; '.join(odd[:2])})")
+            continue
         statuses[d.name], found = _verdict(build_dir, d, official_hub)
         problems += found
         try:

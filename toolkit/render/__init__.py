@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.core.config import Config
-from toolkit.core.errors import RenderError
+from toolkit.core.errors import Interrupted, RenderError
 from toolkit.core.stage import Log, Verdict, quiet
-from toolkit.render.stage import FileChange, RenderPlan, check, write
+from toolkit.render.stage import FileChange, RenderPlan, check, read_back, write
 from toolkit.render.stage import plan as _plan
 
 __all__ = ["Request", "Plan", "Report", "plan", "check", "execute"]
@@ -119,3 +119,11 @@ def execute(plan: Plan, log: Log = quiet) -> Report:
     for d in changed:
         log(f"{d.kind}: {d.path}")
     return Report(plan, changed)
+
+
+def interrupted(plan: Plan) -> Interrupted:
+    """The Interrupted error (exit 130) for a Ctrl-C after `plan` was made: which generated files are as
+    rendered now, read back from disk (render --check writes nothing)."""
+    if plan.request.check:
+        return Interrupted("nothing was written (render --check only compares)", "run it again")
+    return read_back(plan.rendered, plan.drift, "ggml-vendor render")

@@ -19,6 +19,11 @@ Template context (``build_context``), the keys every template sees:
 ``config``               the :class:`toolkit.core.config.Config` (``.name``, ``.module``, ``.version``, ``.ops``...)
 ``name``, ``module``     kernel name (dash-case) and Python module name
 ``version``, ``license`` ``upstream``, ``hub_repo``: straight from ``[tool.ggml-vendor]``
+``build_edition``        the build.toml edition rendered (``build_edition.BUILD_EDITION``: the newest that the
+                         packages' ``kernels_minver`` client reads; a test or the Nix stage may ask for another)
+``kernels_minver``       the oldest kernels client the packages load under (``build_edition.KERNELS_MINVER``)
+``kernel_selector``      ``kernel_selector("cuda")`` -> the ``[kernel.*]`` line naming what it builds in that
+                         edition: ``backend = "cuda"`` (5) or ``language = "cpp-cuda"`` (6)
 ``upstream_is_git_url``  whether ``upstream`` may go into build.toml's ``general.upstream``
 ``backends``             enabled backends, config order (subset of cuda, metal, rocm)
 ``cuda_archs``           CUDA capabilities compiled into CUDA variants (kernel-builder syntax)
@@ -52,6 +57,7 @@ Template context (``build_context``), the keys every template sees:
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import tempfile
@@ -61,9 +67,9 @@ from typing import Any
 
 import jinja2
 
-from toolkit.core import ggml_facts, package_facts
+from toolkit.core import build_edition, ggml_facts, package_facts
 from toolkit.core.config import Config
-from toolkit.core.errors import RenderError, VendorStateError
+from toolkit.core.errors import Interrupted, RenderError, VendorStateError
 from toolkit.core.fs import atomic_write
 from toolkit.core.lock import Lock, read_lock
 
@@ -182,7 +188,7 @@ def _cuda_units(
     return units
 
 
-def build_context(config: Config, lock: Lock | None) -> dict[str, Any]:
+def build_context(config: Config, lock: Lock | None, edition: int = build_edition.BUILD_EDITION) -> dict[str, Any]:
     """Everything a template may use (documented in this module's docstring)."""
     vendored = config.vendor_dir / ggml_facts.VENDOR_SUBDIR
     vendor_dir = Path(os.path.relpath(vendored, config.package_root)).as_posix()
@@ -199,6 +205,9 @@ def build_context(config: Config, lock: Lock | None) -> dict[str, Any]:
         "version": config.version,
         "license": config.license,
         "upstream": config.upstream,
+        "build_edition": edition,
+        "kernels_minver": build_edition.KERNELS_MINVER,
+        "kernel_selector": lambda backend: build_edition.kernel_selector(backend, edition),
         "upstream_is_git_url": bool(_GIT_URL.match(config.upstream)),
         "hub_repo": config.hub_repo,
         "backends": tuple(config.backends),
@@ -285,8 +294,15 @@ def _orphans(root: Path, produced: set[str]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def plan(config: Config, lock: Lock | None = None, *, read_vendor_lock: bool = True) -> RenderPlan:
-    """Render every template in memory (nothing is written). Raises RenderError naming the template."""
+def plan(
+    config: Config,
+    lock: Lock | None = None,
+    *,
+    read_vendor_lock: bool = True,
+    edition: int = build_edition.BUILD_EDITION,
+) -> RenderPlan:
+    """Render every template in memory (nothing is written). Raises RenderError naming the template.
+    `edition` is build.toml's (the packages' own by default; the committed files are always that one)."""
     templates_dir = config.templates_dir
     if not templates_dir.is_dir():
         raise RenderError(f"no templates directory at {templates_dir}", "restore templates/ from git")
@@ -295,7 +311,7 @@ def plan(config: Config, lock: Lock | None = None, *, read_vendor_lock: bool = T
             lock = read_lock(config.vendor_dir)
         except VendorStateError as exc:
             raise RenderError(exc.message, exc.remedy) from None
-    context = build_context(config, lock)
+    context = build_context(config, lock, edition)
     env = template_environment(templates_dir)
     files: list[RenderedFile] = []
     nested = _nested_templates(config)
@@ -321,7 +337,7 @@ def plan(config: Config, lock: Lock | None = None, *, read_vendor_lock: bool = T
                 "put {{ notice }} in the first comment of the template",
             )
         files.append(RenderedFile(path=out, template=name, content=text))
-    _validate_build_toml(files)
+    _validate_build_toml(files, edition)
     produced = {f.path for f in files}
     root = config.package_root
     return RenderPlan(root=root, files=tuple(files), orphans=_orphans(root, produced))
@@ -347,21 +363,25 @@ def _nested_templates(config: Config) -> tuple[PurePosixPath, ...]:
     return tuple(sorted(declared | undeclared))
 
 
-def _validate_build_toml(files: list[RenderedFile]) -> None:
-    """Parse the rendered build.toml with kernels' own parser (the one kernel-builder uses)."""
+def _validate_build_toml(files: list[RenderedFile], edition: int) -> None:
+    """Parse the rendered build.toml with kernels' own parser (the one kernel-builder uses), where the installed
+    client reads that edition (kernels 0.17.2 refuses edition 6: kernel-builder then validates it)."""
     rendered = next((f for f in files if f.path == "build.toml"), None)
     if rendered is None:
         return
     try:
-        from toolkit.core.kernels_bindings import kernels_type
+        from toolkit.core.kernels_client import kernels_type, open_build
 
-        Build = kernels_type("Build")
-    except ImportError:  # pragma: no cover - kernels is a hard dependency; keep render usable without it
+        kernels_type("Build")
+        installed = importlib.metadata.version("kernels")
+    except (ImportError, importlib.metadata.PackageNotFoundError):  # pragma: no cover - a hard dependency
+        return
+    if build_edition.edition_for(installed) < edition:
         return
     with tempfile.TemporaryDirectory(prefix="ggml-vendor-build-toml-") as tmp:
         Path(tmp, "build.toml").write_text(rendered.content, encoding="utf-8")
         try:
-            Build.open(tmp)
+            open_build(tmp)
         except Exception as exc:  # kernels raises its own exception types from Rust
             raise RenderError(
                 f"rendered build.toml is rejected by kernels' parser: {exc}",
@@ -383,6 +403,25 @@ def check(render_plan: RenderPlan) -> list[FileChange]:
             drift.append(FileChange(f.path, "stale"))
     drift.extend(FileChange(p, "orphan") for p in render_plan.orphans)
     return drift
+
+
+def read_back(render_plan: RenderPlan, planned: tuple[FileChange, ...], again: str) -> Interrupted:
+    """The one line for a Ctrl-C of a command writing `render_plan` (`planned`: what differed when it was
+    planned): which generated files are as rendered now, read back from disk. Each file is written whole
+    (atomically), so a file is either the old one or the new one."""
+    left = check(render_plan)
+    if not left:
+        return Interrupted(
+            "every generated file is as rendered (read back from disk): it had completed", "nothing to undo"
+        )
+    names = ", ".join(c.path for c in left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+    if {(c.path, c.kind) for c in left} == {(c.path, c.kind) for c in planned}:
+        return Interrupted(f"nothing was written: {names} still differ (read back from disk)", f"run {again} again")
+    return Interrupted(
+        f"{len(planned) - len(left)} of {len(planned)} generated file(s) written; {names} still differ "
+        "(read back from disk; each file is whole, old or new)",
+        f"run {again} again",
+    )
 
 
 def write(render_plan: RenderPlan) -> list[FileChange]:

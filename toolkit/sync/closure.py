@@ -155,7 +155,10 @@ def _resolve_include(
     """The file `#include "name"` in `path` resolves to; None for an optional include that is absent;
     UpstreamError naming file and line otherwise."""
     cands = include_candidates(path, name, roots)
-    hit = next((c for c in cands if not _escapes(c) and read(c) is not None), None)
+    try:
+        hit = next((c for c in cands if not _escapes(c) and read(c) is not None), None)
+    except UpstreamError as exc:  # the reader refuses a candidate (one inside a git submodule, say)
+        raise UpstreamError(f'{path}:{line}: #include "{name}": {exc.message}', exc.remedy) from None
     if hit is not None or name in optional:
         return hit
     if _escapes(cands[0]):

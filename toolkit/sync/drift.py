@@ -18,6 +18,7 @@ from pathlib import Path
 from toolkit.core import fs, ggml_facts
 from toolkit.core.ggml_facts import Fingerprint
 from toolkit.core.lock import BehaviourPrint, Lock, sha256_bytes
+from toolkit.core.text import printable
 from toolkit.sync import behaviour
 
 ABSENT = "absent"
@@ -169,7 +170,9 @@ class Drift:
         out += _md_files(self) + _md_commits(self) + _md_behaviour(self) + _md_regions(self)
         out += ["", "## Our patches at the new pin", ""]
         out += [f"- `{n}`: {v}" + (f" — {d}" if d else "") for n, v, d in self.patches] or ["None."]
-        return "\n".join(out).rstrip("\n") + "\n"
+        # Commit subjects, paths and function names come from the upstream: no escape sequence of theirs
+        # reaches a reader's terminal or viewer (core.text.printable).
+        return printable("\n".join(out).rstrip("\n") + "\n")
 
     def summary_lines(self) -> list[str]:
         lines = [

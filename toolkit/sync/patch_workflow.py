@@ -3,7 +3,8 @@
 Each verb is a plan (`plan_save`, `plan_drop`: computed, nothing written; what --dry-run prints) and an
 execute (`execute_save`, `execute_drop`: one atomic swap of vendor/); `list_patches` only reads.
 
-save  diffs the edited vendor/ggml against the pinned upstream with every *other* patch applied, writes
+save  diffs the edited vendor/ggml against the pinned upstream with the patches *before* it applied (the
+      later ones, which may build on it, taken back off the edited tree first), writes
       vendor/patches/NNNN-name.patch in `git format-patch` form (the description as its message) and
       re-locks vendor/ in one atomic swap, after checking that the series reproduces the edits exactly.
 list  each patch's description and health at the pin, or at another revision (--rev), changing nothing:
@@ -26,17 +27,18 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from toolkit.core.config import Config
-from toolkit.core.errors import PatchError, VendorStateError
-from toolkit.core.lock import VERDICT_APPLIED, VERDICT_UPSTREAM, Lock, read_lock, sha256_bytes
+from toolkit.core.errors import Interrupted, PatchError, VendorStateError
+from toolkit.core.lock import LOCK_NAME, VERDICT_APPLIED, VERDICT_UPSTREAM, Lock, read_lock, sha256_bytes
 from toolkit.sync import embedded
 from toolkit.sync.outcome import Succeeded
-from toolkit.sync.patches import apply_patches, describe, lay_files, message_of
+from toolkit.sync.patches import apply_patches, describe, lay_files, message_of, unapply_patches
 from toolkit.sync.vendor_tree import (
     EDITED,
     EXTRA,
     SOURCES_DIR,
     check_vendor_dir,
     current_hashes,
+    recover,
     replace_vendor,
 )
 
@@ -415,10 +417,16 @@ def plan_save(cfg: Config, name: str, message: str | None, *, mirror: Path | Non
     save = _save_target(name, message, patches, edited)
     target = save.name
     others = [(n, b) for n, b in patches if n != target]
-    baseline = _sources(_pristine_plan(cfg, lock, others, rev=None, mirror=mirror).desired)
+    # The patch is a diff against the pin plus the patches *before* it in the series; the ones after it
+    # may build on it, so they are taken back off the edited tree first and checked on top again below.
+    names = [n for n, _ in patches]
+    at = names.index(target) if save.refreshed else len(patches)
+    before, later = patches[:at], patches[at + 1 :]
+    baseline = _sources(_pristine_plan(cfg, lock, before, rev=None, mirror=mirror).desired)
     base_dir = cfg.vendor_dir / SOURCES_DIR
     current = {p: (base_dir / p).read_bytes() for p in lock.files}
-    changed = sorted(p for p in current if current[p] != baseline.get(p))
+    mine = _without_later(baseline, current, patches[at] if save.refreshed else None, later)
+    changed = sorted(p for p in {*mine, *baseline} if mine.get(p) != baseline.get(p))
     if not changed:
         raise PatchError(
             f"no edits to save: vendor/ggml equals the pin with the other patches applied ({target} would be empty)",
@@ -426,7 +434,7 @@ def plan_save(cfg: Config, name: str, message: str | None, *, mirror: Path | Non
         )
     data = format_patch(
         {p: baseline[p] for p in changed if p in baseline},
-        {p: current[p] for p in changed},
+        {p: mine[p] for p in changed if p in mine},
         save.message,
         author=_git_identity(cfg.root),
     )
@@ -443,6 +451,23 @@ def plan_save(cfg: Config, name: str, message: str | None, *, mirror: Path | Non
     added, removed = _counts(data)
     result = SaveResult(target, describe(data), save.refreshed, tuple(changed), added, removed, False)
     return SavePlan(cfg.root, plan.desired, result)
+
+
+def _without_later(
+    baseline: Mapping[str, bytes],
+    current: Mapping[str, bytes],
+    refreshed: tuple[str, bytes] | None,
+    later: list[tuple[str, bytes]],
+) -> dict[str, bytes]:
+    """The edited tree as it stands right after the patch being saved: `current` with the `later` patches
+    of the series that apply (on the pin, the patches before, and the old version of the refreshed one)
+    taken back off; a later patch already upstream was never applied and stays out of it."""
+    if not later:
+        return dict(current)
+    series = ([refreshed] if refreshed is not None else []) + later
+    _, results = apply_patches(baseline, series)
+    applied = [p for p, r in zip(series, results, strict=True) if r.verdict == VERDICT_APPLIED and p in later]
+    return unapply_patches(current, applied)
 
 
 def _check_reproduces(desired: Mapping[str, bytes], current: Mapping[str, bytes], target: str) -> None:
@@ -536,6 +561,24 @@ def execute_drop(plan: DropPlan) -> DropReport:
     return DropReport(plan.dropped, True)
 
 
+def interrupted(plan: SavePlan | DropPlan) -> Interrupted:
+    """The Interrupted error (exit 130) for a Ctrl-C of `patch save` / `patch drop` after the plan was made,
+    the report's printing included: whether vendor/ holds the new series, read back from its lock (a swap a
+    kill cut between its renames rolled back first)."""
+    recover(plan.root)
+    try:
+        on_disk = (plan.root / "vendor" / LOCK_NAME).read_bytes()
+    except OSError:
+        on_disk = None
+    if isinstance(plan, SavePlan):
+        done = f"vendor/ holds the saved vendor/patches/{plan.result.name} and its lock (read back from disk)"
+    else:
+        done = f"vendor/ holds the series without vendor/patches/{plan.dropped} (read back from disk)"
+    if on_disk == plan.desired.get(LOCK_NAME):
+        return Interrupted(done, "nothing to undo")
+    return Interrupted("vendor/ is as it was: nothing was written (read back from disk)", "run the command again")
+
+
 def patch_descriptions(vendor_dir: Path) -> dict[str, str]:
     """vendor/patches/*.patch name -> one-line description (for status, the drift report and the card)."""
     d = vendor_dir / "patches"
@@ -558,6 +601,7 @@ __all__ = [
     "execute_drop",
     "execute_save",
     "format_patch",
+    "interrupted",
     "list_patches",
     "patch_descriptions",
     "plan_drop",

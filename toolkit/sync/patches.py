@@ -228,6 +228,37 @@ def apply_patches(
     return result, verdicts
 
 
+def unapply_patches(files: Mapping[str, bytes], patches: list[tuple[str, bytes]]) -> dict[str, bytes]:
+    """Take `patches` ((name, bytes) in series order, each applied to `files`) back off, the last first
+    (git apply --reverse, all or nothing per patch). PatchError naming the first patch that cannot be taken
+    back off: edits in `files` overlap what it changes."""
+    result = dict(files)
+    if not patches:
+        return result
+    with tempfile.TemporaryDirectory(prefix="ggml-vendor-patch-") as tmp:
+        work = Path(tmp) / "ggml"
+        work.mkdir()
+        for name, data in reversed(patches):
+            level, targets = patch_targets(data.decode("utf-8", "replace"))
+            touched = list(dict.fromkeys(p for pair in targets for p in pair if p))
+            lay_files(work, touched, result)
+            patch_file = Path(tmp) / name
+            patch_file.write_bytes(data)
+            if _git_apply(work, level, patch_file, "--reverse").returncode != 0:
+                raise PatchError(
+                    f"the edits in vendor/ggml overlap what the later patch {name} changes, so it cannot be "
+                    "taken back off them to refresh the patch before it; nothing was written",
+                    f"save those edits into {name} (ggml-vendor patch save {name}), or into a new patch after it",
+                )
+            for path in touched:
+                target = work / path
+                if target.is_file():
+                    result[path] = target.read_bytes()
+                else:
+                    result.pop(path, None)
+    return result
+
+
 _SUBJECT_PREFIX_RE = re.compile(r"^\[PATCH[^\]]*\]\s*")
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import git
+from git.objects.fun import tree_entries_from_data
 
 from toolkit.core import ggml_facts, paths
 from toolkit.core.errors import UpstreamError
@@ -108,21 +109,43 @@ class Snapshot:
 
     # -- tree walking (cached per directory) --
     def _entries(self, repo_dir: str) -> dict[str, tuple[int, str]]:
+        """name -> (mode, object id) of the tree at `repo_dir`; {} when it is absent or not a directory.
+
+        Read from the raw tree objects: GitPython's tree iteration builds a Submodule object for a gitlink,
+        which raises when the commit has no .gitmodules entry for it (llama.cpp has carried submodules)."""
         if repo_dir not in self._trees:
-            tree: git.Tree | None = self.source.repo.commit(self.commit).tree
-            if repo_dir and tree is not None:
-                try:
-                    tree = tree.join(repo_dir)
-                except KeyError:
-                    tree = None
-                if tree is not None and tree.type != "tree":
-                    tree = None
-            self._trees[repo_dir] = {} if tree is None else {item.name: (item.mode, item.hexsha) for item in tree}
+            if not repo_dir:
+                sha = self.source.repo.commit(self.commit).tree.hexsha
+            else:
+                parent, _, name = repo_dir.rpartition("/")
+                entry = self._entries(parent).get(name)
+                sha = entry[1] if entry is not None and entry[0] & 0o170000 == 0o040000 else ""
+            raw = self.source.read_blob(sha) if sha else b""
+            self._trees[repo_dir] = {name: (mode, binsha.hex()) for binsha, mode, name in tree_entries_from_data(raw)}
         return self._trees[repo_dir]
 
     def _lookup(self, repo_path: str) -> tuple[int, str] | None:
         parent, _, name = repo_path.rpartition("/")
         return self._entries(parent).get(name)
+
+    def submodule_above(self, repo_path: str) -> str | None:
+        """The repo path of the git submodule `repo_path` lies in (or is), None when it lies in none."""
+        parts = repo_path.split("/")
+        for i in range(1, len(parts) + 1):
+            entry = self._lookup("/".join(parts[:i]))
+            if entry is None or entry[0] != _MODE_GITLINK and entry[0] & 0o170000 != 0o040000:
+                return None
+            if entry[0] == _MODE_GITLINK:
+                return "/".join(parts[:i])
+        return None
+
+    def _refuse_inside_submodule(self, repo_path: str) -> None:
+        sub = self.submodule_above(repo_path)
+        if sub is not None:
+            raise UpstreamError(
+                f"{repo_path} lies inside the git submodule {sub} at {self.commit[:12]}; submodules are not vendored",
+                "vendor files of the ggml tree only: patch the #include or fix the op's entries",
+            )
 
     def _resolve(self, path: str, *, root_fallback: bool = False) -> tuple[str, str] | None:
         """(repo path, blob id) of a standalone-layout path, following in-tree symlinks; None if absent."""
@@ -134,6 +157,7 @@ class Snapshot:
             while True:
                 entry = self._lookup(repo_path)
                 if entry is None:
+                    self._refuse_inside_submodule(repo_path)
                     break
                 mode, sha = entry
                 if mode == _MODE_GITLINK:
@@ -187,7 +211,14 @@ class Snapshot:
         """Fetch, in one round trip, the blobs of `paths` a filtered URL cache does not hold yet."""
         if not self.source.partial:
             return
-        shas = [s for s in (self.blob_id(p) for p in paths) if s]
+        shas = []
+        for p in paths:
+            # A path the snapshot refuses (a submodule, a link out of the tree) is refused by the read that
+            # follows, which names the including file and line.
+            with contextlib.suppress(UpstreamError):
+                sha = self.blob_id(p)
+                if sha:
+                    shas.append(sha)
         self.source.fetch_blobs(shas, self.commit)
 
 

@@ -7,6 +7,7 @@ import ast
 import re
 from pathlib import Path
 
+from toolkit.core.kernels_client import parse_variant
 from toolkit.verify.findings import FAIL, PASS, WARN, Finding
 from toolkit.verify.objfile import exports_symbol
 
@@ -17,24 +18,11 @@ _UID_RE = r"[A-Za-z0-9_]+"
 def variant_backend(name: str) -> tuple[str | None, str | None, bool]:
     """(backend, os, is_arch) from a variant name using the kernels client's own parser; backend None when the
     name does not parse (then `os` holds the parser's message)."""
-    from kernels.variants import ArchVariant, parse_variant
-
     try:
         v = parse_variant(name)
     except ValueError as exc:
         return None, str(exc), False
-    if isinstance(v, ArchVariant):
-        backend = v.arch.backend.name if hasattr(v.arch.backend, "name") else str(v.arch.backend)
-        return _norm_backend(str(backend)), v.arch.os, True
-    return _norm_backend(name.split("-", 1)[1]), None, False
-
-
-def _norm_backend(s: str) -> str:
-    s = s.lower()
-    for b in ("cuda", "rocm", "metal", "cpu", "xpu", "cann", "neuron", "tpu"):
-        if s.startswith(b) or (b == "cuda" and s.startswith("cu")):
-            return b
-    return s
+    return v.backend, v.os, v.is_arch
 
 
 def so_files(path: Path) -> list[Path]:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from toolkit.core.kernels_bindings import kernels_type, kernels_types
+from toolkit.core.kernels_client import KERNELS_MINVER, curated_python_depends, kernels_type, kernels_types
 from toolkit.verify.findings import FAIL, PASS, Finding
 
 # Keys every client >= 0.14 needs (docs/hub-contract.md §2.6); the Rust parser accepts some of them absent.
@@ -25,13 +25,6 @@ def load_metadata(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(raw, dict):
         return None, "metadata.json is not a JSON object"
     return raw, None
-
-
-def _curated_python_depends(backend: str) -> set[str]:
-    import kernels
-
-    data = json.loads((Path(kernels.__file__).parent / "python_depends.json").read_text())
-    return set(data.get("general", {})) | set(data.get("backends", {}).get(backend, {}))
 
 
 def compute_digest(path: Path) -> dict[str, str]:
@@ -107,21 +100,39 @@ def _problems(
         )
     if meta.license != license:
         out.append((f"license {meta.license!r} != configured {license!r}", "rebuild from this project's configuration"))
-    curated = _curated_python_depends(backend)
+    curated = curated_python_depends(backend)
     unknown = [d for d in meta.python_depends if d not in curated]
     if unknown:
         out.append((f"python-depends not in kernels' curated list: {unknown}", f"use only {sorted(curated) or 'none'}"))
-    if meta.kernels_minver is not None:
-        import kernels
+    out += _minver_problems(meta)
+    return out
 
-        Version = kernels_type("Version")
-        if Version.from_str(kernels.__version__.split(".dev")[0]) < meta.kernels_minver:
-            out.append(
-                (
-                    f"kernels-minver {meta.kernels_minver} is newer than the kernels installed here",
-                    "lower kernels-minver or upgrade kernels",
-                )
+
+def _minver_problems(meta: Any) -> list[tuple[str, str]]:
+    """kernels-minver is honest: present, no newer than the oldest client we support (KERNELS_MINVER: newer
+    clients refuse a variant whose minver is above them), and no newer than the client verifying it."""
+    import kernels
+
+    Version = kernels_type("Version")
+    if meta.kernels_minver is None:
+        return [
+            ("metadata.json has no kernels-minver", f"rebuild: it records {KERNELS_MINVER}, the oldest client tested")
+        ]
+    out = []
+    if meta.kernels_minver > Version.from_str(KERNELS_MINVER):
+        out.append(
+            (
+                f"kernels-minver {meta.kernels_minver} is newer than the oldest supported client {KERNELS_MINVER}",
+                "rebuild with this ggml-vendor, or raise the oldest stack CI tests first",
             )
+        )
+    if Version.from_str(kernels.__version__.split(".dev")[0]) < meta.kernels_minver:
+        out.append(
+            (
+                f"kernels-minver {meta.kernels_minver} is newer than the kernels installed here",
+                "lower kernels-minver or upgrade kernels",
+            )
+        )
     return out
 
 

@@ -15,6 +15,7 @@ from toolkit.verify import conformance, record
 from toolkit.verify.abi import check_abi
 from toolkit.verify.archs import check_archs
 from toolkit.verify.binaries import check_variant_binaries
+from toolkit.verify.entries import check_entries
 from toolkit.verify.findings import FAIL, PASS, SKIP, Finding, VariantReport, VerifyReport
 from toolkit.verify.imports import torch_lib_dirs
 from toolkit.verify.layout import check_layout, so_files, variant_backend
@@ -97,8 +98,12 @@ def verify_variant(
 ) -> VariantReport:
     """Every check on one variant. `torch_libs`: its torch build environment's lib/ (None: look it up)."""
     variant = path.name
+    entries = check_entries(variant, path)
+    if any(f.failed for f in entries):  # no other check opens a file of it: a named pipe would hang it
+        skipped = Finding(variant, "checks", SKIP, "not attempted: the variant holds entries that are not files")
+        return VariantReport(variant, str(path), (*entries, skipped), tree_sha256(path))
     raw, err = load_metadata(path)
-    findings: list[Finding] = []
+    findings: list[Finding] = [*entries]
     findings += check_layout(variant, path, raw, module=cfg.module)
     findings += check_metadata(variant, path, raw, err, name=cfg.name, version=cfg.version, license=cfg.license)
     findings += check_variant_binaries(variant, path)
@@ -168,7 +173,10 @@ def verify_paths(
         log(p.name)
         libs = (torch_libs or {}).get(p.name)
         reports.append(verify_variant(cfg, p, lock=lock, options=options, torch_libs=libs))
-    global_findings += _versions_finding(paths)
+    readable = [
+        p for p, r in zip(paths, reports, strict=True) if not any(f.check == "entries" for f in r.findings if f.failed)
+    ]
+    global_findings += _versions_finding(readable)  # (a variant with a named pipe is never opened)
     report = VerifyReport(tuple(reports), tuple(global_findings))
     write_stamp(build_dir, report)
     return report

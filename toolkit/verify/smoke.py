@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from toolkit.core.kernels_client import host_accepts
 from toolkit.verify.child import run_child
 from toolkit.verify.findings import FAIL, PASS, SKIP, Finding
 
@@ -26,22 +27,8 @@ print("SMOKE" + json.dumps({"module": mod.__name__, "all": list(names), "missing
 
 
 def host_can_load(variant: str) -> tuple[bool, str]:
-    """Whether kernels' own resolver accepts this variant on this machine, and why not."""
-    try:
-        from kernels.variants import parse_variant, resolve_variant, variants_trace_str
-    except ImportError as exc:
-        return False, f"kernels is not importable: {exc}"
-    try:
-        parsed = parse_variant(variant)
-    except ValueError as exc:
-        return False, str(exc)
-    try:
-        chosen, trace = resolve_variant([parsed])
-    except Exception as exc:  # backend detection can fail without torch
-        return False, f"kernels cannot detect this system: {exc}"
-    if chosen is None:
-        return False, " ".join(variants_trace_str(trace).split())
-    return True, ""
+    """Whether the installed kernels client's own resolver accepts this variant on this machine, and why not."""
+    return host_accepts(variant)
 
 
 def smoke_test(variant: str, path: Path, ident: str, *, python: str | None = None) -> list[Finding]:

@@ -24,12 +24,23 @@ flash_attn(q, k, v, mask=None, scale=None) -> out
     Any n_kv works, and k/v are read in place: ggml's kernel walks K/V in chunks of 256 positions and
     this package's build (vendor/patches/0002) stops it at n_kv, so an exactly sized cache needs no padded copy.
 
-supports_gated_delta_net(head_dim) / supports_flash_attn(n_q, head_dim_k, head_dim_v) say exactly what the
-compiled kernels take; the ops raise ValueError / TypeError naming the argument for anything else.
+ssm_conv(x, weight, bias=None, *, silu=False) -> out
+    x      (n_seqs, channels, d_conv - 1 + n_tokens) float32, time contiguous: the d_conv - 1 steps before the first
+           output (zeros, or the cached conv state), then the tokens
+    weight (channels, d_conv) float32 (a depthwise nn.Conv1d's weight.squeeze(1)); bias (channels,) or None
+    out    (n_seqs, n_tokens, channels) float32: out[s, t, c] = sum_j x[s, c, t + j] * weight[c, j] + bias[c],
+           then SiLU when silu. ggml's ssm_conv (CUDA): d_conv in 3, 4, 5, 9, 15, channels a multiple of 128.
+    Its long-sequence kernel (n_tokens > 32) reads up to 32 floats past x's last row: x must
+    sit in a buffer with that room after it (ssm_conv_input makes one), or the op refuses it.
+
+supports_gated_delta_net(head_dim) / supports_flash_attn(n_q, head_dim_k, head_dim_v) /
+supports_ssm_conv(d_conv, channels) say exactly what the compiled kernels take; the ops raise ValueError /
+TypeError naming the argument for anything else.
 
 For transformers (one line in from_pretrained, see the README):
     layers.chunk_gated_delta_rule, layers.fused_recurrent_gated_delta_rule, layers.chunk_kda,
-    layers.fused_recurrent_kda   Hub layers with the signatures of transformers' torch functions (layers.py)
+    layers.fused_recurrent_kda, layers.causal_conv1d_forward
+                                 Hub layers with the signatures of transformers' torch functions (layers.py)
     flash_attn_forward           the attention interface for attn_implementation="<org>/<repo>" (attention.py)
 """
 
@@ -42,14 +53,17 @@ import torch
 
 from . import layers
 from ._ops import add_op_namespace_prefix, ops
-from ._support import supports_flash_attn, supports_gated_delta_net
+from ._support import supports_flash_attn, supports_gated_delta_net, supports_ssm_conv
 from .attention import flash_attn_forward
 
 __all__ = [
     "gated_delta_net",
     "flash_attn",
+    "ssm_conv",
+    "ssm_conv_input",
     "supports_gated_delta_net",
     "supports_flash_attn",
+    "supports_ssm_conv",
     "flash_attn_forward",
     "layers",
 ]
@@ -85,6 +99,23 @@ def flash_attn(
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     return ops.flash_attn(q, k, v, mask, float(scale))
+
+
+# Floats ggml's long-sequence conv kernel may read past the last row of x (see ssm_conv above).
+SSM_CONV_X_SLACK = 32
+
+
+def ssm_conv_input(n_seqs: int, channels: int, length: int, device, dtype=torch.float32) -> torch.Tensor:
+    """An empty (n_seqs, channels, length) x for ssm_conv, dense, inside a buffer with the room its kernel reads."""
+    buf = torch.empty(n_seqs * channels * length + SSM_CONV_X_SLACK, dtype=dtype, device=device)
+    return buf[: n_seqs * channels * length].view(n_seqs, channels, length)
+
+
+def ssm_conv(
+    x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor] = None, *, silu: bool = False
+) -> torch.Tensor:
+    """ggml's causal depthwise convolution; returns (n_seqs, n_tokens, channels) float32."""
+    return ops.ssm_conv(x, weight, bias, bool(silu))
 
 
 # ---- fake (meta) implementations: shapes for torch.compile / FakeTensor tracing ----------------------------
@@ -145,9 +176,23 @@ def _gated_delta_net_inplace_fake(q, k, v, g, beta, state):
 
 
 @torch.library.register_fake(add_op_namespace_prefix("gated_delta_rule_"))
-def _gated_delta_rule_inplace_fake(q, k, v, g, beta, state, l2norm, out_dtype):
+def _gated_delta_rule_inplace_fake(q, k, v, g, beta, state_in, state, l2norm, out_dtype):
     # layers.py's one-call adaptation (transformers' conventions); its checks are the layers' and gated_delta_net_'s.
     return v.new_empty(v.shape, dtype=out_dtype)
+
+
+@torch.library.register_fake(add_op_namespace_prefix("ssm_conv"))
+def _ssm_conv_fake(x, weight, bias, silu):
+    op = "ssm_conv"
+    if x.dim() != 3 or weight.dim() != 2:
+        _fail(ValueError, op, f"x must be (n_seqs, channels, d_conv - 1 + n_tokens) and weight (channels, d_conv), got {tuple(x.shape)} and {tuple(weight.shape)}")
+    if x.dtype != torch.float32 or weight.dtype != torch.float32:
+        _fail(TypeError, op, f"x and weight must be float32, got {x.dtype} and {weight.dtype}")
+    n_seqs, channels, length = x.shape
+    d_conv = weight.shape[1]
+    if weight.shape[0] != channels or length < d_conv:
+        _fail(ValueError, op, f"x {tuple(x.shape)} and weight {tuple(weight.shape)} do not fit: weight must be (channels, d_conv) with d_conv <= x.shape[2]")
+    return x.new_empty((n_seqs, length - d_conv + 1, channels))
 
 
 @torch.library.register_fake(add_op_namespace_prefix("flash_attn"))

@@ -28,12 +28,18 @@ What each layer adapts (transformers' conventions -> ggml's op):
   keep float32 accuracy.
 * State: transformers holds [B, Hv, Dk, Dv] ([key][value]); ggml holds [value][key]. The final state is returned
   as a transposed *view* of ggml's tensor, so it has transformers' shape and the next call's
-  `initial_state.transpose(-1, -2)` is contiguous again: no layout copy on the hot path. With
-  output_final_state=True and such an initial_state (float32), the new state is written into it in place and
-  that same tensor is returned; transformers' cache then copies it onto itself, which torch skips. An
-  initial_state in any other layout or dtype (a cache that copied it into its own [key][value] buffer) is
-  converted once per call; the answer is the same.
+  `initial_state.transpose(-1, -2)` is contiguous again: no layout copy on the hot path. ggml reads that initial
+  state and writes the final state into a new tensor (one launch, no clone): the caller's state is never written.
+  transformers 5.25 relies on that for rollback (the cache snapshots its buffer after the call, and a speculative
+  step keeps every token's state in a list). An initial_state in any other layout or dtype (a cache that copied it
+  into its own [key][value] buffer) is converted once per call; the answer is the same.
+* transformers 5.25 passes q/k un-repeated ([B, T, Hk, Dk], Hk < Hv); 5.22 repeats them first (Hk == Hv). Both
+  are taken. A chunk call with no tokens (5.25, every token's state kept) returns the initial state unchanged.
 * cu_seqlens (packed varlen sequences) is refused with a ValueError: ggml's op runs padded batches only.
+
+causal_conv1d_forward (transformers 5.25+: Qwen3.5, Qwen3-Next, OLMo-hybrid, Kimi Linear, Mamba and others) runs
+the layer's depthwise convolution on ggml's `ssm_conv`, with transformers' cache protocol kept step for step (see
+the class). Other devices, kernel sizes and channel counts ggml has no kernel for take transformers' own torch steps.
 
 Limits: Dk == Dv, and the head dim must be one `supports_gated_delta_net` accepts (16, 32, 64, 128); CUDA (and
 Metal) tensors. Anything else raises a ValueError/TypeError naming the argument. Inference only (no backward).
@@ -41,12 +47,15 @@ Metal) tensors. Anything else raises a ValueError/TypeError naming the argument.
 
 from __future__ import annotations
 
+import weakref
 from typing import Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ._ops import ops
+from ._support import supports_ssm_conv
 
 __all__ = [
     "chunk_gated_delta_rule",
@@ -54,11 +63,13 @@ __all__ = [
     "recurrent_gated_delta_rule",
     "chunk_kda",
     "fused_recurrent_kda",
+    "causal_conv1d_forward",
 ]
 
 _F32 = torch.float32
 _EPS = 1e-6
 _gdn_ = ops.gated_delta_net_.default  # the overloads themselves: no overload-packet dispatch per call
+_gdn_net = ops.gated_delta_net.default
 # The whole adaptation below in one dispatcher call and one preparation launch (torch_binding.cpp): the eager CUDA
 # path, where every launch costs host time the GPU waits for. The Python path stays for torch.compile (inductor
 # fuses it) and other devices; both give the same numbers.
@@ -115,32 +126,42 @@ def _delta_rule(op, query, key, value, g, beta, initial_state, output_final_stat
         )
     if value.dim() != 4:
         _fail(op, f"value must be [batch, seq_len, heads, head_dim], got {tuple(value.shape)}")
-    B, _, H, D = value.shape
+    B, T, H, D = value.shape
     if key.shape[-1] != D:
         _fail(op, f"key head dim {key.shape[-1]} != value head dim {D}: ggml's state is square (head_dim x head_dim)")
     rep = _check_qk(op, query, key, H)
-    # The state ggml updates in place ([value][key], float32, contiguous) and what the call returns.
+    if T == 0:  # transformers 5.25 calls the chunk hook with no tokens when every token's state is kept (rollback)
+        out = value.new_empty((B, 0, H, D), dtype=query.dtype)
+        if not output_final_state:
+            return out, None
+        if initial_state is None:
+            return out, torch.zeros((B, H, D, D), dtype=_F32, device=value.device).transpose(-1, -2)
+        return out, initial_state  # nothing ran, nothing is written: the caller's own state is the answer
+    # `state_in` is what ggml reads ([value][key], float32, contiguous); `state` receives the final state. The caller's
+    # tensor is never written: transformers 5.25 keeps the states it was handed (the cache's snapshot for rollback,
+    # the per-token states of a speculative step), so the final state always goes into a tensor of our own.
     if initial_state is None:
-        state = torch.zeros((B, H, D, D), dtype=_F32, device=value.device)  # [value][key]; symmetric, so either
-        final = state.transpose(-1, -2) if output_final_state else None
+        state_in = state = torch.zeros((B, H, D, D), dtype=_F32, device=value.device)  # ours: updated in place
     else:
-        state = initial_state.transpose(-1, -2)  # [value][key]
-        if state.dtype is _F32 and state.is_contiguous():
-            if output_final_state:  # ggml's layout already: update it in place and hand the same tensor back
-                final = initial_state
-            else:  # the caller keeps its state untouched
-                state = state.clone()
-                final = None
-        else:  # a [key][value] buffer (or another dtype): one conversion into a state of our own
-            state = state.to(_F32).contiguous()
-            final = state.transpose(-1, -2) if output_final_state else None
+        state_in = initial_state.transpose(-1, -2)  # [value][key]
+        if state_in.dtype is _F32 and state_in.is_contiguous():  # ggml's layout already (what these layers return)
+            state = torch.empty_like(state_in)
+        else:  # a [key][value] buffer (or another dtype): one conversion into a state of our own, updated in place
+            state_in = state = state_in.to(_F32).contiguous()
+    final = state.transpose(-1, -2) if output_final_state else None
     if query.is_cuda and not _is_compiling():
-        return _gdr_(query, key, value, g, beta, state, l2norm, query.dtype), final
+        return _gdr_(query, key, value, g, beta, state_in, state, l2norm, query.dtype), final
     q, k = _qk(query, key, rep, l2norm)
     v = value if value.dtype is _F32 and value.stride(3) == 1 else value.to(_F32).contiguous()
     if g.dtype is not _F32 or beta.dtype is not _F32 or not _gate_like_beta(g, beta, D):
         g = g.to(_F32).contiguous()
         beta = beta.to(_F32).contiguous()
+    if state is not state_in:  # traced: ggml's out-of-place form writes the final state into a new tensor
+        out, new_state = _gdn_net(q, k, v, g, beta, state_in)
+        final = new_state.transpose(-1, -2) if output_final_state else None
+        if out.dtype is not query.dtype:
+            out = out.to(query.dtype)
+        return out, final
     out = _gdn_(q, k, v, g, beta, state)
     if out.dtype is not query.dtype:
         out = out.to(query.dtype)
@@ -249,6 +270,120 @@ class fused_recurrent_kda(nn.Module):
             "fused_recurrent_kda", query, key, value, g, beta, initial_state, output_final_state,
             use_qk_l2norm_in_kernel, kwargs,
         )
+
+
+# ---- the causal depthwise convolution (transformers 5.25's causal_conv1d_forward hook) --------------------------
+
+_ssm_conv = ops.ssm_conv.default
+_CONV_SLACK = 32  # floats ggml's long-sequence kernel may read past x's last row
+_SILU = {None: False, "silu": True, "swish": True}
+# float32 copies of bf16/f16 conv weights and biases, made once per parameter (again if it is modified in place),
+# keyed by id and dropped when the parameter is: id -> (weak reference, version, float32 copy).
+_F32_PARAMS: "dict[int, Tuple[weakref.ref, int, torch.Tensor]]" = {}
+
+
+def _f32(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    if t is None or t.dtype is _F32:
+        return t
+    if _is_compiling():
+        return t.to(_F32)
+    key = id(t)
+    hit = _F32_PARAMS.get(key)
+    if hit is None or hit[0]() is not t or hit[1] != t._version:
+        if hit is None or hit[0]() is not t:
+            weakref.finalize(t, _F32_PARAMS.pop, key, None)
+        hit = (weakref.ref(t), t._version, t.detach().to(_F32))
+        _F32_PARAMS[key] = hit
+    return hit[2]
+
+
+def _torch_conv(x, weight, bias, activation, conv_state=None):
+    """transformers' causal_conv1d_fn (conv_state None) / causal_conv1d_update, step for step."""
+    C, T = x.shape[1], x.shape[-1]
+    if conv_state is None:
+        out = F.conv1d(x.to(weight.dtype), weight.unsqueeze(1), bias, padding=weight.shape[-1] - 1, groups=C)[..., :T]
+    else:
+        new = torch.cat([conv_state, x], dim=-1).to(weight.dtype)
+        conv_state.copy_(new[:, :, -conv_state.shape[-1] :])
+        out = F.conv1d(new, weight.unsqueeze(1), bias, padding=0, groups=C)[:, :, -T:]
+    if activation is not None:
+        out = F.silu(out)
+    return out.to(x.dtype)
+
+
+def _ggml_conv(x_in: torch.Tensor, conv1d: nn.Conv1d, silu: bool, dtype) -> torch.Tensor:
+    """ggml's ssm_conv on x_in [B, C, K - 1 + T] (float32, time contiguous) -> [B, C, T] in `dtype`."""
+    out = _ssm_conv(x_in, _f32(conv1d.weight).squeeze(1), _f32(conv1d.bias), silu)  # [B, T, C] float32: the token-major rows the model wants
+    if out.dtype is not dtype:
+        out = out.to(dtype)
+    return out.transpose(1, 2)  # transformers' [B, C, T]; its transpose(1, 2) back is then contiguous
+
+
+def _conv_input(src: torch.Tensor, K: int, T: int) -> torch.Tensor:
+    """[B, C, K - 1 + T] float32: the last K - 1 + T steps of src, zeros to the left where src is shorter, in a
+    buffer with the room ggml's long-sequence kernel reads past the last row."""
+    B, C, L_src = src.shape
+    L = K - 1 + T
+    buf = torch.empty(B * C * L + _CONV_SLACK, dtype=_F32, device=src.device)
+    x_in = buf[: B * C * L].view(B, C, L)
+    pad = max(L - L_src, 0)
+    if pad:
+        x_in[..., :pad].zero_()
+    x_in[..., pad:].copy_(src[..., L_src - (L - pad) :])
+    return x_in
+
+
+class causal_conv1d_forward(nn.Module):
+    """transformers' `causal_conv1d_forward` (5.25+): the depthwise causal convolution of a linear-attention layer,
+    reading and updating its conv state in `cache`, on ggml's `ssm_conv`.
+
+    The cache protocol is transformers' own, step for step: a one-token call with a conv state (and no rollback
+    recording) shifts the state in place and convolves its last d_conv steps; any other call hands the tokens to
+    `cache.update_conv_state` and convolves what it returns (zeros before the first token). ggml computes in
+    float32; the first call hands the cache float32 tokens, so the conv state is kept in float32 and a decode step
+    reads it without a cast. The output is `hidden_states`' dtype, [B, C, T] as a transposed view of ggml's
+    token-major result (the model transposes it back for free). CPU/Metal tensors, kernel sizes and channel counts
+    without a kernel (`supports_ssm_conv`), and activations other than SiLU take transformers' torch steps.
+    """
+
+    has_backward = False
+    can_torch_compile = True
+
+    def forward(
+        self,
+        conv1d: nn.Conv1d,
+        hidden_states: torch.Tensor,
+        cache,
+        layer_idx: int,
+        activation: Optional[str] = None,
+        state_idx: int = 0,
+        **kwargs,
+    ) -> torch.Tensor:
+        x = hidden_states
+        T, K = x.shape[-1], conv1d.kernel_size[0]
+        weight = conv1d.weight.squeeze(1)  # [C, K]
+        conv_state = cache.get_conv_state(layer_idx, state_idx=state_idx) if cache is not None else None
+        ggml = x.is_cuda and activation in _SILU and supports_ssm_conv(K, weight.shape[0])
+        if conv_state is not None and T == 1 and not cache.is_recording_past(layer_idx):
+            cache.increase_count(layer_idx, state_idx)
+            if not ggml or conv_state.shape[-1] < K - 1:
+                return _torch_conv(x, weight, conv1d.bias, activation, conv_state)
+            new = torch.cat([conv_state, x], dim=-1)  # one launch; float32 when the state is (see above)
+            conv_state.copy_(new[:, :, -conv_state.shape[-1] :])
+            x_in = new[:, :, -K:]  # rows K + 1 apart: ggml reads the row stride it is given
+            if x_in.dtype is not _F32:
+                x_in = x_in.to(_F32)
+            return _ggml_conv(x_in, conv1d, _SILU[activation], x.dtype)
+        if not ggml:
+            full = x
+            if cache is not None:
+                full = cache.update_conv_state(x, layer_idx, state_idx=state_idx, conv_kernel_size=K)
+            out = _torch_conv(full, weight, conv1d.bias, activation)
+            return out[:, :, -T:] if cache is not None else out
+        full = x
+        if cache is not None:
+            full = cache.update_conv_state(x.to(_F32), layer_idx, state_idx=state_idx, conv_kernel_size=K)
+        return _ggml_conv(_conv_input(full, K, T), conv1d, _SILU[activation], x.dtype)
 
 
 # kernels-community/fla's name for the same layer (transformers' default mapping points there): a drop-in.

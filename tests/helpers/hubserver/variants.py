@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from toolkit import __version__
+from toolkit.core.kernels_client import KERNELS_MINVER
 
 FAKE_UPSTREAM_COMMIT = "d99724f2" + "0" * 32
 NAME = "ggml-attn-kernels"
@@ -242,6 +243,7 @@ def write_metadata(
         "python-depends": [],
         "backend": {"type": backend},
         "upstream": "https://github.com/ggml-org/ggml",
+        "kernels-minver": KERNELS_MINVER,
         "provenance": prov if prov is not None else provenance(),
     }
     if archs is not None:

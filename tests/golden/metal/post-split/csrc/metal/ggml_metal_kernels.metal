@@ -12,3 +12,4 @@
 
 #include "kernels/gated_delta_net.metal"
 #include "kernels/fa.metal"
+#include "kernels/ssm_conv.metal"
