@@ -561,14 +561,15 @@ def test_gdn_one_call_refuses_bad_input_before_any_launch(torch, kernel) -> None
     beta = torch.zeros(B, T, H, device="cuda")
     state = torch.zeros(B, H, D, D, device="cuda")
     before = state.clone()
+    state_in = torch.randn(B, H, D, D, device="cuda")  # read only; `state` is what the op would write
     with pytest.raises(ValueError, match="g must have shape"):
-        op(q, q, v, g[:, :, :2], beta, state, True, torch.bfloat16)
+        op(q, q, v, g[:, :, :2], beta, state_in, state, True, torch.bfloat16)
     with pytest.raises(ValueError, match="beta must have shape"):
-        op(q, q, v, g, beta[..., None], state, True, torch.bfloat16)
+        op(q, q, v, g, beta[..., None], state_in, state, True, torch.bfloat16)
     with pytest.raises(ValueError, match="v has shape"):
-        op(q, q, v[..., :64], g, beta, state, True, torch.bfloat16)
+        op(q, q, v[..., :64], g, beta, state_in, state, True, torch.bfloat16)
     with pytest.raises(TypeError, match="v must be float32, float16 or bfloat16"):
-        op(q, q, v.double(), g, beta, state, True, torch.bfloat16)
+        op(q, q, v.double(), g, beta, state_in, state, True, torch.bfloat16)
     with pytest.raises(ValueError, match="head_dim 96 has no compiled kernel"):
-        op(q[..., :96], q[..., :96], v[..., :96], g, beta, state[..., :96, :96], True, torch.bfloat16)
+        op(q[..., :96], q[..., :96], v[..., :96], g, beta, state_in[..., :96, :96], state[..., :96, :96], True, torch.bfloat16)
     assert torch.equal(state, before)
