@@ -571,5 +571,15 @@ def test_gdn_one_call_refuses_bad_input_before_any_launch(torch, kernel) -> None
     with pytest.raises(TypeError, match="v must be float32, float16 or bfloat16"):
         op(q, q, v.double(), g, beta, state_in, state, True, torch.bfloat16)
     with pytest.raises(ValueError, match="head_dim 96 has no compiled kernel"):
-        op(q[..., :96], q[..., :96], v[..., :96], g, beta, state_in[..., :96, :96], state[..., :96, :96], True, torch.bfloat16)
+        op(
+            q[..., :96],
+            q[..., :96],
+            v[..., :96],
+            g,
+            beta,
+            state_in[..., :96, :96],
+            state[..., :96, :96],
+            True,
+            torch.bfloat16,
+        )
     assert torch.equal(state, before)
