@@ -40,6 +40,8 @@ def test_default_matrix_is_kernel_builders_required_set_plus_pypis_current_torch
         }
         # torch 2.15.0 on PyPI is built for CUDA 13.2 only: what `pip install torch` gives Hub users today
         | {"torch215-cxx11-cu132-x86_64-linux", "torch215-cxx11-cu132-aarch64-linux"}
+        # one stable-ABI binary per CUDA toolkit and system, for every torch from 2.10 on (docs/stable-abi.md)
+        | {f"torch-stable-abi210-cu{c}-{cpu}-linux" for c in ("126", "130", "132") for cpu in ("x86_64", "aarch64")}
     )
     assert _names() == expected
 
@@ -49,11 +51,13 @@ def test_names_parse_back_and_agree_with_kernels_parser():
     for v in load_matrix(DEFAULT).variants:
         assert parse_name(v.name) == v
         parsed = parse_variant(v.name)  # the installed client's reading (0.17, 0.18 or 0.19 layout)
-        assert parsed.is_arch and parsed.framework == "torch", (v.name, parsed)
+        framework = "torch-stable-abi" if v.stable else "torch"
+        assert parsed.is_arch and parsed.framework == framework, (v.name, parsed)
         assert parsed.backend == v.backend and parsed.os == v.os, (v.name, parsed)
         assert parsed.framework_version == v.torch and parsed.backend_version == (v.toolkit or None), (v.name, parsed)
         # -cxx11 on Linux only (docs/hub-contract.md §2.1)
-        assert ("-cxx11-" in v.name) == (v.os == "linux")
+        # (stable-ABI names carry none: every client refuses -cxx11 after torch-stable-abi<MM>)
+        assert ("-cxx11-" in v.name) == (v.os == "linux" and not v.stable)
 
 
 @pytest.mark.parametrize(

@@ -232,6 +232,11 @@ def source_files(root: Path, inputs: ProjectInputs, view: VendorView | None = No
     reg = root / "torch-ext" / "registration.h"
     if reg.is_file():
         files.add("torch-ext/registration.h")
+    # the stable-ABI twin of each binding source (toolkit.build.plan.stable_source), where the render wrote one
+    for src in inputs.torch_src:
+        stem, dot, ext = src.rpartition(".")
+        if dot and (root / f"{stem}_stable.{ext}").is_file():
+            files.add(f"{stem}_stable.{ext}")
     return sorted(f for f in files if view is None or not view.foreign(f))
 
 

@@ -27,9 +27,13 @@ SYSTEMS = ("x86_64-linux", "aarch64-linux", "aarch64-darwin", "x86_64-windows")
 _VERSION_RE = re.compile(r"^\d+\.\d+$")
 # docs/hub-contract.md §2.1: torch<MAJ><MIN>[-cxx11]-<compute>-<cpu>-<os>
 NAME_RE = re.compile(
-    r"^torch(?P<tmaj>\d)(?P<tmin>\d+)(?P<cxx11>-cxx11)?-(?P<compute>cu\d+|rocm\d+|metal|cpu)"
+    r"^torch(?P<stable>-stable-abi)?(?P<tmaj>\d)(?P<tmin>\d+)(?P<cxx11>-cxx11)?-(?P<compute>cu\d+|rocm\d+|metal|cpu)"
     r"-(?P<cpu>x86_64|aarch64)-(?P<os>linux|darwin|windows)$"
 )
+# Stable-ABI rows (docs/stable-abi.md): one binary per toolkit and system for every torch from the row's version
+# on, named torch-stable-abi<MAJ><MIN>-<compute>-<cpu>-<os> (no -cxx11: kernels 0.17-0.19 refuse it there).
+# Only CUDA: ROCm and Metal keep per-torch rows (the stable API covers neither at the floor).
+STABLE_BACKENDS = ("cuda",)
 
 
 def _compact(version: str) -> str:
@@ -47,6 +51,8 @@ class Variant:
     toolkit: str | None  # "13.0" for cuda, "7.2" for rocm, None otherwise
     cpu: str  # x86_64 | aarch64
     os: str  # linux | darwin | windows
+    # True: a stable-ABI build; `torch` is then the oldest torch it loads into (its TORCH_TARGET_VERSION).
+    stable: bool = False
 
     @property
     def compute(self) -> str:
@@ -63,6 +69,8 @@ class Variant:
     @property
     def name(self) -> str:
         # The -cxx11 tag is kept on Linux only (docs/hub-contract.md §2.1, #599).
+        if self.stable:
+            return f"torch-stable-abi{_compact(self.torch)}-{self.compute}-{self.cpu}-{self.os}"
         cxx = "-cxx11" if self.os == "linux" else ""
         return f"torch{_compact(self.torch)}{cxx}-{self.compute}-{self.cpu}-{self.os}"
 
@@ -73,7 +81,8 @@ class Variant:
 def parse_name(name: str) -> Variant:
     """The inverse of Variant.name; raises ConfigError for a name outside the grammar."""
     m = NAME_RE.match(name)
-    if not m or (m["os"] == "linux") != bool(m["cxx11"]):
+    stable = bool(m and m["stable"])
+    if not m or (m["os"] == "linux" and not stable) != bool(m["cxx11"]):
         raise ConfigError(f"{name!r} is not a variant name", "use e.g. torch214-cxx11-cu130-x86_64-linux")
     compute = m["compute"]
     backend, toolkit = compute, None
@@ -81,7 +90,7 @@ def parse_name(name: str) -> Variant:
         if compute.startswith(prefix) and compute[len(prefix) :].isdigit():
             digits = compute[len(prefix) :]
             backend, toolkit = be, f"{digits[:-1]}.{digits[-1]}"
-    return Variant(f"{m['tmaj']}.{m['tmin']}", backend, toolkit, m["cpu"], m["os"])
+    return Variant(f"{m['tmaj']}.{m['tmin']}", backend, toolkit, m["cpu"], m["os"], stable)
 
 
 PYPI = "pypi"  # pip's default index: no URL is written for it
@@ -135,6 +144,13 @@ class Matrix:
         return variant.backend in self.torch_index
 
     def torch_source(self, variant: Variant) -> Source | None:
+        if variant.stable:  # any torch from the floor on compiles it: the newest listed for its compute
+            fits = [
+                (_minor_key(key.split("-")[0]), src)
+                for key, src in self.torch_sources.items()
+                if key.endswith(f"-{variant.compute}") and _minor_key(key.split("-")[0]) >= _minor_key(variant.torch)
+            ]
+            return max(fits, key=lambda f: f[0])[1] if fits else None
         return self.torch_sources.get(f"{variant.torch}-{variant.compute}")
 
     def toolkit_source(self, variant: Variant) -> Source | None:
@@ -161,7 +177,11 @@ def _strings(value: Any, what: str, where: str) -> list[str]:
 
 
 TOP_KEYS = ("schema", "torch", "build", "sources", "torch-index")
-ROW_KEYS = ("backend", "torch", "toolkits", "systems")
+ROW_KEYS = ("backend", "torch", "toolkits", "systems", "abi")
+
+
+def _minor_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
 
 
 def refuse_unknown(keys: object, known: tuple[str, ...], where: str) -> None:
@@ -223,12 +243,26 @@ def _row_variants(row: dict[str, Any], default_torch: Any, here: str) -> list[Va
             raise ConfigError(f"{here}: system {system!r} is not one of {SYSTEMS}", "fix the matrix file")
     if backend == "metal" and any(s != "aarch64-darwin" for s in systems):
         raise ConfigError(f"{here}: metal variants exist only for aarch64-darwin", "fix systems")
+    abi = _row_abi(row, backend, here)
     return [
-        Variant(torch, backend, toolkit, *system.split("-"))
+        Variant(torch, backend, toolkit, system.split("-")[0], system.split("-")[1], stable=abi == "stable")
         for torch in torches
         for toolkit in toolkits
         for system in systems
     ]
+
+
+def _row_abi(row: dict[str, Any], backend: str, here: str) -> str:
+    """The row's `abi`: "torch" (per-torch, the default) or "stable" (CUDA only, docs/stable-abi.md)."""
+    abi = row.get("abi", "torch")
+    if abi not in ("torch", "stable"):
+        raise ConfigError(f'{here}: abi {abi!r} is not "torch" or "stable"', "fix the matrix file")
+    if abi == "stable" and backend not in STABLE_BACKENDS:
+        raise ConfigError(
+            f'{here}: abi = "stable" is built for {", ".join(STABLE_BACKENDS)} only, not {backend}',
+            "keep per-torch rows for this backend (docs/stable-abi.md says why)",
+        )
+    return str(abi)
 
 
 def _parse_sources(sources: Any, where: str) -> tuple[dict[str, Source], dict[str, Source]]:
@@ -314,11 +348,18 @@ def pick_toolkit(variant: Variant, toolkits: tuple[Toolkit, ...]) -> Toolkit | N
 
 
 def pick_env(variant: Variant, envs: tuple[TorchEnv, ...], host_cpu: str | None = None) -> TorchEnv | None:
+    """The torch environment whose headers compile the variant: its exact minor, or for a stable-ABI variant the
+    newest torch from its floor on (TORCH_TARGET_VERSION keeps the binary to the floor's API)."""
+    fits = []
     for env in envs:
         cpu = env.cpu or host_cpu or variant.cpu
-        if env.torch_minor == variant.torch and env.compute == variant.compute and cpu == variant.cpu:
+        if env.compute != variant.compute or cpu != variant.cpu:
+            continue
+        if env.torch_minor == variant.torch and not variant.stable:
             return env
-    return None
+        if variant.stable and _minor_key(env.torch_minor) >= _minor_key(variant.torch):
+            fits.append(env)
+    return max(fits, key=lambda e: _minor_key(e.torch_minor), default=None)
 
 
 DEFAULT_INDEX = "pip's default index"

@@ -521,6 +521,22 @@ def _plan_metallib(ctx: _Variant, sec: KernelSection) -> None:
     ctx.archs.add("metal")
 
 
+# A stable-ABI variant compiles the binding's stable twin, rendered beside it (torch_binding.cpp ->
+# torch_binding_stable.cpp), instead of the binding itself (docs/stable-abi.md).
+STABLE_SUFFIX = "_stable"
+
+
+def stable_source(src: str) -> str:
+    stem, dot, ext = src.rpartition(".")
+    return f"{stem}{STABLE_SUFFIX}.{ext}" if dot else src + STABLE_SUFFIX
+
+
+def torch_target_version(torch: str) -> str:
+    """TORCH_TARGET_VERSION for torch "2.10": torch/headeronly/version.h's encoding (major << 56 | minor << 48)."""
+    major, minor = (int(x) for x in torch.split("."))
+    return f"0x{(major << 56) | (minor << 48):016X}ULL"
+
+
 def _plan_binding(ctx: _Variant) -> list[str]:
     """The binding: per torch environment, with the op id baked in."""
     tools, variant, project = ctx.tools, ctx.variant, ctx.project
@@ -528,12 +544,15 @@ def _plan_binding(ctx: _Variant) -> list[str]:
     maps = ctx.maps
     tc = f"{tools.cxx_id} | {tools.torch_id} | {tools.toolkit_id} | {ctx.tool_tag}"
     out: list[str] = []
-    for src in (s for s in project.torch_src if not s.endswith(HEADER_SUFFIXES)):
+    for src in (
+        stable_source(s) if variant.stable else s for s in project.torch_src if not s.endswith(HEADER_SUFFIXES)
+    ):
         argv = (
             *(tools.cxx, "-c", src, *_object_flags(), f"-std={tools.cxx_standard}", "-fvisibility=hidden"),
             *_macos_target(variant.backend),
             *(("-fno-gnu-unique",) if variant.os == "linux" else ()),
             *_binding_defines(variant.backend, ctx.ops_id, tools.cxx11_abi),
+            *((f"-DTORCH_TARGET_VERSION={torch_target_version(variant.torch)}",) if variant.stable else ()),
             *(f"-I{d}" for d in project.torch_include),
             *(() if project.has_registration_h else (f"-I{ctx.gen_include}",)),
             *ctx.torch_side,
@@ -543,7 +562,7 @@ def _plan_binding(ctx: _Variant) -> list[str]:
             *maps.torch,
             *maps.toolkit,
         )
-        label = f"c++ {src} (torch {variant.torch})"
+        label = f"c++ {src} (torch {'>= ' if variant.stable else ''}{variant.torch})"
         out.append(
             ctx.add(_step_id("bind", tc, argv), "compile", "c++", label, argv, _obj_name(src), tc, inputs=(src,))
         )
