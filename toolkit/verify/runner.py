@@ -24,6 +24,7 @@ from toolkit.verify.metal import check_metal
 from toolkit.verify.metal import required_kernels as metal_kernels
 from toolkit.verify.provenance import check_provenance, check_vendor_clean
 from toolkit.verify.smoke import smoke_test
+from toolkit.verify.stable_abi import check_stable_abi
 from toolkit.verify.symvers import check_symbols
 
 # The record's owner is toolkit.verify.record; these names stay for the callers that import them from here.
@@ -85,6 +86,7 @@ def _binary_checks(
         variant, sos, os_name=str(os_name), backend=backend, host_toolchain_ok=options.host_toolchain_ok
     )
     if os_name == "linux":
+        findings += check_stable_abi(variant, sos)
         libs = torch_lib_dirs(variant) if torch_libs is None else torch_libs
         findings += check_symbols(variant, sos, host_toolchain_ok=options.host_toolchain_ok, torch_lib_dirs=libs)
     if backend == "metal":
