@@ -76,6 +76,7 @@ def test_renders_clean_cuda_and_metal(cfg) -> None:  # type: ignore[no-untyped-d
         "csrc/metal/gguf_metal_runtime.mm",
         "csrc/metal/gguf_metal.mm",
         "torch-ext/torch_binding.cpp",
+        "torch-ext/torch_binding_stable.cpp",
         "torch-ext/torch_binding.h",
         "torch-ext/registration.h",
         "torch-ext/gguf_kernels/__init__.py",

@@ -52,11 +52,11 @@ GROUP_TITLES = (
     ("rocm", "Linux, ROCm container (hipcc)"),
     ("macos", "macOS on Apple silicon, Xcode with the Metal toolchain"),
 )
-# The first package's artifacts are named after their variant alone, and every Hub variant name starts with
-# torch<version> (kernel-builder's grammar), so this pattern downloads exactly them: a later package's artifacts
-# carry its name first ("<package>-<variant>"), which no variant name starts with (a package name cannot be
-# torch<digits>..., see `_artifact_prefix`).
-FIRST_PATTERN = "torch[0-9]*"
+# The first package's artifacts are named after their variant alone, and every variant name we build starts with
+# "torch" (torch<version>... per kernel-builder's grammar, torch-stable-abi<version>... for stable-ABI rows), so this
+# pattern downloads exactly them: a later package's artifacts carry its name first ("<package>-<variant>"), and a
+# package name cannot start with "torch" (see `_artifact_prefix`).
+FIRST_PATTERN = "torch*"
 
 
 @dataclass(frozen=True)
@@ -118,9 +118,9 @@ def _artifact_prefix(cfg: Config) -> str:
     """ "" for the first package (artifacts named after the variant, as before families), else "<package>-"."""
     if cfg.is_first:
         return ""
-    if re.match(r"torch[0-9]", cfg.name):
+    if re.match(r"torch", cfg.name):
         raise ConfigError(
-            f"package {cfg.name}: a name that starts like a variant name (torch<version>) would mix its CI artifacts "
+            f"package {cfg.name}: a name that starts like a variant name (torch...) would mix its CI artifacts "
             "with the first package's",
             "rename the package",
         )
