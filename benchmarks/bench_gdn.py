@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from _timing import (  # noqa: E402
+from timing import (  # noqa: E402
     Timer,
     bench_parser,
     environment,
