@@ -15,7 +15,7 @@ from toolkit.cli import app
 from toolkit.core import config
 from toolkit.core.lock import read_lock
 from toolkit.sync.embedded import EMBEDDED
-from toolkit.sync.stage import SyncRequest
+from toolkit.sync.project_plan import SyncRequest
 
 pytestmark = pytest.mark.usefixtures("isolated_upstream_cache")  # a fresh upstream cache per test, no mirror
 

@@ -15,7 +15,8 @@ from toolkit.core import config, ui
 from toolkit.core.errors import VendorStateError
 from toolkit.core.lock import Lock, read_lock
 from toolkit.core.stage import Log, Verdict
-from toolkit.sync.stage import SyncReport, SyncRequest
+from toolkit.sync.project_plan import SyncRequest
+from toolkit.sync.report import SyncReport
 from toolkit.sync.vendor_tree import TreeFinding, check_vendor
 
 

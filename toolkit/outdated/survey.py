@@ -15,9 +15,10 @@ from toolkit.core.lock import Lock, package_view
 from toolkit.outdated.rebase import Rebased, rebase_series
 from toolkit.sync.drift import Drift, compute_drift
 from toolkit.sync.patches import describe
-from toolkit.sync.stage import SyncPlan, family_facts, plan_sync, read_patches
+from toolkit.sync.project_plan import family_facts
+from toolkit.sync.tree_plan import SyncPlan, plan_sync
 from toolkit.sync.upstream import Snapshot, Source, _run_git
-from toolkit.sync.vendor_tree import SOURCES_DIR
+from toolkit.sync.vendor_tree import SOURCES_DIR, read_patches
 
 
 @dataclass(frozen=True)

@@ -174,7 +174,7 @@ class DropPlan:
 
 
 def _series(cfg: Config) -> tuple[list[tuple[str, bytes]], dict[str, bytes]]:
-    from toolkit.sync.stage import read_patches
+    from toolkit.sync.vendor_tree import read_patches
 
     return read_patches(cfg.vendor_dir)
 
@@ -197,7 +197,8 @@ def _match(existing: list[str], name: str) -> str | None:
 
 def _pristine_plan(cfg: Config, lock: Lock, patches: list[tuple[str, bytes]], *, rev: str | None, mirror, **kw):
     """plan_sync of `patches` at `rev` (None: the pinned commit) of the lock's upstream."""
-    from toolkit.sync.stage import family_facts, plan_sync
+    from toolkit.sync.project_plan import family_facts
+    from toolkit.sync.tree_plan import plan_sync
     from toolkit.sync.upstream import open_upstream
 
     if rev is None:
