@@ -61,7 +61,7 @@ def render_card(
     if lock is not None:
         # The subject is the upstream's text: its escape sequences are spelled out, never sent on.
         upstream = {"url": lock.upstream, "commit": lock.commit, "date": lock.date, "subject": printable(lock.subject)}
-        from toolkit.sync.patch_workflow import patch_descriptions
+        from toolkit.sync import patch_descriptions
 
         described = patch_descriptions(cfg.vendor_dir)
         patches = [

@@ -18,7 +18,7 @@ from toolkit.core.stage import Log
 from toolkit.publish.plan import ADD, DELETE, BranchPlan, PublishPlan, RemoteFile, plan_publish
 from toolkit.publish.preflight import preflight
 from toolkit.publish.stage import REPORT_NAME, Plan, PublishResult, finish
-from toolkit.verify.binaries import BINARY_SUFFIXES, LFS_POINTER_PREFIX, check_gitattributes, gitattributes_text
+from toolkit.verify import BINARY_SUFFIXES, LFS_POINTER_PREFIX, check_gitattributes, gitattributes_text
 
 
 def git_lfs_available() -> tuple[bool, str]:

@@ -15,7 +15,7 @@ from toolkit.core.stage import Log
 from toolkit.publish.plan import ADD, DELETE, FileAction, PublishPlan, RemoteFile, plan_publish, same_content
 from toolkit.publish.preflight import preflight, resolve_token
 from toolkit.publish.stage import REPORT_NAME, Plan, PublishResult, finish
-from toolkit.verify.binaries import BINARY_SUFFIXES
+from toolkit.verify import BINARY_SUFFIXES
 
 REPO_TYPE = "kernel"
 # huggingface_hub learnt to commit to kernel-type repos in 2.3.0 (older releases refuse repo_type="kernel" in

@@ -11,10 +11,15 @@ from typing import Any
 
 from toolkit.core.errors import PublishError
 from toolkit.core.records import sub_table
-from toolkit.verify import conformance, record
-from toolkit.verify.binaries import check_file
-from toolkit.verify.entries import non_regular
-from toolkit.verify.runner import discover, stamp_verdict
+from toolkit.verify import (
+    check_file,
+    check_vendor_clean,
+    conformance_status,
+    discover,
+    non_regular,
+    runnable_here,
+    stamp_verdict,
+)
 
 
 @dataclass(frozen=True)
@@ -71,8 +76,8 @@ def _verdict(build_dir: Path, d: Path, official_hub: bool) -> tuple[str, list[st
     ok, why = stamp_verdict(build_dir, d, official_hub=official_hub)
     if not ok:
         problems.append(f"{d.name} is unverified ({why})")
-    status = record.conformance_status(build_dir, d.name)
-    if ok and not status.startswith("passed") and conformance.runnable_here(d.name)[0]:
+    status = conformance_status(build_dir, d.name)
+    if ok and not status.startswith("passed") and runnable_here(d.name)[0]:
         # the gate is required wherever it can run
         problems.append(
             f"{d.name}: conformance {status}, but this host can run it "
@@ -134,8 +139,6 @@ def preflight(
     problems += _version_problems(cfg, versions)
     lock = None
     if check_vendor:
-        from toolkit.verify.provenance import check_vendor_clean
-
         findings, lock = check_vendor_clean(cfg)
         problems += [f.message for f in findings if f.failed]
     if problems:

@@ -7,7 +7,8 @@ The stage protocol (the same in every stage package):
                                            atomically, write the drift report
 The work is split by job beside this file: tree_plan (the pure plan), project_plan (the plan against the
 project), execution, report, licenses; the helpers (upstream, closure, patches, vendor_tree, drift,
-embedded) beside them. Other stages read vendor/ through this face: `check_vendor` and `read_vendor`.
+embedded) beside them. Other stages read vendor/ through this face: `check_vendor`, `read_vendor` and
+`patch_descriptions`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from toolkit.core.config import Config
 from toolkit.core.stage import Log, quiet
 from toolkit.sync import execution, project_plan
+from toolkit.sync.patch_workflow import patch_descriptions
 from toolkit.sync.project_plan import Prepared as Plan
 from toolkit.sync.project_plan import SyncRequest as Request
 from toolkit.sync.report import SyncReport as Report
@@ -32,6 +34,7 @@ __all__ = [
     "tree_on_record",
     "TreeFinding",
     "VendorState",
+    "patch_descriptions",
 ]
 
 

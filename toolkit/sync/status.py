@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.core import config
-from toolkit.core.lock import read_lock, sha256_file
+from toolkit.core.lock import sha256_file
 from toolkit.core.stage import Log, quiet
 from toolkit.sync.outcome import Succeeded
 from toolkit.sync.patch_workflow import patch_descriptions
@@ -18,8 +18,9 @@ from toolkit.sync.vendor_tree import (
     PATCH_ADDED,
     PATCH_EDITED,
     PATCH_REMOVED,
-    check_vendor,
     patch_files,
+    read_vendor,
+    tree_on_record,
 )
 
 
@@ -62,10 +63,11 @@ def execute(status_plan: StatusPlan, log: Log = quiet) -> StatusReport:
 
 def status_doc(cfg: config.Config) -> dict[str, object]:
     """The status as data (what --json prints)."""
-    findings = check_vendor(cfg)
-    lock = read_lock(cfg.vendor_dir)
-    current = {p.name: sha256_file(p) for p in patch_files(cfg.vendor_dir)}
-    described = patch_descriptions(cfg.vendor_dir)
+    # one read of vendor/ (the tree recovery would put back, while a killed sync's swap awaits it)
+    vendor = read_vendor(tree_on_record(cfg.vendor_dir))
+    findings, lock = vendor.findings(), vendor.lock
+    current = {p.name: sha256_file(p) for p in patch_files(vendor.path)}
+    described = patch_descriptions(vendor.path)
     patches: list[dict[str, str | None]] = []
     for p in lock.patches if lock else ():
         state = (

@@ -14,10 +14,20 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.core.stage import Log, quiet
+from toolkit.verify.binaries import (
+    BINARY_SUFFIXES,
+    LFS_POINTER_PREFIX,
+    check_file,
+    check_gitattributes,
+    gitattributes_text,
+)
+from toolkit.verify.conformance import runnable_here
+from toolkit.verify.entries import non_regular
 from toolkit.verify.findings import FAIL, PASS, SKIP, WARN, Finding, VariantReport, VerifyReport
 from toolkit.verify.imports import torch_lib_dirs
 from toolkit.verify.layout import variant_backend
-from toolkit.verify.record import tree_sha256
+from toolkit.verify.provenance import check_vendor_clean
+from toolkit.verify.record import conformance_status, tree_sha256
 from toolkit.verify.record import verdict as stamp_verdict
 from toolkit.verify.runner import STAMP_NAME, VerifyOptions, discover, verify_build, verify_paths, verify_variant
 
@@ -43,6 +53,16 @@ __all__ = [
     "FAIL",
     "WARN",
     "SKIP",
+    # what publish re-checks before a byte is pushed (its one door into verify)
+    "check_file",
+    "non_regular",
+    "check_vendor_clean",
+    "conformance_status",
+    "runnable_here",
+    "check_gitattributes",
+    "gitattributes_text",
+    "BINARY_SUFFIXES",
+    "LFS_POINTER_PREFIX",
 ]
 
 

@@ -124,17 +124,18 @@ def _lock_problems(commit: str, patches: list[Any], lock: Any) -> list[tuple[str
 
 def check_vendor_clean(cfg: Any) -> tuple[list[Finding], Any | None]:
     """(findings, lock) for the project's vendor/: refuse a dirty tree (edited, missing, extra files)."""
-    from toolkit.core.lock import read_lock
-    from toolkit.sync.vendor_tree import check_vendor
+    from toolkit.sync import read_vendor, tree_on_record
 
-    lock = read_lock(cfg.vendor_dir)
+    # read once, and where a killed sync's swap awaits recovery, the tree recovery puts back (pure: a plan calls it)
+    vendor = read_vendor(tree_on_record(cfg.vendor_dir))
+    lock = vendor.lock
     if lock is None:
         return [
             Finding(
                 "*", "vendor", FAIL, "vendor/UPSTREAM is missing: nothing is pinned", "run ggml-vendor sync --rev REV"
             )
         ], None
-    dirty = check_vendor(cfg)
+    dirty = vendor.findings()
     if dirty:
         shown = "; ".join(d.line().strip() for d in dirty[:3]) + (
             f" (+{len(dirty) - 3} more)" if len(dirty) > 3 else ""
