@@ -17,14 +17,17 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Generic, TypeVar, cast
 
 import typer
 
 from toolkit import help as help_text
 from toolkit.core import ui
+from toolkit.core.config import Config, load
 from toolkit.core.errors import ConfigError, Interrupted, VendorError
-from toolkit.core.stage import Log, failure_of
+from toolkit.core.stage import Log, Outcome, Printable, Shown, Stage, failure_of
+
+R = TypeVar("R")  # a stage's request
 
 app = typer.Typer(
     name="ggml-vendor",
@@ -85,95 +88,170 @@ class Options:
     packages: tuple[str, ...] = ()  # --package/-p (empty: every package), where the command is per package
 
 
+P = TypeVar("P")  # what a Run's plan returns
+S = TypeVar("S", bound=Shown)  # what a Run shows: its report, or under --dry-run its preview of the plan
+
+
 @dataclass(frozen=True)
-class Run:
+class Run(Generic[P, S]):
     """What a command does, as the runner needs it.
 
     `plan(config, log)` reads and decides; `execute(plan, log)` acts and returns a protocol Report (None: the
     plan is the result, e.g. read-only listings); `show(result, options)` prints tables: the report, or under
-    --dry-run the plan (or what `preview(plan)` makes of it). `read_only` takes the project lock shared
-    (checks); `config=False` hands `plan` None instead of the loaded project; `live` shows the log as it
-    happens even without --verbose (long, multi-stage work); `spinner=False` for work that draws its own
-    progress bars. `per_package` (set by `@command(packages=True)`) runs it once per selected package;
-    `one_package`: exactly one may be selected. `interrupted(plan)` is the error for a Ctrl-C once execute
-    may have acted (default: "previous state kept"). `announce`: the plan's `notes` are printed as warnings
-    once it is made, and with --verbose (neither --dry-run nor --json) its lines before execute runs it."""
+    --dry-run what `preview(plan)` makes of the plan (without a preview, the plan itself: such a Run's show
+    takes its plan as well as its report). `read_only` takes the project lock shared (checks); a Run made
+    by `Run.alone` needs no project: its plan takes the log only; `live` shows the log as it happens even
+    without --verbose (long, multi-stage work); `spinner=False` for work that draws its own progress bars.
+    `per_package` (set by `@command(packages=True)`) runs it once per selected package; `one_package`:
+    exactly one may be selected. `interrupted(plan)` is the error for a Ctrl-C once execute may have acted
+    (default: "previous state kept"). `announce`: the plan's `notes` are printed as warnings once it is
+    made, and with --verbose (neither --dry-run nor --json) its lines before execute runs it."""
 
-    label: str | Callable[[Any], str]  # the task's label, or a function of the config it runs under
-    plan: Callable[[Any, Log], Any]
-    execute: Callable[[Any, Log], Any] | None = None
-    show: Callable[[Any, Options], None] | None = None
-    preview: Callable[[Any], Any] | None = None
+    label: str | Callable[[Config], str]  # the task's label, or a function of the config it runs under
+    plan: Callable[[Config, Log], P]
+    execute: Callable[[P, Log], S] | None = None
+    show: Callable[[S, Options], None] | None = None
+    preview: Callable[[P], S] | None = None
     read_only: bool = False
-    config: bool = True
     live: bool = False
     spinner: bool = True
     per_package: bool = False
     one_package: bool = False
-    interrupted: Callable[[Any], Exception] | None = None
+    interrupted: Callable[[P], Exception] | None = None
     announce: bool = False
+    plan_alone: Callable[[Log], P] | None = None  # set by Run.alone: the plan of a Run that needs no project
+
+    @property
+    def config(self) -> bool:
+        """Whether the runner loads the project (and takes its lock) to plan this Run."""
+        return self.plan_alone is None
+
+    @classmethod
+    def alone(
+        cls,
+        label: str,
+        plan: Callable[[Log], P],
+        *,
+        execute: Callable[[P, Log], S] | None = None,
+        show: Callable[[S, Options], None] | None = None,
+        live: bool = False,
+    ) -> Run[P, S]:
+        """A Run that needs no project (the demo makes its own): `plan(log)`."""
+        return cls(label, plan=_needs_a_project, execute=execute, show=show, live=live, plan_alone=plan)
+
+    def planned(self, cfg: Config | None, log: Log) -> P:
+        """The plan, under `cfg` (None only for a Run made by `Run.alone`)."""
+        if self.plan_alone is not None:
+            return self.plan_alone(log)
+        if cfg is None:
+            raise ConfigError("this command needs the project and was run without one", "pass -C PATH")
+        return self.plan(cfg, log)
+
+    def shown(self, plan: P) -> S:
+        """What --dry-run shows of `plan`: its preview, else the plan itself (see the class's doc)."""
+        if self.preview is not None:
+            return self.preview(plan)
+        return cast(S, plan)  # a Run without a preview shows its plan as it shows its report
 
 
-def stage_run(label: str | Callable[[Any], str], stage: Any, request: Any, **fields: Any) -> Run:
-    """The Run of a stage package that follows the protocol to the letter: `stage.plan(config, request, log)`
-    then `stage.execute(plan, log)`; `fields` are the Run's other fields (show, read_only, ...)."""
-    return Run(label, plan=lambda cfg, log: stage.plan(cfg, request, log), execute=stage.execute, **fields)
+# What `@command` registers: each command's Run has its own plan and report types; the decorator only hands
+# it on to `perform`, which is generic in them.
+AnyRun = Run[Any, Any]
 
 
-def _print_lines(result: Any, _opts: Options) -> None:
+def _needs_a_project(_cfg: Config, _log: Log) -> Any:
+    raise AssertionError("a Run made by Run.alone is planned by its plan_alone")
+
+
+def stage_run(
+    label: str | Callable[[Config], str],
+    stage: Stage[R, P, S],
+    request: R,
+    *,
+    show: Callable[[S, Options], None] | None = None,
+    read_only: bool = False,
+    live: bool = False,
+    spinner: bool = True,
+    one_package: bool = False,
+    interrupted: Callable[[P], Exception] | None = None,
+    announce: bool = False,
+) -> Run[P, S]:
+    """The Run of a stage package that follows the protocol to the letter (toolkit.core.stage.Stage, checked
+    by mypy): `stage.plan(config, request, log)` then `stage.execute(plan, log)`."""
+
+    def plan(cfg: Config, log: Log) -> P:
+        return stage.plan(cfg, request, log)
+
+    return Run(
+        label,
+        plan=plan,
+        execute=stage.execute,
+        show=show,
+        read_only=read_only,
+        live=live,
+        spinner=spinner,
+        one_package=one_package,
+        interrupted=interrupted,
+        announce=announce,
+    )
+
+
+def _print_lines(result: Shown, _opts: Options) -> None:
     """The default printer: the result's lines on stdout (plain text: they name [tables] and paths, never
     markup), and on stderr the `problems()` lines of a report that has them (a failed step's output)."""
-    for line in result.lines():
+    for line in result.lines() if isinstance(result, Printable) else ():
         ui.out.print(line)
     for line in getattr(result, "problems", list)():
         ui.err.print(line)
 
 
-def _announce(plan: Any, opts: Options) -> None:
+def _announce(plan: object, opts: Options) -> None:
     """Run.announce: the plan's notes, and under --verbose what is about to run before running it."""
     for note in getattr(plan, "notes", ()):
         ui.warn("note:", note)
-    if opts.verbose and not opts.dry_run and not opts.json:
+    if opts.verbose and not opts.dry_run and not opts.json and isinstance(plan, Printable):
         for line in plan.lines():
             ui.out.print(line)
 
 
-def _emit(result: Any, run: Run, opts: Options) -> None:
+def _emit(result: S, run: Run[P, S], opts: Options) -> None:
     if opts.json:
         doc = result.to_json()
         ui.emit_json({"dry_run": True, **doc} if opts.dry_run and run.execute is not None else doc)
+    elif run.show is not None:
+        run.show(result, opts)
     else:
-        (run.show or _print_lines)(result, opts)
+        _print_lines(result, opts)
 
 
-def _perform_one(run: Run, opts: Options, cfg: Any) -> None:
+def _perform_one(run: Run[P, S], opts: Options, cfg: Config | None) -> None:
     verbose = opts.verbose or (run.live and not opts.json)
-    plan = None
+    planned = False
+    plan: P | None = None
     try:
-        label = run.label(cfg) if callable(run.label) else run.label
+        label = run.label(cfg) if callable(run.label) and cfg is not None else str(run.label)
         with ui.task(label, verbose=verbose, quiet=opts.json, spinner=run.spinner) as task:
-            result = plan = run.plan(cfg, task.log)
+            plan = run.planned(cfg, task.log)
+            planned = True
             if run.announce:
                 _announce(plan, opts)
             if run.execute is not None and not opts.dry_run:
                 result = run.execute(plan, task.log)
-            elif run.preview is not None:
-                result = run.preview(plan)
+            else:
+                result = run.shown(plan)
         _emit(result, run, opts)
     except KeyboardInterrupt:
-        if plan is None or opts.dry_run or run.interrupted is None:
+        if not planned or opts.dry_run or run.interrupted is None:
             raise  # nothing was carried out: the previous state was kept
         # Once the plan may have been carried out, the stage says what the tree now holds.
-        raise run.interrupted(plan) from None
-    failure = failure_of(result) if hasattr(result, "ok") else None
+        raise run.interrupted(cast(P, plan)) from None
+    failure = failure_of(result) if isinstance(result, Outcome) else None
     if failure is not None:
         raise failure
 
 
-def _views(run: Run, opts: Options) -> tuple[Any, ...]:
+def _views(run: Run[P, S], opts: Options) -> tuple[Config, ...]:
     """The configs `run` runs under: the project's, or one view per selected package."""
-    from toolkit.core.config import load
-
     cfg = load(opts.project)
     if not run.per_package:
         return (cfg,)
@@ -186,13 +264,16 @@ def _views(run: Run, opts: Options) -> tuple[Any, ...]:
     return views
 
 
-def perform(run: Run, opts: Options) -> None:
+def perform(run: Run[P, S], opts: Options) -> None:
     """Plan, execute (unless --dry-run) and print `run` under the project's config; a report that is not
     ok ends the command with its exit code. Per package: one package selected is exactly the one-package
     command; several get a heading each on stderr and, with --json, one document {"packages": {name: doc}}
     (printed even when a package fails, that package's document included); the first failure stops the
     loop, its one line naming the package."""
-    views = _views(run, opts) if run.config else (None,)
+    if not run.config:
+        _perform_one(run, opts, None)
+        return
+    views = _views(run, opts)
     if len(views) == 1:
         _perform_one(run, opts, views[0])
         return
@@ -219,7 +300,6 @@ def _recover_build_dirs(opts: Options) -> None:
     """Put back what a killed run's journaled swap left moved aside in each package's build/ (collect's and
     build's fallback where the filesystem cannot exchange two directories), before the command reads it."""
     from toolkit.core import fs
-    from toolkit.core.config import load
 
     try:
         views = load(opts.project).selected()
@@ -229,7 +309,7 @@ def _recover_build_dirs(opts: Options) -> None:
         fs.recover_swaps(view.build_dir)
 
 
-def _locked(run: Run, opts: Options, command: str) -> None:
+def _locked(run: Run[P, S], opts: Options, command: str) -> None:
     """`perform` under the project lock: held from the plan to the report (a second command waits, or
     with --no-wait refuses), shared for commands that only read. Every command first rolls back the swaps
     killed runs left half done in build/ (as sync's journal is recovered for vendor/)."""
@@ -309,13 +389,13 @@ def command(
     lock: bool = True,
     lock_name: str | None = None,
     packages: bool = False,
-) -> Callable[[Callable[..., Run]], Callable[..., Run]]:
+) -> Callable[[Callable[..., AnyRun]], Callable[..., AnyRun]]:
     """Register `fn(opts, **own_options) -> Run` as the command `name` (of `group`, default the app): its own
     options plus the shared ones (--project/-C, --json, --verbose/-v, and --dry-run / --no-wait / --package
     where `dry_run` / `lock` / `packages`), then `perform` its Run (under the project lock, held as
     `lock_name`, when `lock`; once per selected package when `packages`)."""
 
-    def register(fn: Callable[..., Run]) -> Callable[..., Run]:
+    def register(fn: Callable[..., AnyRun]) -> Callable[..., AnyRun]:
         # The first parameter is the Options object the wrapper builds; the others are the command's options.
         own = [
             p.replace(annotation=_resolved(fn, p.annotation))

@@ -93,7 +93,7 @@ def test_plan_uses_the_cross_toolchain_and_the_target_cudart(tmp_path):
     from dataclasses import replace
 
     from toolkit.build.matrix import Status
-    from toolkit.build.plan import make_plan
+    from toolkit.build.steps import make_plan
 
     lib = tmp_path / "lib"
     lib.mkdir()

@@ -1,5 +1,5 @@
 """The Metal build: which vendored Metal files build (toolkit/build/metal.py), the build's own Metal steps
-(toolkit/build/plan.py), and embedding.
+(toolkit/build/steps.py), and embedding.
 
 The Metal binary itself cannot be built on this (Linux) machine; the tests that would need it say so. What
 runs here: the real plan's Metal command lines, the real local executor running them against a simulated
@@ -115,7 +115,7 @@ def test_required_kernels_exist_in_the_real_monolith() -> None:
     assert missing == []
 
 
-# --- the real build's Metal steps (toolkit/build/plan.py; the local executor runs them) -------------------
+# --- the real build's Metal steps (toolkit/build/steps.py; the local executor runs them) -------------------
 
 METAL_ROW = "torch214-metal-aarch64-darwin"
 
@@ -125,7 +125,7 @@ def _metal_inputs(root: Path):
     import tomlkit
 
     from toolkit.build.inputs import _kernel_sections
-    from toolkit.build.plan import ProjectInputs
+    from toolkit.build.steps import ProjectInputs
 
     doc = tomlkit.parse((REPO / "build.toml").read_text()).unwrap()
     sections = tuple(k for k in _kernel_sections(doc) if k.backend == "metal")
@@ -149,7 +149,7 @@ def _metal_inputs(root: Path):
 
 def _metal_plan(root: Path, status=None):
     from toolkit.build.matrix import Status, parse_name
-    from toolkit.build.plan import make_plan
+    from toolkit.build.steps import make_plan
 
     st = status or Status(False, "needs macOS on Apple silicon with Xcode 26 and the Metal toolchain")
     return make_plan(_metal_inputs(root), [(parse_name(METAL_ROW), st)], cxx="c++", cxx_id="g++", gen_include="/gen")

@@ -77,7 +77,7 @@ def test_identity_follows_zig_and_wrapper_content(tmp_path, toolchain):
 def test_planned_steps_carry_the_toolchain_identity_and_nvcc_ccbin(toolchain):
     from toolkit.build.envs import Toolkit, TorchEnv
     from toolkit.build.matrix import Status, parse_name
-    from toolkit.build.plan import make_plan
+    from toolkit.build.steps import make_plan
 
     proj = tiny_project_inputs("torch-ext/b.cpp", "csrc/a.cu")
     env = TorchEnv("/py", "2.14.1+cu130", "/t", cuda="13.0", include_dirs=("/t/include",), lib_dir="/t/lib")

@@ -467,8 +467,8 @@ def _plan_as_the_cli_does(p: Project, case: Case) -> list[Any]:
     views = p.cfg.selected(()) if _per_package(case.command) else (p.cfg,)
     plans = []
     for view in views if run.config else (None,):
-        plan = run.plan(view, lambda _line: None)
-        shown = run.preview(plan) if run.preview is not None else plan
+        plan = run.planned(view, lambda _line: None)
+        shown = run.shown(plan)
         shown.to_json()
         if hasattr(shown, "lines"):
             shown.lines()

@@ -396,7 +396,7 @@ def make_patch(old_path: str, old: str, new: str, *, prefix: str = "") -> str:
 
 def tiny_project_inputs(torch_src: str = "b.cpp", kernel_src: str = "a.cu"):  # type: ignore[no-untyped-def]
     """A one-binding, one-CUDA-kernel ProjectInputs for build-plan tests that construct the host by hand."""
-    from toolkit.build.plan import KernelSection, ProjectInputs
+    from toolkit.build.steps import KernelSection, ProjectInputs
 
     return ProjectInputs(
         root=Path("/p"),

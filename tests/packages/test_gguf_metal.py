@@ -299,7 +299,7 @@ def test_variants_list_the_metal_rows() -> None:
 
 
 def test_metal_binary_builds_on_macos() -> None:
-    """On a Mac with Xcode 26: the real build (the one Metal planner, toolkit/build/plan.py) compiles the package's
+    """On a Mac with Xcode 26: the real build (the one Metal planner, toolkit/build/steps.py) compiles the package's
     Metal unit against the vendored sources, and verify finds every kernel the binding looks up in the metallib."""
     host = metal.probe_host()
     if host.blockers:

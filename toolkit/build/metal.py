@@ -2,7 +2,7 @@
 
 This is the offline compile kernel-builder performs for a `backend = "metal"` section (docs/hub-contract.md
 §4.7: `metal -std=metal4.0 -O2 [-I...] -c` per .metal, `metallib` to link, `metallib_to_header.py` to
-embed), planned with the other compiler steps by toolkit/build/plan.py (the one Metal planner) and run by the local
+embed), planned with the other compiler steps by toolkit/build/steps.py (the one Metal planner) and run by the local
 executor where Xcode's Metal toolchain exists.
 
 Both upstream layouts are supported (docs/upstream.md §4.2, §8.3): the single `src/ggml-metal/ggml-metal.metal`
@@ -11,7 +11,7 @@ one translation unit is our rendered `csrc/metal/ggml_metal_kernels.metal`, whic
 GGML_METAL_HAS_BF16 and #includes the vendored entries (kernel-builder cannot pass -D to the Metal
 compiler); GGML_METAL_EMBED_LIBRARY and GGML_METAL_HAS_TENSOR are never defined.
 
-The build's own steps (toolkit/build/plan.py: one `metal` compile per .metal, `metallib`, the embed step)
+The build's own steps (toolkit/build/steps.py: one `metal` compile per .metal, `metallib`, the embed step)
 compile and link; this module holds what they and verify share:
     sources = metal_sources(lock)                       # which vendored files, which layout
     embed_metallib(metallib, header, namespace)          # the embed step (python -m toolkit.build.metal embed)

@@ -33,10 +33,10 @@ from toolkit.build.inputs import load_project, read_provenance, remember_validat
 from toolkit.build.local import LocalExecutor
 from toolkit.build.matrix import ENGINES, Matrix, Status, Variant, load_matrix, status
 from toolkit.build.outdir import fingerprint, read_back
-from toolkit.build.plan import BuildPlan, make_plan
 from toolkit.build.provision import Install, installs_for, provision
 from toolkit.build.report import BuildReport, plan_lines
 from toolkit.build.results import RunStats, VariantResult
+from toolkit.build.steps import BuildPlan, make_plan
 from toolkit.core.config import Config
 from toolkit.core.errors import BuildError, ConfigError, Interrupted, NothingToBuildError
 from toolkit.core.records import fields_json

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -13,8 +13,12 @@ from toolkit.core import ui
 from toolkit.core.errors import ConfigError
 from toolkit.core.stage import Log
 
+if TYPE_CHECKING:
+    from toolkit import publish as publish_stage
+    from toolkit.publish.stage import PublishResult
 
-def _show(result: Any, _opts: Options) -> None:
+
+def _show(result: PublishResult, _opts: Options) -> None:
     for line in result.plan.lines():
         ui.out.print(line)
     for name, status in sorted(result.conformance.items()):
@@ -82,7 +86,7 @@ def publish(
         typer.Option("--report", help="Where to write the JSON report (default: build/publish-report.json)."),
     ] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Operations per commit.")] = 1000,
-) -> Run:
+) -> Run[publish_stage.Plan, PublishResult]:
     from toolkit import publish as publish_stage
 
     request = publish_stage.Request(

@@ -100,7 +100,7 @@ def sync(
     drop_upstreamed: Annotated[
         bool, typer.Option("--drop-upstreamed", help="Delete patches that upstream already contains.")
     ] = False,
-) -> Run:
+) -> Run[VendorCheck, VendorCheck] | Run[sync_stage.Plan, SyncReport]:
     # Held from reading the current pin to printing the report: "already at A" is judged under the lock.
     if check:
         return Run("checking vendor/", plan=_check, read_only=True)

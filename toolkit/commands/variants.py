@@ -124,5 +124,5 @@ def _show(listing: Listing, opts: Options) -> None:
 
 
 @command("variants", help=help_text.VARIANTS, dry_run=False, lock=False, packages=True)
-def variants(opts: Options, variant: VariantOpt = []) -> Run:  # noqa: B006
+def variants(opts: Options, variant: VariantOpt = []) -> Run[Listing, Listing]:  # noqa: B006
     return Run("reading the build matrix", plan=_lister(variant), show=_show)

@@ -15,7 +15,7 @@ from toolkit import __version__
 from toolkit.core.errors import PublishError
 from toolkit.core.hashing import sha256_file
 from toolkit.core.stage import Log
-from toolkit.publish.plan import ADD, DELETE, BranchPlan, PublishPlan, RemoteFile, plan_publish
+from toolkit.publish.diff import ADD, DELETE, BranchPlan, PublishPlan, RemoteFile, plan_publish
 from toolkit.publish.preflight import preflight
 from toolkit.publish.stage import REPORT_NAME, Plan, PublishResult, finish
 from toolkit.verify import BINARY_SUFFIXES, LFS_POINTER_PREFIX, check_gitattributes, gitattributes_text

@@ -12,7 +12,7 @@ from typing import Any
 from toolkit import __version__
 from toolkit.core.errors import PublishError
 from toolkit.core.stage import Log
-from toolkit.publish.plan import ADD, DELETE, FileAction, PublishPlan, RemoteFile, plan_publish, same_content
+from toolkit.publish.diff import ADD, DELETE, FileAction, PublishPlan, RemoteFile, plan_publish, same_content
 from toolkit.publish.preflight import preflight, resolve_token
 from toolkit.publish.stage import REPORT_NAME, Plan, PublishResult, finish
 from toolkit.verify import BINARY_SUFFIXES

@@ -10,7 +10,7 @@ from typing import Any
 
 from toolkit import __version__
 from toolkit.core import fs
-from toolkit.publish.plan import FileAction, PublishPlan, batches
+from toolkit.publish.diff import FileAction, PublishPlan, batches
 from toolkit.publish.preflight import Ready
 
 REPORT_NAME = "publish-report.json"
@@ -24,7 +24,7 @@ class Plan:
     transport: str  # "hub" (HTTP API) or "git" (git-lfs to a remote)
     request: Any  # toolkit.publish.Request
     ready: Ready  # what preflight established (variants, version, conformance)
-    files: PublishPlan  # the actions per branch (plan.py)
+    files: PublishPlan  # the actions per branch (diff.py)
     target: str  # the repository's URL (hub) or the remote
     report_path: Path
     repo_exists: bool = True

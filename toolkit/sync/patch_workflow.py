@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from toolkit.core.config import Config
 from toolkit.core.errors import Interrupted, PatchError, VendorStateError
@@ -32,6 +33,7 @@ from toolkit.core.lock import LOCK_NAME, VERDICT_APPLIED, VERDICT_UPSTREAM, Lock
 from toolkit.sync import embedded
 from toolkit.sync.outcome import Succeeded
 from toolkit.sync.patches import apply_patches, describe, lay_files, message_of, unapply_patches
+from toolkit.sync.tree_plan import SyncPlan, plan_sync
 from toolkit.sync.vendor_tree import (
     EDITED,
     EXTRA,
@@ -195,10 +197,11 @@ def _match(existing: list[str], name: str) -> str | None:
     return None
 
 
-def _pristine_plan(cfg: Config, lock: Lock, patches: list[tuple[str, bytes]], *, rev: str | None, mirror, **kw):
+def _pristine_plan(
+    cfg: Config, lock: Lock, patches: list[tuple[str, bytes]], *, rev: str | None, mirror: Path | None, **kw: Any
+) -> SyncPlan:
     """plan_sync of `patches` at `rev` (None: the pinned commit) of the lock's upstream."""
     from toolkit.sync.project_plan import family_facts
-    from toolkit.sync.tree_plan import plan_sync
     from toolkit.sync.upstream import open_upstream
 
     if rev is None:

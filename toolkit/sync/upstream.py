@@ -263,7 +263,8 @@ class Source:
         if self.partial and self.offline and any(sha in m for m in self._missing.values()):
             raise NeedsFetch(f"fetch the vendored files from {self.url} into the tool's cache")
         try:
-            return self.repo.odb.stream(bytes.fromhex(sha)).read()
+            data: bytes = self.repo.odb.stream(bytes.fromhex(sha)).read()
+            return data
         except (ValueError, git.BadObject, OSError) as exc:
             raise UpstreamError(
                 f"cannot read blob {sha[:12]} from {self.recorded} ({exc})",
