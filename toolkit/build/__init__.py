@@ -7,19 +7,21 @@ The stage protocol (toolkit/core/stage.py, the same in every stage package):
                                            (cache.py: content-addressed objects), nix.py through kernel-builder
 Beside them: matrix.py (the variants matrix), envs.py (toolkits and torch environments), provision.py and
 zig.py (what is installed on demand), inputs.py (the rendered project read back), report.py (what is
-printed), metallib.py and rocm.py (backend specifics), engines.py (who builds a row this host cannot).
+printed), metallib.py and rocm.py (backend specifics), engines.py (who builds a row this host cannot), listing.py (`view`: the matrix
+judged as the plan judges it, what `ggml-vendor variants` prints).
 """
 
 from __future__ import annotations
 
-from toolkit.build import stage
+from toolkit.build import listing, stage
+from toolkit.build.listing import Listing
 from toolkit.build.report import BuildReport as Report
 from toolkit.build.stage import BuildPlanned as Plan
 from toolkit.build.stage import Request
 from toolkit.core.config import Config
 from toolkit.core.stage import Log, quiet
 
-__all__ = ["Request", "Plan", "Report", "plan", "execute", "interrupted"]
+__all__ = ["Request", "Plan", "Report", "plan", "execute", "interrupted", "view", "Listing"]
 
 
 def plan(config: Config, request: Request | None = None, log: Log = quiet) -> Plan:
@@ -30,6 +32,11 @@ def plan(config: Config, request: Request | None = None, log: Log = quiet) -> Pl
 def execute(plan: Plan, log: Log = quiet) -> Report:
     """Provisioning first, then the plan's steps."""
     return stage.execute(plan, log)
+
+
+def view(config: Config, request: Request) -> Listing:
+    """`ggml-vendor variants`: the rows `request.patterns` select, judged as `plan` judges them (read-only)."""
+    return listing.view(config, request.patterns, request.engine, request.host)
 
 
 def interrupted(plan: Plan) -> Exception:

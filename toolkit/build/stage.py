@@ -30,8 +30,9 @@ from toolkit.build.envs import (
     with_probe,
 )
 from toolkit.build.inputs import load_project, read_provenance, remember_validated
+from toolkit.build.judging import judge_one
 from toolkit.build.local import LocalExecutor
-from toolkit.build.matrix import ENGINES, Matrix, Status, Variant, load_matrix, status
+from toolkit.build.matrix import ENGINES, Matrix, Status, Variant, load_matrix
 from toolkit.build.outdir import fingerprint, read_back
 from toolkit.build.provision import Install, installs_for, provision
 from toolkit.build.report import BuildReport, plan_lines
@@ -208,22 +209,6 @@ class BuildPlanned:
 
 
 Prepared = BuildPlanned  # the name older callers use
-
-
-def judge_one(v: Variant, host: HostFacts, enabled: tuple[str, ...], matrix: Matrix | None, engine: str) -> Status:
-    """status() with the matrix's sources and this machine's pip configuration."""
-    from toolkit.build.provision import source_blocked
-
-    return status(
-        v,
-        host,
-        enabled_backends=enabled,
-        index=matrix.index_for(v) if matrix else "pip's default index",
-        engine=engine,
-        torch_source=matrix.torch_source(v) if matrix else None,
-        toolkit_source=matrix.toolkit_source(v) if matrix else None,
-        blocked=source_blocked,
-    )
 
 
 def judge(
