@@ -25,7 +25,7 @@ from toolkit import help as help_text
 from toolkit.core import ui
 from toolkit.core.config import Config, load
 from toolkit.core.errors import ConfigError, Interrupted, VendorError
-from toolkit.core.stage import Log, Outcome, Printable, Shown, Stage, failure_of
+from toolkit.core.stage import Log, Outcome, Shown, Stage, failure_of
 
 R = TypeVar("R")  # a stage's request
 
@@ -196,10 +196,16 @@ def stage_run(
     )
 
 
+def _lines_of(result: object) -> list[str]:
+    """What a plan or report prints: its `lines()` (a listing without them prints through its Run's show)."""
+    lines = getattr(result, "lines", None)
+    return list(lines()) if callable(lines) else []
+
+
 def _print_lines(result: Shown, _opts: Options) -> None:
     """The default printer: the result's lines on stdout (plain text: they name [tables] and paths, never
     markup), and on stderr the `problems()` lines of a report that has them (a failed step's output)."""
-    for line in result.lines() if isinstance(result, Printable) else ():
+    for line in _lines_of(result):
         ui.out.print(line)
     for line in getattr(result, "problems", list)():
         ui.err.print(line)
@@ -209,8 +215,8 @@ def _announce(plan: object, opts: Options) -> None:
     """Run.announce: the plan's notes, and under --verbose what is about to run before running it."""
     for note in getattr(plan, "notes", ()):
         ui.warn("note:", note)
-    if opts.verbose and not opts.dry_run and not opts.json and isinstance(plan, Printable):
-        for line in plan.lines():
+    if opts.verbose and not opts.dry_run and not opts.json:
+        for line in _lines_of(plan):
             ui.out.print(line)
 
 

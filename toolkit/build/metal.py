@@ -126,22 +126,6 @@ class MetalHost:
     metal: str | None  # `xcrun -sdk macosx -f metal`
     metallib: str | None
 
-    @property
-    def blockers(self) -> tuple[str, ...]:
-        if self.system != "Darwin":
-            return (
-                f"needs macOS on Apple silicon with Xcode 26 and the Metal Toolchain (xcrun metal); this host "
-                f"is {self.system} {self.machine}",
-            )
-        out = []
-        if self.machine not in ("arm64", "aarch64"):
-            out.append(f"needs Apple silicon (arm64); this Mac is {self.machine}")
-        if self.xcrun is None:
-            out.append("xcrun is not on PATH: install Xcode 26 and select it with xcode-select")
-        elif self.metal is None or self.metallib is None:
-            out.append("xcrun finds no `metal`/`metallib`: run `xcodebuild -downloadComponent MetalToolchain`")
-        return tuple(out)
-
 
 def _xcrun_find(xcrun: str, tool: str, run: Callable[..., subprocess.CompletedProcess]) -> str | None:
     try:

@@ -31,7 +31,6 @@ from toolkit.build.envs import (
 )
 from toolkit.build.inputs import load_project, read_provenance, remember_validated
 from toolkit.build.judging import judge_one
-from toolkit.build.local import LocalExecutor
 from toolkit.build.matrix import ENGINES, Matrix, Status, Variant, load_matrix
 from toolkit.build.outdir import fingerprint, read_back
 from toolkit.build.provision import Install, installs_for, provision
@@ -44,6 +43,7 @@ from toolkit.core.records import fields_json
 from toolkit.core.stage import Log, quiet
 
 if TYPE_CHECKING:
+    from toolkit.build.local import LocalExecutor
     from toolkit.build.zig import ZigToolchain
 
 __all__ = ["Request", "BuildPlanned", "BuildReport", "NothingToBuildError", "plan", "execute"]
@@ -370,6 +370,8 @@ def interrupted(planned: BuildPlanned) -> Interrupted:
 
 def _local_executor(planned: BuildPlanned, jobs: int) -> LocalExecutor:
     from toolkit.build.cache import BuildCache
+    from toolkit.build.local import LocalExecutor  # deferred: the executor (and the Metal embed step, which
+    # `python -m toolkit.build.metal` runs) is not loaded with the build package's face
 
     prov = read_provenance(planned.cfg.root)  # the project's pin and HEAD, whichever package
     return LocalExecutor(

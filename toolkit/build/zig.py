@@ -284,12 +284,5 @@ def materialize(tc: ZigToolchain) -> ZigToolchain:
     return tc
 
 
-def make_toolchain(
-    zig: str, cpu: str, base: Path | None = None, gcc: str | None = None, std: LibStdCxx | None = None
-) -> ZigToolchain:
-    """plan_toolchain + materialize: the wrapper dir, made when missing."""
-    return materialize(plan_toolchain(zig, cpu, base, gcc, std))
-
-
 def zig_version(zig: str) -> str:
     return _out([zig, "version"]).strip() or ZIG_VERSION

@@ -62,9 +62,6 @@ class Shown(Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
 
-Printable = Plan  # a Shown that has its own lines (the runner's default printer prints them)
-
-
 @runtime_checkable
 class Outcome(Protocol):
     """What the runner maps to an exit code: a Report's `ok` and `exit_code` (`failure_of` reads the rest)."""
