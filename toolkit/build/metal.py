@@ -36,6 +36,7 @@ from toolkit.build import metallib as mtlb
 from toolkit.core import fs
 from toolkit.core import ggml_facts as facts
 from toolkit.core.errors import BuildError, VendorStateError
+from toolkit.core.lock import Lock
 
 LAYOUT_MONOLITH = "monolith"
 LAYOUT_SPLIT = "split"
@@ -73,7 +74,7 @@ def detect_layout(paths: Iterable[str]) -> str | None:
     return None
 
 
-def metal_sources(lock, ops: Iterable[str] | None = None) -> MetalSources:  # lock: toolkit.core.lock.Lock (duck-typed)
+def metal_sources(lock: Lock, ops: Iterable[str] | None = None) -> MetalSources:
     """The Metal sources the lock pins, for the ops named by their lock keys (`ops`; None: every op the lock
     holds, one package's lock). Entries keep config order, duplicates (the monolith serves several ops) collapse."""
     if lock is None:
@@ -127,7 +128,7 @@ class MetalHost:
     metallib: str | None
 
 
-def _xcrun_find(xcrun: str, tool: str, run: Callable[..., subprocess.CompletedProcess]) -> str | None:
+def _xcrun_find(xcrun: str, tool: str, run: Callable[..., subprocess.CompletedProcess[str]]) -> str | None:
     try:
         res = run([xcrun, "-sdk", "macosx", "-f", tool], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
@@ -136,7 +137,7 @@ def _xcrun_find(xcrun: str, tool: str, run: Callable[..., subprocess.CompletedPr
     return path if res.returncode == 0 and path else None
 
 
-def probe_host(run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> MetalHost:
+def probe_host(run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run) -> MetalHost:
     system, machine = platform.system(), platform.machine()
     macos = (platform.mac_ver()[0] or None) if system == "Darwin" else None
     xcrun = shutil.which("xcrun") if system == "Darwin" else None

@@ -245,7 +245,8 @@ class _Reader:
         return chunk
 
     def u(self, fmt: str) -> int:
-        return struct.unpack("<" + fmt, self.take(struct.calcsize(fmt)))[0]
+        value: int = struct.unpack("<" + fmt, self.take(struct.calcsize(fmt)))[0]
+        return value
 
     def seek(self, pos: int) -> None:
         if not 0 <= pos <= len(self.data):

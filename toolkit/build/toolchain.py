@@ -22,9 +22,11 @@ class HostToolchain:
     cxx: str | None
     cxx_id: str  # identity hashed into every step's cache key
     ccbin: str | None = None  # nvcc -ccbin (None: nvcc's default host compiler)
-    info: dict = field(default_factory=dict)  # exact versions, for each variant's provenance
+    info: dict[str, str] = field(default_factory=dict)  # exact versions, for each variant's provenance
     note: str = ""
-    cross: dict = field(default_factory=dict)  # cpu -> (cxx, cxx_id, ccbin, info) of the zig cross toolchains
+    cross: dict[str, tuple[str, str, str, dict[str, str]]] = field(
+        default_factory=dict
+    )  # cpu -> (cxx, cxx_id, ccbin, info) of the zig cross toolchains
     wrappers: tuple[ZigToolchain, ...] = ()  # zig wrapper dirs execute writes (plan_toolchain computed them)
     install: Install | None = None  # zig itself, when it is to be provisioned first
 

@@ -83,7 +83,7 @@ class ZigToolchain:
     def identity(self) -> str:
         return f"zig {self.version} {self.target} wrapper {self.wrapper_sha256[:16]} libstdc++ {self.gcc_version}"
 
-    def provenance(self) -> dict:
+    def provenance(self) -> dict[str, str]:
         return {
             "kind": "zig",
             "zig": self.version,

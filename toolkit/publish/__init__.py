@@ -12,27 +12,11 @@ The stage protocol (toolkit/core/stage.py):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
-
 from toolkit.core.config import Config
 from toolkit.core.stage import Log, quiet
-from toolkit.publish.stage import Plan, Report
+from toolkit.publish.stage import Plan, Report, Request
 
 __all__ = ["Request", "Plan", "Report", "plan", "execute", "interrupted"]
-
-
-@dataclass(frozen=True)
-class Request:
-    variants: tuple[str, ...] = ()  # names under build/ (empty: all)
-    repo: str | None = None  # Hub repo id (None: the config's hub-repo)
-    to: str | None = None  # a git remote (URL or path): git-lfs instead of the Hub HTTP API
-    endpoint: str | None = None
-    token: str | None = field(default=None, repr=False)  # never printed, not even in a repr
-    create_pr: bool = False
-    batch_size: int = 1000
-    report: Path | None = None
-    check_vendor: bool = True
 
 
 def plan(config: Config, request: Request, log: Log = quiet) -> Plan:

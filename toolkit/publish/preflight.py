@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit.core.config import Config
 from toolkit.core.errors import PublishError
+from toolkit.core.lock import Lock
 from toolkit.core.records import sub_table
 from toolkit.verify import (
     check_file,
@@ -28,7 +30,7 @@ class Ready:
 
     variant_dirs: tuple[Path, ...]
     version: int
-    lock: Any | None
+    lock: Lock | None
     conformance: dict[str, str] = field(default_factory=dict)  # variant -> "passed: ..." / "not run (why)"
 
 
@@ -97,7 +99,7 @@ def _content_problems(d: Path, meta: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _version_problems(cfg: Any, versions: dict[Any, list[str]]) -> list[str]:
+def _version_problems(cfg: Config, versions: dict[Any, list[str]]) -> list[str]:
     if len(versions) > 1:
         return ["mixed versions: " + "; ".join(f"v{v}: {', '.join(n)}" for v, n in sorted(versions.items(), key=str))]
     version = next(iter(versions), None)
@@ -107,7 +109,7 @@ def _version_problems(cfg: Any, versions: dict[Any, list[str]]) -> list[str]:
 
 
 def preflight(
-    cfg: Any,
+    cfg: Config,
     names: list[str] | None,
     *,
     build_dir: Path | None = None,

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit.core.config import Config
 from toolkit.core.stage import Log, quiet
 from toolkit.verify.binaries import (
     BINARY_SUFFIXES,
@@ -74,7 +75,7 @@ class Request:
 
 @dataclass(frozen=True)
 class Plan:
-    config: Any
+    config: Config
     request: Request
     paths: tuple[Path, ...]  # the variant directories, in the order they are checked
     # variant -> the lib/ of the torch build environment its unversioned imports resolve against (Linux only)
@@ -111,7 +112,7 @@ def _torch_libs(paths: list[Path]) -> tuple[tuple[str, tuple[Path, ...]], ...]:
     return tuple(out)
 
 
-def plan(config: Any, request: Request, log: Log = quiet) -> Plan:
+def plan(config: Config, request: Request, log: Log = quiet) -> Plan:
     """Which variants to check and what against; reads build/ and the torch environments, writes nothing."""
     paths = discover(config.build_dir, list(request.variants) or None)
     return Plan(config, request, tuple(paths), _torch_libs(paths))

@@ -22,6 +22,8 @@ import re
 from typing import Any
 
 from toolkit import __version__
+from toolkit.core.config import Config
+from toolkit.core.lock import Lock
 from toolkit.verify.findings import FAIL, PASS, WARN, Finding
 
 PROVENANCE_KEY = "ggml-vendor"
@@ -122,7 +124,7 @@ def _lock_problems(commit: str, patches: list[Any], lock: Any) -> list[tuple[str
     return out
 
 
-def check_vendor_clean(cfg: Any) -> tuple[list[Finding], Any | None]:
+def check_vendor_clean(cfg: Config) -> tuple[list[Finding], Lock | None]:
     """(findings, lock) for the project's vendor/: refuse a dirty tree (edited, missing, extra files)."""
     from toolkit.sync import read_vendor, tree_on_record
 

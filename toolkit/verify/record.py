@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.core import fs
-from toolkit.core.hashing import tree_sha256  # the one tree hash (what a verdict applies to)
+from toolkit.core.hashing import tree_sha256 as tree_sha256  # the one tree hash (what a verdict applies to)
 from toolkit.core.records import fields_json
 
 NAME = ".verified.json"
