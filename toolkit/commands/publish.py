@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from toolkit import help as help_text
 from toolkit.app import Options, Run, command
 from toolkit.core import ui
+from toolkit.core.config import Config
 from toolkit.core.errors import ConfigError
 from toolkit.core.stage import Log
 
@@ -40,10 +42,12 @@ def _show(result: PublishResult, _opts: Options) -> None:
         )
 
 
-def _planner(request: Any, *, repo: str | None, report: Path | None, packages: tuple[str, ...]) -> Any:
+def _planner(
+    request: publish_stage.Request, *, repo: str | None, report: Path | None, packages: tuple[str, ...]
+) -> Callable[[Config, Log], publish_stage.Plan]:
     from toolkit import publish as publish_stage
 
-    def plan(cfg: Any, log: Log) -> Any:
+    def plan(cfg: Config, log: Log) -> publish_stage.Plan:
         for flag, value in (("--repo", repo), ("--report", report)):
             if value is not None and len(cfg.selected(packages)) > 1:
                 raise ConfigError(
