@@ -50,3 +50,35 @@ def test_the_real_core_is_what_the_check_reads() -> None:
     core = [m for m in graph if m.startswith("toolkit.core.")]
     assert "toolkit.core.projectlock" in core and len(core) >= 10, core
     assert (TOOLKIT / "core" / "projectlock.py").is_file()
+
+
+def face_violations(graph: dict[str, set[str]], client: str, faces: tuple[str, ...]) -> list[str]:
+    """Every import from a module of `client` into a module *inside* one of `faces` (its package's face, the
+    `__init__`, is the one door)."""
+    return [
+        f"{module} imports {target} (use {face}'s face)"
+        for module in sorted(m for m in graph if m == client or m.startswith(f"{client}."))
+        for target in sorted(graph[module])
+        for face in faces
+        if target.startswith(f"{face}.")
+    ]
+
+
+def test_publish_goes_through_the_faces_of_verify_and_sync() -> None:
+    assert face_violations(import_graph(), "toolkit.publish", ("toolkit.verify", "toolkit.sync")) == []
+
+
+def test_the_face_check_catches_a_reach_inside(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    for sub in ("verify", "publish"):
+        (pkg / sub).mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "verify" / "__init__.py").write_text("from pkg.verify.record import verdict\n")
+    (pkg / "verify" / "record.py").write_text("def verdict(): ...\n")
+    (pkg / "publish" / "__init__.py").write_text("")
+    (pkg / "publish" / "good.py").write_text("from pkg.verify import verdict\n")
+    (pkg / "publish" / "bad.py").write_text("def f():\n    from pkg.verify.record import verdict\n")
+    graph = import_graph(pkg, "pkg")
+    assert face_violations(graph, "pkg.publish", ("pkg.verify",)) == [
+        "pkg.publish.bad imports pkg.verify.record (use pkg.verify's face)"
+    ]

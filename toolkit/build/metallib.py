@@ -245,8 +245,7 @@ class _Reader:
         return chunk
 
     def u(self, fmt: str) -> int:
-        value: int = struct.unpack("<" + fmt, self.take(struct.calcsize(fmt)))[0]
-        return value
+        return int(struct.unpack("<" + fmt, self.take(struct.calcsize(fmt)))[0])
 
     def seek(self, pos: int) -> None:
         if not 0 <= pos <= len(self.data):
