@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, NoReturn, TypeVar, cast
 
 from toolkit.core import ui
 from toolkit.core.config import Config, load
@@ -103,7 +103,7 @@ class Run(Generic[P, S]):
 AnyRun = Run[Any, Any]
 
 
-def _needs_a_project(_cfg: Config, _log: Log) -> Any:
+def _needs_a_project(_cfg: Config, _log: Log) -> NoReturn:
     raise AssertionError("a Run made by Run.alone is planned by its plan_alone")
 
 
@@ -176,13 +176,12 @@ def _emit(result: S, run: Run[P, S], opts: Options) -> None:
 
 def _perform_one(run: Run[P, S], opts: Options, cfg: Config | None) -> None:
     verbose = opts.verbose or (run.live and not opts.json)
-    planned = False
-    plan: P | None = None
+    made: list[P] = []  # the plan, once made (a Ctrl-C before it kept the previous state)
     try:
         label = run.label(cfg) if callable(run.label) and cfg is not None else str(run.label)
         with ui.task(label, verbose=verbose, quiet=opts.json, spinner=run.spinner) as task:
             plan = run.planned(cfg, task.log)
-            planned = True
+            made.append(plan)
             if run.announce:
                 _announce(plan, opts)
             if run.execute is not None and not opts.dry_run:
@@ -191,10 +190,10 @@ def _perform_one(run: Run[P, S], opts: Options, cfg: Config | None) -> None:
                 result = run.shown(plan)
         _emit(result, run, opts)
     except KeyboardInterrupt:
-        if not planned or opts.dry_run or run.interrupted is None:
+        if not made or opts.dry_run or run.interrupted is None:
             raise  # nothing was carried out: the previous state was kept
         # Once the plan may have been carried out, the stage says what the tree now holds.
-        raise run.interrupted(cast(P, plan)) from None
+        raise run.interrupted(made[0]) from None
     failure = failure_of(result) if isinstance(result, Outcome) else None
     if failure is not None:
         raise failure
