@@ -16,8 +16,8 @@ from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
 from toolkit.build.inputs import load_project, read_provenance
 from toolkit.build.local import LocalExecutor, variant_intact
 from toolkit.build.matrix import parse_name
-from toolkit.build.plan import KernelSection, gencode_flags, make_plan, sort_archs, supported_capabilities
 from toolkit.build.stage import judge
+from toolkit.build.steps import KernelSection, gencode_flags, make_plan, sort_archs, supported_capabilities
 from toolkit.core.config import load
 from toolkit.core.errors import BuildError, ConfigError
 

@@ -20,7 +20,8 @@ from toolkit.core import config
 from toolkit.core.errors import ConfigError
 from toolkit.core.lock import read_lock
 from toolkit.sync.closure import compute_closure
-from toolkit.sync.stage import SyncRequest, execute, prepare
+from toolkit.sync.execution import execute
+from toolkit.sync.project_plan import SyncRequest, prepare
 
 runner = CliRunner()
 

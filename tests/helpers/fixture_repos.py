@@ -339,7 +339,7 @@ def sync_project(cfg, req=None, **kw):  # type: ignore[no-untyped-def]
     plan, then its execute (a dry run: the plan's report). `req` is a SyncRequest, or its fields as `kw`."""
     from toolkit import sync
     from toolkit.core.projectlock import project_lock
-    from toolkit.sync.stage import SyncRequest
+    from toolkit.sync.project_plan import SyncRequest
 
     req = req if req is not None else SyncRequest(**kw)
     with project_lock(cfg.root, command="sync", shared=req.dry_run, wait=req.wait):
@@ -396,7 +396,7 @@ def make_patch(old_path: str, old: str, new: str, *, prefix: str = "") -> str:
 
 def tiny_project_inputs(torch_src: str = "b.cpp", kernel_src: str = "a.cu"):  # type: ignore[no-untyped-def]
     """A one-binding, one-CUDA-kernel ProjectInputs for build-plan tests that construct the host by hand."""
-    from toolkit.build.plan import KernelSection, ProjectInputs
+    from toolkit.build.steps import KernelSection, ProjectInputs
 
     return ProjectInputs(
         root=Path("/p"),

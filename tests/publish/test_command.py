@@ -25,7 +25,7 @@ from tests.helpers.machine import requires_torch
 from toolkit.core import config
 from toolkit.core.errors import PublishError
 from toolkit.core.kernels_client import list_variants_argv
-from toolkit.publish.plan import (
+from toolkit.publish.diff import (
     ADD,
     DELETE,
     UNCHANGED,

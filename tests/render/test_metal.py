@@ -24,9 +24,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import metallib_fixture
 from tests.helpers.fixture_repos import RENDER_PYPROJECT
-from tests.helpers.machine import real_upstream_export
-from toolkit.build import metal, metallib
+from tests.helpers.machine import metal_blockers, real_upstream_export
+from toolkit.build import metal
 from toolkit.core import config as config_mod
 from toolkit.core import package_facts
 from toolkit.core.lock import Lock
@@ -452,7 +453,7 @@ def test_objective_cxx_sources_parse(tmp_path: Path, arc: bool) -> None:
     impl = stubs / "ggml-metal-impl.h"
     impl.write_text(impl_header(post_split=False))
     gen = tmp_path / "gen"
-    metal_lib = metallib.build_fixture(["kernel_probe"])
+    metal_lib = metallib_fixture.build_fixture(["kernel_probe"])
     gen.mkdir()
     (gen / "t_metallib.h").write_text(metal.header_source(metal_lib, "t_metal"))
     common = [
@@ -488,7 +489,7 @@ def test_objective_cxx_sources_parse(tmp_path: Path, arc: bool) -> None:
 )
 def test_metal_binary_built_on_macos() -> None:  # pragma: no cover - needs a Mac
     host = metal.probe_host()
-    assert not host.blockers, host.blockers
+    assert not metal_blockers(host), metal_blockers(host)
 
 
 @pytest.mark.real_upstream

@@ -22,7 +22,7 @@ from toolkit.core.lock import read_lock
 from toolkit.sync import behaviour
 from toolkit.sync.drift import BODY_CHANGED, SIGNATURE_CHANGED
 from toolkit.sync.embedded import mini_files
-from toolkit.sync.stage import SyncRequest
+from toolkit.sync.project_plan import SyncRequest
 
 REPO = Path(__file__).resolve().parents[2]
 GDN_KERNEL = "gated_delta_net: cuda kernel gated_delta_net_cuda"

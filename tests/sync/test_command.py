@@ -32,7 +32,7 @@ from toolkit.core import config
 from toolkit.core.errors import PatchError, UpstreamError, VendorStateError
 from toolkit.core.lock import read_lock, sha256_bytes
 from toolkit.sync.embedded import EMBEDDED, materialize_mini_upstream
-from toolkit.sync.stage import SyncRequest
+from toolkit.sync.project_plan import SyncRequest
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[2]

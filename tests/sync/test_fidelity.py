@@ -19,7 +19,7 @@ from toolkit.core import config
 from toolkit.core.lock import LOCK_NAME, read_lock
 from toolkit.core.projectlock import project_lock
 from toolkit.render import stage as render
-from toolkit.sync.stage import SyncRequest
+from toolkit.sync.project_plan import SyncRequest
 from toolkit.sync.vendor_tree import INT_ENV
 
 REPO = Path(__file__).resolve().parents[2]

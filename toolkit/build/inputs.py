@@ -20,6 +20,7 @@ from toolkit.build.cache import sha256_file
 from toolkit.core import build_edition, fs
 from toolkit.core.config import Config
 from toolkit.core.errors import BuildError
+from toolkit.core.hashing import tree_digest
 
 DEFAULT_PYEXT = ("py", "pyi")
 # Files that make up the vendored upstream and our patches: hashed into the source identity so an edited
@@ -236,15 +237,16 @@ def source_files(root: Path, inputs: ProjectInputs, view: VendorView | None = No
 
 
 def source_identity(root: Path, files: list[str], view: VendorView | None = None) -> str:
-    h = hashlib.sha256()
+    """The tree hash (core.hashing.tree_digest) of the build's input files, in the order given."""
     lock_rel = f"{view.rel}/UPSTREAM" if view is not None else None
-    for rel in files:
+
+    def digest(rel: str) -> str:
         p = root / rel
         if not p.is_file():
             raise BuildError(f"build input {rel} does not exist", "run `ggml-vendor render` (and `sync`)")
-        digest = view.lock_sha256 if view is not None and rel == lock_rel else sha256_file(p)
-        h.update(rel.encode() + b"\0" + digest.encode() + b"\n")
-    return h.hexdigest()
+        return view.lock_sha256 if view is not None and rel == lock_rel else sha256_file(p)
+
+    return tree_digest((rel, digest(rel)) for rel in files)
 
 
 def load_project(

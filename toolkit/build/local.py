@@ -35,7 +35,7 @@ from toolkit.core.kernels_client import KERNELS_MINVER
 
 if TYPE_CHECKING:
     from toolkit.build.inputs import Provenance
-    from toolkit.build.plan import BuildPlan, Step, VariantPlan
+    from toolkit.build.steps import BuildPlan, Step, VariantPlan
 
 LOG_TAIL_LINES = 25
 

@@ -27,7 +27,7 @@ from toolkit.build.results import VariantResult
 from toolkit.core import build_edition, fs
 
 if TYPE_CHECKING:
-    from toolkit.build.plan import BuildPlan, VariantPlan
+    from toolkit.build.steps import BuildPlan, VariantPlan
 
 KERNEL_BUILDER_FLAKE = "github:huggingface/kernels"
 # What kernel-builder reads from a kernel source tree (everything else stays out of the nix store copy).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -21,7 +21,7 @@ CheckOpt = Annotated[
 ]
 
 
-def _show(result: Any, opts: Options) -> None:
+def _show(result: render_stage.Plan | render_stage.Report, opts: Options) -> None:
     for line in result.lines():
         ui.out.print(line)
     plan = result if isinstance(result, render_stage.Plan) else result.plan
@@ -31,7 +31,7 @@ def _show(result: Any, opts: Options) -> None:
 
 
 @command("render", help=help_text.RENDER, packages=True)
-def render(opts: Options, check: CheckOpt = False) -> Run:
+def render(opts: Options, check: CheckOpt = False) -> Run[render_stage.Plan, render_stage.Report]:
     request = render_stage.Request(check=check)
     label = "rendering templates"
     return stage_run(

@@ -32,9 +32,10 @@ from toolkit.outdated.survey import Survey, head_ref, survey
 from toolkit.outdated.where import Where, open_for_survey, resolve_target, where
 from toolkit.sync.drift import write_report
 from toolkit.sync.outcome import Succeeded
-from toolkit.sync.stage import SyncPlan, family_facts, plan_sync, read_patches
+from toolkit.sync.project_plan import family_facts
+from toolkit.sync.tree_plan import SyncPlan, plan_sync
 from toolkit.sync.upstream import NeedsFetch, Source
-from toolkit.sync.vendor_tree import check_vendor_dir, current_hashes, replace_vendor
+from toolkit.sync.vendor_tree import check_vendor_dir, current_hashes, read_patches, replace_vendor
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from toolkit.build import rocm
 from toolkit.build.geninclude import GLIBC_COMPAT_C, cublas_dir
@@ -74,8 +75,10 @@ class BuildPlan:
     project: ProjectInputs
     variants: tuple[VariantPlan, ...]
     steps: dict[str, Step] = field(default_factory=dict)
-    toolchain: dict = field(default_factory=dict)  # the host C++ toolchain's exact identity (provenance)
-    toolchains: dict = field(default_factory=dict)  # variant name -> its toolchain identity (cross builds differ)
+    toolchain: dict[str, Any] = field(default_factory=dict)  # the host C++ toolchain's exact identity (provenance)
+    toolchains: dict[str, dict[str, Any]] = field(
+        default_factory=dict
+    )  # variant name -> its toolchain identity (cross builds differ)
 
     def buildable(self) -> tuple[VariantPlan, ...]:
         return tuple(v for v in self.variants if v.status.buildable and v.status.executor == "local")
@@ -87,7 +90,7 @@ class BuildPlan:
                 seen.setdefault(sid, self.steps[sid])
         return list(seen.values())
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "project": str(self.project.root),
             "id_uid": self.project.uid,
@@ -151,7 +154,7 @@ def gencode_flags(caps: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def sort_archs(archs: set[str] | tuple[str, ...]) -> tuple[str, ...]:
-    def key(a: str) -> tuple:
+    def key(a: str) -> tuple[int, int, int, str, bool]:
         m = _CAP_RE.match(a)
         return (0, int(m[1]), int(m[2]), m[3], bool(m[4])) if m else (1, 0, 0, a, False)
 
@@ -641,15 +644,15 @@ def make_plan(
     cxx_id: str = "",
     gen_include: str = "<gen>",
     ccbin: str | None = None,
-    toolchain: dict | None = None,
-    cross: dict | None = None,
+    toolchain: dict[str, Any] | None = None,
+    cross: dict[str, tuple[str, str, str, dict[str, str]]] | None = None,
 ) -> BuildPlan:
     """The whole plan: one VariantPlan per variant (skipped ones keep their reason), steps deduplicated.
     `cxx`/`cxx_id` are the host C++ compiler and its identity; `ccbin` is nvcc's host compiler (None: nvcc's
     default); `toolchain` is recorded in each variant's provenance."""
     steps: dict[str, Step] = {}
     plans: list[VariantPlan] = []
-    provenance: dict[str, dict] = {}
+    provenance: dict[str, dict[str, Any]] = {}
     for variant, status in judged:
         v_cxx, v_id, v_ccbin, v_info = cxx, cxx_id, ccbin, dict(toolchain or {})
         if cross and variant.cpu in cross:  # a cross build: the zig toolchain of the variant's CPU

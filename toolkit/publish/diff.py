@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit.core.config import Config
 from toolkit.core.hashing import git_blob_id, sha256_bytes
 from toolkit.core.records import fields_json, json_list
 
@@ -181,7 +182,7 @@ def make_plan(
 
 
 def plan_publish(
-    cfg: Any,
+    cfg: Config,
     ready: Any,
     *,
     repo_id: str,
