@@ -6,8 +6,8 @@ from toolkit.core.errors import exit_code_summary
 
 APP = (
     "Pin ggml's gated delta net and flash-attention kernels and ship them as Hugging Face Hub kernels.\n\n"
-    "Pipeline: sync (upstream -> vendor/) -> render (templates -> build.toml, torch-ext/) -> "
-    "build (-> build/<variant>/) -> verify -> publish (-> the Hub).\n\n"
+    "Pipeline: sync (upstream -> vendor/) -> render (templates/<name>/ -> build/<name>/src/) -> "
+    "build (-> build/<name>/<variant>/) -> verify -> publish (-> the Hub).\n\n"
     "Every command takes --project/-C, --json and --verbose/-v; the ones that change something take --dry-run "
     "(print the plan, change nothing). A project may hold several packages from one pin "
     "(tables tool.ggml-vendor.packages.NAME, see `init`): per-package commands take --package/-p NAME (default: all).\n\n"
@@ -41,8 +41,9 @@ Offline and read-only; exits 0 whatever the state (use `ggml-vendor sync --check
 """
 
 RENDER = (
-    "Render templates/ into build.toml, torch-ext/ and csrc/ (committed, generated code). Same inputs give "
-    "the same bytes; --check fails naming any generated file that is stale or was edited by hand."
+    "Render each package's templates/<name>/ into build/<name>/src/ (build.toml, torch-ext/, csrc/: generated, "
+    "never committed; build and publish read them there). Same inputs give the same bytes; --check renders "
+    "twice and fails naming any file whose bytes differ."
 )
 
 VARIANTS = (

@@ -22,7 +22,7 @@ from toolkit.core.errors import BuildError, VendorStateError
 from toolkit.core.lock import Lock
 
 # The first package's op facts over ggml's shared ones (templates/facts.py), as render sees them.
-FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates", "ggml-attn-kernels")
+FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates" / "ggml-attn-kernels", "ggml-attn-kernels")
 
 REPO = Path(__file__).resolve().parents[2]
 

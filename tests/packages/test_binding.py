@@ -173,7 +173,9 @@ def test_ops_are_registered_under_the_variant_namespace(checks) -> None:
 def test_supports_answers_from_the_compiled_instances(checks) -> None:
     from toolkit.core import package_facts
 
-    facts = package_facts.load(Path(__file__).resolve().parents[2] / "templates", "ggml-attn-kernels")
+    facts = package_facts.load(
+        Path(__file__).resolve().parents[2] / "templates" / "ggml-attn-kernels", "ggml-attn-kernels"
+    )
 
     assert tuple(checks["gdn_dims"]) == facts.GDN_CUDA_HEAD_DIMS
     assert checks["fa"] == {

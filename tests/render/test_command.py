@@ -21,7 +21,7 @@ from toolkit.core.lock import Lock
 from toolkit.render import stage as render
 
 # The first package's op facts over ggml's shared ones (templates/facts.py), as render sees them.
-FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates", "ggml-attn-kernels")
+FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates" / "ggml-attn-kernels", "ggml-attn-kernels")
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -197,7 +197,7 @@ def test_python_package_parses_on_python_3_9_and_ops_py_carries_the_placeholder(
 def test_template_convention(tmp_path: Path) -> None:
     t = tmp_path / "templates"
     files = {
-        "build.toml.j2": (REPO / "templates" / "build.toml.j2").read_text(),
+        "build.toml.j2": (REPO / "templates" / "ggml-attn-kernels" / "build.toml.j2").read_text(),
         "torch-ext/__module__/extra.py.j2": "# {{ notice }}\nNAME = {{ module | tojson }}\n",
         "_partials/metal.toml.j2": "",
         "_partials/rocm.toml.j2": "",

@@ -33,7 +33,7 @@ from toolkit.core.lock import Lock
 from toolkit.render import stage as render
 
 # The first package's op facts over ggml's shared ones (templates/facts.py), as render sees them.
-FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates", "ggml-attn-kernels")
+FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates" / "ggml-attn-kernels", "ggml-attn-kernels")
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "metal"
@@ -98,7 +98,7 @@ def rendered(tmp_path: Path, kind: str, backends: str = '"cuda", "metal", "rocm"
     proj.mkdir(exist_ok=True)
     (proj / "pyproject.toml").write_text(PYPROJECT.format(backends=backends))
     if not (proj / "templates").exists():
-        (proj / "templates").symlink_to(REPO / "templates")
+        shutil.copytree(REPO / "templates", proj / "templates")
     cfg = config_mod.load(proj)
     plan = render.plan(cfg, _lock(kind), read_vendor_lock=False)  # also validates build.toml with kernels
     return {f.path: f.content for f in plan.files}
@@ -149,7 +149,8 @@ def test_rendered_metal_sources_match_golden(tmp_path: Path, kind: str) -> None:
     files = rendered(tmp_path, kind)
     ours = {p: t for p, t in files.items() if p.startswith("csrc/metal/")}
     templates = sorted(
-        p.relative_to(REPO / "templates").as_posix()[:-3] for p in (REPO / "templates" / "csrc" / "metal").glob("*.j2")
+        p.relative_to(REPO / "templates" / "ggml-attn-kernels").as_posix()[:-3]
+        for p in (REPO / "templates" / "ggml-attn-kernels" / "csrc" / "metal").glob("*.j2")
     )
     assert sorted(ours) == templates  # every Metal template renders, and nothing else lands in csrc/metal
     for path, text in ours.items():

@@ -128,7 +128,9 @@ def _replay(tmp_path: Path, upstream: Path, pins: list[str]) -> list:
     root.mkdir()
     (root / "pyproject.toml").write_text(first_package_pyproject((REPO / "pyproject.toml").read_text()))
     (root / "templates").mkdir()
-    (root / "templates" / "facts.py").write_bytes((REPO / "templates" / "facts.py").read_bytes())  # the ops' facts
+    (root / "templates" / "facts.py").write_bytes(
+        (REPO / "templates" / "ggml-attn-kernels" / "facts.py").read_bytes()
+    )  # the ops' facts
     (root / "vendor" / "patches").mkdir(parents=True)
     config.set_value(root, "upstream", str(upstream))
     cfg = config.load(root)

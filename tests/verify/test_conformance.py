@@ -22,7 +22,9 @@ from toolkit.verify.findings import FAIL, PASS, SKIP
 from toolkit.verify.runner import STAMP_NAME
 
 REPO = Path(__file__).resolve().parents[2]
-CASES = conf.load_cases(REPO / "templates" / "conformance.py")  # the first package's cases (its facts name them)
+CASES = conf.load_cases(
+    REPO / "templates" / "ggml-attn-kernels" / "conformance.py"
+)  # the first package's cases (its facts name them)
 R = CASES.R  # and their float64 references (templates/reference.py)
 
 

@@ -241,7 +241,7 @@ def _render_all(cfg: Config, matrices_changed: bool, log: Log) -> tuple[str, ...
     for view in fresh.selected(()):
         rep = render.execute(render.plan(view, render.Request(), log), log)
         done += [f"{view.name}: {line}" for line in rep.lines() if not line.startswith("unchanged")]
-    if matrices_changed and (fresh.templates_dir / workflow.TEMPLATE).is_file():
+    if matrices_changed:
         done += workflow.execute(workflow.plan(fresh, workflow.Request(), log), log).lines()
     return tuple(done)
 

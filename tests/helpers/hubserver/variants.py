@@ -312,21 +312,28 @@ def write_project(
     hub_repo: str = "ggml-test/ggml-attn-kernels",
     upstream: str = "https://github.com/ggml-org/ggml",
 ) -> Path:
-    """A minimal kernel package project (pyproject.toml with [tool.ggml-vendor]) for stage tests."""
+    """A minimal kernel package project (pyproject.toml with [tool.ggml-vendor], the package's facts) for stage
+    tests."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "pyproject.toml").write_text(f'''[project]
 name = "fixture"
 version = "0"
 
 [tool.ggml-vendor]
-name = "{name}"
-version = {version}
 license = "MIT"
-hub-repo = "{hub_repo}"
 upstream = "{upstream}"
 backends = ["cuda", "metal"]
 
-[tool.ggml-vendor.ops.gated_delta_net]
+[tool.ggml-vendor.packages.{name}]
+version = {version}
+hub-repo = "{hub_repo}"
+
+[tool.ggml-vendor.packages.{name}.ops.gated_delta_net]
 cuda = ["src/ggml-cuda/gated_delta_net.cu"]
 ''')
+    facts = root / "templates" / name / "facts.py"
+    facts.parent.mkdir(parents=True, exist_ok=True)
+    facts.write_bytes(
+        (Path(__file__).resolve().parents[3] / "templates" / "ggml-attn-kernels" / "facts.py").read_bytes()
+    )
     return root
