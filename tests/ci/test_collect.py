@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.hubserver.variants import compile_so, make_variant, provenance, write_metadata
+from tests.helpers import copy_build_kernel
+from tests.helpers.hubserver.variants import NAME, compile_so, make_variant, provenance, write_metadata
 from toolkit.core import config
 from toolkit.core.hashing import sha256_file
 from toolkit.core.lock import read_lock
@@ -47,7 +48,7 @@ def _cli(root: Path, *args: str, env: dict | None = None) -> subprocess.Complete
 @pytest.fixture
 def proj(tmp_path: Path):  # type: ignore[no-untyped-def]
     root = tmp_path / "checkout"
-    shutil.copytree(FIXTURE, root)
+    copy_build_kernel(root)
     return config.load(root)
 
 
@@ -635,7 +636,7 @@ def test_two_runners_collected_verified_published_and_loaded(tmp_path: Path) -> 
 
     a, b, c = (tmp_path / n for n in ("runner-a", "runner-b", "publisher"))
     for d in (a, b, c):
-        shutil.copytree(FIXTURE, d)
+        copy_build_kernel(d)
     with (b / "variants" / "matrix.toml").open("a") as fh:
         fh.write('\n[[build]]\nbackend = "cuda"\ntorch = ["2.14"]\ntoolkits = ["13.2"]\nsystems = ["x86_64-linux"]\n')
     envs = tmp_path / "envs"
@@ -652,8 +653,8 @@ def test_two_runners_collected_verified_published_and_loaded(tmp_path: Path) -> 
         assert res.returncode == 0, res.stdout + res.stderr
         res = _cli(root, "verify", variant, "--no-smoke", env=env)
         assert res.returncode == 0, res.stdout + res.stderr
-        shutil.copytree(root / "build" / variant, arts / variant / variant)  # upload-artifact's layout
-        shutil.copy2(root / "build" / ".verified.json", arts / variant / ".verified.json")
+        shutil.copytree(root / "build" / NAME / variant, arts / variant / variant)  # upload-artifact's layout
+        shutil.copy2(root / "build" / NAME / ".verified.json", arts / variant / ".verified.json")
 
     res = _cli(c, "collect", str(arts), "--json")
     assert res.returncode == 0, res.stdout + res.stderr

@@ -69,9 +69,13 @@ class ProjectInputs:
     python_files: tuple[str, ...]  # relative to torch-ext/<module>/
     source_id: str  # sha256 over every build input file; the op id's uid is its first 7 hex digits
     tool_version: str = __version__
-    # Where variants land, relative to `root`: "build" for the first package (rendered at the project root),
-    # "../../build/<package>" for one rendered at packages/<package> (build/<package>/<variant>/).
+    # Where variants land, relative to the project root (`home`): build/<package>/<variant>/.
     out_base: str = "build"
+    home: Path | None = None  # the project root (`root` is the package's rendered source, build/<name>/src)
+
+    @property
+    def project_root(self) -> Path:
+        return self.home if self.home is not None else self.root
 
     @property
     def uid(self) -> str:
@@ -280,7 +284,8 @@ def load_project(
         python_files=python_files(root, module, _tuple(torch, "pyext")),
         source_id="0" * 64,
         tool_version=tool_version,
-        out_base=Path(os.path.relpath(cfg.build_dir, root)).as_posix(),
+        out_base=cfg.build_dir.relative_to(cfg.root).as_posix(),
+        home=cfg.root,
     )
     from dataclasses import replace
 

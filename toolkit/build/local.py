@@ -136,6 +136,7 @@ class LocalExecutor:
         self.lock_sha = lock_sha
         self.progress = progress
         self.root = plan.project.root
+        self.home = plan.project.project_root  # variants' out_dir is relative to it
         self.stats = RunStats()
         self._procs: set[subprocess.Popen] = set()
         self._lock = threading.Lock()
@@ -271,7 +272,7 @@ class LocalExecutor:
         f = self.gen_dir / GLIBC_COMPAT_C
         if not f.is_file() or f.read_text() != GLIBC_COMPAT:
             fs.atomic_write(f, GLIBC_COMPAT.encode())
-        clean_stale_stages(self.root / self.plan.project.out_base)
+        clean_stale_stages(self.home / self.plan.project.out_base)
         self._materialize_cublas(variants)
 
     def _schedule(self, run: _Run) -> None:
@@ -483,7 +484,7 @@ class LocalExecutor:
             *(f"{k}={hashlib.sha256(d).hexdigest()}" for k, d in sorted(py.items())),
             json.dumps(meta, sort_keys=True),
         )
-        final = self.root / v.out_dir
+        final = self.home / v.out_dir
         compiles, hits = self._counts(v)
         log = str(self.log_dir / f"{v.name}.log")
         old = self.cache.read_stamp(v.name) or {}

@@ -97,7 +97,7 @@ class NixExecutor:
         self.plan = plan
         self.nix = host.nix
         self.jobs = jobs
-        self.log_dir = log_dir or plan.project.root / ".cache" / "build" / "logs"
+        self.log_dir = log_dir or plan.project.project_root / ".cache" / "build" / "logs"
 
     def run(self, variants: tuple[VariantPlan, ...]) -> list[VariantResult]:
         root = self.plan.project.root
@@ -118,12 +118,11 @@ class NixExecutor:
         self, v: VariantPlan, stage: Path, proc: subprocess.CompletedProcess, np_: NixPlan, log: Path, t0: float
     ) -> VariantResult:
         """Swap what nix produced for `v` into build/, or say why it failed."""
-        root = self.plan.project.root
         produced = stage / "build" / v.name
         seconds = time.monotonic() - t0
         if proc.returncode == 0 and produced.is_dir():
             # build/<package>/<variant>
-            with variant_stage(root / v.out_dir) as tmp_final:
+            with variant_stage(self.plan.project.project_root / v.out_dir) as tmp_final:
                 shutil.copytree(produced, tmp_final, dirs_exist_ok=True)
             return VariantResult(
                 v.name, "built", "via nix (kernel-builder)", v.out_dir, v.ops_id, v.archs, seconds, log=str(log)

@@ -313,7 +313,7 @@ def write_project(
     upstream: str = "https://github.com/ggml-org/ggml",
 ) -> Path:
     """A minimal kernel package project (pyproject.toml with [tool.ggml-vendor], the package's facts) for stage
-    tests."""
+    tests, its source rendered into build/<name>/src/ (what publish pushes beside the variants)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "pyproject.toml").write_text(f'''[project]
 name = "fixture"
@@ -333,7 +333,9 @@ cuda = ["src/ggml-cuda/gated_delta_net.cu"]
 ''')
     facts = root / "templates" / name / "facts.py"
     facts.parent.mkdir(parents=True, exist_ok=True)
-    facts.write_bytes(
-        (Path(__file__).resolve().parents[3] / "templates" / "ggml-attn-kernels" / "facts.py").read_bytes()
-    )
+    facts.write_text('"""The fixture package\'s op facts."""\n\nOPS = ("gated_delta_net",)\n')
+    from toolkit import render
+    from toolkit.core import config
+
+    render.execute(render.plan(config.load(root)))
     return root
