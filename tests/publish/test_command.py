@@ -166,7 +166,11 @@ def test_publish_then_get_kernel_in_a_fresh_process(project, hub, tmp_path: Path
     card = hub.state.read("kernel", REPO, "main", "README.md").decode()
     assert "library_name: kernels" in card and "`scale`" in card and variant in card and "version=1" in card
     report = json.loads((project.build_dir / "publish-report.json").read_text())
-    assert report["status"] == "published" and report["verified"]["files_checked"] == 5
+    assert report["status"] == "published" and report["verified"]["files_checked"] == 7  # + 2 rendered source files
+    assert (
+        hub.state.read("kernel", REPO, "v1", "torch-ext/registration.h")
+        == (project.package_root / "torch-ext" / "registration.h").read_bytes()
+    )  # the rendered source beside the variants, as a kernel-builder repository holds it
 
     code = (
         "import torch, kernels\n"
@@ -451,7 +455,7 @@ def test_plan_only_reads_and_execute_pushes_exactly_its_batches(project, hub) ->
     assert _snapshot(project.root) == before, "plan wrote into the project"
     assert hub.state.repos == {} and _writes(hub) == [], "plan wrote to the Hub"
     batches_v1 = plan.commit_batches["v1"]
-    assert [len(b) for b in batches_v1] == [2, 2] and plan.to_json()["status"] == "dry-run"
+    assert [len(b) for b in batches_v1] == [2, 2, 2] and plan.to_json()["status"] == "dry-run"
     assert plan.lines() == plan.preview.plan.lines() and "branch v1 (new)" in plan.lines()[1]
     assert TOKEN not in repr(plan) and TOKEN not in json.dumps(plan.to_json())
     report = publish.execute(plan)
@@ -459,7 +463,7 @@ def test_plan_only_reads_and_execute_pushes_exactly_its_batches(project, hub) ->
     history = hub.state.history("kernel", REPO, "v1")
     pushed = [c for c in history if c.title.startswith("Upload")]
     assert len(pushed) == len(batches_v1)  # one commit per planned batch, newest first
-    assert all(f"(batch {i + 1}/2)" in c.title for i, c in enumerate(reversed(pushed)))
+    assert all(f"(batch {i + 1}/3)" in c.title for i, c in enumerate(reversed(pushed)))
     assert report.lines()[0].startswith(f"publish {REPO} (")
 
 
@@ -539,7 +543,7 @@ def test_git_transport_to_a_bare_repository(project, tmp_path: Path) -> None:  #
         and subprocess.run(["git", "-C", str(remote), "branch"], capture_output=True, text=True).stdout == ""
     )
     result = _publish_git(project, str(remote))
-    assert result.status == "published" and result.verified["ok"] and result.verified["files_checked"] == 5
+    assert result.status == "published" and result.verified["ok"] and result.verified["files_checked"] == 7
     variant = host_variant_name()
     so = f"build/{variant}/_ggml_attn_kernels_cuda_fx00001.abi3.so"
     blob = subprocess.run(["git", "-C", str(remote), "show", f"v1:{so}"], capture_output=True).stdout

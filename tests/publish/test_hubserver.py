@@ -89,7 +89,8 @@ def test_cli_dry_run_prints_the_plan_and_pushes_nothing(tmp_path: Path, hub) -> 
     assert verify_build(config.load(root), options=VerifyOptions(smoke=False)).ok
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert "branch v1 (new): 4 to add, 0 to delete, 0 unchanged" in proc.stdout
+    assert "branch v1 (new): 6 to add, 0 to delete, 0 unchanged" in proc.stdout  # the variant and its source
+    assert "+ torch-ext/registration.h" in proc.stdout and "+ torch-ext/ggml_attn_kernels/_ops.py" in proc.stdout
     assert f"+ build/{v.name}/metadata.json" in proc.stdout and "dry run: nothing was pushed" in proc.stdout
     assert [r for r in hub.state.requests if r[0] != "GET"] == []
 
