@@ -142,10 +142,8 @@ class Plan:
     def stages(self) -> tuple[str, ...]:
         """The run's stage names, in the order the report lists them."""
         names = [name for name, _ in SETUP] + [x.package for x in self.left_out] + [name for name, _ in SYNC]
-        for i, package in enumerate(self.packages or ("",)):  # ("",): a configuration the setup will refuse
-            names += [
-                name + ("" if i == 0 else f" {package}") for name, _ in PACKAGE_TASKS
-            ]  # plan-only: the rest skipped
+        for package in self.packages or ("",):  # ("",): a configuration the setup will refuse
+            names += [f"{name} {package}".rstrip() for name, _ in PACKAGE_TASKS]  # plan-only: the rest skipped
         return tuple(names)
 
     def lines(self) -> list[str]:

@@ -39,7 +39,7 @@ def built(built_binding) -> tuple[Path, dict]:
 CHECKS = textwrap.dedent(r"""
     import json, sys, torch, kernels
     from pathlib import Path
-    m = kernels.get_local_kernel(Path(sys.argv[1]))
+    m = kernels.get_local_kernel(Path(sys.argv[1]) / "build" / "ggml-attn-kernels")
     ns = getattr(torch.ops, m.__name__)
     r = {"name": m.__name__, "all": sorted(m.__all__)}
     r["registered"] = sorted(n for n in ("gated_delta_net", "gated_delta_net_", "flash_attn", "gated_delta_rule_",
