@@ -148,6 +148,12 @@ class Config:
         return self.root / BUILD / self.package.build_subdir
 
     @property
+    def reports_dir(self) -> Path:
+        """build/reports/: what the project's one pin writes (drift and update reports), beside every package's
+        build/<name>/."""
+        return self.root / BUILD / "reports"
+
+    @property
     def templates_dir(self) -> Path:
         return self.root / self.package.templates
 
@@ -246,7 +252,8 @@ def find_root(start: Path | None = None) -> Path:
 
 def _require(table: dict[str, Any], key: str, kind: type, where: str) -> Any:
     if key not in table:
-        raise ConfigError(f"{where}: missing key '{key}'", f"add {key} = ... under [tool.{TABLE}]")
+        table_name = where.rsplit(" ", 1)[-1] if where.endswith("]") else f"[tool.{TABLE}]"
+        raise ConfigError(f"{where}: missing key '{key}'", f"add {key} = ... under {table_name}")
     value = table[key]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ConfigError(f"{where}: '{key}' must be a {kind.__name__}, got {value!r}", "fix pyproject.toml")

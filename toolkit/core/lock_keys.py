@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from toolkit.core import ui
-from toolkit.core.lock import BehaviourPrint, Lock, LockedFile
+
+if TYPE_CHECKING:  # the lock reads this module: types only, no import cycle
+    from toolkit.core.lock import BehaviourPrint, Lock, LockedFile
 
 SEPARATOR = ":"  # toolkit.core.config.KEY_SEPARATOR
 _noticed: set[Path] = set()

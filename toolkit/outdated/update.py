@@ -274,7 +274,7 @@ def execute(p: Plan, log: Log = quiet) -> Report:
 def _write_reports(cfg: Config, p: Plan, text: str) -> tuple[str, ...]:
     assert p.survey is not None
     name = f"update-{p.pin.commit[:12]}-{p.survey.new.lock.commit[:12]}.md"
-    paths = [cfg.build_dir / "reports" / name]
+    paths = [cfg.reports_dir / name]
     if p.request.report_file is not None:
         paths.append(p.request.report_file)
     for path in paths:
