@@ -126,7 +126,7 @@ INIT = """Add a package to this project: one more Hub kernel from the same pin a
 Appends the table tool.ggml-vendor.packages.NAME to pyproject.toml (comments and layout kept) with its version,
 hub-repo and ops, and creates templates/NAME/ (a skeleton: build.toml, the torch binding, the ggml runtime
 shim, one CUDA unit per op including its upstream entry once, and facts.py for the ops' facts),
-variants/NAME.toml (a copy of the first package's matrix) and tests/packages/test_<module>.py. The new
+variants/NAME.toml (a copy of the selected package's matrix) and tests/packages/test_<module>.py. The new
 config is validated before anything is written; --dry-run lists what would be written. Then: `ggml-vendor sync`
 (vendors the union of every package's closure) and `ggml-vendor render -p NAME`.
 
