@@ -108,8 +108,7 @@ PATCH_DROP = "Remove a patch from vendor/patches/ and un-apply it from vendor/gg
 CI = """Render .github/workflows/build-variants.yml from every package's variant matrix: one job per variant on a
 runner that can build it (x86_64 and arm64 Linux, NVIDIA's CUDA image for toolkits PyPI lacks, a ROCm container,
 macOS with Xcode's Metal toolchain), each building and verifying its variant and uploading the package's
-build/<variant>/ with its verification record as an artifact named after the variant (a later package's names
-start with the package's); then per package a job runs `ggml-vendor collect`, verifies and publishes to its Hub
+build/<name>/<variant>/ with its verification record as an artifact named <package>-<variant>; then per package a job runs `ggml-vendor collect`, verifies and publishes to its Hub
 repo (v* tags, or a manual run that asks for it). Also renders .github/workflows/update.yml, the weekly
 keep-current workflow (outdated, then update, a build, the tests and one pull request). Same inputs give the same
 bytes; --check exits 6 when a committed workflow is missing or stale."""

@@ -39,7 +39,7 @@ _OP_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(?:([a-z]+):)?(\S+)$")
 class Request:
     name: str
     ops: tuple[str, ...]  # "OP=PATH" (CUDA) or "OP=BACKEND:PATH", repeatable per op
-    hub_repo: str | None = None  # default: the first package's Hub owner / NAME
+    hub_repo: str | None = None  # default: the selected package's Hub owner / NAME
     version: int = 1
 
 

@@ -94,7 +94,7 @@ class VendorView:
     """What of the shared vendor/ one package's source identity hashes: the vendored files its closure needs
     (and the always-shipped ones), the patches that change them, and its view of the lock (lock.package_view)
     in place of the family's vendor/UPSTREAM. So adding or re-syncing another package's ops leaves a package's
-    uid alone, and the first package of a family gets the uid a one-package project with the same pin gets."""
+    uid alone, and a package of a family gets the uid a project of that package alone with the same pin gets."""
 
     rel: str  # vendor/ relative to the package's source tree: "../../../vendor" from build/<name>/src
     files: frozenset[str]  # vendored paths (standalone layout, relative to vendor/ggml)

@@ -94,7 +94,8 @@ class Package:
 @dataclass(frozen=True)
 class Config:
     """The project as one package sees it: shared fields (root, license, upstream) plus the package's own.
-    `load` returns the first package's view; `for_package(name)` any other; `packages` lists them all."""
+    `load` returns the view of the package declared first; `for_package(name)` any other's; `packages` lists
+    them all (commands run over `selected`, every package alike)."""
 
     root: Path
     name: str

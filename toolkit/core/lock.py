@@ -272,8 +272,8 @@ def _print_lines(lock: Lock) -> list[str]:
 def package_view(lock: Lock, package: str, fingerprints: Iterable[str] = ()) -> Lock:
     """The lock as one package of the family sees it: its ops' entries, closures and behaviour prints, the files
     they need and the always-shipped ones (their needed-by narrowed to its ops), the licenses of those files and
-    the patches that change them, the `fingerprints` named (the shared ones and the package's own), and no package table. For the first package
-    of a family this is the lock a one-package project pins (same bytes): a package's build identity hashes it
+    the patches that change them, the `fingerprints` named (the shared ones and the package's own), and no package
+    table: the lock a project of that package alone pins. A package's build identity hashes it
     instead of the family's vendor/UPSTREAM, so adding a package leaves the others' identities alone. A lock
     without a package table (one package) is its own view."""
     if not lock.packages:
