@@ -341,10 +341,10 @@ def test_build_plan_per_package_lands_under_build_package(synced):
     plan = json.loads(res.stdout)
     names = [v["name"] for v in plan["variants"]]
     assert names == ["torch214-cxx11-cu130-x86_64-linux"]
-    assert plan["variants"][0]["out_dir"] == "../torch214-cxx11-cu130-x86_64-linux"  # from build/fixture-quant/src
+    assert plan["variants"][0]["out_dir"] == "build/fixture-quant/torch214-cxx11-cu130-x86_64-linux"  # project-relative
     assert plan["variants"][0]["id"].startswith("_fixture_quant_cuda_")
     quant = synced.for_package("fixture-quant")
-    assert (quant.package_root / plan["variants"][0]["out_dir"]).resolve() == (
+    assert (quant.root / plan["variants"][0]["out_dir"]).resolve() == (
         quant.build_dir / "torch214-cxx11-cu130-x86_64-linux"
     ).resolve()
 
