@@ -23,7 +23,7 @@ from toolkit.core.errors import BuildError, VendorStateError
 from toolkit.core.lock import Lock
 
 # The first package's op facts over ggml's shared ones (templates/facts.py), as render sees them.
-FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates", "ggml-attn-kernels")
+FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates" / "ggml-attn-kernels", "ggml-attn-kernels")
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -125,10 +125,14 @@ def _metal_inputs(root: Path):
     """The ProjectInputs of this repository's own [kernel.ggml_metal] section (build.toml as rendered)."""
     import tomlkit
 
+    from toolkit import render
     from toolkit.build.inputs import _kernel_sections
     from toolkit.build.steps import ProjectInputs
+    from toolkit.core import config
 
-    doc = tomlkit.parse((REPO / "build.toml").read_text()).unwrap()
+    text = render.plan(config.load(REPO)).by_path()["build.toml"].content  # this repository's first package
+    text = text.replace('"../../../vendor/', '"vendor/')  # laid out here with vendor/ beside it (as Nix stages it)
+    doc = tomlkit.parse(text).unwrap()
     sections = tuple(k for k in _kernel_sections(doc) if k.backend == "metal")
     assert sections, "build.toml has no metal section"
     return ProjectInputs(

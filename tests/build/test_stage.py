@@ -5,11 +5,11 @@ lines() and to_json(). GPU-free: the host's facts are constructed, installs are 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import copy_build_kernel
 from toolkit.build import stage
 from toolkit.build.envs import HostFacts, Toolkit, discover_envs
 from toolkit.core.config import load
@@ -42,7 +42,7 @@ def _snapshot(*dirs: Path) -> dict[str, tuple[int, int]]:
 @pytest.fixture()
 def project(tmp_path, monkeypatch):
     root = tmp_path / "proj"
-    shutil.copytree(FIXTURE, root)
+    copy_build_kernel(root)
     with open(root / "variants" / "matrix.toml", "a") as fh:
         fh.write('\n[sources.torch]\n"2.13-cu130" = { version = "2.13.0" }\n')
     for var, sub in (

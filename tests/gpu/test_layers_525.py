@@ -34,7 +34,7 @@ from toolkit.verify.conformance import load_cases
 pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[2]
-_refs = load_cases(REPO / "templates" / "reference.py")
+_refs = load_cases(REPO / "templates" / "ggml-attn-kernels" / "reference.py")
 gdn_reference = _refs.gdn_reference
 
 

@@ -14,6 +14,7 @@ import pytest
 from tests.helpers import metallib_fixture
 from tests.helpers.hubserver.variants import (
     FAKE_UPSTREAM_COMMIT,
+    NAME,
     build_fatbin,
     compile_so,
     host_variant_name,
@@ -34,7 +35,7 @@ NO_VENDOR = VerifyOptions(check_vendor=False, smoke=False)
 
 def _project(tmp_path: Path) -> tuple[object, Path]:
     root = write_project(tmp_path / "proj")
-    return config.load(root), root / "build"
+    return config.load(root), root / "build" / NAME
 
 
 def _by_check(report, check: str, variant: str | None = None) -> list:  # type: ignore[no-untyped-def]

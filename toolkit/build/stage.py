@@ -220,7 +220,7 @@ def plan(cfg: Config, request: Request | None = None, log: Log = quiet) -> Build
     installs += (tc.install,) if tc.install is not None else ()
     log(f"planned {len(steps.variants)} variant(s), {len(installs)} install(s), {len(envs)} environment(s)")
     notes = tuple(n for n in (tc.note,) if n)
-    outs = [(v.name, project.root / v.out_dir) for v in steps.variants if v.status.buildable]
+    outs = [(v.name, project.project_root / v.out_dir) for v in steps.variants if v.status.buildable]
     before = tuple((name, out, fingerprint(out)) for name, out in outs)
     return BuildPlanned(cfg, request, matrix, host, steps, enabled, cdir, tc, notes, installs, envs, before)
 

@@ -538,7 +538,6 @@ def _plan_binding(ctx: _Variant) -> list[str]:
             *(("-fno-gnu-unique",) if variant.os == "linux" else ()),
             *_binding_defines(variant.backend, ctx.ops_id, tools.cxx11_abi),
             *(f"-I{d}" for d in project.torch_include),
-            *(() if project.has_registration_h else (f"-I{ctx.gen_include}",)),
             *ctx.torch_side,
             *toolkit_inc,
             *project.torch_cxx_flags,

@@ -26,7 +26,7 @@ def init(
         ),
     ] = [],  # noqa: B006
     hub_repo: Annotated[
-        str | None, typer.Option("--hub-repo", help="Hub repo id (default: the first package's owner/NAME).")
+        str | None, typer.Option("--hub-repo", help="Hub repo id (default: the selected package's owner/NAME).")
     ] = None,
     version: Annotated[int, typer.Option("--version", min=1, help="Major version (Hub branch v<N>).")] = 1,
 ) -> Run[init_stage.InitPlan, init_stage.InitReport]:

@@ -1,4 +1,4 @@
-"""`ggml-vendor render`: templates/ -> build.toml, torch-ext/, csrc/ (and `--check` that they are current)."""
+"""`ggml-vendor render`: templates/<name>/ -> build/<name>/src/ (and `--check` that two renders are the same bytes)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ CheckOpt = Annotated[
     bool,
     typer.Option(
         "--check",
-        help="Change nothing; exit 6 naming every generated file that is stale, missing, hand-edited "
-        "or orphaned (what CI runs).",
+        help="Change nothing; render every package twice and exit 6 naming every generated file whose "
+        "bytes differ between the two renders (the reproducibility check CI runs).",
     ),
 ]
 

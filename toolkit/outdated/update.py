@@ -242,7 +242,7 @@ def _render_all(cfg: Config, matrices_changed: bool, log: Log) -> tuple[str, ...
     for view in fresh.selected(()):
         rep = render.execute(render.plan(view, render.Request(), log), log)
         done += [f"{view.name}: {line}" for line in rep.lines() if not line.startswith("unchanged")]
-    if matrices_changed and (fresh.templates_dir / workflow.TEMPLATE).is_file():
+    if matrices_changed:
         done += workflow.execute(workflow.plan(fresh, workflow.Request(), log), log).lines()
     return tuple(done)
 
@@ -275,7 +275,7 @@ def execute(p: Plan, log: Log = quiet) -> Report:
 def _write_reports(cfg: Config, p: Plan, text: str) -> tuple[str, ...]:
     assert p.survey is not None
     name = f"update-{p.pin.commit[:12]}-{p.survey.new.lock.commit[:12]}.md"
-    paths = [cfg.build_dir / "reports" / name]
+    paths = [cfg.reports_dir / name]
     if p.request.report_file is not None:
         paths.append(p.request.report_file)
     for path in paths:

@@ -1,5 +1,5 @@
-"""The Hub card (README.md on `main`): rendered from templates/card/README.md.j2 with the ops, the upstream
-pin and the variants being published."""
+"""The Hub card (README.md on `main`): rendered from the package's templates/<name>/card/README.md.j2 (else the
+tool's, toolkit/data/card/) with the ops, the upstream pin and the variants being published."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ def _template_dir(cfg: Config) -> Path:
     own = cfg.templates_dir / TEMPLATE
     if own.is_file():
         return cfg.templates_dir
-    # A project without its own card template (e.g. the demo workspace) uses the one shipped with the tool.
-    return Path(__file__).resolve().parents[2] / "templates"
+    # A package without its own card template (e.g. one `ggml-vendor init` made) uses the one shipped with the tool.
+    return Path(__file__).resolve().parents[1] / "data"
 
 
 def render_card(

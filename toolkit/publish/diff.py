@@ -4,6 +4,10 @@ hashes against the live tree. Pure: inputs are file listings, the output a print
 Deletion rule (kernel-builder's upload.rs): on a branch that already exists only files under the variants
 being uploaded are deleted, so per-platform builders can publish independently; a brand-new branch starts
 from `main`, so anything under build/ or benchmarks/ that it inherited and that is not being uploaded goes.
+
+Beside the variants, the branch carries the package's rendered source (build.toml, torch-ext/, csrc/ at the top,
+as in a kernel-builder repository), so what was built can be reviewed on the Hub; a source file no longer rendered
+is deleted from the branch.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from toolkit.core.records import fields_json, json_list
 
 ADD, DELETE, UNCHANGED = "add", "delete", "unchanged"
 CARD_PATH = "README.md"
+# The rendered source tree on the branch (kernel-builder's layout): what publish keeps in step with build/<name>/src.
+SOURCE_PREFIXES = ("build.toml", "csrc/", "torch-ext/")
 
 
 @dataclass(frozen=True)
@@ -122,6 +128,24 @@ def collect_variant_files(build_dir: Path, variants: Iterable[str]) -> list[Loca
     return out
 
 
+def collect_source_files(cfg: Any) -> list[LocalFile]:
+    """The package's rendered source, build/<name>/src/, as it goes on the branch; refused unless it is what
+    render makes of the templates now (what was built is what is shown)."""
+    from toolkit import render
+    from toolkit.core.errors import PublishError
+
+    rendered = render.plan(cfg)
+    if rendered.drift:
+        names = ", ".join(rendered.shown(d.path) for d in rendered.drift[:3])
+        raise PublishError(
+            f"refusing to publish, nothing was pushed: the rendered source is not current ({names})",
+            f"run `ggml-vendor render -p {cfg.name}` (and build again if it changed), then publish",
+        )
+    return [
+        LocalFile(f.path, str(rendered.root / f.path), *_file_digests(rendered.root / f.path)) for f in rendered.files
+    ]
+
+
 def card_file(text: str) -> LocalFile:
     data = text.encode()
     return LocalFile(CARD_PATH, "", len(data), sha256_bytes(data), git_blob_id(data))
@@ -141,9 +165,10 @@ def plan_branch(
     *,
     prune_prefixes: tuple[str, ...] = ("build/", "benchmarks/"),
     base_for_new: dict[str, RemoteFile] | None = None,
+    source_prefixes: tuple[str, ...] = (),
 ) -> BranchPlan:
     """Actions for one branch. `remote` is the branch's live tree (None: the branch does not exist yet and
-    will be created from `base_for_new`, e.g. main)."""
+    will be created from `base_for_new`, e.g. main). Files under `source_prefixes` not in `local` go too."""
     exists = remote is not None
     tree = remote if remote is not None else (base_for_new or {})
     actions: list[FileAction] = []
@@ -151,7 +176,7 @@ def plan_branch(
     for path, f in sorted(wanted.items()):
         r = tree.get(path)
         actions.append(FileAction(path, UNCHANGED if r is not None and same_content(f, r) else ADD, f.size, f.sha256))
-    stale = tuple(f"build/{v}/" for v in variants) if exists else prune_prefixes
+    stale = (tuple(f"build/{v}/" for v in variants) if exists else prune_prefixes) + source_prefixes
     for path, r in sorted(tree.items()):
         if stale and path not in wanted and path.startswith(stale):
             actions.append(FileAction(path, DELETE, r.size, r.sha256 or ""))
@@ -169,10 +194,14 @@ def make_plan(
     card_text: str | None,
     remote_branch: dict[str, RemoteFile] | None,
     remote_main: dict[str, RemoteFile] | None,
+    source: list[LocalFile] | None = None,
 ) -> PublishPlan:
-    """The whole publish: variants to `branch`, the card to main."""
+    """The whole publish: variants (and, given `source`, the rendered source beside them) to `branch`, the card
+    to main."""
     card = card_file(card_text) if card_text is not None else None
-    branches = [plan_branch(branch, files, remote_branch, variants, base_for_new=remote_main)]
+    files = [*files, *(source or ())]
+    prefixes = SOURCE_PREFIXES if source else ()
+    branches = [plan_branch(branch, files, remote_branch, variants, base_for_new=remote_main, source_prefixes=prefixes)]
     if card is not None:
         branches.append(plan_branch("main", [card], remote_main, (), prune_prefixes=()))
     local = {f.path_in_repo: f for f in files}
@@ -205,6 +234,7 @@ def plan_publish(
         card_text=render_card(cfg, repo_id, list(ready.variant_dirs), ready.lock, ready.conformance),
         remote_branch=remote_branch,
         remote_main=remote_main,
+        source=collect_source_files(cfg),
     )
 
 

@@ -246,7 +246,11 @@ def _token_if_any(token: str | None) -> str:
 def plan_hub(cfg: Config, request: Request, log: Log) -> Plan:
     """Preflight build/, read the repository's refs and trees (reads only: no token needed) and diff."""
     check_hub_version()
-    repo_id = request.repo or cfg.hub_repo
+    if request.repo is not None:  # "" too is a bad --repo, never the configured repo in its place
+        from toolkit.core.package_checks import check_repo_id
+
+        check_repo_id(request.repo, "--repo")
+    repo_id = request.repo if request.repo is not None else cfg.hub_repo
     endpoint = _endpoint(request)
     ready = preflight(
         cfg, list(request.variants) or None, check_vendor=request.check_vendor, official_hub=_is_official(endpoint)
