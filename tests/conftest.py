@@ -156,14 +156,15 @@ def cuda_torch():  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def cuda_kernel(cuda_torch):  # type: ignore[no-untyped-def]
-    """The built CUDA variant under KERNEL_ROOT/build, loaded with kernels.get_local_kernel."""
+    """The built CUDA variant under KERNEL_ROOT/build/ggml-attn-kernels, loaded with kernels.get_local_kernel."""
     try:
         import kernels
     except ImportError as exc:
         pytest.skip(f"the kernels package is not importable: {exc}")
-    if not any((KERNEL_ROOT / "build").glob("torch*-cu*")):
-        pytest.skip(f"no CUDA variant under {KERNEL_ROOT / 'build'}; run `ggml-vendor build` first")
-    return kernels.get_local_kernel(KERNEL_ROOT)
+    built = KERNEL_ROOT / "build" / "ggml-attn-kernels"  # build/<package>/<variant>
+    if not any(built.glob("torch*-cu*")):
+        pytest.skip(f"no CUDA variant under {built}; run `ggml-vendor build` first")
+    return kernels.get_local_kernel(built)
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[2]
 # The first package's float64 references (templates/reference.py), the one copy the op tests use too.
-gdn_reference = load_cases(REPO / "templates" / "reference.py").gdn_reference
+gdn_reference = load_cases(REPO / "templates" / "ggml-attn-kernels" / "reference.py").gdn_reference
 
 
 @pytest.fixture(scope="module")

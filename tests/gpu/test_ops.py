@@ -24,7 +24,7 @@ from tests.helpers.machine import KERNEL_ROOT
 from toolkit.verify.conformance import load_cases
 
 # The first package's float64 references (templates/reference.py): the one copy, its conformance cases use it too.
-_R = load_cases(Path(__file__).resolve().parents[2] / "templates" / "reference.py")
+_R = load_cases(Path(__file__).resolve().parents[2] / "templates" / "ggml-attn-kernels" / "reference.py")
 fa_reference, gdn_reference, rel_err = _R.fa_reference, _R.gdn_reference, _R.rel_err
 
 pytestmark = pytest.mark.gpu
