@@ -13,7 +13,7 @@ as a REGRESSION.
 Targets (issue 34): op <= 0.9x the best SDPA backend from 4K on, 512 no slower than the op's kernel before;
 asserts nothing.
 
-    python3 benchmarks/bench_fa.py [--out benchmarks/out] [--kernel build/<variant>] [--dtypes float16,bfloat16]
+    python3 benchmarks/bench_fa.py [--out benchmarks/out] [--kernel build/ggml-attn-kernels/<variant>] [--dtypes float16,bfloat16]
 """
 
 from __future__ import annotations
