@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 from toolkit import sync  # noqa: E402
 from toolkit.core import config  # noqa: E402
 from toolkit.core.lock import read_lock  # noqa: E402
-from toolkit.sync.stage import SyncRequest  # noqa: E402
+from toolkit.sync.project_plan import SyncRequest  # noqa: E402
 
 TARGET_FIRST_S = 2.0
 TARGET_NOOP_S = 0.5

@@ -2,10 +2,9 @@
 that turns failures into exit codes. Command help texts are in toolkit/help.py.
 
 A command module is a request builder and a printer: its function takes the shared `Options` and its own
-options, and returns a `Run` (how to plan, how to execute, how to print). `@command` adds the shared options
-to its signature, and `perform` does the rest the same way for every command: load the config, take the
-project lock, plan and execute in one `ui.task` (quiet on success, the captured log replayed on a crash),
-print tables or `--json`, and exit with `core.stage.exit_code_of(report)` (and `failure_of`'s one line).
+options, and returns a `Run` (how to plan, how to execute, how to print; toolkit/runner.py). `@command` adds
+the shared options to its signature, takes the project lock, and hands the Run to `perform` (runner.py),
+which does the rest the same way for every command.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import inspect
 import os
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,8 +22,11 @@ import typer
 
 from toolkit import help as help_text
 from toolkit.core import ui
-from toolkit.core.errors import ConfigError, Interrupted, VendorError
-from toolkit.core.stage import Log, failure_of
+from toolkit.core.config import load
+from toolkit.core.errors import Interrupted, VendorError
+from toolkit.runner import AnyRun, Options, P, Run, S, perform, stage_run
+
+__all__ = ["app", "command", "guarded", "perform", "stage_run", "Options", "Run", "AnyRun"]
 
 app = typer.Typer(
     name="ggml-vendor",
@@ -73,153 +75,10 @@ NoWaitOpt = Annotated[
 ]
 
 
-@dataclass(frozen=True)
-class Options:
-    """The options every command shares (`dry_run` and `wait` only where the command offers them)."""
-
-    project: Path | None = None
-    json: bool = False
-    verbose: bool = False
-    dry_run: bool = False
-    wait: bool = True
-    packages: tuple[str, ...] = ()  # --package/-p (empty: every package), where the command is per package
-
-
-@dataclass(frozen=True)
-class Run:
-    """What a command does, as the runner needs it.
-
-    `plan(config, log)` reads and decides; `execute(plan, log)` acts and returns a protocol Report (None: the
-    plan is the result, e.g. read-only listings); `show(result, options)` prints tables: the report, or under
-    --dry-run the plan (or what `preview(plan)` makes of it). `read_only` takes the project lock shared
-    (checks); `config=False` hands `plan` None instead of the loaded project; `live` shows the log as it
-    happens even without --verbose (long, multi-stage work); `spinner=False` for work that draws its own
-    progress bars. `per_package` (set by `@command(packages=True)`) runs it once per selected package;
-    `one_package`: exactly one may be selected. `interrupted(plan)` is the error for a Ctrl-C once execute
-    may have acted (default: "previous state kept"). `announce`: the plan's `notes` are printed as warnings
-    once it is made, and with --verbose (neither --dry-run nor --json) its lines before execute runs it."""
-
-    label: str | Callable[[Any], str]  # the task's label, or a function of the config it runs under
-    plan: Callable[[Any, Log], Any]
-    execute: Callable[[Any, Log], Any] | None = None
-    show: Callable[[Any, Options], None] | None = None
-    preview: Callable[[Any], Any] | None = None
-    read_only: bool = False
-    config: bool = True
-    live: bool = False
-    spinner: bool = True
-    per_package: bool = False
-    one_package: bool = False
-    interrupted: Callable[[Any], Exception] | None = None
-    announce: bool = False
-
-
-def stage_run(label: str | Callable[[Any], str], stage: Any, request: Any, **fields: Any) -> Run:
-    """The Run of a stage package that follows the protocol to the letter: `stage.plan(config, request, log)`
-    then `stage.execute(plan, log)`; `fields` are the Run's other fields (show, read_only, ...)."""
-    return Run(label, plan=lambda cfg, log: stage.plan(cfg, request, log), execute=stage.execute, **fields)
-
-
-def _print_lines(result: Any, _opts: Options) -> None:
-    """The default printer: the result's lines on stdout (plain text: they name [tables] and paths, never
-    markup), and on stderr the `problems()` lines of a report that has them (a failed step's output)."""
-    for line in result.lines():
-        ui.out.print(line)
-    for line in getattr(result, "problems", list)():
-        ui.err.print(line)
-
-
-def _announce(plan: Any, opts: Options) -> None:
-    """Run.announce: the plan's notes, and under --verbose what is about to run before running it."""
-    for note in getattr(plan, "notes", ()):
-        ui.warn("note:", note)
-    if opts.verbose and not opts.dry_run and not opts.json:
-        for line in plan.lines():
-            ui.out.print(line)
-
-
-def _emit(result: Any, run: Run, opts: Options) -> None:
-    if opts.json:
-        doc = result.to_json()
-        ui.emit_json({"dry_run": True, **doc} if opts.dry_run and run.execute is not None else doc)
-    else:
-        (run.show or _print_lines)(result, opts)
-
-
-def _perform_one(run: Run, opts: Options, cfg: Any) -> None:
-    verbose = opts.verbose or (run.live and not opts.json)
-    plan = None
-    try:
-        label = run.label(cfg) if callable(run.label) else run.label
-        with ui.task(label, verbose=verbose, quiet=opts.json, spinner=run.spinner) as task:
-            result = plan = run.plan(cfg, task.log)
-            if run.announce:
-                _announce(plan, opts)
-            if run.execute is not None and not opts.dry_run:
-                result = run.execute(plan, task.log)
-            elif run.preview is not None:
-                result = run.preview(plan)
-        _emit(result, run, opts)
-    except KeyboardInterrupt:
-        if plan is None or opts.dry_run or run.interrupted is None:
-            raise  # nothing was carried out: the previous state was kept
-        # Once the plan may have been carried out, the stage says what the tree now holds.
-        raise run.interrupted(plan) from None
-    failure = failure_of(result) if hasattr(result, "ok") else None
-    if failure is not None:
-        raise failure
-
-
-def _views(run: Run, opts: Options) -> tuple[Any, ...]:
-    """The configs `run` runs under: the project's, or one view per selected package."""
-    from toolkit.core.config import load
-
-    cfg = load(opts.project)
-    if not run.per_package:
-        return (cfg,)
-    views = cfg.selected(opts.packages)
-    if run.one_package and len(views) > 1:
-        raise ConfigError(
-            f"the project holds {len(views)} packages and this command works on one package's build/",
-            f"add --package NAME (one of {', '.join(v.name for v in views)})",
-        )
-    return views
-
-
-def perform(run: Run, opts: Options) -> None:
-    """Plan, execute (unless --dry-run) and print `run` under the project's config; a report that is not
-    ok ends the command with its exit code. Per package: one package selected is exactly the one-package
-    command; several get a heading each on stderr and, with --json, one document {"packages": {name: doc}}
-    (printed even when a package fails, that package's document included); the first failure stops the
-    loop, its one line naming the package."""
-    views = _views(run, opts) if run.config else (None,)
-    if len(views) == 1:
-        _perform_one(run, opts, views[0])
-        return
-    docs: dict[str, Any] = {}
-    try:
-        for view in views:
-            if not opts.json:
-                ui.err.print(ui.labelled("package", "bold", view.name))
-            with ui.collect_json() as collected:
-                try:
-                    _perform_one(run, opts, view)
-                except VendorError as exc:
-                    exc.message = f"package {view.name}: {exc.message}"
-                    raise
-                finally:  # a failing package's document (e.g. render --check's drift) is still printed
-                    if collected:
-                        docs[view.name] = collected[0] if len(collected) == 1 else list(collected)
-    finally:
-        if opts.json:
-            ui.emit_json({"packages": docs})
-
-
 def _recover_build_dirs(opts: Options) -> None:
     """Put back what a killed run's journaled swap left moved aside in each package's build/ (collect's and
     build's fallback where the filesystem cannot exchange two directories), before the command reads it."""
     from toolkit.core import fs
-    from toolkit.core.config import load
 
     try:
         views = load(opts.project).selected()
@@ -229,7 +88,7 @@ def _recover_build_dirs(opts: Options) -> None:
         fs.recover_swaps(view.build_dir)
 
 
-def _locked(run: Run, opts: Options, command: str) -> None:
+def _locked(run: Run[P, S], opts: Options, command: str) -> None:
     """`perform` under the project lock: held from the plan to the report (a second command waits, or
     with --no-wait refuses), shared for commands that only read. Every command first rolls back the swaps
     killed runs left half done in build/ (as sync's journal is recovered for vendor/)."""
@@ -309,13 +168,13 @@ def command(
     lock: bool = True,
     lock_name: str | None = None,
     packages: bool = False,
-) -> Callable[[Callable[..., Run]], Callable[..., Run]]:
+) -> Callable[[Callable[..., AnyRun]], Callable[..., AnyRun]]:
     """Register `fn(opts, **own_options) -> Run` as the command `name` (of `group`, default the app): its own
     options plus the shared ones (--project/-C, --json, --verbose/-v, and --dry-run / --no-wait / --package
     where `dry_run` / `lock` / `packages`), then `perform` its Run (under the project lock, held as
     `lock_name`, when `lock`; once per selected package when `packages`)."""
 
-    def register(fn: Callable[..., Run]) -> Callable[..., Run]:
+    def register(fn: Callable[..., AnyRun]) -> Callable[..., AnyRun]:
         # The first parameter is the Options object the wrapper builds; the others are the command's options.
         own = [
             p.replace(annotation=_resolved(fn, p.annotation))

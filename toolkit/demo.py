@@ -8,8 +8,7 @@ every task reads what the earlier ones left in the run's `Context` and returns i
 first failure is recorded in the report and the tasks after it are skipped.
 
 A project of several packages: one sync (the union), then the package tasks render → get_kernel for each
-package in turn (the first package's stages keep their plain names, a later package's are named "<stage>
-<package>"). A later package whose entry files the embedded miniature does not hold is left out of the
+package in turn, each package's stages named "<stage> <package>". A package whose entry files the embedded miniature does not hold is left out of the
 workspace and reported as one visibly skipped stage naming the missing files (the run stays green). A package
 whose entries the miniature holds as closure-only stand-ins (files that say so, e.g. gguf-kernels' mmvq.cu) is
 synced, rendered and its build planned; its compile, verify, publish and get_kernel stages are skipped, saying so.
@@ -37,7 +36,8 @@ from toolkit.core.config import load as load_config
 from toolkit.core.errors import VendorError
 from toolkit.core.stage import Log, Verdict, quiet
 
-DEMO_REPO = "ggml-demo/ggml-attn-kernels"
+DEMO_OWNER = "ggml-demo"
+DEMO_REPO = f"{DEMO_OWNER}/ggml-attn-kernels"
 DEMO_TOKEN = "hf_demo_local_only"
 # What the workspace copies from the project: its configuration and templates, never vendor/ or build/.
 COPIED = ("pyproject.toml", "variants", "templates")
@@ -113,7 +113,7 @@ class Request:
 
 @dataclass(frozen=True)
 class LeftOut:
-    """A later package the workspace leaves out: the embedded miniature lacks its entry files."""
+    """A package the workspace leaves out: the embedded miniature lacks its entry files."""
 
     package: str
     missing: tuple[str, ...]
@@ -142,10 +142,8 @@ class Plan:
     def stages(self) -> tuple[str, ...]:
         """The run's stage names, in the order the report lists them."""
         names = [name for name, _ in SETUP] + [x.package for x in self.left_out] + [name for name, _ in SYNC]
-        for i, package in enumerate(self.packages or ("",)):  # ("",): a configuration the setup will refuse
-            names += [
-                name + ("" if i == 0 else f" {package}") for name, _ in PACKAGE_TASKS
-            ]  # plan-only: the rest skipped
+        for package in self.packages or ("",):  # ("",): a configuration the setup will refuse
+            names += [f"{name} {package}".rstrip() for name, _ in PACKAGE_TASKS]  # plan-only: the rest skipped
         return tuple(names)
 
     def lines(self) -> list[str]:
@@ -211,7 +209,7 @@ def make_workspace(
     source: Path, dest: Path, upstream: str | None = None, left_out: tuple[str, ...] | None = None
 ) -> Path:
     """A copy of the project's configuration pointing at the embedded miniature upstream (or `upstream`),
-    without the later packages `left_out` (None: those the miniature cannot serve, see `left_out`)."""
+    without the packages `left_out` (None: those the miniature cannot serve, see `left_out`)."""
     from toolkit.core.config import set_value
     from toolkit.sync.embedded import EMBEDDED
 
@@ -225,15 +223,15 @@ def make_workspace(
     # Patches target the real upstream; the miniature is our own code and needs none.
     (dest / "vendor" / "patches").mkdir(parents=True, exist_ok=True)
     set_value(dest, "upstream", upstream or EMBEDDED)
-    set_value(dest, "hub-repo", DEMO_REPO)
     if left_out is None:
         left_out = tuple(x.package for x in packages_left_out(load_config(source), embedded=upstream is None))
-    _later_packages_for_demo(dest, left_out)
+    _packages_for_demo(dest, left_out)
     return dest
 
 
-def demo_repo(package: str, first: bool) -> str:
-    return DEMO_REPO if first else f"ggml-demo/{package}"
+def demo_repo(package: str) -> str:
+    """The local test Hub's repo of a package (DEMO_REPO for ggml-attn-kernels)."""
+    return f"{DEMO_OWNER}/{package}"
 
 
 def _miniature() -> Mapping[str, bytes]:
@@ -258,11 +256,11 @@ def missing_in_miniature(pkg: Any, have: Mapping[str, bytes] | None = None) -> l
 
 
 def packages_left_out(cfg: Config, *, embedded: bool, have: Mapping[str, bytes] | None = None) -> tuple[LeftOut, ...]:
-    """The later packages a workspace on the embedded miniature cannot serve (none on a real upstream)."""
+    """The packages a workspace on the embedded miniature cannot serve (none on a real upstream)."""
     if not embedded:
         return ()
     have = _miniature() if have is None else have
-    found = ((pkg.name, tuple(missing_in_miniature(pkg, have))) for pkg in cfg.packages[1:])
+    found = ((pkg.name, tuple(missing_in_miniature(pkg, have))) for pkg in cfg.packages)
     return tuple(LeftOut(name, missing) for name, missing in found if missing)
 
 
@@ -273,8 +271,8 @@ def stand_in_entries(pkg: Any, have: Mapping[str, bytes] | None = None) -> list[
     return list(dict.fromkeys(f for f in found if STAND_IN_MARK in have[f].split(b"\n", 1)[0]))
 
 
-def _later_packages_for_demo(dest: Path, left_out: tuple[str, ...]) -> None:
-    """Point each later package at its demo Hub repo, and drop those left out."""
+def _packages_for_demo(dest: Path, left_out: tuple[str, ...]) -> None:
+    """Point each package at its demo Hub repo, and drop those left out."""
     import tomlkit
 
     from toolkit.core import fs
@@ -283,11 +281,11 @@ def _later_packages_for_demo(dest: Path, left_out: tuple[str, ...]) -> None:
     cfg = load_config(dest)
     doc = parse_toml(dest / "pyproject.toml")
     tables = doc["tool"][TABLE].get("packages", {})
-    for pkg in cfg.packages[1:]:
+    for pkg in cfg.packages:
         if pkg.name in left_out:
             del tables[pkg.name]
         else:
-            tables[pkg.name]["hub-repo"] = demo_repo(pkg.name, first=False)
+            tables[pkg.name]["hub-repo"] = demo_repo(pkg.name)
     fs.atomic_write(dest / "pyproject.toml", tomlkit.dumps(doc).encode("utf-8"))
 
 
@@ -488,7 +486,7 @@ def _publish(ctx: Context) -> tuple[str, dict[str, Any]]:
 
 def _get_kernel(ctx: Context) -> tuple[str, dict[str, Any]]:
     cfg = ctx.config
-    repo = demo_repo(cfg.name, cfg.is_first)
+    repo = demo_repo(cfg.name)
     info = load_with_get_kernel(ctx.endpoint, repo, cfg.version, cfg.root / "hf-cache")
     ran = "; ".join(f"{r['op']} on {info['device']}: max rel err {r['rel_err']:.1e} vs float64" for r in info["ran"])
     if any(not r["ok"] for r in info["ran"]):
@@ -556,7 +554,7 @@ def _run_all(ctx: Context) -> list[Stage]:
     project = ctx.cfg
     for view in project.selected(()) if project is not None else (None,):
         ctx.cfg, ctx.built = view, []
-        suffix = "" if view is None or view.is_first else f" {view.name}"
+        suffix = "" if view is None else f" {view.name}"
         why = ctx.plan.plan_only.get(view.name) if view is not None else None
         if why:
             run_tasks(ctx, PLAN_ONLY_TASKS, stages, suffix)
@@ -569,8 +567,8 @@ def _run_all(ctx: Context) -> list[Stage]:
 
 def plan(project: Path | None, request: Request | None = None, log: Log = quiet) -> Plan:
     """The project to copy (--project, else the nearest, else the tool's own repository), the packages the
-    workspace keeps and those it leaves out (on the embedded miniature: the later packages whose entry files
-    it lacks). Reads the project's configuration only."""
+    workspace keeps and those it leaves out (on the embedded miniature: the packages whose entry files it
+    lacks). Reads the project's configuration only."""
     request = request or Request()
     source = _source_project(project)
     try:

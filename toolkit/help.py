@@ -6,8 +6,8 @@ from toolkit.core.errors import exit_code_summary
 
 APP = (
     "Pin ggml's gated delta net and flash-attention kernels and ship them as Hugging Face Hub kernels.\n\n"
-    "Pipeline: sync (upstream -> vendor/) -> render (templates -> build.toml, torch-ext/) -> "
-    "build (-> build/<variant>/) -> verify -> publish (-> the Hub).\n\n"
+    "Pipeline: sync (upstream -> vendor/) -> render (templates/<name>/ -> build/<name>/src/) -> "
+    "build (-> build/<name>/<variant>/) -> verify -> publish (-> the Hub).\n\n"
     "Every command takes --project/-C, --json and --verbose/-v; the ones that change something take --dry-run "
     "(print the plan, change nothing). A project may hold several packages from one pin "
     "(tables tool.ggml-vendor.packages.NAME, see `init`): per-package commands take --package/-p NAME (default: all).\n\n"
@@ -41,8 +41,9 @@ Offline and read-only; exits 0 whatever the state (use `ggml-vendor sync --check
 """
 
 RENDER = (
-    "Render templates/ into build.toml, torch-ext/ and csrc/ (committed, generated code). Same inputs give "
-    "the same bytes; --check fails naming any generated file that is stale or was edited by hand."
+    "Render each package's templates/<name>/ into build/<name>/src/ (build.toml, torch-ext/, csrc/: generated, "
+    "never committed; build and publish read them there). Same inputs give the same bytes; --check renders "
+    "twice and fails naming any file whose bytes differ."
 )
 
 VARIANTS = (
@@ -107,8 +108,7 @@ PATCH_DROP = "Remove a patch from vendor/patches/ and un-apply it from vendor/gg
 CI = """Render .github/workflows/build-variants.yml from every package's variant matrix: one job per variant on a
 runner that can build it (x86_64 and arm64 Linux, NVIDIA's CUDA image for toolkits PyPI lacks, a ROCm container,
 macOS with Xcode's Metal toolchain), each building and verifying its variant and uploading the package's
-build/<variant>/ with its verification record as an artifact named after the variant (a later package's names
-start with the package's); then per package a job runs `ggml-vendor collect`, verifies and publishes to its Hub
+build/<name>/<variant>/ with its verification record as an artifact named <package>-<variant>; then per package a job runs `ggml-vendor collect`, verifies and publishes to its Hub
 repo (v* tags, or a manual run that asks for it). Also renders .github/workflows/update.yml, the weekly
 keep-current workflow (outdated, then update, a build, the tests and one pull request). Same inputs give the same
 bytes; --check exits 6 when a committed workflow is missing or stale."""
@@ -125,7 +125,7 @@ INIT = """Add a package to this project: one more Hub kernel from the same pin a
 Appends the table tool.ggml-vendor.packages.NAME to pyproject.toml (comments and layout kept) with its version,
 hub-repo and ops, and creates templates/NAME/ (a skeleton: build.toml, the torch binding, the ggml runtime
 shim, one CUDA unit per op including its upstream entry once, and facts.py for the ops' facts),
-variants/NAME.toml (a copy of the first package's matrix) and tests/packages/test_<module>.py. The new
+variants/NAME.toml (a copy of the selected package's matrix) and tests/packages/test_<module>.py. The new
 config is validated before anything is written; --dry-run lists what would be written. Then: `ggml-vendor sync`
 (vendors the union of every package's closure) and `ggml-vendor render -p NAME`.
 

@@ -7,8 +7,10 @@ execute(plan, log) -> InitReport         creates the files (the templates direct
 
 What it writes: a [tool.ggml-vendor.packages.NAME] table (version, hub-repo, ops), templates/NAME/ (the
 skeleton in toolkit/data/package-skeleton: build.toml, the torch binding, the ggml runtime shim, plus a
-facts.py and one CUDA unit per op), variants/NAME.toml (a copy of the first package's matrix) and
-tests/packages/test_<module>.py (CPU checks that the package is declared and renders).
+facts.py and one CUDA unit per op; registration.h and _ops.py are the tool's, as for every package),
+variants/NAME.toml (a copy of the matrix of the package the command was given, -p, else of the one declared
+first) and tests/packages/test_<module>.py (CPU checks that the package is declared and renders). The new
+package is declared, rendered, built and published exactly as the others are.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ _OP_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(?:([a-z]+):)?(\S+)$")
 class Request:
     name: str
     ops: tuple[str, ...]  # "OP=PATH" (CUDA) or "OP=BACKEND:PATH", repeatable per op
-    hub_repo: str | None = None  # default: the first package's Hub owner / NAME
+    hub_repo: str | None = None  # default: the selected package's Hub owner / NAME
     version: int = 1
 
 
@@ -92,7 +94,7 @@ def _parse_ops(specs: tuple[str, ...]) -> dict[str, dict[str, list[str]]]:
 def _package_table(req: Request, cfg: Config, ops: dict[str, dict[str, list[str]]]) -> Any:
     owner = cfg.hub_repo.split("/", 1)[0] if "/" in cfg.hub_repo else cfg.hub_repo
     table = tomlkit.table()
-    table.add(tomlkit.comment(f"Added by `ggml-vendor init {req.name}`; defaults for module, templates, root,"))
+    table.add(tomlkit.comment(f"Added by `ggml-vendor init {req.name}`; defaults for module, templates,"))
     table.add(tomlkit.comment("variants, backends and cuda-archs apply (docs/commands.md, init)."))
     table.add("version", req.version)
     table.add("hub-repo", req.hub_repo or f"{owner}/{req.name}")
@@ -182,16 +184,30 @@ def test_{module}_renders_every_op() -> None:
 '''
 
 
+def _check_targets(root: Path, templates: str, paths: list[str]) -> None:
+    """Nothing there yet (a dangling link counts as there), and every file lands inside the project: a directory
+    on the way that is a symbolic link out of it is refused."""
+    base = root.resolve()
+    for path in [templates, *paths]:
+        if os.path.lexists(root / path):
+            raise ConfigError(f"{path} already exists", "remove it, or pick another package name")
+        if not (root / path).resolve().is_relative_to(base):
+            raise ConfigError(
+                f"{path} resolves to {(root / path).resolve()}, outside the project (a symbolic link on the way)",
+                "replace the link with a directory inside the project",
+            )
+
+
 def plan(cfg: Config, request: Request, log: Log = quiet) -> InitPlan:
     """The new pyproject.toml and every file of the package, validated by loading the new config from a
     scratch copy; reads only."""
     ops = _parse_ops(request.ops)
     text = _new_pyproject(cfg, request, ops)
-    with tempfile.TemporaryDirectory(prefix="ggml-vendor-init-") as tmp:
-        Path(tmp, "pyproject.toml").write_text(text, encoding="utf-8")
-        new = config_mod.load(Path(tmp)).for_package(request.name)  # every config rule, before anything is written
-    pkg = new.package
-    log(f"package {pkg.name}: module {pkg.module}, templates {pkg.templates}, root {pkg.root}")
+    # Every config rule (names, paths in this project, repo ids), before anything is written; the new package's
+    # facts.py is among the files to write, so no facts file is read.
+    table = tomlkit.parse(text).unwrap()["tool"][TABLE]
+    pkg = config_mod.from_table(cfg.root, table, facts=False).for_package(request.name).package
+    log(f"package {pkg.name}: module {pkg.module}, templates {pkg.templates}, source {pkg.source}")
     files: list[tuple[str, str]] = []
     for src in sorted(p for p in SKELETON.rglob("*") if p.is_file()):
         files.append((f"{pkg.templates}/{src.relative_to(SKELETON).as_posix()}", src.read_text(encoding="utf-8")))
@@ -201,12 +217,7 @@ def plan(cfg: Config, request: Request, log: Log = quiet) -> InitPlan:
     if variants.is_file():
         files.append((pkg.variants, variants.read_text(encoding="utf-8")))
     files.append((f"tests/packages/test_{pkg.module}.py", _test_file(pkg.name, pkg.module, tuple(ops))))
-    for path, _ in files:
-        if (cfg.root / path).exists() or (cfg.root / pkg.templates).exists():
-            raise ConfigError(
-                f"{path if (cfg.root / path).exists() else pkg.templates} already exists",
-                "remove it, or pick another package name",
-            )
+    _check_targets(cfg.root, pkg.templates, [path for path, _ in files])
     return InitPlan(cfg.root, pkg.name, text, tuple(files), pkg.templates)
 
 

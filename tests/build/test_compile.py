@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import BUILD_KERNEL_OUT, BUILD_KERNEL_SRC, built_variants, copy_build_kernel, render_source
 from tests.helpers.machine import local_cuda_build_unavailable
 from toolkit.build.envs import discover_envs
 
@@ -54,7 +55,7 @@ def _host_variant() -> str:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("build") / "proj"
-    shutil.copytree(FIXTURE, root)
+    copy_build_kernel(root)
     res = _cli(root, "--json", "-j", "2")
     assert res.returncode == 0, res.stdout + res.stderr
     return root, json.loads(res.stdout)
@@ -108,7 +109,7 @@ def test_loads_with_get_local_kernel_in_a_fresh_process(built):
     [r] = report["variants"]
     code = (
         "import sys, torch; from pathlib import Path; import kernels\n"
-        "k = kernels.get_local_kernel(Path(sys.argv[1]))\n"
+        "k = kernels.get_local_kernel(Path(sys.argv[1]) / 'build' / 'mini-kernel')\n"
         "print(k.__name__, k.revision(), k.ops.scale.default.name() if hasattr(k, 'ops') else '')\n"
         "import json; print(json.dumps(str(getattr(torch.ops, k.__name__).scale.default._schema)))\n"
     )
@@ -128,7 +129,7 @@ def test_an_exception_thrown_inside_the_extension_reaches_python(built):
     [r] = report["variants"]
     code = (
         "import sys, torch; from pathlib import Path; import kernels\n"
-        "k = kernels.get_local_kernel(Path(sys.argv[1]))\n"
+        "k = kernels.get_local_kernel(Path(sys.argv[1]) / 'build' / 'mini-kernel')\n"
         "for _ in range(3):\n"
         "    try:\n"
         "        getattr(torch.ops, k.__name__).scale(torch.ones(4), 2.0)\n"
@@ -185,13 +186,16 @@ def test_edited_variant_dir_is_rebuilt_from_cache_without_compiling(built):
     (out / "__init__.py").write_text("# tampered\n")
     doc = json.loads(_cli(root, "--json").stdout)
     assert doc["variants"][0]["result"] == "built" and doc["compiler_invocations"] == 0
-    assert (out / "__init__.py").read_text() == (FIXTURE / "torch-ext" / "mini_kernel" / "__init__.py").read_text()
+    assert (out / "__init__.py").read_text() == (
+        root / BUILD_KERNEL_SRC / "torch-ext" / "mini_kernel" / "__init__.py"
+    ).read_text()
 
 
 def test_vendored_header_change_recompiles_object_and_renames_namespace(built, tmp_path):
     root, report = built
     proj = tmp_path / "p"
     shutil.copytree(root, proj, ignore=shutil.ignore_patterns("build"))  # keeps .cache: warm cache
+    render_source(proj)
     hdr = proj / "vendor" / "ggml" / "src" / "ggml-cuda" / "mini.cuh"
     hdr.write_text(hdr.read_text().replace("#define MINI_REVISION 7", "#define MINI_REVISION 8"))
     res = _cli(proj, "--json")
@@ -209,13 +213,13 @@ def test_failed_build_keeps_previous_variant_and_shows_the_error(built, tmp_path
     shutil.copytree(root, proj)
     out = proj / report["variants"][0]["out_dir"]
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    cu = proj / "csrc" / "cuda" / "scale.cu"
+    cu = proj / BUILD_KERNEL_SRC / "csrc" / "cuda" / "scale.cu"
     cu.write_text(cu.read_text() + "\nthis is not C++;\n")
     res = _cli(proj, "-j", "1")  # the object fails first; the binding of the doomed variant is not compiled
     assert res.returncode == 7, res.stdout + res.stderr
     assert "scale.cu" in res.stderr and "error" in res.stderr  # the failing step's tail
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-    assert not list((proj / "build").glob(".*"))  # no staging left behind
+    assert not list((proj / BUILD_KERNEL_OUT).glob(".*"))  # no staging left behind
     log = proj / ".cache" / "build" / "logs" / f"{report['variants'][0]['name']}.log"
     assert "this is not C++" in log.read_text()
     assert "1 compiler invocation(s)" in res.stdout  # fail fast: nothing else compiled for a failed variant
@@ -223,7 +227,7 @@ def test_failed_build_keeps_previous_variant_and_shows_the_error(built, tmp_path
 
 def test_ctrl_c_leaves_no_half_written_variant(tmp_path):
     proj = tmp_path / "p"
-    shutil.copytree(FIXTURE, proj)
+    copy_build_kernel(proj)
     env = dict(os.environ, GGML_VENDOR_BUILD_CACHE=str(tmp_path / "cold-cache"))
     proc = subprocess.Popen(
         [sys.executable, "-m", "toolkit.cli", "build", "-C", str(proj)],
@@ -240,8 +244,7 @@ def test_ctrl_c_leaves_no_half_written_variant(tmp_path):
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    build = proj / "build"
-    assert not build.exists() or not any(build.iterdir())
+    assert built_variants(proj) == []  # build/mini-kernel/ holds its rendered src/ alone
     assert not any(tmp_dir.iterdir())  # compiler scratch cleaned up
 
 
@@ -251,7 +254,7 @@ def test_two_clean_builds_at_different_paths_are_byte_identical_stripped_and_pat
     sos = []
     for name in ("one", "second-tree"):
         proj = tmp_path / name
-        shutil.copytree(FIXTURE, proj)
+        copy_build_kernel(proj)
         res = _cli(proj, "--json", "-j", "2")
         assert res.returncode == 0, res.stdout + res.stderr
         [r] = json.loads(res.stdout)["variants"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.fixture_repos import tiny_project_inputs
+from tests.helpers.zig_toolchain import make_toolchain
 from toolkit.build import zig as z
 from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
 from toolkit.build.matrix import Source, parse_name, status
@@ -82,7 +83,7 @@ def test_aarch64_wrapper_targets_aarch64_and_drops_m64(tmp_path):
     zig.write_text('#!/bin/sh\nif [ "$1" = version ]; then echo 0.14.1; exit 0; fi\nprintf \'%s\\n\' "$@"\n')
     zig.chmod(0o755)
     std = z.LibStdCxx("", "12", ("/x/c++/12",), "/x/libstdc++.so.6", "/x/libgcc_s.so.1")
-    tc = z.make_toolchain(str(zig), "aarch64", base=tmp_path / "tc", std=std)
+    tc = make_toolchain(str(zig), "aarch64", base=tmp_path / "tc", std=std)
     out = subprocess.run([tc.cxx, "-m64", "-c", "a.cpp"], capture_output=True, text=True, check=True).stdout.split()
     assert out[:3] == ["c++", "-target", "aarch64-linux-gnu.2.28"] and "-m64" not in out
     dm = subprocess.run([tc.cxx, "-dumpmachine"], capture_output=True, text=True, check=True).stdout.strip()
@@ -93,7 +94,7 @@ def test_plan_uses_the_cross_toolchain_and_the_target_cudart(tmp_path):
     from dataclasses import replace
 
     from toolkit.build.matrix import Status
-    from toolkit.build.plan import make_plan
+    from toolkit.build.steps import make_plan
 
     lib = tmp_path / "lib"
     lib.mkdir()

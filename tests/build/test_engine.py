@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from tests.helpers import BUILD_KERNEL_OUT, built_variants, copy_build_kernel
 from toolkit.build.envs import probe_nix
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "build_kernel"
@@ -49,7 +49,7 @@ def _fake_nix(tmp_path: Path, body: str, monkeypatch, features: str = "nix-comma
 @pytest.fixture()
 def project(tmp_path: Path, monkeypatch) -> Path:
     root = tmp_path / "proj"
-    shutil.copytree(FIXTURE, root)
+    copy_build_kernel(root)
     monkeypatch.setenv("GGML_VENDOR_BUILD_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("GGML_VENDOR_ENVS", str(tmp_path / "envs"))
     return root
@@ -95,7 +95,7 @@ def test_engine_nix_refuses_an_unusable_nix_in_one_line(project, tmp_path, monke
     # the fix says what to install and what to enable, by name and where (not "enable them")
     assert "enable them" not in res.output and "install Nix >= 2.18" in res.output, res.output
     assert "experimental-features = nix-command flakes" in res.output and "nix.conf" in res.output
-    assert not (project / "build").exists()
+    assert built_variants(project) == []
 
 
 def test_engine_nix_refuses_nix_without_flakes(project, tmp_path, monkeypatch):
@@ -125,7 +125,7 @@ def test_a_failing_nix_build_names_its_step_and_log(project, tmp_path, monkeypat
     log = Path(row["log"])
     assert log.is_file() and "boom from the fake nix" in log.read_text()
     assert "boom from the fake nix" in row["tail"]
-    assert not (project / "build" / HOST_ROW).exists()
+    assert not (project / BUILD_KERNEL_OUT / HOST_ROW).exists()
 
 
 def test_unknown_engine_is_a_config_error(project):
@@ -141,7 +141,7 @@ def test_demo_with_a_failing_nix_names_the_step_and_log(tmp_path, monkeypatch):
     _fake_nix(tmp_path, NIX_RECENT, monkeypatch)
     monkeypatch.setenv("GGML_VENDOR_BUILD_CACHE", str(tmp_path / "cache"))
     report = run_demo(Path(__file__).resolve().parents[2], workspace=tmp_path / "ws", engine="nix")
-    build = next(s for s in report.stages if s.name == "build")
+    build = next(s for s in report.stages if s.name.startswith("build"))
     assert build.status == "failed", build
     assert "failed at nix run .#build-and-copy" in build.detail and "boom from the fake nix" in build.detail
     log = build.detail.split("full log: ")[1].strip()

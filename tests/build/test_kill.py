@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import BUILD_KERNEL_OUT, copy_build_kernel
 from tests.helpers.kill import run_killed_at
 from toolkit.build import provision as pv
 from toolkit.build.cache import scratch_prefix
@@ -84,7 +85,7 @@ def test_sigkill_of_the_build_group_stops_its_compilers_and_the_next_run_cleans_
     if why:
         pytest.skip(why)
     proj = tmp_path / "p"
-    shutil.copytree(FIXTURE, proj)
+    copy_build_kernel(proj)
     cache = tmp_path / "cache"
     env = dict(os.environ, GGML_VENDOR_BUILD_CACHE=str(cache))
     cmd = [sys.executable, "-m", "toolkit.cli", "build", "-C", str(proj), "-j", "2"]
@@ -101,7 +102,7 @@ def test_sigkill_of_the_build_group_stops_its_compilers_and_the_next_run_cleans_
     res = subprocess.run(cmd, env=env, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert list((cache / "tmp").iterdir()) == []  # ... until the next run
-    assert not list((proj / "build").glob(".*"))
+    assert not list((proj / BUILD_KERNEL_OUT).glob(".*"))
 
 
 # --- SIGKILL at every toolkit.core.fs checkpoint: the build's output swap, a provision's install swap ------

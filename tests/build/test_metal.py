@@ -1,5 +1,5 @@
 """The Metal build: which vendored Metal files build (toolkit/build/metal.py), the build's own Metal steps
-(toolkit/build/plan.py), and embedding.
+(toolkit/build/steps.py), and embedding.
 
 The Metal binary itself cannot be built on this (Linux) machine; the tests that would need it say so. What
 runs here: the real plan's Metal command lines, the real local executor running them against a simulated
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import metallib_fixture
 from tests.helpers.machine import real_upstream_text
 from toolkit.build import metal, metallib
 from toolkit.core import package_facts
@@ -22,7 +23,7 @@ from toolkit.core.errors import BuildError, VendorStateError
 from toolkit.core.lock import Lock
 
 # The first package's op facts over ggml's shared ones (templates/facts.py), as render sees them.
-FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates", "ggml-attn-kernels")
+FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates" / "ggml-attn-kernels", "ggml-attn-kernels")
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -115,7 +116,7 @@ def test_required_kernels_exist_in_the_real_monolith() -> None:
     assert missing == []
 
 
-# --- the real build's Metal steps (toolkit/build/plan.py; the local executor runs them) -------------------
+# --- the real build's Metal steps (toolkit/build/steps.py; the local executor runs them) -------------------
 
 METAL_ROW = "torch214-metal-aarch64-darwin"
 
@@ -124,10 +125,14 @@ def _metal_inputs(root: Path):
     """The ProjectInputs of this repository's own [kernel.ggml_metal] section (build.toml as rendered)."""
     import tomlkit
 
+    from toolkit import render
     from toolkit.build.inputs import _kernel_sections
-    from toolkit.build.plan import ProjectInputs
+    from toolkit.build.steps import ProjectInputs
+    from toolkit.core import config
 
-    doc = tomlkit.parse((REPO / "build.toml").read_text()).unwrap()
+    text = render.plan(config.load(REPO)).by_path()["build.toml"].content  # this repository's first package
+    text = text.replace('"../../../vendor/', '"vendor/')  # laid out here with vendor/ beside it (as Nix stages it)
+    doc = tomlkit.parse(text).unwrap()
     sections = tuple(k for k in _kernel_sections(doc) if k.backend == "metal")
     assert sections, "build.toml has no metal section"
     return ProjectInputs(
@@ -149,7 +154,7 @@ def _metal_inputs(root: Path):
 
 def _metal_plan(root: Path, status=None):
     from toolkit.build.matrix import Status, parse_name
-    from toolkit.build.plan import make_plan
+    from toolkit.build.steps import make_plan
 
     st = status or Status(False, "needs macOS on Apple silicon with Xcode 26 and the Metal toolchain")
     return make_plan(_metal_inputs(root), [(parse_name(METAL_ROW), st)], cxx="c++", cxx_id="g++", gen_include="/gen")
@@ -219,7 +224,9 @@ def simulated_xcode_project(base: Path, monkeypatch) -> Path:  # type: ignore[no
         (bindir / name).write_text(body)
         (bindir / name).chmod(0o755)
     fixture = base / "fixture.metallib"
-    fixture.write_bytes(metallib.build_fixture(metal.required_kernels(["gated_delta_net", "flash_attn"], FACTS)))
+    fixture.write_bytes(
+        metallib_fixture.build_fixture(metal.required_kernels(["gated_delta_net", "flash_attn"], FACTS))
+    )
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FIXTURE_METALLIB", str(fixture))
     monkeypatch.setenv("CALLS", str(base / "calls"))
@@ -274,7 +281,7 @@ def test_embed_refuses_non_metallibs_and_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(metallib.MetallibError):
         metal.embed_metallib(tmp_path / "bad.metallib", header, "x_metal")
     assert not header.exists()
-    (tmp_path / "few.metallib").write_bytes(metallib.build_fixture(["kernel_gated_delta_net_f32_1"]))
+    (tmp_path / "few.metallib").write_bytes(metallib_fixture.build_fixture(["kernel_gated_delta_net_f32_1"]))
     with pytest.raises(BuildError, match="lacks 2 kernel"):
         metal.embed_metallib(
             tmp_path / "few.metallib", header, "x_metal", required=metal.required_kernels(["gated_delta_net"], FACTS)
@@ -284,7 +291,7 @@ def test_embed_refuses_non_metallibs_and_writes_nothing(tmp_path: Path) -> None:
 
 def test_embed_cli(tmp_path: Path) -> None:
     lib = tmp_path / "a.metallib"
-    lib.write_bytes(metallib.build_fixture(["k1", "k2"]))
+    lib.write_bytes(metallib_fixture.build_fixture(["k1", "k2"]))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     ok = subprocess.run(
         [sys.executable, "-m", "toolkit.build.metal", "embed", str(lib), str(tmp_path / "a.h"), "a_metal"],

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.metallib_fixture import FixtureFunction, build_fixture
 from toolkit.build import metal, metallib
-from toolkit.build.metallib import FixtureFunction, MetallibError, build_fixture, check, find_embedded, parse
+from toolkit.build.metallib import MetallibError, check, find_embedded, parse
 from toolkit.core import package_facts
 
 # The first package's op facts (templates/facts.py), as render and verify see them.
-FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates", "ggml-attn-kernels")
+FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates" / "ggml-attn-kernels", "ggml-attn-kernels")
 
 GDN = ("kernel_gated_delta_net_f32_1", "kernel_gated_delta_net_f32_2", "kernel_gated_delta_net_f32_4")
 

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.helpers import BUILD_KERNEL_SRC, built_variants, copy_build_kernel
 from toolkit.build.cache import BuildCache, parse_depfile
 from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
 from toolkit.build.inputs import load_project, read_provenance
 from toolkit.build.local import LocalExecutor, variant_intact
 from toolkit.build.matrix import parse_name
-from toolkit.build.plan import KernelSection, gencode_flags, make_plan, sort_archs, supported_capabilities
 from toolkit.build.stage import judge
+from toolkit.build.steps import KernelSection, gencode_flags, make_plan, sort_archs, supported_capabilities
 from toolkit.core.config import load
 from toolkit.core.errors import BuildError, ConfigError
 
@@ -60,7 +61,7 @@ HOST2 = HostFacts(
 @pytest.fixture
 def project(tmp_path):
     root = tmp_path / "proj"
-    shutil.copytree(FIXTURE, root)
+    copy_build_kernel(root)
     return root
 
 
@@ -97,7 +98,7 @@ def test_kernel_object_flags_come_from_build_toml_and_have_no_torch(project):
     nvcc = next(s for s in plan.steps.values() if s.tool == "nvcc")
     argv = " ".join(nvcc.argv)
     assert "-gencode=arch=compute_80,code=sm_80" in argv
-    assert "-use_fast_math" in argv and "-Ivendor/ggml/src" in argv and "-fPIC" in argv
+    assert "-use_fast_math" in argv and "-I../../../vendor/ggml/src" in argv and "-fPIC" in argv
     assert "torch" not in argv.replace(f"-ffile-prefix-map={project}=.", "") and "TORCH_EXTENSION_NAME" not in argv
     assert nvcc.argv[0] == NVCC.compiler and nvcc.inputs == ("csrc/cuda/scale.cu",)
 
@@ -135,8 +136,8 @@ def test_binding_flags_per_torch_version(project):
 
 
 def test_torch_dependent_kernel_section_is_compiled_per_torch(project):
-    text = (project / "build.toml").read_text().replace("depends = []", 'depends = ["torch"]')
-    (project / "build.toml").write_text(text)
+    text = (project / BUILD_KERNEL_SRC / "build.toml").read_text().replace("depends = []", 'depends = ["torch"]')
+    (project / BUILD_KERNEL_SRC / "build.toml").write_text(text)
     plan = _plan(project, TWO)
     nvcc = [s for s in plan.steps_for(plan.buildable()) if s.tool == "nvcc"]
     assert len(nvcc) == 2
@@ -157,8 +158,12 @@ def test_capabilities_gencode_and_toolkit_intersection():
 
 
 def test_no_supported_capability_makes_the_variant_unbuildable_with_reason(project):
-    text = (project / "build.toml").read_text().replace('cuda-capabilities = ["8.0"]', 'cuda-capabilities = ["5.0"]')
-    (project / "build.toml").write_text(text)
+    text = (
+        (project / BUILD_KERNEL_SRC / "build.toml")
+        .read_text()
+        .replace('cuda-capabilities = ["8.0"]', 'cuda-capabilities = ["5.0"]')
+    )
+    (project / BUILD_KERNEL_SRC / "build.toml").write_text(text)
     plan = _plan(project, TWO[:1])
     v = plan.variants[0]
     assert not v.status.buildable and "5.0" in v.status.reason and "cuda 13.0.88" in v.status.reason
@@ -174,7 +179,7 @@ def test_offhost_variants_are_planned_with_symbolic_tools(project):
 
 
 def test_rocm_and_metal_sections_plan_their_toolchains(project):
-    text = (project / "build.toml").read_text()
+    text = (project / BUILD_KERNEL_SRC / "build.toml").read_text()
     text = text.replace('backends = ["cuda"]', 'backends = ["cuda", "rocm", "metal"]')
     text += (
         '\n[kernel.mini_rocm]\nbackend = "rocm"\ndepends = []\nsrc = ["csrc/cuda/scale.cu"]\n'
@@ -182,10 +187,10 @@ def test_rocm_and_metal_sections_plan_their_toolchains(project):
         '\n[kernel.mini_metal]\nbackend = "metal"\ndepends = ["torch"]\n'
         'src = ["csrc/metal/scale.mm", "csrc/metal/scale.metal"]\ninclude = ["vendor/ggml/src"]\n'
     )
-    (project / "build.toml").write_text(text)
-    (project / "csrc" / "metal").mkdir()
-    (project / "csrc" / "metal" / "scale.mm").write_text("// mm\n")
-    (project / "csrc" / "metal" / "scale.metal").write_text("// metal\n")
+    (project / BUILD_KERNEL_SRC / "build.toml").write_text(text)
+    (project / BUILD_KERNEL_SRC / "csrc" / "metal").mkdir()
+    (project / BUILD_KERNEL_SRC / "csrc" / "metal" / "scale.mm").write_text("// mm\n")
+    (project / BUILD_KERNEL_SRC / "csrc" / "metal" / "scale.metal").write_text("// metal\n")
     cfg = load(project)
     proj = load_project(cfg)
     judged = judge(
@@ -226,19 +231,19 @@ def test_uid_is_deterministic_and_follows_every_input(project, tmp_path):
     hdr.write_text(hdr.read_text() + "// edited\n")
     b = load_project(cfg).source_id
     assert b != a
-    (project / "torch-ext" / "mini_kernel" / "__init__.py").write_text("from ._ops import ops\n")
+    (project / BUILD_KERNEL_SRC / "torch-ext" / "mini_kernel" / "__init__.py").write_text("from ._ops import ops\n")
     assert load_project(cfg).source_id not in (a, b)
 
 
 def test_invalid_build_toml_is_rejected_by_kernels_parser(project):
-    text = (project / "build.toml").read_text().replace("edition = 5", "edition = 5\ncolour = 1")
-    (project / "build.toml").write_text(text)
+    text = (project / BUILD_KERNEL_SRC / "build.toml").read_text().replace("edition = 5", "edition = 5\ncolour = 1")
+    (project / BUILD_KERNEL_SRC / "build.toml").write_text(text)
     with pytest.raises(BuildError, match="rejected by kernels"):
         load_project(load(project))
 
 
 def test_missing_build_toml_says_render_first(project):
-    (project / "build.toml").unlink()
+    (project / BUILD_KERNEL_SRC / "build.toml").unlink()
     with pytest.raises(BuildError, match="render"):
         load_project(load(project))
 
@@ -295,22 +300,26 @@ def test_the_rendered_ops_py_gets_the_namespace(project, tmp_path):
     v = plan.variants[0]
     text = ex._python_files(v)["_ops.py"].decode()
     assert f"from . import {v.ops_id}" in text and "@OPS_NAME@" not in text
-    (project / "torch-ext" / "mini_kernel" / "_ops.py").write_text('NAME = "@OPS_NAME@"\n')
+    (project / BUILD_KERNEL_SRC / "torch-ext" / "mini_kernel" / "_ops.py").write_text('NAME = "@OPS_NAME@"\n')
     plan = _plan(project, TWO[:1])
     ex.plan = plan
     assert ex._python_files(plan.variants[0])["_ops.py"] == f'NAME = "{plan.variants[0].ops_id}"\n'.encode()
 
 
-def test_the_build_supplies_registration_h_and_ops_py_only_where_render_wrote_none(project, tmp_path):
-    """The first package's render writes both (the build then uses those); a later package's may not."""
+def test_every_package_brings_its_registration_h_and_ops_py_and_the_build_supplies_none(project, tmp_path):
+    """Every package's render writes both (the tool's toolkit/data/package): the build uses those, adds no
+    include dir of its own for them, and refuses a tree without them rather than making them up."""
     plan = _plan(project, TWO[:1])
     bind = next(s for s in plan.steps.values() if s.id.startswith("bind"))
     assert "-I/gen" not in bind.argv
-    (project / "torch-ext" / "registration.h").unlink()
-    (project / "torch-ext" / "mini_kernel" / "_ops.py").unlink()
-    plan = _plan(project, TWO[:1])
-    bind = next(s for s in plan.steps.values() if s.id.startswith("bind"))
-    assert "-I/gen" in bind.argv
+    src = project / BUILD_KERNEL_SRC
+    assert "kernel-builder" in (src / "torch-ext" / "registration.h").read_text()
+    for rel in ("torch-ext/registration.h", "torch-ext/mini_kernel/_ops.py"):
+        saved = (src / rel).read_bytes()
+        (src / rel).unlink()
+        with pytest.raises(BuildError, match=f"{rel} does not exist.*ggml-vendor render -p mini-kernel"):
+            _plan(project, TWO[:1])
+        (src / rel).write_bytes(saved)
     ex = _executor(plan, project, tmp_path)
     assert f"from . import {plan.variants[0].ops_id}" in ex._python_files(plan.variants[0])["_ops.py"].decode()
 
@@ -355,7 +364,7 @@ def test_build_dry_run_json_lists_the_matrix_and_writes_nothing(project):
     assert "torch213-cxx11-cu126-aarch64-linux" in names and "torch214-metal-aarch64-darwin" in names
     for v in doc["variants"]:
         assert v["status"].startswith("buildable") or v["reason"]
-    assert not (project / "build").exists()
+    assert built_variants(project) == []
 
 
 def test_build_unknown_variant_glob_exits_2(project):
@@ -373,7 +382,7 @@ def test_build_with_nothing_buildable_exits_10_and_writes_nothing(project):
     res = CliRunner().invoke(app, ["build", "-C", str(project), "--variant", "*-aarch64-*", "--toolchain", "system"])
     assert res.exit_code == 10, res.output
     assert "nothing to build" in res.output
-    assert not (project / "build").exists()
+    assert built_variants(project) == []
 
 
 # --- torch environments ---------------------------------------------------------------------------------

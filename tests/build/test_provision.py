@@ -6,13 +6,13 @@ network (pip runs with --no-index semantics through its environment)."""
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from tests.helpers import built_variants, copy_build_kernel
 from toolkit.build import provision as pv
 from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
 from toolkit.build.matrix import Source, parse_name, status
@@ -130,7 +130,7 @@ def test_build_all_with_an_unprovisionable_version_is_one_line_and_installs_noth
     monkeypatch.setenv("GGML_VENDOR_TOOLCHAINS", str(tmp_path / "toolchains"))
     monkeypatch.setenv("GGML_VENDOR_BUILD_CACHE", str(tmp_path / "cache"))
     proj = tmp_path / "proj"
-    shutil.copytree(FIXTURE, proj)
+    copy_build_kernel(proj)
     with open(proj / "variants" / "matrix.toml", "a") as fh:
         fh.write('\n[sources.torch]\n"2.13-cu130" = { version = "2.13.99" }\n')
         fh.write('\n[sources.toolkit]\n"cuda-13.0" = { version = "13.0.99" }\n')
@@ -145,14 +145,14 @@ def test_build_all_with_an_unprovisionable_version_is_one_line_and_installs_noth
     for d in ("envs", "toolchains"):
         left = [p.name for p in (tmp_path / d).iterdir()] if (tmp_path / d).exists() else []
         assert not [n for n in left if n.startswith(("torch213", "cuda-13.0"))], left
-    assert not (proj / "build").exists()
+    assert built_variants(proj) == []
 
 
 def test_dry_run_lists_provisionable_rows_without_installing(tmp_path, monkeypatch):
     monkeypatch.setenv("GGML_VENDOR_ENVS", str(tmp_path / "envs"))
     monkeypatch.setenv("GGML_VENDOR_BUILD_CACHE", str(tmp_path / "cache"))
     proj = tmp_path / "proj"
-    shutil.copytree(FIXTURE, proj)
+    copy_build_kernel(proj)
     with open(proj / "variants" / "matrix.toml", "a") as fh:
         fh.write('\n[sources.torch]\n"2.13-cu130" = { version = "2.13.0" }\n')
     from toolkit.build.envs import detect_cuda_toolkits

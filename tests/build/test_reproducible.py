@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import render_source
 from tests.helpers.machine import binding_build_unavailable
 
 pytestmark = pytest.mark.slow
@@ -43,6 +44,7 @@ def test_two_clean_builds_in_two_directories_are_byte_identical(built_binding, t
     # Another directory, of another length, with its own cold build cache: nothing is shared with the first.
     second_root = tmp_path / "somewhere-else" / "deeper" / "proj"
     shutil.copytree(first_root, second_root, ignore=shutil.ignore_patterns("build"), symlinks=True)
+    render_source(second_root)
     env = dict(os.environ, GGML_VENDOR_BUILD_CACHE=str(tmp_path / "cold-cache"))
     res = subprocess.run(
         [sys.executable, "-m", "toolkit.cli", "build", "--json", "-j", "2", "-C", str(second_root)],

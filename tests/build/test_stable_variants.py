@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from toolkit.build.matrix import ConfigError, load_matrix, parse_matrix, parse_name
-from toolkit.build.plan import stable_source, torch_target_version
+from toolkit.build.steps import stable_source, torch_target_version
 from toolkit.core.kernels_client import client_version, parse_variant
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,7 +24,7 @@ def _resolver():
     return kv
 
 
-@pytest.mark.parametrize("matrix", ["default.toml", "gguf-kernels.toml"])
+@pytest.mark.parametrize("matrix", ["ggml-attn-kernels.toml", "gguf-kernels.toml"])
 def test_one_stable_row_per_cuda_toolkit_and_system(matrix: str) -> None:
     m = load_matrix(ROOT / "variants" / matrix)
     stable = [v for v in m.variants if v.stable]

@@ -5,11 +5,11 @@ lines() and to_json(). GPU-free: the host's facts are constructed, installs are 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import copy_build_kernel
 from toolkit.build import stage
 from toolkit.build.envs import HostFacts, Toolkit, discover_envs
 from toolkit.core.config import load
@@ -42,7 +42,7 @@ def _snapshot(*dirs: Path) -> dict[str, tuple[int, int]]:
 @pytest.fixture()
 def project(tmp_path, monkeypatch):
     root = tmp_path / "proj"
-    shutil.copytree(FIXTURE, root)
+    copy_build_kernel(root)
     with open(root / "variants" / "matrix.toml", "a") as fh:
         fh.write('\n[sources.torch]\n"2.13-cu130" = { version = "2.13.0" }\n')
     for var, sub in (
@@ -117,7 +117,7 @@ def test_report_follows_the_protocol():
 def _symbolic(names: list[str], project=None):
     from tests.helpers.fixture_repos import tiny_project_inputs
     from toolkit.build.matrix import Status, parse_name
-    from toolkit.build.plan import make_plan
+    from toolkit.build.steps import make_plan
 
     judged = [(parse_name(n), Status(False, "needs a host with its toolkit")) for n in names]
     return make_plan(project or tiny_project_inputs(), judged, cxx="c++", cxx_id="g++ 12")
@@ -136,7 +136,7 @@ def test_rocm_plan_lines_are_literal_and_reasons_wrap_whole(project):
     from dataclasses import replace
 
     from tests.helpers.fixture_repos import tiny_project_inputs
-    from toolkit.build.plan import KernelSection
+    from toolkit.build.steps import KernelSection
 
     proj = tiny_project_inputs()
     proj = replace(
@@ -170,7 +170,7 @@ def test_report_prints_every_reason_whole_below_a_table_that_fits_80_columns():
 
 def test_a_shared_step_is_counted_for_its_first_variant_only():
     from toolkit.build.local import LocalExecutor, StepResult
-    from toolkit.build.plan import Step
+    from toolkit.build.steps import Step
 
     plan = _symbolic(["torch213-cxx11-cu130-x86_64-linux", "torch214-cxx11-cu130-x86_64-linux"])
     ex = LocalExecutor.__new__(LocalExecutor)

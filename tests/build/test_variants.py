@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from tests.helpers import copy_build_kernel
 from toolkit.build.envs import HostFacts, Toolkit, TorchEnv, read_torch_version
 from toolkit.build.matrix import Variant, load_matrix, parse_matrix, parse_name, pick_toolkit, status
 from toolkit.core.errors import ConfigError
 from toolkit.core.kernels_client import parse_variant
 
 REPO = Path(__file__).resolve().parents[2]
-DEFAULT = REPO / "variants" / "default.toml"
+DEFAULT = REPO / "variants" / "ggml-attn-kernels.toml"
 
 
 def _names(path: Path = DEFAULT) -> set[str]:
@@ -348,7 +348,7 @@ def test_a_misspelt_matrix_table_exits_2_through_the_cli(tmp_path):
     from toolkit.cli import app
 
     proj = tmp_path / "p"
-    shutil.copytree(REPO / "tests" / "fixtures" / "build_kernel", proj)
+    copy_build_kernel(proj)
     with open(proj / "variants" / "matrix.toml", "a") as fh:
         fh.write('\n[sourcs.torch]\n"2.13-cu130" = { version = "2.13.0" }\n')
     for cmd in (["variants"], ["build", "--all", "--dry-run"]):

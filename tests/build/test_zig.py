@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import copy_build_kernel
 from tests.helpers.machine import local_cuda_build_unavailable
 from toolkit.build.zig import ZIG_VERSION, find_zig
 
@@ -46,7 +47,7 @@ def _cli(root: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def zig_built(tmp_path_factory):
     root = tmp_path_factory.mktemp("zig") / "proj"
-    shutil.copytree(FIXTURE, root)
+    copy_build_kernel(root)
     res = _cli(root, "--toolchain", "zig", "--json", "-j", "2")
     assert res.returncode == 0, res.stdout + res.stderr
     doc = json.loads(res.stdout)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.fixture_repos import tiny_project_inputs
+from tests.helpers.zig_toolchain import make_toolchain
 from toolkit.build import zig as z
 
 if not shutil.which("g++"):
@@ -27,7 +28,7 @@ def toolchain(tmp_path: Path) -> z.ZigToolchain:
     zig = tmp_path / "zig"
     zig.write_text(FAKE_ZIG)
     zig.chmod(0o755)
-    return z.make_toolchain(str(zig), "x86_64", base=tmp_path / "toolchains")
+    return make_toolchain(str(zig), "x86_64", base=tmp_path / "toolchains")
 
 
 def _run(tc: z.ZigToolchain, *args: str) -> list[str]:
@@ -60,14 +61,14 @@ def test_link_adds_libstdcxx_and_libgcc_s_by_path_never_lgcc_s(toolchain):
 
 
 def test_identity_follows_zig_and_wrapper_content(tmp_path, toolchain):
-    again = z.make_toolchain(toolchain.zig, "x86_64", base=tmp_path / "toolchains")
+    again = make_toolchain(toolchain.zig, "x86_64", base=tmp_path / "toolchains")
     assert again.identity == toolchain.identity and again.wrapper_dir == toolchain.wrapper_dir
     other = tmp_path / "other" / "zig"
     other.parent.mkdir()
     shutil.copy2(toolchain.zig, other)
-    moved = z.make_toolchain(str(other), "x86_64", base=tmp_path / "toolchains")
+    moved = make_toolchain(str(other), "x86_64", base=tmp_path / "toolchains")
     assert moved.wrapper_sha256 != toolchain.wrapper_sha256 and moved.identity != toolchain.identity
-    arm = z.make_toolchain(toolchain.zig, "aarch64", base=tmp_path / "toolchains")
+    arm = make_toolchain(toolchain.zig, "aarch64", base=tmp_path / "toolchains")
     assert arm.target == "aarch64-linux-gnu.2.28" and arm.identity != toolchain.identity
     prov = toolchain.provenance()
     assert prov["zig"] == "0.14.1" and prov["wrapper-sha256"] == toolchain.wrapper_sha256
@@ -77,7 +78,7 @@ def test_identity_follows_zig_and_wrapper_content(tmp_path, toolchain):
 def test_planned_steps_carry_the_toolchain_identity_and_nvcc_ccbin(toolchain):
     from toolkit.build.envs import Toolkit, TorchEnv
     from toolkit.build.matrix import Status, parse_name
-    from toolkit.build.plan import make_plan
+    from toolkit.build.steps import make_plan
 
     proj = tiny_project_inputs("torch-ext/b.cpp", "csrc/a.cu")
     env = TorchEnv("/py", "2.14.1+cu130", "/t", cuda="13.0", include_dirs=("/t/include",), lib_dir="/t/lib")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import BUILD_KERNEL_OUT, built_variants, copy_build_kernel
 from tests.helpers.hubserver.variants import compile_so, make_variant, provenance, write_metadata
 from toolkit.core import config
 from toolkit.core.hashing import sha256_file
@@ -47,7 +48,7 @@ def _cli(root: Path, *args: str, env: dict | None = None) -> subprocess.Complete
 @pytest.fixture
 def proj(tmp_path: Path):  # type: ignore[no-untyped-def]
     root = tmp_path / "checkout"
-    shutil.copytree(FIXTURE, root)
+    copy_build_kernel(root)
     return config.load(root)
 
 
@@ -118,7 +119,7 @@ def test_collects_artifact_dirs_and_zips_keeps_records_and_verify_passes(proj, t
     assert doc["committed"] and {v["variant"]: v["action"] for v in doc["variants"]} == {V1: "add", V2: "add"}
     assert "symbols" in doc["variants"][0]["rechecked"] and "abi" in doc["variants"][0]["rechecked"]
     build = proj.build_dir
-    assert sorted(p.name for p in build.iterdir()) == sorted([".verified.json", V1, V2])  # no staging left
+    assert built_variants(proj.root) == sorted([".verified.json", V1, V2])  # no staging left
     rec = _record(build)
     assert rec[V1]["collected"]["artifact"] == V1 and rec[V2]["collected"]["artifact"] == V2
     assert rec[V1]["collected"]["runner"]["ok"] is True
@@ -134,7 +135,7 @@ def test_dry_run_checks_everything_and_changes_nothing(proj, tmp_path: Path) -> 
     res = _cli(proj.root, "collect", str(art), "--dry-run")
     assert res.returncode == 0, res.stderr
     assert "would add" in res.stdout and "nothing changed" in res.stdout
-    assert not proj.build_dir.exists()
+    assert built_variants(proj.root) == []  # build/<name>/ holds its rendered src/ alone
 
 
 def test_replaces_its_variants_and_keeps_the_others(proj, tmp_path: Path) -> None:
@@ -179,7 +180,7 @@ def test_an_interrupted_merge_leaves_the_previous_build(proj, tmp_path: Path, mo
     with pytest.raises(KeyboardInterrupt):
         collect_mod.collect(proj, [arts])
     assert _snapshot(proj.build_dir) == before
-    assert sorted(p.name for p in proj.build_dir.iterdir()) == [".verified.json", V1]
+    assert built_variants(proj.root) == [".verified.json", V1]
 
 
 @pytest.mark.parametrize("lands", ["while printing", "before the swap"])
@@ -221,14 +222,14 @@ def test_plan_and_execute_follow_the_stage_protocol(proj, tmp_path: Path) -> Non
 
     art = _artifact(proj, tmp_path / "a", V1)
     planned = collect_mod.plan(proj, collect_mod.Request((art,)))
-    assert isinstance(planned, stage.Plan) and planned.ok and not proj.build_dir.exists()
+    assert isinstance(planned, stage.Plan) and planned.ok and built_variants(proj.root) == []
     assert planned.lines()[0].startswith(f"would add {V1} from {V1}") and planned.to_json()["dry_run"] is True
     with (art / V1 / "__init__.py").open("a") as fh:
         fh.write("# changed after the plan\n")
     report = collect_mod.execute(planned)
     assert isinstance(report, stage.Report) and not report.ok and stage.exit_code_of(report) == 11
     assert [(r.variant, r.kind) for r in report.refusals] == [(V1, "changed")]
-    assert not proj.build_dir.exists()
+    assert built_variants(proj.root) == []  # build/<name>/ holds its rendered src/ alone
     again = collect_mod.execute(collect_mod.plan(proj, collect_mod.Request((_artifact(proj, tmp_path / "b", V1),))))
     assert (
         again.ok
@@ -360,7 +361,7 @@ def test_cli_refusal_is_one_line_exit_11_with_the_json_report(proj, tmp_path: Pa
     err = res.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: refused 1 artifact problem(s); first: artifact {V2}")
     assert "re-run the job that uploaded it" in err[0]
-    assert not proj.build_dir.exists()
+    assert built_variants(proj.root) == []  # build/<name>/ holds its rendered src/ alone
 
 
 def _deflated(zpath: Path) -> Path:
@@ -397,7 +398,7 @@ def test_a_zip_with_a_corrupt_deflate_stream_is_refused_in_one_line(proj, tmp_pa
     assert res.returncode == 11, res.stdout + res.stderr
     assert "Traceback" not in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert f"artifact {V2}: incomplete: cannot be read" in res.stderr
-    assert not proj.build_dir.exists()
+    assert built_variants(proj.root) == []  # build/<name>/ holds its rendered src/ alone
 
 
 def test_a_truncated_zip_among_the_artifacts_is_refused_not_skipped(proj, tmp_path: Path) -> None:
@@ -410,7 +411,7 @@ def test_a_truncated_zip_among_the_artifacts_is_refused_not_skipped(proj, tmp_pa
     doc = json.loads(res.stdout)
     assert [(r["artifact"], r["kind"]) for r in doc["refused"]] == [(V2, "incomplete")]
     assert "not a readable zip" in doc["refused"][0]["reason"] and not doc["committed"]
-    assert not proj.build_dir.exists()
+    assert built_variants(proj.root) == []  # build/<name>/ holds its rendered src/ alone
 
 
 @pytest.mark.parametrize("as_zip", [False, True])
@@ -437,7 +438,7 @@ def test_a_named_pipe_in_a_variant_is_refused(proj, tmp_path: Path, as_zip: bool
     )
     assert proc.returncode == 11, proc.stdout + proc.stderr
     assert "named pipe" in proc.stderr and "pipe" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-    assert not proj.build_dir.exists()
+    assert built_variants(proj.root) == []  # build/<name>/ holds its rendered src/ alone
 
 
 def test_collected_files_are_copies_not_links_to_the_artifact(proj, tmp_path: Path) -> None:
@@ -466,7 +467,7 @@ def test_staging_left_by_killed_runs_is_removed_and_a_live_one_kept(proj, tmp_pa
         res = _cli(proj.root, "collect", str(_artifact(proj, tmp_path / "a", V1)))
         assert res.returncode == 0, res.stdout + res.stderr
         assert not dead.exists() and not old_style.exists() and live.is_dir()
-        assert sorted(p.name for p in build.iterdir()) == sorted([live.name, ".verified.json", V1])
+        assert built_variants(proj.root) == sorted([live.name, ".verified.json", V1])
     finally:
         assert alive.stdin is not None
         alive.stdin.close()
@@ -502,7 +503,7 @@ def test_a_collect_killed_mid_swap_never_loses_the_variant(proj, tmp_path: Path,
     res = _cli(proj.root, "collect", str(new_art))
     assert res.returncode == 0, res.stdout + res.stderr
     assert _snapshot(proj.build_dir / V1) == new
-    assert sorted(p.name for p in proj.build_dir.iterdir()) == [".verified.json", V1]  # nothing left behind
+    assert built_variants(proj.root) == [".verified.json", V1]  # nothing left behind
     assert stamp_verdict(proj.build_dir, proj.build_dir / V1) == (True, "")
 
 
@@ -518,7 +519,7 @@ def test_the_next_run_puts_back_a_variant_a_kill_left_moved_aside(proj, tmp_path
     (bad / V2 / "_ops.py").unlink()
     assert _cli(proj.root, "collect", str(bad)).returncode == 11
     assert _snapshot(proj.build_dir / V1) == old
-    assert sorted(p.name for p in proj.build_dir.iterdir()) == [".verified.json", V1]
+    assert built_variants(proj.root) == [".verified.json", V1]
 
 
 @pytest.mark.parametrize("command", [("verify",), ("status",), ("publish", "--dry-run"), ("build", "--dry-run")])
@@ -545,7 +546,7 @@ def test_another_commit_is_refused(proj, tmp_path: Path) -> None:
     _artifact(proj, arts, V1, kernel={"commit": "a" * 40, "dirty": False})
     res = _cli(root, "collect", str(arts))
     assert res.returncode == 11 and "foreign: built from commit aaaaaaaaaaaa" in res.stderr
-    assert not proj.build_dir.exists()
+    assert built_variants(proj.root) == []  # build/<name>/ holds its rendered src/ alone
 
 
 def test_not_an_artifact(proj, tmp_path: Path) -> None:
@@ -556,7 +557,7 @@ def test_not_an_artifact(proj, tmp_path: Path) -> None:
     variant_dir = _artifact(proj, tmp_path / "a", V1) / V1
     res = _cli(proj.root, "collect", str(variant_dir))
     assert res.returncode == 11 and "is a variant directory; pass the artifact that holds it" in res.stderr
-    assert not proj.build_dir.exists()
+    assert built_variants(proj.root) == []  # build/<name>/ holds its rendered src/ alone
 
 
 # --- two real builds on two "runners", merged, verified, published, loaded ------------------------------
@@ -635,7 +636,7 @@ def test_two_runners_collected_verified_published_and_loaded(tmp_path: Path) -> 
 
     a, b, c = (tmp_path / n for n in ("runner-a", "runner-b", "publisher"))
     for d in (a, b, c):
-        shutil.copytree(FIXTURE, d)
+        copy_build_kernel(d)
     with (b / "variants" / "matrix.toml").open("a") as fh:
         fh.write('\n[[build]]\nbackend = "cuda"\ntorch = ["2.14"]\ntoolkits = ["13.2"]\nsystems = ["x86_64-linux"]\n')
     envs = tmp_path / "envs"
@@ -652,8 +653,8 @@ def test_two_runners_collected_verified_published_and_loaded(tmp_path: Path) -> 
         assert res.returncode == 0, res.stdout + res.stderr
         res = _cli(root, "verify", variant, "--no-smoke", env=env)
         assert res.returncode == 0, res.stdout + res.stderr
-        shutil.copytree(root / "build" / variant, arts / variant / variant)  # upload-artifact's layout
-        shutil.copy2(root / "build" / ".verified.json", arts / variant / ".verified.json")
+        shutil.copytree(root / BUILD_KERNEL_OUT / variant, arts / variant / variant)  # upload-artifact's layout
+        shutil.copy2(root / BUILD_KERNEL_OUT / ".verified.json", arts / variant / ".verified.json")
 
     res = _cli(c, "collect", str(arts), "--json")
     assert res.returncode == 0, res.stdout + res.stderr
@@ -687,7 +688,7 @@ def test_two_runners_collected_verified_published_and_loaded(tmp_path: Path) -> 
         load_env.pop("HF_TOKEN", None)
         proc = subprocess.run([sys.executable, "-c", code], env=load_env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
-        meta = json.loads((c / "build" / V1 / "metadata.json").read_text())
+        meta = json.loads((c / BUILD_KERNEL_OUT / V1 / "metadata.json").read_text())
         assert f"RESULT {meta['id']} 7" in proc.stdout
         assert "RAISED scale: x must be a contiguous float32 CUDA tensor" in proc.stdout
         # kernels resolved and downloaded the host's variant (cu130), not runner B's cu132 one
@@ -702,4 +703,4 @@ def test_without_the_lock_there_is_nothing_to_compare_with(proj, tmp_path: Path)
     res = _cli(proj.root, "collect", str(art))
     assert res.returncode == 11 and len(res.stderr.strip().splitlines()) == 1
     assert "vendor/UPSTREAM is missing" in res.stderr and "checkout the artifacts were built from" in res.stderr
-    assert not proj.build_dir.exists()
+    assert built_variants(proj.root) == []  # build/<name>/ holds its rendered src/ alone

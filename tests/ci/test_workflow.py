@@ -21,10 +21,10 @@ from toolkit.core import config
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = REPO / workflow.OUTPUT
-PACKAGE = "ggml-attn-kernels"  # the first package: its job ids, artifact names and build/ are as before families
+PACKAGE = "ggml-attn-kernels"  # every package's job ids and artifact names start with its name
 SECOND = "gguf-kernels"
 # package -> (job id prefix = artifact name prefix, its build/ directory)
-PACKAGES = {PACKAGE: ("", "build"), SECOND: (f"{SECOND}-", f"build/{SECOND}")}
+PACKAGES = {name: (f"{name}-", f"build/{name}") for name in (PACKAGE, SECOND)}
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess:
@@ -43,14 +43,9 @@ def _project(tmp_path: Path) -> Path:
 
 
 def _jobs(doc: dict, package: str = PACKAGE) -> dict[str, dict]:
-    """The variant jobs of `package` (the first package's have bare ids; a later one's start with its name)."""
+    """The variant jobs of `package` (their ids start with its name)."""
     prefix = PACKAGES[package][0]
-    others = tuple(p for p, _ in PACKAGES.values() if p and p != prefix)
-    return {
-        k: v
-        for k, v in doc["jobs"].items()
-        if not k.endswith("collect") and k.startswith(prefix) and not (not prefix and k.startswith(others))
-    }
+    return {k: v for k, v in doc["jobs"].items() if not k.endswith("collect") and k.startswith(prefix)}
 
 
 def test_committed_workflow_is_current() -> None:
@@ -87,6 +82,7 @@ def test_every_job_builds_verifies_and_uploads_its_variant_on_a_matching_runner(
         verify = [s["run"] for s in steps if s.get("run", "").startswith("ggml-vendor verify")]
         # CUDA jobs load their variant (kernels.get_local_kernel) without a GPU: the aarch64 rows get loaded
         smoke = job_id.removeprefix(prefix) in ("linux", "cuda-image")
+        assert f"ggml-vendor render --package {package}" in runs  # the source the build reads, build/<name>/src
         assert verify == [
             f'ggml-vendor verify --package {package} "${{{{ matrix.variant }}}}"' + ("" if smoke else " --no-smoke")
         ]
@@ -170,7 +166,7 @@ def test_check_reports_missing_then_stale_and_writing_is_byte_reproducible(tmp_p
     assert res.returncode == 0 and "wrote" in res.stdout
     assert (root / workflow.OUTPUT).read_bytes() == WORKFLOW.read_bytes()  # same inputs, same bytes
     assert "unchanged" in _cli(root, "ci").stdout
-    matrix = root / "variants" / "default.toml"
+    matrix = root / "variants" / "ggml-attn-kernels.toml"
     matrix.write_text(matrix.read_text().replace('toolkits = ["12.6", "13.0", "13.2"]', 'toolkits = ["13.0"]'))
     res = _cli(root, "ci", "--check", "--json")
     assert res.returncode == 6 and json.loads(res.stdout)["drift"] == "stale"
@@ -183,7 +179,7 @@ def test_check_reports_missing_then_stale_and_writing_is_byte_reproducible(tmp_p
 
 def test_a_toolkit_without_a_runner_setup_is_one_clear_line(tmp_path: Path) -> None:
     root = _project(tmp_path)
-    matrix = root / "variants" / "default.toml"
+    matrix = root / "variants" / "ggml-attn-kernels.toml"
     matrix.write_text(matrix.read_text().replace('toolkits = ["12.6", "13.0", "13.2"]', 'toolkits = ["11.8"]'))
     res = _cli(root, "ci")
     assert res.returncode == 2, res.stdout + res.stderr
@@ -207,27 +203,34 @@ def test_rows_follow_the_matrix_order_and_backends(tmp_path: Path) -> None:
     }
     doc = yaml.safe_load(wf.content)
     assert set(doc["jobs"]) == {
-        "linux",
-        "cuda-image",
-        "collect",
+        f"{PACKAGE}-linux",
+        f"{PACKAGE}-cuda-image",
+        f"{PACKAGE}-collect",
         f"{SECOND}-linux",
         f"{SECOND}-cuda-image",
         f"{SECOND}-collect",
     }
 
 
-def test_a_later_package_named_like_a_variant_is_one_clear_line(tmp_path: Path) -> None:
-    # Its artifacts would match the first package's download pattern (torch<digits>...): refused, nothing written.
+def test_a_package_named_like_a_variant_downloads_its_own_artifacts_only(tmp_path: Path) -> None:
+    # Every package's artifacts are "<package>-<variant>", downloaded with "<package>-torch*": a package named
+    # like a variant (torch2-...) no longer needs refusing, its pattern matches none of another package's names.
     root = _project(tmp_path)
     py = root / "pyproject.toml"
     py.write_text(py.read_text().replace("packages.gguf-kernels", "packages.torch2-kernels"))
     (root / "variants" / "gguf-kernels.toml").rename(root / "variants" / "torch2-kernels.toml")
-    text = py.read_text().replace(
-        'variants = "variants/gguf-kernels.toml"', 'variants = "variants/torch2-kernels.toml"'
-    )
-    py.write_text(text.replace('module = "gguf_kernels"', 'module = "torch2_kernels"'))
+    (root / "templates" / "gguf-kernels").rename(root / "templates" / "torch2-kernels")
     res = _cli(root, "ci")
-    assert res.returncode == 2, res.stdout + res.stderr
-    err = res.stderr.strip()
-    assert len(err.splitlines()) == 1 and "torch2-kernels" in err and "rename" in err
-    assert not (root / workflow.OUTPUT).exists()
+    assert res.returncode == 0, res.stdout + res.stderr
+    doc = yaml.safe_load((root / workflow.OUTPUT).read_text())
+    patterns = {
+        k: next(s["with"]["pattern"] for s in job["steps"] if s.get("uses", "").startswith("actions/download-artifact"))
+        for k, job in doc["jobs"].items()
+        if k.endswith("collect")
+    }
+    assert patterns == {
+        "ggml-attn-kernels-collect": "ggml-attn-kernels-torch*",
+        "torch2-kernels-collect": "torch2-kernels-torch*",
+    }
+    name = "ggml-attn-kernels-torch214-cxx11-cu130-x86_64-linux"
+    assert [k for k, p in patterns.items() if fnmatch.fnmatchcase(name, p)] == ["ggml-attn-kernels-collect"]

@@ -18,6 +18,7 @@ from toolkit.demo import plan as demo_plan
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GGUF_STAGES = [f"{n} gguf-kernels" for n in ("render", "build", "verify", "publish", "get_kernel")]
+FIRST = "ggml-attn-kernels"  # every package's stages are named "<stage> <package>"
 
 
 def test_workspace_points_at_the_embedded_upstream_and_leaves_the_project_alone(tmp_path: Path) -> None:
@@ -28,21 +29,25 @@ def test_workspace_points_at_the_embedded_upstream_and_leaves_the_project_alone(
     assert (ws / "templates").is_dir() and (ws / "vendor" / "patches").is_dir()
     assert not (ws / "build").exists() and not (ws / "vendor" / "UPSTREAM").exists()
     # comments in the copied pyproject survive the edit (tomlkit)
-    assert "# kernel name on the Hub" in (ws / "pyproject.toml").read_text()
+    assert "# major version -> Hub branch v1" in (ws / "pyproject.toml").read_text()
 
 
 def test_a_failing_stage_stops_the_run_and_is_reported(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
-    shutil.copy2(REPO_ROOT / "pyproject.toml", src / "pyproject.toml")  # no templates/: render must fail
+    (src / "pyproject.toml").write_text(first_package_pyproject((REPO_ROOT / "pyproject.toml").read_text()))
+    templates = src / "templates" / FIRST  # its facts, and a build.toml template that cannot render
+    templates.mkdir(parents=True)
+    shutil.copy2(REPO_ROOT / "templates" / FIRST / "facts.py", templates / "facts.py")
+    (templates / "build.toml.j2").write_text("# {{ notice }}\n{{ no_such_name }}\n")
     report = run_demo(src, workspace=tmp_path / "ws")
     status = {s.name: s.status for s in report.stages}
     assert status["setup"] == "ok" and status["sync"] == "ok"
-    assert status["render"] == "failed"
-    assert all(status[s] == "skipped" for s in ("build", "verify", "publish", "get_kernel"))
+    assert status[f"render {FIRST}"] == "failed"
+    assert all(status[f"{s} {FIRST}"] == "skipped" for s in ("build", "verify", "publish", "get_kernel"))
     assert not report.ok
-    render = next(s for s in report.stages if s.name == "render")
-    assert "templates" in render.detail
+    render = next(s for s in report.stages if s.name == f"render {FIRST}")
+    assert "build.toml.j2" in render.detail and "no_such_name" in render.detail
 
 
 TASKS = ["render", "build", "verify", "publish", "get_kernel"]
@@ -55,7 +60,13 @@ def test_the_plan_lists_the_stages_of_every_package_and_the_run_follows_it(tmp_p
     assert [(x.package, x.missing) for x in plan.left_out] == [
         ("absent-quant", ("src/ggml-cuda/not-in-the-miniature.cu",))
     ]
-    assert list(plan.stages) == ["setup", "absent-quant", "sync", *TASKS, *(f"{t} mini-quant" for t in TASKS)]
+    assert list(plan.stages) == [
+        "setup",
+        "absent-quant",
+        "sync",
+        *(f"{t} {FIRST}" for t in TASKS),
+        *(f"{t} mini-quant" for t in TASKS),
+    ]
     lines = plan.lines()
     assert lines[0] == f"would run, in {tmp_path / 'ws'}, on the embedded miniature upstream:"
     assert "  ggml-attn-kernels: render -> build -> verify -> publish -> get_kernel" in lines
@@ -69,7 +80,7 @@ def test_the_plan_lists_the_stages_of_every_package_and_the_run_follows_it(tmp_p
         "mini-quant",
         "absent-quant",
     )
-    # execute runs exactly the stages the plan listed (no templates/: render fails, the rest say so)
+    # execute runs exactly the stages the plan listed (a template that cannot render: render fails, the rest say so)
     report = run_demo(src, workspace=tmp_path / "ws")
     assert [s.name for s in report.stages] == list(plan.stages)
 
@@ -83,7 +94,7 @@ def test_the_plan_of_this_project_lists_what_the_demo_runs(tmp_path: Path) -> No
     assert sorted([*plan.packages, *(x.package for x in plan.left_out)], key=names.index) == names
     for x in plan.left_out:
         assert list(x.missing) == missing_in_miniature(project.for_package(x.package).package)
-    for package in plan.packages[1:]:
+    for package in plan.packages:
         assert f"render {package}" in plan.stages
     assert config.load(make_workspace(REPO_ROOT, tmp_path / "ws")).package_names() == plan.packages
 
@@ -105,11 +116,12 @@ def test_a_host_with_nothing_to_build_fails_the_build_with_the_stage_s_line(tmp_
         shutil.copytree(REPO_ROOT / name, src / name)
     report = run_demo(src, workspace=tmp_path / "ws")
     stages = {s.name: s for s in report.stages}
-    assert [stages[n].status for n in ("setup", "sync", "render", "build")] == ["ok", "ok", "ok", "failed"]
-    detail = stages["build"].detail
+    names = ("setup", "sync", f"render {FIRST}", f"build {FIRST}")
+    assert [stages[n].status for n in names] == ["ok", "ok", "ok", "failed"]
+    detail = stages[f"build {FIRST}"].detail
     assert detail.startswith("nothing to build on this host (torch") and "needs ROCm 7.2" in detail, detail
     assert "see `ggml-vendor variants`" in detail
-    assert all(stages[n].status == "skipped" for n in ("verify", "publish", "get_kernel"))
+    assert all(stages[f"{n} {FIRST}"].status == "skipped" for n in ("verify", "publish", "get_kernel"))
     assert not report.ok and report.exit_code == 1
 
 
@@ -144,11 +156,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert [s["stage"] for s in doc["stages"]] == [
         "setup",
         "sync",
-        "render",
-        "build",
-        "verify",
-        "publish",
-        "get_kernel",
+        *(f"{t} {FIRST}" for t in TASKS),
         *GGUF_STAGES,
     ]
     assert (
@@ -157,9 +165,9 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     )
     for name in ("verify gguf-kernels", "publish gguf-kernels", "get_kernel gguf-kernels"):
         assert stages[name]["status"] == "skipped" and "mmvq.cu" in stages[name]["detail"], stages[name]
-    pub = stages["publish"]["data"]
+    pub = stages[f"publish {FIRST}"]["data"]
     assert pub["status"] == "published" and pub["verified"]["ok"]
-    loaded = stages["get_kernel"]["data"]
+    loaded = stages[f"get_kernel {FIRST}"]["data"]
     assert loaded["module"].startswith("_ggml_attn_kernels_cuda_")
     assert loaded["ops"], "no op registered under the build's namespace"
 
@@ -178,7 +186,7 @@ def test_the_second_package_is_synced_rendered_and_planned_on_the_miniature(tmp_
     assert report.ok, status
     assert status["sync"][0] == "ok" and "mmvq.cu" in " ".join(report.stages[1].data["files"])
     assert status["render gguf-kernels"][0] == "ok"
-    assert (tmp_path / "ws" / "packages" / "gguf-kernels" / "build.toml").is_file()
+    assert (tmp_path / "ws" / "build" / "gguf-kernels" / "src" / "build.toml").is_file()
     build_status, build_detail = status["build gguf-kernels"]
     assert build_status == "ok" and build_detail.startswith("planned, not compiled: ")
     for name in GGUF_STAGES[2:]:

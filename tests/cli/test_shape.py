@@ -235,7 +235,7 @@ def _fake_app(report_ok: bool, crash: bool = False):  # type: ignore[no-untyped-
 
     @command("fake", help="A fake stage.", group=fake, lock=False)
     def fake_cmd(opts: Options) -> Run:
-        return Run("faking", plan=plan, execute=execute, config=False)
+        return Run.alone("faking", lambda log: plan(None, log), execute=execute)
 
     @fake.command("other")
     def _other() -> None:  # two commands, so `fake` stays a subcommand

@@ -8,6 +8,7 @@ and something only the second package needs.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,8 @@ from toolkit.core import config
 from toolkit.core.errors import ConfigError
 from toolkit.core.lock import read_lock
 from toolkit.sync.closure import compute_closure
-from toolkit.sync.stage import SyncRequest, execute, prepare
+from toolkit.sync.execution import execute
+from toolkit.sync.project_plan import SyncRequest, prepare
 
 runner = CliRunner()
 
@@ -44,6 +46,9 @@ def family(tmp_path: Path, up, extra: str = SECOND) -> Path:  # type: ignore[no-
     root = make_project(tmp_path / "proj", str(up.path))
     with (root / "pyproject.toml").open("a") as fh:
         fh.write(extra)
+    facts = root / "templates" / "fixture-quant" / "facts.py"  # every package's templates hold its facts
+    facts.parent.mkdir(parents=True, exist_ok=True)
+    facts.write_text(QUANT_TEMPLATES["facts.py"])
     return root
 
 
@@ -62,9 +67,14 @@ def test_packages_load_in_order_with_defaults(tmp_path, up):
     cfg = config.load(family(tmp_path, up))
     assert [p.name for p in cfg.packages] == ["fixture-kernels", "fixture-quant"]
     first, second = cfg.packages
-    assert first.first and (first.templates, first.root, first.variants) == ("templates", ".", "variants/default.toml")
-    assert not second.first
-    assert cfg.name == "fixture-kernels" and cfg.package_root == cfg.root and cfg.build_dir == cfg.root / "build"
+    for pkg in (first, second):  # one shape for every package
+        assert (pkg.templates, pkg.source, pkg.variants) == (
+            f"templates/{pkg.name}",
+            f"build/{pkg.name}/src",
+            f"variants/{pkg.name}.toml",
+        )
+    assert cfg.name == "fixture-kernels" and cfg.package_root == cfg.root / "build/fixture-kernels/src"
+    assert cfg.build_dir == cfg.root / "build" / "fixture-kernels"
     quant = cfg.for_package("fixture-quant")
     assert (quant.name, quant.version, quant.hub_repo, quant.module) == (
         "fixture-quant",
@@ -72,13 +82,13 @@ def test_packages_load_in_order_with_defaults(tmp_path, up):
         "someone/fixture-quant",
         "fixture_quant",
     )
-    assert quant.package_root == cfg.root / "packages/fixture-quant"
+    assert quant.package_root == cfg.root / "build/fixture-quant/src"
     assert quant.templates_dir == cfg.root / "templates/fixture-quant"
     assert quant.variants_file == cfg.root / "variants/fixture-quant.toml"
     assert quant.build_dir == cfg.root / "build" / "fixture-quant"
     assert quant.backends == ("cuda",) and [op.name for op in quant.ops] == ["quant"]
     assert quant.license == cfg.license and quant.upstream == cfg.upstream and quant.vendor_dir == cfg.vendor_dir
-    assert second.key("quant") == "fixture-quant:quant" and first.key("flash_attn") == "flash_attn"
+    assert second.key("quant") == "fixture-quant:quant" and first.key("flash_attn") == "fixture-kernels:flash_attn"
 
 
 def test_selected_filters_and_names_the_nearest(tmp_path, up):
@@ -93,18 +103,18 @@ def test_all_entries_is_every_package_with_qualified_keys(tmp_path, up):
     cfg = config.load(family(tmp_path, up))
     keys = [(k, b) for k, b, _ in cfg.all_entries()]
     assert keys == [
-        ("gated_delta_net", "cuda"),
-        ("gated_delta_net", "metal"),
-        ("flash_attn", "cuda"),
-        ("flash_attn", "metal"),
-        ("ssm_conv", "cuda"),
-        ("ssm_conv", "metal"),
+        ("fixture-kernels:gated_delta_net", "cuda"),
+        ("fixture-kernels:gated_delta_net", "metal"),
+        ("fixture-kernels:flash_attn", "cuda"),
+        ("fixture-kernels:flash_attn", "metal"),
+        ("fixture-kernels:ssm_conv", "cuda"),
+        ("fixture-kernels:ssm_conv", "metal"),
         ("fixture-quant:quant", "cuda"),
     ]
     assert [(k, b) for k, b, _ in cfg.all_entries(("metal",))] == [
-        ("gated_delta_net", "metal"),
-        ("flash_attn", "metal"),
-        ("ssm_conv", "metal"),
+        ("fixture-kernels:gated_delta_net", "metal"),
+        ("fixture-kernels:flash_attn", "metal"),
+        ("fixture-kernels:ssm_conv", "metal"),
     ]
 
 
@@ -123,7 +133,7 @@ def test_all_entries_is_every_package_with_qualified_keys(tmp_path, up):
         ('cuda = ["src/ggml-cuda/fattn.cu"]', 'cudaa = ["src/ggml-cuda/fattn.cu"]', r"unknown backend 'cudaa'.*'cuda'"),
         ('cuda = ["src/ggml-cuda/fattn.cu"]', "cuda = []", "non-empty list"),
         ("[tool.ggml-vendor.packages.fixture-quant]", "[tool.ggml-vendor.packages.Quant]", "not a valid kernel name"),
-        ('backends = ["cuda"]\n', 'backends = ["cuda"]\nroot = "../out"\n', "path inside the project"),
+        ('backends = ["cuda"]\n', 'backends = ["cuda"]\ntemplates = "../out"\n', "path inside the project"),
     ],
 )
 def test_bad_package_config_is_one_line_exit_2(tmp_path, up, old, new, match):
@@ -143,7 +153,7 @@ def test_unknown_shared_key_names_the_nearest(tmp_path, up):
 
 def test_package_named_like_the_first_is_refused(tmp_path, up):
     root = family(tmp_path, up, SECOND.replace("fixture-quant", "fixture-kernels"))
-    with pytest.raises(ConfigError, match="declared twice"):
+    with pytest.raises(ConfigError, match='Key "fixture-kernels" already exists'):  # TOML itself refuses it
         config.load(root)
 
 
@@ -158,12 +168,15 @@ def test_union_closure_vendors_each_file_once_and_records_who_needs_it(tmp_path,
     assert set(closure.files) == GDN_CUDA | FA_CUDA | SSM_CUDA | METAL | QUANT_ONLY
     assert set(closure.for_op("fixture-quant:quant", "cuda").files) == QUANT_CUDA
     assert closure.needed_by["src/ggml-cuda/fattn-mma.cuh"] == ("fixture-quant:quant/cuda",)
-    assert closure.needed_by["src/ggml-cuda/fattn-common.cuh"] == ("fixture-quant:quant/cuda", "flash_attn/cuda")
+    assert closure.needed_by["src/ggml-cuda/fattn-common.cuh"] == (
+        "fixture-kernels:flash_attn/cuda",
+        "fixture-quant:quant/cuda",
+    )
     execute(prep)
     lock = read_lock(cfg.vendor_dir)
     assert lock is not None
     assert dict(lock.packages) == {
-        "fixture-kernels": ("gated_delta_net", "flash_attn", "ssm_conv"),
+        "fixture-kernels": tuple(f"fixture-kernels:{op}" for op in ("gated_delta_net", "flash_attn", "ssm_conv")),
         "fixture-quant": ("fixture-quant:quant",),
     }
     assert set(lock.package_files("fixture-quant")) == QUANT_CUDA
@@ -243,29 +256,33 @@ def test_render_plan_per_package(synced):
 
     quant = synced.for_package("fixture-quant")
     plan = render.plan(quant)
-    assert plan.root == synced.root / "packages" / "fixture-quant"
+    assert plan.root == synced.root / "build" / "fixture-quant" / "src"
     by_path = plan.by_path()
     assert set(by_path) == {
         "build.toml",
         "torch-ext/torch_binding.cpp",
         "torch-ext/fixture_quant/__init__.py",
         "csrc/cuda/quant_kernels.cu",
+        "torch-ext/registration.h",  # the tool's, as for every package
+        "torch-ext/fixture_quant/_ops.py",
     }
     assert '#include "ggml-cuda/fattn.cu"' in by_path["csrc/cuda/quant_kernels.cu"].content  # the locked entry
     assert "from templates/fixture-quant/build.toml.j2" in by_path["build.toml"].content
-    assert '"../../vendor/ggml/include"' in by_path["build.toml"].content
+    assert '"../../../vendor/ggml/include"' in by_path["build.toml"].content
+    assert "from toolkit/data/package/torch-ext/registration.h.j2" in by_path["torch-ext/registration.h"].content
     assert "// block 32, flags 7" in by_path["torch-ext/torch_binding.cpp"].content  # own fact + shared fact
-    # The first package's templates/ holds the second's: they are not rendered as the first package's.
+    # Each package renders its own templates only (and the tool's shared ones), into its own tree.
     first = render.plan(synced)
-    assert first.root == synced.root and not [f for f in first.files if "fixture-quant" in f.template]
+    assert first.root == synced.root / "build" / "fixture-kernels" / "src"
+    assert {f.path for f in first.files} == {"torch-ext/registration.h", "torch-ext/fixture_kernels/_ops.py"}
 
 
 def test_render_cli_filters_by_package(synced):
     res = cli(synced, "render", "-p", "fixture-quant")
     assert res.exit_code == 0, res.output
-    assert (synced.root / "packages/fixture-quant/build.toml").is_file()
-    assert "packages/fixture-quant/csrc/cuda/quant_kernels.cu" in res.output
-    assert not (synced.root / "build.toml").exists() and not (synced.root / "torch-ext").exists()
+    assert (synced.root / "build/fixture-quant/src/build.toml").is_file()
+    assert "build/fixture-quant/src/csrc/cuda/quant_kernels.cu" in res.output
+    assert not (synced.root / "build/fixture-kernels").exists() and not (synced.root / "torch-ext").exists()
     res = cli(synced, "render", "--check", "--package", "fixture-quant", "--json")
     assert res.exit_code == 0 and '"ok": true' in res.output
     res = cli(synced, "render", "--check", "--json")  # both: one document keyed by package
@@ -274,20 +291,45 @@ def test_render_cli_filters_by_package(synced):
 
     doc = json.loads(res.stdout)
     assert set(doc["packages"]) == {"fixture-kernels", "fixture-quant"}
-    assert doc["packages"]["fixture-kernels"]["files"] == []  # the fixture's first package has only facts
+    assert doc["packages"]["fixture-kernels"]["files"] == [  # the fixture's first package has only facts
+        "build/fixture-kernels/src/torch-ext/fixture_kernels/_ops.py",
+        "build/fixture-kernels/src/torch-ext/registration.h",
+    ]
     res = cli(synced, "render", "-p", "fixture-qaunt")
     assert res.exit_code == 2 and "did you mean 'fixture-quant'" in res.output
 
 
-def test_stale_second_package_names_itself(synced):
+def _unreproducible(monkeypatch, package: str) -> None:  # type: ignore[no-untyped-def]
+    """Make `package`'s torch_binding.cpp render differently every time (a template reading a clock would)."""
+    from toolkit.render import stage
+
+    real, count = stage.render_files, iter(range(10**6))
+
+    def render_files(config, lock, edition):  # type: ignore[no-untyped-def]
+        files = real(config, lock, edition)
+        if config.name != package:
+            return files
+        return tuple(
+            replace(f, content=f.content + f"// {next(count)}\n") if f.path.endswith("torch_binding.cpp") else f
+            for f in files
+        )
+
+    monkeypatch.setattr(stage, "render_files", render_files)
+
+
+def test_stale_second_package_names_itself(synced, monkeypatch):
     assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
-    target = synced.root / "packages/fixture-quant/torch-ext/torch_binding.cpp"
+    target = synced.root / "build/fixture-quant/src/torch-ext/torch_binding.cpp"
     target.write_text(target.read_text() + "// hand edit\n")
+    res = cli(synced, "render")  # the rendered tree is build output: render puts it back
+    assert res.exit_code == 0 and "wrote    build/fixture-quant/src/torch-ext/torch_binding.cpp" in res.output
+    assert cli(synced, "render", "--check").exit_code == 0
+    _unreproducible(monkeypatch, "fixture-quant")
     res = cli(synced, "render", "--check")
     assert res.exit_code == 6, res.output
     assert (
-        "package fixture-quant: generated files are out of date: packages/fixture-quant/torch-ext/torch_binding.cpp"
-        in res.output
+        "package fixture-quant: generated files are not reproducible (two renders differ): "
+        "build/fixture-quant/src/torch-ext/torch_binding.cpp" in res.output
     )
 
 
@@ -300,10 +342,10 @@ def test_build_plan_per_package_lands_under_build_package(synced):
     plan = json.loads(res.stdout)
     names = [v["name"] for v in plan["variants"]]
     assert names == ["torch214-cxx11-cu130-x86_64-linux"]
-    assert plan["variants"][0]["out_dir"] == "../../build/fixture-quant/torch214-cxx11-cu130-x86_64-linux"
+    assert plan["variants"][0]["out_dir"] == "build/fixture-quant/torch214-cxx11-cu130-x86_64-linux"  # project-relative
     assert plan["variants"][0]["id"].startswith("_fixture_quant_cuda_")
     quant = synced.for_package("fixture-quant")
-    assert (quant.package_root / plan["variants"][0]["out_dir"]).resolve() == (
+    assert (quant.root / plan["variants"][0]["out_dir"]).resolve() == (
         quant.build_dir / "torch214-cxx11-cu130-x86_64-linux"
     ).resolve()
 
@@ -372,9 +414,9 @@ def test_init_adds_a_package_that_syncs_and_renders(tmp_path, up):
     assert set(read_lock(cfg.vendor_dir).package_files("fixture-new")) >= QUANT_CUDA
     res = runner.invoke(app, ["render", "-p", "fixture-new", "-C", str(root)])
     assert res.exit_code == 0, res.output
-    unit = (root / "packages/fixture-new/csrc/cuda/quant_kernels.cu").read_text()
+    unit = (root / "build/fixture-new/src/csrc/cuda/quant_kernels.cu").read_text()
     assert '#include "ggml-cuda/fattn.cu"' in unit
-    binding = (root / "packages/fixture-new/torch-ext/torch_binding.cpp").read_text()
+    binding = (root / "build/fixture-new/src/torch-ext/torch_binding.cpp").read_text()
     assert "quant: cuda src/ggml-cuda/fattn.cu; metal src/ggml-metal/ggml-metal.metal" in binding
     assert runner.invoke(app, ["render", "--check", "-p", "fixture-new", "-C", str(root)]).exit_code == 0
     # The test init wrote passes in the new project, and fails once the op is gone from the binding.
@@ -399,6 +441,7 @@ def test_init_adds_a_package_that_syncs_and_renders(tmp_path, up):
     [
         (["fixture-kernels", "--op", "quant=src/x.cu"], "already exists"),
         (["Bad_Name", "--op", "quant=src/x.cu"], "not a valid kernel name"),
+        (["g" * 300, "--op", "quant=src/x.cu"], "not a valid kernel name"),
         (["fixture-new"], "at least one --op"),
         (["fixture-new", "--op", "quant=vulkan:src/x.cu"], "unknown backend 'vulkan'"),
         (["fixture-new", "--op", "quant=../x.cu"], "not a relative path"),
@@ -412,6 +455,23 @@ def test_init_refusals_are_one_line_exit_2_and_write_nothing(tmp_path, up, args,
     assert res.exit_code == 2, res.output
     assert match in res.output
     assert tree(root) == before
+
+
+def test_init_refuses_a_dangling_link_and_a_way_out_of_the_project(tmp_path, up):
+    root = make_project(tmp_path / "proj", str(up.path))
+    (root / "templates" / "fixture-new").symlink_to(tmp_path / "nowhere")  # dangling
+    before = tree(root)
+    res = runner.invoke(app, ["init", "fixture-new", "--op", "quant=src/x.cu", "-C", str(root)])
+    assert res.exit_code == 2 and "outside the project" in res.output, res.output  # a link that leaves it
+    assert tree(root) == before
+    (root / "templates" / "fixture-new").unlink()
+    (tmp_path / "elsewhere").mkdir()
+    (root / "tests").mkdir()
+    (root / "tests" / "packages").symlink_to(tmp_path / "elsewhere")
+    before = tree(root)
+    res = runner.invoke(app, ["init", "fixture-new", "--op", "quant=src/x.cu", "-C", str(root)])
+    assert res.exit_code == 2 and "outside the project" in res.output, res.output
+    assert tree(root) == before and not any((tmp_path / "elsewhere").iterdir())
 
 
 # --- the demo on a family -----------------------------------------------------------------------------------
@@ -439,7 +499,7 @@ def test_demo_reports_a_skipped_package_and_runs_the_others(tmp_path, repo_root)
     assert names[:3] == ["setup", "absent-quant", "sync"]
     assert status["absent-quant"][0] == "skipped"
     assert "src/ggml-cuda/not-in-the-miniature.cu are not in the embedded miniature" in status["absent-quant"][1]
-    assert status["sync"][0] == "ok" and status["render"][0] == "failed"
+    assert status["sync"][0] == "ok" and status["render ggml-attn-kernels"][0] == "failed"
     assert "render mini-quant" in names and status["get_kernel mini-quant"][0] == "skipped"
     assert not report.ok
 
@@ -447,8 +507,8 @@ def test_demo_reports_a_skipped_package_and_runs_the_others(tmp_path, repo_root)
 def test_a_package_names_its_own_conformance_cases(synced):
     from toolkit.verify import conformance
 
-    # the first package's GDN/FA cases live with it (templates/conformance.py), not in the tool
-    assert conformance.cases_file_of(synced) == synced.root / "templates/conformance.py"
+    # the first package's GDN/FA cases live with it (templates/<name>/conformance.py), not in the tool
+    assert conformance.cases_file_of(synced) == synced.root / "templates/fixture-kernels/conformance.py"
     quant = synced.for_package("fixture-quant")
     assert conformance.cases_file_of(quant) is None  # a package that declares none: the gate says so
     facts = synced.root / "templates/fixture-quant/facts.py"
@@ -458,17 +518,17 @@ def test_a_package_names_its_own_conformance_cases(synced):
     compile(conformance._CHILD, "<conformance child>", "exec")  # the child that loads it parses
 
 
-def test_json_of_several_packages_keeps_the_failing_one(synced):
+def test_json_of_several_packages_keeps_the_failing_one(synced, monkeypatch):
     import json
 
     assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
-    (synced.root / "packages/fixture-quant/build.toml").unlink()
+    _unreproducible(monkeypatch, "fixture-quant")
     res = cli(synced, "render", "--check", "--json")
     assert res.exit_code == 6
     doc = json.loads(res.stdout)
     assert doc["packages"]["fixture-kernels"]["ok"] is True
     assert doc["packages"]["fixture-quant"]["drift"] == [
-        {"path": "packages/fixture-quant/build.toml", "kind": "missing"}
+        {"path": "build/fixture-quant/src/torch-ext/torch_binding.cpp", "kind": "unreproducible"}
     ]
 
 
@@ -496,6 +556,10 @@ def test_a_later_package_verifies_and_publishes_to_its_own_repo(tmp_path):
     with (root / "pyproject.toml").open("a") as fh:
         fh.write(PUBLISHED_SECOND)
     write_lock(root)
+    facts = root / "templates" / "fixture-quant" / "facts.py"
+    facts.parent.mkdir(parents=True)
+    facts.write_text(QUANT_TEMPLATES["facts.py"])
+    assert runner.invoke(app, ["render", "-p", "fixture-quant", "-C", str(root)]).exit_code == 0  # published beside
     quant = config.load(root).for_package("fixture-quant")
     make_variant(quant.build_dir, name="fixture-quant", module="fixture_quant", version=2)
     assert verify_build(quant, options=VerifyOptions(check_vendor=False, smoke=False)).ok
@@ -512,6 +576,7 @@ def test_a_later_package_verifies_and_publishes_to_its_own_repo(tmp_path):
         assert doc["status"] == "published", doc
         assert "ggml-test/fixture-quant" in doc["target"] and "v2" in json.dumps(doc)
         assert (root / "build/fixture-quant/publish-report.json").is_file()
+        assert "torch-ext/registration.h" in json.dumps(doc)  # the rendered source rides beside the variants
         res = runner.invoke(app, ["publish", "--repo", "x/y", "--endpoint", hub.url, "-C", str(root)])
         assert res.exit_code == 2 and "several packages are selected" in res.output
 
@@ -543,20 +608,22 @@ src = ["torch-ext/torch_binding.cpp"]
 backend = "cuda"
 depends = []
 src = ["csrc/gdn.cu"]
-include = ["vendor/ggml/include", "vendor/ggml/src", "vendor/ggml/src/ggml-cuda"]
+include = ["../../../vendor/ggml/include", "../../../vendor/ggml/src", "../../../vendor/ggml/src/ggml-cuda"]
 cuda-capabilities = ["8.0"]
 """
 
 
 def _first_rendered(root: Path) -> Path:
-    (root / "build.toml").write_text(FIRST_BUILD_TOML)
+    assert runner.invoke(app, ["render", "-p", "fixture-kernels", "-C", str(root)]).exit_code == 0  # the tool's files
+    src = root / "build" / "fixture-kernels" / "src"
+    (src / "build.toml").write_text(FIRST_BUILD_TOML)
     for rel, text in (
         ("torch-ext/torch_binding.cpp", "// binding\n"),
         ("torch-ext/fixture_kernels/__init__.py", "\n"),
         ("csrc/gdn.cu", '#include "ggml-cuda/gated_delta_net.cu"\n'),
     ):
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
     return root
 
 
@@ -591,20 +658,20 @@ def test_each_package_uid_hashes_its_own_closure_and_the_first_keeps_its_one_pac
 
 
 def test_a_later_package_stages_its_own_kernel_builder_tree(synced, tmp_path):
-    # The nix executor hands kernel-builder one package's tree with a flake of its own: a later package's
-    # rendered tree (packages/<name>/) reaches vendor/ as ../../vendor, so the staged copy holds vendor/ beside
+    # The nix executor hands kernel-builder one package's tree with a flake of its own: every package's
+    # rendered tree (build/<name>/src/) reaches vendor/ as ../../../vendor, so the staged copy holds vendor/ beside
     # build.toml and the build.toml's paths are rewritten to it.
     from toolkit.build.nix import COPIED, NixPlan, _stage_project, render_flake, vendor_of
 
     assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
     quant = synced.for_package("fixture-quant")
-    assert vendor_of(synced.root) == "vendor" and vendor_of(quant.package_root) == "../../vendor"
+    assert vendor_of(synced.package_root) == vendor_of(quant.package_root) == "../../../vendor"
     stage = tmp_path / "stage"
     stage.mkdir()
     plan = NixPlan(render_flake(quant.name), ("nix",), COPIED, vendor_of(quant.package_root))
     _stage_project(quant.package_root, stage, plan)
     assert (stage / "vendor/ggml/src/ggml-cuda/fattn.cu").is_file() and (stage / "vendor/UPSTREAM").is_file()
     text = (stage / "build.toml").read_text()
-    assert '"vendor/ggml/include"' in text and "../../vendor" not in text
+    assert '"vendor/ggml/include"' in text and "../vendor" not in text
     assert (stage / "torch-ext/torch_binding.cpp").is_file() and (stage / "csrc/cuda/quant_kernels.cu").is_file()
     assert 'description = "fixture-quant: ' in (stage / "flake.nix").read_text()

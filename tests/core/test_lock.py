@@ -6,7 +6,7 @@ import pytest
 
 from toolkit.core.errors import VendorStateError
 from toolkit.core.lock import LicenseInfo, Lock, LockedFile, LockedPatch, parse_lock, read_lock, render_lock
-from toolkit.sync.stage import license_inventory
+from toolkit.sync.licenses import license_inventory
 
 
 def sample(**over) -> Lock:

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
@@ -362,6 +364,27 @@ def _saves(p: Project, plan: Any) -> None:
     assert plan.lines()[0].startswith("would save vendor/patches/0001-purity.patch"), plan.lines()
 
 
+def _half_swapped(p: Project) -> Callable[[], None]:
+    """vendor/ as a sync SIGKILLed inside its journaled swap leaves it (toolkit.core.fs._journaled_swap): the old
+    tree moved aside, the journal naming it and its dead writer, no vendor/ yet. Recovery would put the old tree
+    back, so a plan that recovers writes the project; a pure plan reads the old tree where it lies."""
+    from toolkit.core import fs
+
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()  # a pid that no longer runs: recovery acts on its journal
+    vendor = p.cfg.vendor_dir
+    old = vendor.with_name(f"{fs.old_prefix(vendor)}{dead.pid}-0123abcd")
+    vendor.rename(old)
+    fs.journal_path(vendor).write_text(json.dumps({"old": old.name, "new": ".vendor.stage-x", "pid": dead.pid}))
+
+    def undo() -> None:
+        if old.is_dir():  # the plan left the half swap where it was (else the assertion below already fails)
+            old.rename(vendor)
+        fs.journal_path(vendor).unlink(missing_ok=True)
+
+    return undo
+
+
 def _drops(p: Project, plan: Any) -> None:
     _is_a_plan(p, plan)
     assert plan.lines() == ["would drop vendor/patches/0001-purity.patch"]
@@ -372,6 +395,18 @@ CASES: tuple[Case, ...] = (
     Case(("sync",), lambda p, o: _fn("sync", "sync")(o, rev="HEAD", force=True), _is_a_plan),
     Case(("sync",), lambda p, o: _fn("sync", "sync")(o, check=True), _is_a_plan),
     Case(("status",), lambda p, o: _fn("status", "status")(o), _is_a_plan),
+    # A killed sync's half swap: planning reads the tree recovery would restore and recovers nothing (only
+    # execute does), for every command that reads vendor/.
+    Case(("sync",), lambda p, o: _fn("sync", "sync")(o), _is_a_plan, prepare=_half_swapped),
+    Case(("sync",), lambda p, o: _fn("sync", "sync")(o, check=True), _is_a_plan, prepare=_half_swapped),
+    Case(("status",), lambda p, o: _fn("status", "status")(o), _is_a_plan, prepare=_half_swapped),
+    Case(("verify",), lambda p, o: _fn("verify", "verify")(o), _is_a_plan, prepare=_half_swapped),
+    Case(
+        ("publish",),
+        lambda p, o: _fn("publish", "publish")(o, endpoint=p.hub.url, token=TOKEN, to=None),
+        _publish_read_only,
+        prepare=_half_swapped,
+    ),
     Case(("patch", "list"), lambda p, o: _fn("patch", "list_")(o), _is_a_plan),
     Case(
         ("patch", "save"),
@@ -432,8 +467,8 @@ def _plan_as_the_cli_does(p: Project, case: Case) -> list[Any]:
     views = p.cfg.selected(()) if _per_package(case.command) else (p.cfg,)
     plans = []
     for view in views if run.config else (None,):
-        plan = run.plan(view, lambda _line: None)
-        shown = run.preview(plan) if run.preview is not None else plan
+        plan = run.planned(view, lambda _line: None)
+        shown = run.shown(plan)
         shown.to_json()
         if hasattr(shown, "lines"):
             shown.lines()

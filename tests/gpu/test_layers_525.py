@@ -34,7 +34,7 @@ from toolkit.verify.conformance import load_cases
 pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[2]
-_refs = load_cases(REPO / "templates" / "reference.py")
+_refs = load_cases(REPO / "templates" / "ggml-attn-kernels" / "reference.py")
 gdn_reference = _refs.gdn_reference
 
 
@@ -405,7 +405,9 @@ GENERATE = textwrap.dedent(r"""
         sys.meta_path.insert(0, _NoFla())
     from transformers import AutoModelForCausalLM, KernelConfig
     repo = "test-org/ggml-attn-kernels"
-    kw = {}
+    # transformers 5.25 turns Hub kernels on by default (use_kernels=None means True) and would fetch its own
+    # mapping's repos (kernels-community/fla for RMSNormGated) for the baseline: the fallback is asked for by name.
+    kw = {"use_kernels": False}
     if mode == "ours":  # README's switch for transformers 5.25, word for word
         meta = {"version": 1, "trust_remote_code": True}
         names = ("chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule", "causal_conv1d_forward")
@@ -458,10 +460,10 @@ def test_tiny_qwen35_switched_the_documented_way_generates_the_torch_tokens(torc
     from huggingface_hub import HfApi
 
     from tests.helpers.hubserver import HubServer, HubState
-    from tests.helpers.machine import KERNEL_ROOT
+    from tests.helpers.machine import ATTN_BUILD
     from toolkit.publish.hub import lfs_only
 
-    variant = next(p for p in sorted((KERNEL_ROOT / "build").glob("torch*-cu*")) if p.is_dir())
+    variant = next(p for p in sorted(ATTN_BUILD.glob("torch*-cu*")) if p.is_dir())
     _tiny_qwen35_hk_lt_hv(torch, transformers, tmp_path / "model")
     with HubServer(HubState(tokens=("tok",))) as hub, lfs_only(True):
         api = HfApi(endpoint=hub.url, token="tok")

@@ -115,53 +115,50 @@ SSM_CUDA = (GDN_CUDA - {"src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/gated
 METAL = {"src/ggml-metal/ggml-metal.metal", "src/ggml-metal/ggml-metal-impl.h", "src/ggml-common.h"}
 ALL_V1 = GDN_CUDA | FA_CUDA | SSM_CUDA | METAL | {"LICENSE"}
 
-# The three ops, as the project's own pyproject.toml configures them (both layouts' Metal entries).
+# The three ops, as the project's own pyproject.toml configures them (both layouts' Metal entries), for the
+# package {name}.
 OPS_TABLES = """\
-[tool.ggml-vendor.ops.gated_delta_net]
+[tool.ggml-vendor.packages.{name}.ops.gated_delta_net]
 cuda = ["src/ggml-cuda/gated_delta_net.cu"]
 metal = [["src/ggml-metal/kernels/gated_delta_net.metal", "src/ggml-metal/ggml-metal.metal"]]
 
-[tool.ggml-vendor.ops.flash_attn]
+[tool.ggml-vendor.packages.{name}.ops.flash_attn]
 cuda = ["src/ggml-cuda/fattn-vec.cuh"]
 metal = [["src/ggml-metal/kernels/fa.metal", "src/ggml-metal/ggml-metal.metal"]]
 
-[tool.ggml-vendor.ops.ssm_conv]
+[tool.ggml-vendor.packages.{name}.ops.ssm_conv]
 cuda = ["src/ggml-cuda/ssm-conv.cu"]
 metal = [["src/ggml-metal/kernels/ssm_conv.metal", "src/ggml-metal/ggml-metal.metal"]]
 """
 
-PROJECT_TOML = (
-    """[project]
+PROJECT_TOML = """[project]
 name = "fixture-kernels"
 version = "0.0.0"
 
 [tool.ggml-vendor]
-name = "fixture-kernels"   # a comment that must survive
-version = 1
 license = "MIT"
-hub-repo = "someone/fixture-kernels"
 upstream = "{upstream}"
 backends = ["cuda", "metal"]
 
-"""
-    + OPS_TABLES
-)
+[tool.ggml-vendor.packages.fixture-kernels]
+version = 1   # a comment that must survive
+hub-repo = "someone/fixture-kernels"
+
+""" + OPS_TABLES.replace("{name}", "fixture-kernels")
 
 # The render tests' project: {backends} and {archs} are comma-separated quoted lists.
-RENDER_PYPROJECT = (
-    """\
+RENDER_PYPROJECT = """\
 [tool.ggml-vendor]
-name = "ggml-attn-kernels"
-version = 1
 license = "MIT"
-hub-repo = "example/ggml-attn-kernels"
 upstream = "https://github.com/ggml-org/llama.cpp"
 backends = [{backends}]
 cuda-archs = [{archs}]
 
-"""
-    + OPS_TABLES
-)
+[tool.ggml-vendor.packages.ggml-attn-kernels]
+version = 1
+hub-repo = "example/ggml-attn-kernels"
+
+""" + OPS_TABLES.replace("{name}", "ggml-attn-kernels")
 
 
 def git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
@@ -339,7 +336,7 @@ def sync_project(cfg, req=None, **kw):  # type: ignore[no-untyped-def]
     plan, then its execute (a dry run: the plan's report). `req` is a SyncRequest, or its fields as `kw`."""
     from toolkit import sync
     from toolkit.core.projectlock import project_lock
-    from toolkit.sync.stage import SyncRequest
+    from toolkit.sync.project_plan import SyncRequest
 
     req = req if req is not None else SyncRequest(**kw)
     with project_lock(cfg.root, command="sync", shared=req.dry_run, wait=req.wait):
@@ -349,15 +346,16 @@ def sync_project(cfg, req=None, **kw):  # type: ignore[no-untyped-def]
 
 # The first package's op facts (kernel names, fingerprinted regions, behaviour functions): a fixture project
 # declares the same ops, so it carries the same facts file beside its (absent) templates.
-FACTS_FILE = Path(__file__).resolve().parents[2] / "templates" / "facts.py"
+FACTS_FILE = Path(__file__).resolve().parents[2] / "templates" / "ggml-attn-kernels" / "facts.py"
 
 
 def make_project(path: Path, upstream: str) -> Path:
-    """A kernel-package project (pyproject.toml + templates/facts.py + vendor/patches/) using `upstream`."""
+    """A kernel-package project (pyproject.toml + templates/fixture-kernels/facts.py + vendor/patches/) using
+    `upstream`."""
     path.mkdir(parents=True, exist_ok=True)
     (path / "pyproject.toml").write_text(PROJECT_TOML.format(upstream=upstream))
-    (path / "templates").mkdir(exist_ok=True)
-    (path / "templates" / "facts.py").write_bytes(FACTS_FILE.read_bytes())
+    (path / "templates" / "fixture-kernels").mkdir(parents=True, exist_ok=True)
+    (path / "templates" / "fixture-kernels" / "facts.py").write_bytes(FACTS_FILE.read_bytes())
     (path / "vendor" / "patches").mkdir(parents=True, exist_ok=True)
     return path
 
@@ -396,7 +394,7 @@ def make_patch(old_path: str, old: str, new: str, *, prefix: str = "") -> str:
 
 def tiny_project_inputs(torch_src: str = "b.cpp", kernel_src: str = "a.cu"):  # type: ignore[no-untyped-def]
     """A one-binding, one-CUDA-kernel ProjectInputs for build-plan tests that construct the host by hand."""
-    from toolkit.build.plan import KernelSection, ProjectInputs
+    from toolkit.build.steps import KernelSection, ProjectInputs
 
     return ProjectInputs(
         root=Path("/p"),

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO_ROOT
+from toolkit.build.metal import MetalHost
 
 
 def cuda_device_available() -> tuple[bool, str]:
@@ -82,6 +83,8 @@ def real_upstream_export(dest: Path, *paths: str) -> Path:
 
 # Where the GPU tests load the built op from: build/ of this repository, or $GGML_VENDOR_KERNEL_ROOT.
 KERNEL_ROOT = Path(os.environ.get("GGML_VENDOR_KERNEL_ROOT", REPO_ROOT))
+# The first package's variants under it: build/<package>/<variant>/ (Config.build_dir).
+ATTN_BUILD = KERNEL_ROOT / "build" / "ggml-attn-kernels"
 
 
 def binding_build_unavailable() -> str | None:
@@ -111,3 +114,21 @@ def local_cuda_build_unavailable() -> str | None:
     if not env.cuda:
         return f"torch {env.version} is not a CUDA build"
     return None
+
+
+def metal_blockers(host: MetalHost) -> tuple[str, ...]:
+    """Why `host` (toolkit.build.metal.probe_host) cannot build Metal: empty on macOS on Apple silicon with
+    Xcode 26 and the Metal Toolchain."""
+    if host.system != "Darwin":
+        return (
+            f"needs macOS on Apple silicon with Xcode 26 and the Metal Toolchain (xcrun metal); this host "
+            f"is {host.system} {host.machine}",
+        )
+    out = []
+    if host.machine not in ("arm64", "aarch64"):
+        out.append(f"needs Apple silicon (arm64); this Mac is {host.machine}")
+    if host.xcrun is None:
+        out.append("xcrun is not on PATH: install Xcode 26 and select it with xcode-select")
+    elif host.metal is None or host.metallib is None:
+        out.append("xcrun finds no `metal`/`metallib`: run `xcodebuild -downloadComponent MetalToolchain`")
+    return tuple(out)

@@ -21,12 +21,14 @@ def set_backends(root: Path, backends: list[str]) -> None:
 
 
 def first_package_pyproject(text: str) -> str:
-    """pyproject.toml text with the family's later packages ([tool.ggml-vendor.packages.*]) left out: for tests
-    that build a one-package project (or add their own later packages) from this repository's configuration."""
+    """pyproject.toml text with only the package declared first (ggml-attn-kernels) left: for tests that build a
+    one-package project (or add their own packages) from this repository's configuration."""
     import tomlkit
 
     doc = tomlkit.parse(text)
-    doc["tool"]["ggml-vendor"].pop("packages", None)  # type: ignore[union-attr]
+    packages = doc["tool"]["ggml-vendor"]["packages"]  # type: ignore[index]
+    for name in list(packages)[1:]:  # type: ignore[arg-type]
+        del packages[name]  # type: ignore[union-attr]
     return tomlkit.dumps(doc)
 
 
@@ -52,11 +54,16 @@ cuda = ["src/ggml-cuda/not-in-the-miniature.cu"]
 
 
 def demo_family_source(tmp_path: Path, repo_root: Path) -> Path:
-    """tmp_path/src holding only a pyproject.toml: this repository's first package plus DEMO_LATER (no
-    templates/, so the first package's render fails)."""
+    """tmp_path/src holding a pyproject.toml (this repository's first package plus DEMO_LATER) and each package's
+    facts.py: the first package's templates are only a build.toml that fails to render; the others' none."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "pyproject.toml").write_text(
         first_package_pyproject((repo_root / "pyproject.toml").read_text()) + DEMO_LATER
     )
+    facts = repo_root / "templates" / "ggml-attn-kernels" / "facts.py"
+    for name in ("ggml-attn-kernels", "mini-quant", "absent-quant"):
+        (src / "templates" / name).mkdir(parents=True)
+        (src / "templates" / name / "facts.py").write_text(facts.read_text() if name == "ggml-attn-kernels" else "")
+    (src / "templates" / "ggml-attn-kernels" / "build.toml.j2").write_text("# {{ notice }}\n{{ no_such_name }}\n")
     return src

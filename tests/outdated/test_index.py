@@ -146,7 +146,7 @@ def test_the_ranges_come_from_pyproject_requirements(tmp_path: Path) -> None:
 
 def test_update_torch_adds_the_rows_keeping_comments_then_outdated_is_current(project: Path) -> None:
     _declare(project, *RANGES)
-    matrix = project / "variants" / "default.toml"
+    matrix = project / "variants" / "ggml-attn-kernels.toml"
     old = matrix.read_text()
     with serve_index("json") as (url, _):
         # the index pip is set up with (PIP_INDEX_URL): the matrix says "pip's index", never its URL
@@ -175,7 +175,10 @@ def test_update_torch_adds_the_rows_keeping_comments_then_outdated_is_current(pr
             assert done.returncode == 0, (check, done.stdout + done.stderr)
         body = (project / "body.md").read_text()
         assert "# Update torch 2.15, 2.16 variants" in body
-        assert "- [ ] the new variants of torch 2.16 CUDA 13.4 on x86_64-linux, aarch64-linux (default.toml)" in body
+        assert (
+            "- [ ] the new variants of torch 2.16 CUDA 13.4 on x86_64-linux, aarch64-linux (ggml-attn-kernels.toml)"
+            in body
+        )
         res = cli(project, "outdated", "--skip", "upstream", "--skip", "patches", "--index-url", url)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "torch: current (the matrix's newest is 2.16" in res.stdout

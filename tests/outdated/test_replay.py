@@ -89,7 +89,7 @@ def test_outdated_lists_the_commits_the_drift_and_the_patch_health(project: Path
         "graph : transpose the state (mini/1)",
     ]
     assert [c["date"][:10] for c in up["commits"]] == ["2026-10-05", "2026-09-02"]
-    assert {"op": "gated_delta_net", "change": "body changed: review semantics"} in up["changed_ops"]
+    assert {"op": "ggml-attn-kernels:gated_delta_net", "change": "body changed: review semantics"} in up["changed_ops"]
     assert all(o["op"] != "flash_attn" for o in up["changed_ops"])
     verdicts = {p["name"]: p["verdict"] for p in doc["patches"]}
     assert verdicts == {
@@ -133,7 +133,7 @@ def test_update_latest_moves_the_pin_rebases_and_renders_a_clean_tree(project: P
     assert "graph : transpose the state (mini/1)" in text and "docs : readme" not in text
     assert "| `0003-gdn-scale-once.patch` | dropped: upstream carries it |" in text
     assert "| `0002-gdn-state-comment.patch` | rebased (three-way)" in text
-    assert "- [ ] bodies changed for gated_delta_net" in text
+    assert "- [ ] bodies changed for ggml-attn-kernels:gated_delta_net" in text
 
 
 def test_a_conflicting_patch_stops_the_update_and_changes_nothing(tmp_path: Path, history) -> None:
@@ -252,5 +252,5 @@ def test_a_url_upstream_is_fetched_with_its_history_into_the_tool_cache(project:
     assert res.returncode == Outdated.exit_code, res.stdout + res.stderr
     up = json.loads(res.stdout)["upstream"]
     assert up["head"] == pins["p3"] and len(up["commits"]) == 2
-    assert {"op": "gated_delta_net", "change": "body changed: review semantics"} in up["changed_ops"]
+    assert {"op": "ggml-attn-kernels:gated_delta_net", "change": "body changed: review semantics"} in up["changed_ops"]
     assert tree_state(project) == before  # only the tool's cache was written

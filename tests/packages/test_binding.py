@@ -39,7 +39,7 @@ def built(built_binding) -> tuple[Path, dict]:
 CHECKS = textwrap.dedent(r"""
     import json, sys, torch, kernels
     from pathlib import Path
-    m = kernels.get_local_kernel(Path(sys.argv[1]))
+    m = kernels.get_local_kernel(Path(sys.argv[1]) / "build" / "ggml-attn-kernels")
     ns = getattr(torch.ops, m.__name__)
     r = {"name": m.__name__, "all": sorted(m.__all__)}
     r["registered"] = sorted(n for n in ("gated_delta_net", "gated_delta_net_", "flash_attn", "gated_delta_rule_",
@@ -173,7 +173,9 @@ def test_ops_are_registered_under_the_variant_namespace(checks) -> None:
 def test_supports_answers_from_the_compiled_instances(checks) -> None:
     from toolkit.core import package_facts
 
-    facts = package_facts.load(Path(__file__).resolve().parents[2] / "templates", "ggml-attn-kernels")
+    facts = package_facts.load(
+        Path(__file__).resolve().parents[2] / "templates" / "ggml-attn-kernels", "ggml-attn-kernels"
+    )
 
     assert tuple(checks["gdn_dims"]) == facts.GDN_CUDA_HEAD_DIMS
     assert checks["fa"] == {

@@ -72,13 +72,14 @@ def test_local_kernels_line_serves_our_build_to_transformers_gguf_lookup(
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "KERNELS_CACHE": str(tmp_path / "k")}
     env.pop("LOCAL_KERNELS", None)
     without = _lookup(env)
-    with_line = _lookup({**env, "LOCAL_KERNELS": f"ggml-org/ggml-quantization={root}"})
+    built = root / "build" / "ggml-attn-kernels"  # build/<package>/<variant>
+    with_line = _lookup({**env, "LOCAL_KERNELS": f"ggml-org/ggml-quantization={built}"})
     # without the line: nothing under that id (offline, empty cache), so transformers would unpack every weight
     assert "module" not in without, without
     assert without["gguf_kernel"] == "False"
     # with it: transformers' own call loads the variant of the build in that directory
     assert with_line["module"].startswith("_ggml_attn_kernels_cuda_"), with_line
-    assert with_line["file"].startswith(str(root / "build")), with_line
+    assert with_line["file"].startswith(str(built)), with_line
     # ... and GgufKernel reads that module (this build is the attention package, so it misses the GGUF ops)
     assert with_line["gguf_kernel"] == "False"
     assert any("mul_mat_vec" in line for line in with_line["gguf_log"]), with_line["gguf_log"]

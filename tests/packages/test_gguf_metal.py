@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import metallib_fixture
+from tests.helpers.machine import metal_blockers
 from toolkit.build import metal, metallib
 from toolkit.core import config as config_mod
 from toolkit.core import package_facts
@@ -205,11 +207,11 @@ def test_metal_sources_of_one_package_leave_the_others_out(cfg) -> None:  # type
     assert SPLIT + "fa.metal" in metal.metal_sources(mixed).entries  # None: every op of the lock
 
 
-def test_rendered_tree_is_current_and_has_the_metal_sources(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_rendered_tree_is_reproducible_and_has_the_metal_sources(cfg) -> None:  # type: ignore[no-untyped-def]
     plan = render.plan(cfg)
     paths = {f.path for f in plan.files}
     assert {FACTS.METAL_TU, *FACTS.METAL_HOST_SOURCES, *FACTS.METAL_HOST_HEADERS} <= paths
-    assert render.check(plan) == [], "packages/gguf-kernels is out of date: run `ggml-vendor render`"
+    assert render.unreproducible(cfg, plan) == [], "two renders of gguf-kernels differ"
 
 
 # ---- the binding and the metallib ---------------------------------------------------------------------------------
@@ -247,9 +249,9 @@ def test_metallib_kernel_list_is_what_the_facts_name(cfg) -> None:  # type: igno
     required = metal.required_kernels([op.name for op in cfg.ops], FACTS)
     assert set(required) == binding_kernel_names(cfg)
     assert len(required) == len(set(required)) + len(FACTS.METAL_TYPES)  # get_rows serves dequantize too
-    lib = metallib.parse(metallib.build_fixture(sorted(set(required))))
+    lib = metallib.parse(metallib_fixture.build_fixture(sorted(set(required))))
     assert metallib.check(lib, required=required) == []
-    short = metallib.parse(metallib.build_fixture(sorted(set(required))[1:]))
+    short = metallib.parse(metallib_fixture.build_fixture(sorted(set(required))[1:]))
     assert any("lacks 1 kernel" in p for p in metallib.check(short, required=required))
 
 
@@ -299,11 +301,12 @@ def test_variants_list_the_metal_rows() -> None:
 
 
 def test_metal_binary_builds_on_macos() -> None:
-    """On a Mac with Xcode 26: the real build (the one Metal planner, toolkit/build/plan.py) compiles the package's
+    """On a Mac with Xcode 26: the real build (the one Metal planner, toolkit/build/steps.py) compiles the package's
     Metal unit against the vendored sources, and verify finds every kernel the binding looks up in the metallib."""
     host = metal.probe_host()
-    if host.blockers:
-        pytest.skip(f"the Metal binary is built only on macOS with Xcode 26 (the macOS CI job): {host.blockers[0]}")
+    blockers = metal_blockers(host)
+    if blockers:
+        pytest.skip(f"the Metal binary is built only on macOS with Xcode 26 (the macOS CI job): {blockers[0]}")
     for argv in (["build", "-p", PACKAGE, "--variant", "*-metal-*"], ["verify", "-p", PACKAGE, "--no-conformance"]):
         out = subprocess.run(
             [sys.executable, "-m", "toolkit.cli", *argv, "-C", str(REPO)], capture_output=True, text=True, cwd=REPO

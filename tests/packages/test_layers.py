@@ -70,7 +70,7 @@ CHECKS = textwrap.dedent(r"""
     from toolkit.core.kernels_client import validate_layer as _validate_layer
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    m = kernels.get_local_kernel(Path(sys.argv[1]))
+    m = kernels.get_local_kernel(Path(sys.argv[1]) / "build" / "ggml-attn-kernels")
     pairs = json.loads(sys.argv[2])
     r = {"pairs": {}}
 
@@ -264,7 +264,7 @@ INDUCTOR = textwrap.dedent(r"""
     import torch, kernels
     from torch._inductor.utils import run_and_get_code
 
-    m = kernels.get_local_kernel(Path(sys.argv[1]))
+    m = kernels.get_local_kernel(Path(sys.argv[1]) / "build" / "ggml-attn-kernels")
     lib = torch.library.Library(m.__name__, "IMPL")
 
     def gdn_(q, k, v, g, beta, state):

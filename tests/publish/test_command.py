@@ -14,6 +14,7 @@ import pytest
 
 from tests.helpers.hubserver import HubServer, HubState
 from tests.helpers.hubserver.variants import (
+    NAME,
     host_variant_name,
     make_variant,
     provenance,
@@ -25,7 +26,7 @@ from tests.helpers.machine import requires_torch
 from toolkit.core import config
 from toolkit.core.errors import PublishError
 from toolkit.core.kernels_client import list_variants_argv
-from toolkit.publish.plan import (
+from toolkit.publish.diff import (
     ADD,
     DELETE,
     UNCHANGED,
@@ -111,7 +112,7 @@ def test_plan_card_and_batches() -> None:
 def project(tmp_path: Path):  # type: ignore[no-untyped-def]
     root = write_project(tmp_path / "proj", hub_repo=REPO)
     cfg = config.load(root)
-    make_variant(root / "build")
+    make_variant(root / "build" / NAME)
     assert verify_build(cfg, options=NO_VENDOR).ok
     return cfg
 
@@ -165,7 +166,11 @@ def test_publish_then_get_kernel_in_a_fresh_process(project, hub, tmp_path: Path
     card = hub.state.read("kernel", REPO, "main", "README.md").decode()
     assert "library_name: kernels" in card and "`scale`" in card and variant in card and "version=1" in card
     report = json.loads((project.build_dir / "publish-report.json").read_text())
-    assert report["status"] == "published" and report["verified"]["files_checked"] == 5
+    assert report["status"] == "published" and report["verified"]["files_checked"] == 7  # + 2 rendered source files
+    assert (
+        hub.state.read("kernel", REPO, "v1", "torch-ext/registration.h")
+        == (project.package_root / "torch-ext" / "registration.h").read_bytes()
+    )  # the rendered source beside the variants, as a kernel-builder repository holds it
 
     code = (
         "import torch, kernels\n"
@@ -238,29 +243,29 @@ def test_refuses_unverified_and_changed_builds(project, hub) -> None:  # type: i
 def test_refuses_dirty_builds_mixed_versions_and_stubs(tmp_path: Path, hub) -> None:  # type: ignore[no-untyped-def]
     root = write_project(tmp_path / "p", hub_repo=REPO)
     cfg = config.load(root)
-    make_variant(root / "build", prov=provenance(dirty=True))
+    make_variant(root / "build" / NAME, prov=provenance(dirty=True))
     verify_build(cfg, options=NO_VENDOR)
     with pytest.raises(PublishError, match="dirty build"):
         _publish(cfg, hub)
     # built from a checkout with uncommitted changes (vendor/ itself clean): refused too, as the docs say
-    make_variant(root / "build", prov=provenance(checkout_dirty=True))
+    make_variant(root / "build" / NAME, prov=provenance(checkout_dirty=True))
     verify_build(cfg, options=NO_VENDOR)
     with pytest.raises(PublishError, match="built from a checkout with uncommitted changes"):
         _publish(cfg, hub)
     with pytest.raises(PublishError, match="uncommitted changes"):
         _publish(cfg, hub, dry_run=True)
-    make_variant(root / "build", prov=provenance(checkout_dirty=False))
+    make_variant(root / "build" / NAME, prov=provenance(checkout_dirty=False))
     assert verify_build(cfg, options=NO_VENDOR).ok
     assert _publish(cfg, hub, dry_run=True).status == "dry-run"
-    make_variant(root / "build")
-    make_variant(root / "build", variant="torch213-cxx11-cu130-x86_64-linux", version=2, uid="fx2")
+    make_variant(root / "build" / NAME)
+    make_variant(root / "build" / NAME, variant="torch213-cxx11-cu130-x86_64-linux", version=2, uid="fx2")
     with pytest.raises(PublishError, match="mixed versions"):
         _publish(cfg, hub)
     # A stub that slipped in after verify (e.g. a re-checkout without git-lfs) is caught again here.
     import shutil
 
-    shutil.rmtree(root / "build" / "torch213-cxx11-cu130-x86_64-linux")
-    v = root / "build" / host_variant_name()
+    shutil.rmtree(root / "build" / NAME / "torch213-cxx11-cu130-x86_64-linux")
+    v = root / "build" / NAME / host_variant_name()
     assert verify_build(cfg, options=NO_VENDOR).ok
     so = next(v.glob("*.so"))
     so.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:" + "0" * 64 + "\nsize 1\n")
@@ -322,7 +327,7 @@ def test_cli_publish_token_not_in_output_or_report(tmp_path: Path, hub) -> None:
     root = write_project(tmp_path / "p", hub_repo=REPO)
     write_lock(root, date="2026-01-01", subject="pin")
     cfg = config.load(root)
-    make_variant(root / "build")
+    make_variant(root / "build" / NAME)
     assert verify_build(cfg, options=VerifyOptions(smoke=False)).ok
     hub.state.tokens.add("hf_cli_S3cr3t_T0ken")
     env = {**os.environ, "HF_TOKEN": "hf_cli_S3cr3t_T0ken"}
@@ -335,7 +340,7 @@ def test_cli_publish_token_not_in_output_or_report(tmp_path: Path, hub) -> None:
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["status"] == "published" and doc["verified"]["ok"]
-    report = (root / "build" / "publish-report.json").read_text()
+    report = (root / "build" / NAME / "publish-report.json").read_text()
     for text in (proc.stdout, proc.stderr, report):
         assert "hf_cli_S3cr3t_T0ken" not in text
     card = hub.state.read("kernel", REPO, "main", "README.md").decode()
@@ -389,7 +394,7 @@ def test_ctrl_c_says_what_the_hub_holds_read_back(tmp_path: Path, hub, monkeypat
 
     root = write_project(tmp_path / "p", hub_repo=REPO)
     write_lock(root, date="2026-01-01", subject="pin")
-    make_variant(root / "build")
+    make_variant(root / "build" / NAME)
     assert verify_build(config.load(root), options=VerifyOptions(smoke=False)).ok
     if lands == "while printing":
         monkeypatch.setattr(publish_command, "_show", _ctrl_c)
@@ -450,7 +455,7 @@ def test_plan_only_reads_and_execute_pushes_exactly_its_batches(project, hub) ->
     assert _snapshot(project.root) == before, "plan wrote into the project"
     assert hub.state.repos == {} and _writes(hub) == [], "plan wrote to the Hub"
     batches_v1 = plan.commit_batches["v1"]
-    assert [len(b) for b in batches_v1] == [2, 2] and plan.to_json()["status"] == "dry-run"
+    assert [len(b) for b in batches_v1] == [2, 2, 2] and plan.to_json()["status"] == "dry-run"
     assert plan.lines() == plan.preview.plan.lines() and "branch v1 (new)" in plan.lines()[1]
     assert TOKEN not in repr(plan) and TOKEN not in json.dumps(plan.to_json())
     report = publish.execute(plan)
@@ -458,7 +463,7 @@ def test_plan_only_reads_and_execute_pushes_exactly_its_batches(project, hub) ->
     history = hub.state.history("kernel", REPO, "v1")
     pushed = [c for c in history if c.title.startswith("Upload")]
     assert len(pushed) == len(batches_v1)  # one commit per planned batch, newest first
-    assert all(f"(batch {i + 1}/2)" in c.title for i, c in enumerate(reversed(pushed)))
+    assert all(f"(batch {i + 1}/3)" in c.title for i, c in enumerate(reversed(pushed)))
     assert report.lines()[0].startswith(f"publish {REPO} (")
 
 
@@ -502,8 +507,8 @@ def test_create_pr_leaves_the_branch_alone(project, hub) -> None:  # type: ignor
 def test_stale_files_deleted_only_inside_reuploaded_variants(tmp_path: Path, hub) -> None:  # type: ignore[no-untyped-def]
     root = write_project(tmp_path / "p", hub_repo=REPO)
     cfg = config.load(root)
-    a = make_variant(root / "build")
-    b = make_variant(root / "build", variant="torch213-cxx11-cu130-x86_64-linux", uid="fxb")
+    a = make_variant(root / "build" / NAME)
+    b = make_variant(root / "build" / NAME, variant="torch213-cxx11-cu130-x86_64-linux", uid="fxb")
     (a / "old_helper.py").write_text("OLD = 1\n")
     write_metadata(a, ident="_ggml_attn_kernels_cuda_fx00001", backend="cuda", archs=["8.0", "9.0"])
     assert verify_build(cfg, options=NO_VENDOR).ok
@@ -538,7 +543,7 @@ def test_git_transport_to_a_bare_repository(project, tmp_path: Path) -> None:  #
         and subprocess.run(["git", "-C", str(remote), "branch"], capture_output=True, text=True).stdout == ""
     )
     result = _publish_git(project, str(remote))
-    assert result.status == "published" and result.verified["ok"] and result.verified["files_checked"] == 5
+    assert result.status == "published" and result.verified["ok"] and result.verified["files_checked"] == 7
     variant = host_variant_name()
     so = f"build/{variant}/_ggml_attn_kernels_cuda_fx00001.abi3.so"
     blob = subprocess.run(["git", "-C", str(remote), "show", f"v1:{so}"], capture_output=True).stdout

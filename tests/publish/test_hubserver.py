@@ -15,7 +15,7 @@ from huggingface_hub import CommitOperationAdd, HfApi
 from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
 from tests.helpers.hubserver import HubServer, HubState
-from tests.helpers.hubserver.variants import make_variant, write_lock, write_project
+from tests.helpers.hubserver.variants import NAME, make_variant, write_lock, write_project
 from toolkit.core import config
 from toolkit.publish.hub import lfs_only
 from toolkit.verify import VerifyOptions, verify_build
@@ -78,7 +78,7 @@ def test_lfs_bytes_must_match_their_oid_and_commits_need_uploaded_objects(hub) -
 def test_cli_dry_run_prints_the_plan_and_pushes_nothing(tmp_path: Path, hub) -> None:  # type: ignore[no-untyped-def]
 
     root = write_project(tmp_path / "p", hub_repo="o/kern")
-    v = make_variant(root / "build")
+    v = make_variant(root / "build" / NAME)
     cmd = [sys.executable, "-m", "toolkit.cli", "publish", "-C", str(root), "--dry-run", "--endpoint", hub.url]
     env = {**os.environ, "HF_TOKEN": ""}
     # no vendor lock yet: refused before any request, with the reason
@@ -89,7 +89,8 @@ def test_cli_dry_run_prints_the_plan_and_pushes_nothing(tmp_path: Path, hub) -> 
     assert verify_build(config.load(root), options=VerifyOptions(smoke=False)).ok
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
-    assert "branch v1 (new): 4 to add, 0 to delete, 0 unchanged" in proc.stdout
+    assert "branch v1 (new): 6 to add, 0 to delete, 0 unchanged" in proc.stdout  # the variant and its source
+    assert "+ torch-ext/registration.h" in proc.stdout and "+ torch-ext/ggml_attn_kernels/_ops.py" in proc.stdout
     assert f"+ build/{v.name}/metadata.json" in proc.stdout and "dry run: nothing was pushed" in proc.stdout
     assert [r for r in hub.state.requests if r[0] != "GET"] == []
 
@@ -105,7 +106,7 @@ def _closed_port() -> int:
 @pytest.mark.parametrize("dry_run", [True, False])
 def test_an_unreachable_hub_is_one_line_and_exit_9(tmp_path: Path, dry_run: bool) -> None:
     root = write_project(tmp_path / "p", hub_repo="o/kern")
-    make_variant(root / "build")
+    make_variant(root / "build" / NAME)
     write_lock(root)
     assert verify_build(config.load(root), options=VerifyOptions(smoke=False)).ok
     endpoint = f"http://127.0.0.1:{_closed_port()}"
@@ -121,4 +122,4 @@ def test_an_unreachable_hub_is_one_line_and_exit_9(tmp_path: Path, dry_run: bool
     assert "Traceback" not in proc.stderr + proc.stdout
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and f"cannot reach {endpoint}" in errors[0] and "HF_ENDPOINT" in errors[0]
-    assert not (root / "build" / "publish-report.json").exists()
+    assert not (root / "build" / NAME / "publish-report.json").exists()

@@ -70,20 +70,20 @@ def test_the_edition_follows_the_minimum_client() -> None:
 
 
 @pytest.mark.parametrize("package", PACKAGES)
-def test_committed_build_toml_declares_the_edition_of_the_minimum_client(package: str) -> None:
+def test_rendered_build_toml_declares_the_edition_of_the_minimum_client(package: str) -> None:
     config = config_mod.load(REPO).for_package(package)
-    doc = _data((config.package_root / "build.toml").read_text())
+    doc = _data(_build_toml(config, build_edition.BUILD_EDITION))
     assert doc["general"]["edition"] == build_edition.BUILD_EDITION
     key = "language" if build_edition.BUILD_EDITION >= 6 else "backend"
     assert all(key in table for table in doc["kernel"].values()), doc["kernel"]
 
 
 @pytest.mark.parametrize("package", PACKAGES)
-def test_committed_build_toml_opens_with_the_installed_client(
+def test_rendered_build_toml_opens_with_the_installed_client(
     package: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     config = config_mod.load(REPO).for_package(package)
-    err = _open(tmp_path, (config.package_root / "build.toml").read_text(), capfd)
+    err = _open(tmp_path, _build_toml(config, build_edition.BUILD_EDITION), capfd)
     if build_edition.BUILD_EDITION >= INSTALLED_READS:
         assert UPGRADE_NOTICE not in err, err
     else:  # an older edition than the client's: it upgrades in memory and says the Nix builder needs more
@@ -121,10 +121,10 @@ def test_kernels_0_17_refuses_edition_6(package: str, tmp_path: Path, capfd: pyt
 
 
 @pytest.mark.parametrize("package", PACKAGES)
-def test_upgrading_the_committed_file_equals_rendering_edition_6(package: str) -> None:
+def test_upgrading_the_rendered_file_equals_rendering_edition_6(package: str) -> None:
     # The Nix stage's rewrite and the templates agree key for key (comments aside), in both directions.
     config = config_mod.load(REPO).for_package(package)
-    committed = (config.package_root / "build.toml").read_text()
+    committed = _build_toml(config, build_edition.BUILD_EDITION)
     rendered_5, rendered_6 = _build_toml(config, 5), _build_toml(config, 6)
     assert _data(build_edition.to_edition(rendered_5, 6)) == _data(rendered_6)
     assert _data(build_edition.to_edition(committed, build_edition.NIX_EDITION)) == _data(rendered_6)
@@ -141,13 +141,25 @@ def test_the_build_reads_the_backend_of_either_edition(package: str) -> None:
 
 
 def test_nix_stage_gets_edition_6(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    config = _configs()[0]
+    import shutil
+
+    from toolkit import render
+
+    project = tmp_path / "project"  # a copy of this repository's configuration, rendered into its build/
+    project.mkdir()
+    for name in ("pyproject.toml", "templates", "variants", "vendor"):
+        (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(REPO / name, project / name)
+    config = config_mod.load(project).selected()[0]
+    render.execute(render.plan(config))
     stage = tmp_path / "stage"
     stage.mkdir()
     plan = NixPlan(render_flake(config.name), ("nix",), COPIED, vendor_of(config.package_root))
     _stage_project(config.package_root, stage, plan)
     staged = (stage / "build.toml").read_text()
-    assert _data(staged) == _data(_build_toml(config, build_edition.NIX_EDITION))
+    # vendor/ is staged beside build.toml, so its paths lose the way up from build/<name>/src
+    assert _data(staged) == _data(
+        _build_toml(config, build_edition.NIX_EDITION).replace('"../../../vendor/', '"vendor/')
+    )
     if INSTALLED_READS >= build_edition.NIX_EDITION:  # kernel-builder's parser reads it as it stands
         (tmp_path / "open").mkdir()
         assert "edition" not in _open(tmp_path / "open", staged, capfd)

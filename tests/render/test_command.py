@@ -21,9 +21,10 @@ from toolkit.core.lock import Lock
 from toolkit.render import stage as render
 
 # The first package's op facts over ggml's shared ones (templates/facts.py), as render sees them.
-FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates", "ggml-attn-kernels")
+FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates" / "ggml-attn-kernels", "ggml-attn-kernels")
 
 REPO = Path(__file__).resolve().parents[2]
+SRC = Path("build/ggml-attn-kernels/src")  # where render writes the package's source tree
 
 
 def make_project(
@@ -36,7 +37,10 @@ def make_project(
             backends=", ".join(f'"{b}"' for b in backends), archs=", ".join(f'"{a}"' for a in archs)
         )
     )
-    shutil.copytree(templates or REPO / "templates", root / "templates")
+    if templates is None:
+        shutil.copytree(REPO / "templates", root / "templates")
+    else:
+        shutil.copytree(templates, root / "templates" / "ggml-attn-kernels")
     (root / "vendor").mkdir()
     return root
 
@@ -45,10 +49,13 @@ def rendered(root: Path) -> render.RenderPlan:
     return render.plan(config_mod.load(root))
 
 
-def test_committed_tree_is_current() -> None:
-    """The generated files committed in this repository are exactly what the templates produce (CI's check)."""
-    drift = render.check(rendered(REPO))
-    assert drift == [], f"run `ggml-vendor render` and commit: {drift}"
+def test_every_package_of_the_repository_renders_reproducibly() -> None:
+    """Each package of this repository renders the same bytes twice (CI's `render --check`); nothing is committed."""
+    project = config_mod.load(REPO)
+    for view in project.selected(()):
+        first = render.plan(view)
+        assert first.root == REPO / "build" / view.name / "src"
+        assert render.unreproducible(view, first) == [], view.name
 
 
 def test_render_is_deterministic_and_check_passes_after_write(tmp_path: Path) -> None:
@@ -66,33 +73,46 @@ def test_render_is_deterministic_and_check_passes_after_write(tmp_path: Path) ->
     assert [(f.path, f.content) for f in rendered(other).files] == [(f.path, f.content) for f in first.files]
 
 
-def test_check_fails_naming_a_hand_edited_file(tmp_path: Path) -> None:
+def test_a_hand_edited_file_is_stale_and_rendered_again_and_check_is_reproducibility(tmp_path: Path) -> None:
     root = make_project(tmp_path)
     runner = CliRunner()
     ok = runner.invoke(app, ["render", "-C", str(root)])
     assert ok.exit_code == 0, ok.output
     assert runner.invoke(app, ["render", "--check", "-C", str(root)]).exit_code == 0
-    target = root / "torch-ext" / "torch_binding.cpp"
+    target = root / SRC / "torch-ext" / "torch_binding.cpp"
     target.write_text(target.read_text().replace("kFattnKqStride = 256", "kFattnKqStride = 128"))
-    bad = runner.invoke(app, ["render", "--check", "-C", str(root)])
-    assert bad.exit_code == RenderError.exit_code
-    assert "torch-ext/torch_binding.cpp (stale)" in bad.output
-    assert "kFattnKqStride = 128" in target.read_text()  # --check changes nothing
-    (root / "build.toml").unlink()
-    bad = runner.invoke(app, ["render", "--check", "--json", "-C", str(root)])
-    assert bad.exit_code == RenderError.exit_code
-    assert '"kind": "missing"' in bad.output and '"path": "build.toml"' in bad.output
-    assert runner.invoke(app, ["render", "-C", str(root)]).exit_code == 0
-    assert "kFattnKqStride = 256" in target.read_text()
+    planned = runner.invoke(app, ["render", "--dry-run", "-C", str(root)])
+    assert planned.exit_code == 0 and f"stale    {SRC}/torch-ext/torch_binding.cpp" in planned.output
+    assert "kFattnKqStride = 128" in target.read_text()  # --dry-run changes nothing
+    # --check compares two renders, not the tree: a hand edit of build output is render's to undo
     assert runner.invoke(app, ["render", "--check", "-C", str(root)]).exit_code == 0
+    (root / SRC / "build.toml").unlink()
+    planned = runner.invoke(app, ["render", "--dry-run", "--json", "-C", str(root)])
+    assert '"kind": "missing"' in planned.output and f'"path": "{SRC}/build.toml"' in planned.output
+    assert runner.invoke(app, ["render", "-C", str(root)]).exit_code == 0
+    assert "kFattnKqStride = 256" in target.read_text() and (root / SRC / "build.toml").is_file()
+
+
+def test_check_fails_naming_a_file_two_renders_disagree_on(tmp_path: Path, monkeypatch) -> None:
+    root = make_project(tmp_path)
+    real, count = render.build_context, iter(range(10**6))
+
+    def unstable(*args, **kwargs):  # a template reading a clock or a set's order would do this
+        return {**real(*args, **kwargs), "cuda_flags": (f"-DRUN={next(count)}",)}
+
+    monkeypatch.setattr(render, "build_context", unstable)
+    bad = CliRunner().invoke(app, ["render", "--check", "--json", "-C", str(root)])
+    assert bad.exit_code == RenderError.exit_code, bad.output
+    assert '"kind": "unreproducible"' in bad.output and f'"path": "{SRC}/build.toml"' in bad.output
+    assert not (root / "build").exists()  # --check writes nothing
 
 
 def test_orphaned_generated_files_are_reported_and_removed_but_hand_written_ones_stay(tmp_path: Path) -> None:
     root = make_project(tmp_path)
     render.write(rendered(root))
-    orphan = root / "csrc" / "cuda" / "old_kernels.cu"
+    orphan = root / SRC / "csrc" / "cuda" / "old_kernels.cu"
     orphan.write_text(f"// {render.GENERATED_MARKER} from templates/csrc/cuda/old_kernels.cu.j2.\n")
-    mine = root / "csrc" / "cuda" / "notes.txt"
+    mine = root / SRC / "csrc" / "cuda" / "notes.txt"
     mine.write_text("written by a person\n")
     drift = render.check(rendered(root))
     assert drift == [render.FileChange("csrc/cuda/old_kernels.cu", "orphan")]
@@ -107,8 +127,8 @@ def test_build_toml_is_edition_5_valid_and_follows_config(tmp_path: Path) -> Non
 
     root = make_project(tmp_path, archs=("7.5", "9.0a"))
     render.write(rendered(root))
-    Build.open(str(root))  # kernels' own parser (the one kernel-builder uses)
-    doc = tomlkit.parse((root / "build.toml").read_text()).unwrap()
+    Build.open(str(root / SRC))  # kernels' own parser (the one kernel-builder uses)
+    doc = tomlkit.parse((root / SRC / "build.toml").read_text()).unwrap()
     assert doc["general"]["edition"] == 5 and doc["general"]["backends"] == ["cuda"]
     assert (
         doc["general"]["name"] == "ggml-attn-kernels"
@@ -126,16 +146,16 @@ def test_build_toml_is_edition_5_valid_and_follows_config(tmp_path: Path) -> Non
         assert k["backend"] == "cuda" and k["depends"] == [], name  # torch-independent objects
         assert k["cuda-capabilities"] == ["7.5", "9.0a"]
         assert k["cuda-flags"] == list(FACTS.CUDA_FLAGS)
-        assert k["include"] == ["vendor/ggml/include", "vendor/ggml/src", "vendor/ggml/src/ggml-cuda"]
+        assert k["include"] == [f"../../../vendor/ggml/{d}" for d in ("include", "src", "src/ggml-cuda")]
         for src in k["src"]:
-            assert src.startswith("csrc/cuda/") and (root / src).is_file(), src  # never a vendored .cu
-    assert all((root / s).is_file() for s in doc["torch"]["src"])
+            assert src.startswith("csrc/cuda/") and (root / SRC / src).is_file(), src  # never a vendored .cu
+    assert all((root / SRC / s).is_file() for s in doc["torch"]["src"])
 
 
 def test_each_upstream_entry_is_included_exactly_once_and_no_torch_in_cuda_units(tmp_path: Path) -> None:
     root = make_project(tmp_path)
     render.write(rendered(root))
-    units = sorted((root / "csrc" / "cuda").glob("*.cu"))
+    units = sorted((root / SRC / "csrc" / "cuda").glob("*.cu"))
     assert [u.name for u in units] == [
         "fa_vec_kernels.cu",
         "gdn_kernels.cu",
@@ -147,10 +167,10 @@ def test_each_upstream_entry_is_included_exactly_once_and_no_torch_in_cuda_units
     assert includes.count("ggml-cuda/gated_delta_net.cu") == 1
     assert includes.count("ggml-cuda/fattn-vec.cuh") == 1
     assert includes.count("ggml-cuda/ssm-conv.cu") == 1
-    for u in [*units, root / "csrc" / "cuda" / "ggml_launchers.h"]:
+    for u in [*units, root / SRC / "csrc" / "cuda" / "ggml_launchers.h"]:
         text = u.read_text()
         assert not re.search(r"#include\s*[<\"](torch|ATen|c10)/", text), u.name
-    binding = (root / "torch-ext" / "torch_binding.cpp").read_text()
+    binding = (root / SRC / "torch-ext" / "torch_binding.cpp").read_text()
     assert '#include "../csrc/cuda/ggml_launchers.h"' in binding
     assert binding.count("TORCH_LIBRARY_EXPAND(TORCH_EXTENSION_NAME") == 1
 
@@ -158,11 +178,11 @@ def test_each_upstream_entry_is_included_exactly_once_and_no_torch_in_cuda_units
 def test_instance_tables_come_from_the_facts(tmp_path: Path) -> None:
     root = make_project(tmp_path)
     render.write(rendered(root))
-    gdn = (root / "csrc" / "cuda" / "gdn_kernels.cu").read_text()
+    gdn = (root / SRC / "csrc" / "cuda" / "gdn_kernels.cu").read_text()
     switch = gdn[gdn.index("ggml_vendor_gdn_supports(int64_t head_dim)") :]
     switch = switch[: switch.index("default:")]
     assert tuple(int(d) for d in re.findall(r"case (\d+):", switch)) == FACTS.GDN_CUDA_HEAD_DIMS
-    fa = (root / "csrc" / "cuda" / "fa_vec_kernels.cu").read_text()
+    fa = (root / SRC / "csrc" / "cuda" / "fa_vec_kernels.cu").read_text()
     instances = set(re.findall(r"flash_attn_ext_vec<(\d+), (\d), (\w+), (\w+), false>", fa))
     expected = {
         (str(d), str(n), t, t)
@@ -171,8 +191,10 @@ def test_instance_tables_come_from_the_facts(tmp_path: Path) -> None:
         for _, t in FACTS.FA_VEC_CUDA_KV_TYPES
     }
     assert instances == expected
-    assert f"kFaMaxQueries = {FACTS.FA_VEC_MAX_QUERIES};" in (root / "torch-ext" / "torch_binding.cpp").read_text()
-    shim = (root / "csrc" / "cuda" / "ggml_shim.cu").read_text()
+    assert (
+        f"kFaMaxQueries = {FACTS.FA_VEC_MAX_QUERIES};" in (root / SRC / "torch-ext" / "torch_binding.cpp").read_text()
+    )
+    shim = (root / SRC / "csrc" / "cuda" / "ggml_shim.cu").read_text()
     for field, _expr in FACTS.CUDA_DEVICE_INFO_FIELDS:
         assert f"info.devices[id].{field} = " in shim  # by name, never positionally
     for sym in (*FACTS.SHIM_SYMBOLS_CXX, *FACTS.SHIM_SYMBOLS_C):
@@ -182,7 +204,7 @@ def test_instance_tables_come_from_the_facts(tmp_path: Path) -> None:
 def test_python_package_parses_on_python_3_9_and_ops_py_carries_the_placeholder(tmp_path: Path) -> None:
     root = make_project(tmp_path)
     render.write(rendered(root))
-    pkg = root / "torch-ext" / "ggml_attn_kernels"
+    pkg = root / SRC / "torch-ext" / "ggml_attn_kernels"
     ops_py = (pkg / "_ops.py").read_text()
     for py in pkg.glob("*.py"):
         text = py.read_text().replace(render.OPS_NAME_PLACEHOLDER, "_ggml_attn_kernels_cuda_abc1234")
@@ -195,9 +217,11 @@ def test_python_package_parses_on_python_3_9_and_ops_py_carries_the_placeholder(
 
 
 def test_template_convention(tmp_path: Path) -> None:
-    t = tmp_path / "templates"
+    t = tmp_path / "templates"  # one package's templates: only build.toml, torch-ext/ and csrc/ render
+    (t / "facts.py").parent.mkdir(parents=True, exist_ok=True)
+    (t / "facts.py").write_bytes((REPO / "templates" / "ggml-attn-kernels" / "facts.py").read_bytes())
     files = {
-        "build.toml.j2": (REPO / "templates" / "build.toml.j2").read_text(),
+        "build.toml.j2": (REPO / "templates" / "ggml-attn-kernels" / "build.toml.j2").read_text(),
         "torch-ext/__module__/extra.py.j2": "# {{ notice }}\nNAME = {{ module | tojson }}\n",
         "_partials/metal.toml.j2": "",
         "_partials/rocm.toml.j2": "",
@@ -208,25 +232,28 @@ def test_template_convention(tmp_path: Path) -> None:
     for rel, text in files.items():
         (t / rel).parent.mkdir(parents=True, exist_ok=True)
         (t / rel).write_text(text)
+    shared = {"torch-ext/registration.h", "torch-ext/ggml_attn_kernels/_ops.py"}  # the tool's, every package's
     for backends, expect in [
-        (("cuda",), {"build.toml", "torch-ext/ggml_attn_kernels/extra.py", "csrc/cuda/c.cu"}),
-        (("metal",), {"build.toml", "torch-ext/ggml_attn_kernels/extra.py", "csrc/metal/m.mm"}),
+        (("cuda",), {"build.toml", "torch-ext/ggml_attn_kernels/extra.py", "csrc/cuda/c.cu", *shared}),
+        (("metal",), {"build.toml", "torch-ext/ggml_attn_kernels/extra.py", "csrc/metal/m.mm", *shared}),
         # ROCm hipifies the CUDA sources, so csrc/cuda renders for it too.
-        (("rocm",), {"build.toml", "torch-ext/ggml_attn_kernels/extra.py", "csrc/cuda/c.cu"}),
+        (("rocm",), {"build.toml", "torch-ext/ggml_attn_kernels/extra.py", "csrc/cuda/c.cu", *shared}),
     ]:
         root = make_project(tmp_path, backends=backends, templates=t, name="-".join(backends))
         got = rendered(root)
         assert {f.path for f in got.files} == expect, backends
         extra = got.by_path()["torch-ext/ggml_attn_kernels/extra.py"].content
         assert 'NAME = "ggml_attn_kernels"' in extra and render.GENERATED_MARKER in extra
-        assert "templates/torch-ext/__module__/extra.py.j2" in extra
+        assert "templates/ggml-attn-kernels/torch-ext/__module__/extra.py.j2" in extra
 
 
 def test_undefined_name_fails_naming_the_template_and_writes_nothing(tmp_path: Path) -> None:
     root = make_project(tmp_path)
     render.write(rendered(root))
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and "templates" not in p.parts}
-    (root / "templates" / "csrc" / "cuda" / "broken.cu.j2").write_text("// {{ notice }}\n{{ no_such_name }}\n")
+    (root / "templates" / "ggml-attn-kernels" / "csrc" / "cuda" / "broken.cu.j2").write_text(
+        "// {{ notice }}\n{{ no_such_name }}\n"
+    )
     with pytest.raises(RenderError, match=r"broken\.cu\.j2.*no_such_name"):
         rendered(root)
     after = {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and "templates" not in p.parts}
@@ -235,14 +262,14 @@ def test_undefined_name_fails_naming_the_template_and_writes_nothing(tmp_path: P
 
 def test_template_without_notice_is_rejected(tmp_path: Path) -> None:
     root = make_project(tmp_path)
-    (root / "templates" / "csrc" / "cuda" / "quiet.cu.j2").write_text("int x;\n")
+    (root / "templates" / "ggml-attn-kernels" / "csrc" / "cuda" / "quiet.cu.j2").write_text("int x;\n")
     with pytest.raises(RenderError, match="quiet.cu.j2.*notice"):
         rendered(root)
 
 
 def test_a_build_toml_that_kernels_rejects_fails_render(tmp_path: Path) -> None:
     root = make_project(tmp_path)
-    bt = root / "templates" / "build.toml.j2"
+    bt = root / "templates" / "ggml-attn-kernels" / "build.toml.j2"
     bt.write_text(
         bt.read_text().replace("edition = {{ build_edition }}", "edition = {{ build_edition }}\nnot-a-key = 1")
     )

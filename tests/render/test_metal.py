@@ -24,16 +24,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import metallib_fixture
 from tests.helpers.fixture_repos import RENDER_PYPROJECT
-from tests.helpers.machine import real_upstream_export
-from toolkit.build import metal, metallib
+from tests.helpers.machine import metal_blockers, real_upstream_export
+from toolkit.build import metal
 from toolkit.core import config as config_mod
 from toolkit.core import package_facts
 from toolkit.core.lock import Lock
 from toolkit.render import stage as render
 
 # The first package's op facts over ggml's shared ones (templates/facts.py), as render sees them.
-FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates", "ggml-attn-kernels")
+FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates" / "ggml-attn-kernels", "ggml-attn-kernels")
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "metal"
@@ -41,6 +42,7 @@ UPDATE = os.environ.get("GGML_VENDOR_UPDATE_GOLDEN") == "1"
 
 PYPROJECT = RENDER_PYPROJECT.replace("{archs}", '"8.0", "9.0"')
 
+PKG = "ggml-attn-kernels"  # the lock keys are "<package>:<op>"
 MONO = "src/ggml-metal/ggml-metal.metal"
 IMPL = "src/ggml-metal/ggml-metal-impl.h"
 
@@ -48,7 +50,7 @@ IMPL = "src/ggml-metal/ggml-metal-impl.h"
 def _lock(kind: str) -> Lock:
     if kind == "pre-split":
         entries = {
-            op: {"cuda": (c,), "metal": (MONO,)}
+            f"{PKG}:{op}": {"cuda": (c,), "metal": (MONO,)}
             for op, c in (
                 ("gated_delta_net", "src/ggml-cuda/gated_delta_net.cu"),
                 ("flash_attn", "src/ggml-cuda/fattn-vec.cuh"),
@@ -81,14 +83,16 @@ def _lock(kind: str) -> Lock:
         tool_version="0.1.0",
         files={},
         entries={
-            "gated_delta_net": {"cuda": ("src/ggml-cuda/gated_delta_net.cu",), "metal": (gdn,)},
-            "flash_attn": {"cuda": ("src/ggml-cuda/fattn-vec.cuh",), "metal": (fa,)},
-            "ssm_conv": {"cuda": ("src/ggml-cuda/ssm-conv.cu",), "metal": (conv,)},
+            f"{PKG}:gated_delta_net": {"cuda": ("src/ggml-cuda/gated_delta_net.cu",), "metal": (gdn,)},
+            f"{PKG}:flash_attn": {"cuda": ("src/ggml-cuda/fattn-vec.cuh",), "metal": (fa,)},
+            f"{PKG}:ssm_conv": {"cuda": ("src/ggml-cuda/ssm-conv.cu",), "metal": (conv,)},
         },
         closures={
-            "gated_delta_net": {"metal": (gdn, common, IMPL)},
-            "flash_attn": {"metal": (fa, common, "src/ggml-metal/kernels/dequantize.h", IMPL, "src/ggml-common.h")},
-            "ssm_conv": {"metal": (conv, common, IMPL)},
+            f"{PKG}:gated_delta_net": {"metal": (gdn, common, IMPL)},
+            f"{PKG}:flash_attn": {
+                "metal": (fa, common, "src/ggml-metal/kernels/dequantize.h", IMPL, "src/ggml-common.h")
+            },
+            f"{PKG}:ssm_conv": {"metal": (conv, common, IMPL)},
         },
     )
 
@@ -98,7 +102,7 @@ def rendered(tmp_path: Path, kind: str, backends: str = '"cuda", "metal", "rocm"
     proj.mkdir(exist_ok=True)
     (proj / "pyproject.toml").write_text(PYPROJECT.format(backends=backends))
     if not (proj / "templates").exists():
-        (proj / "templates").symlink_to(REPO / "templates")
+        shutil.copytree(REPO / "templates", proj / "templates")
     cfg = config_mod.load(proj)
     plan = render.plan(cfg, _lock(kind), read_vendor_lock=False)  # also validates build.toml with kernels
     return {f.path: f.content for f in plan.files}
@@ -111,8 +115,7 @@ def metal_section(build_toml: str) -> str:
 
 
 # Only these outputs depend on the upstream Metal layout and have golden files per layout; every other
-# rendered Metal file must equal, for both layouts, the committed csrc/metal/ file (which `render --check`
-# pins to the templates).
+# rendered Metal file must equal, for both layouts, what this repository's own render of it is.
 LAYOUT_DEPENDENT = ("csrc/metal/ggml_metal_kernels.metal", "build.toml.metal-section")
 
 
@@ -120,20 +123,22 @@ def _golden_rel(kind: str, path: str) -> str:
     return f"{kind}/{path}"
 
 
-def _expected_path(kind: str, path: str) -> Path:
-    return GOLDEN / _golden_rel(kind, path) if path in LAYOUT_DEPENDENT else REPO / path
+def _repository_render() -> dict[str, str]:
+    """This repository's first package as `ggml-vendor render` writes it (its lock's layout, its backends)."""
+    return {f.path: f.content for f in render.plan(config_mod.load(REPO)).files}
 
 
 def _golden(kind: str, path_in_project: str, text: str) -> None:
-    path = _expected_path(kind, path_in_project)
-    if UPDATE:
-        if path.is_relative_to(GOLDEN):  # the committed sources are updated by `ggml-vendor render`
+    if path_in_project not in LAYOUT_DEPENDENT:
+        expected, rel = _repository_render()[path_in_project], f"the repository's render of {path_in_project}"
+    else:
+        path = GOLDEN / _golden_rel(kind, path_in_project)
+        if UPDATE:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
-        return
-    assert path.is_file(), f"no golden file {path}: run with GGML_VENDOR_UPDATE_GOLDEN=1 and review it"
-    expected = path.read_text()
-    rel = path.relative_to(REPO).as_posix()
+            return
+        assert path.is_file(), f"no golden file {path}: run with GGML_VENDOR_UPDATE_GOLDEN=1 and review it"
+        expected, rel = path.read_text(), path.relative_to(REPO).as_posix()
     if text != expected:
         import difflib
 
@@ -149,7 +154,8 @@ def test_rendered_metal_sources_match_golden(tmp_path: Path, kind: str) -> None:
     files = rendered(tmp_path, kind)
     ours = {p: t for p, t in files.items() if p.startswith("csrc/metal/")}
     templates = sorted(
-        p.relative_to(REPO / "templates").as_posix()[:-3] for p in (REPO / "templates" / "csrc" / "metal").glob("*.j2")
+        p.relative_to(REPO / "templates" / "ggml-attn-kernels").as_posix()[:-3]
+        for p in (REPO / "templates" / "ggml-attn-kernels" / "csrc" / "metal").glob("*.j2")
     )
     assert sorted(ours) == templates  # every Metal template renders, and nothing else lands in csrc/metal
     for path, text in ours.items():
@@ -186,9 +192,10 @@ def test_metal_section_compiles_one_unit_and_tracks_vendored_headers(tmp_path: P
         assert sec["backend"] == "metal" and sec["depends"] == ["torch"]
         assert [s for s in sec["src"] if s.endswith(".metal")] == ["csrc/metal/ggml_metal_kernels.metal"]
         assert {s for s in sec["src"] if s.endswith(".mm")} == set(FACTS.METAL_HOST_SOURCES)
-        assert sec["include"] == ["vendor/ggml/src", "vendor/ggml/src/ggml-metal", "csrc/metal"]
-        vendored = [s for s in sec["src"] if s.startswith("vendor/")]
-        assert vendored == ["vendor/ggml/" + h for h in metal.metal_sources(_lock(kind)).headers]
+        vendor = "../../../vendor/ggml/"  # from build/<name>/src
+        assert sec["include"] == [f"{vendor}src", f"{vendor}src/ggml-metal", "csrc/metal"]
+        vendored = [s for s in sec["src"] if s.startswith(vendor)]
+        assert vendored == [vendor + h for h in metal.metal_sources(_lock(kind)).headers]
 
 
 def test_no_metal_sources_without_the_metal_backend(tmp_path: Path) -> None:
@@ -452,7 +459,7 @@ def test_objective_cxx_sources_parse(tmp_path: Path, arc: bool) -> None:
     impl = stubs / "ggml-metal-impl.h"
     impl.write_text(impl_header(post_split=False))
     gen = tmp_path / "gen"
-    metal_lib = metallib.build_fixture(["kernel_probe"])
+    metal_lib = metallib_fixture.build_fixture(["kernel_probe"])
     gen.mkdir()
     (gen / "t_metallib.h").write_text(metal.header_source(metal_lib, "t_metal"))
     common = [
@@ -488,7 +495,7 @@ def test_objective_cxx_sources_parse(tmp_path: Path, arc: bool) -> None:
 )
 def test_metal_binary_built_on_macos() -> None:  # pragma: no cover - needs a Mac
     host = metal.probe_host()
-    assert not host.blockers, host.blockers
+    assert not metal_blockers(host), metal_blockers(host)
 
 
 @pytest.mark.real_upstream

@@ -27,10 +27,10 @@ from toolkit.core import package_facts
 from toolkit.render import stage as render
 
 # The first package's op facts over ggml's shared ones (templates/facts.py), as render sees them.
-FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates", "ggml-attn-kernels")
+FACTS = package_facts.load(Path(__file__).resolve().parents[2] / "templates" / "ggml-attn-kernels", "ggml-attn-kernels")
 
 REPO = Path(__file__).resolve().parents[2]
-TEMPLATE = REPO / "templates" / "csrc" / "metal" / "ggml_metal_dispatch.h.j2"
+TEMPLATE = REPO / "templates" / "ggml-attn-kernels" / "csrc" / "metal" / "ggml_metal_dispatch.h.j2"
 MINI = REPO / "toolkit" / "data" / "mini-upstream"
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not on PATH")
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not 
 def render_dispatch_header(dest: Path) -> Path:
     """Render our header the way `ggml-vendor render` does (same template, facts module as `facts`)."""
     text = (
-        render.template_environment(REPO / "templates")
+        render.template_environment(REPO / "templates" / "ggml-attn-kernels")
         .get_template("csrc/metal/ggml_metal_dispatch.h.j2")
         .render(notice="generated for tests by tests/render/test_metal_host.py", facts=FACTS)
     )

@@ -20,7 +20,7 @@ BUILD_CHAIN = (
     "toolkit.app",
     "toolkit.build",
     "toolkit.build.stage",
-    "toolkit.build.plan",
+    "toolkit.build.steps",
     "toolkit.build.local",
 )
 PROTOCOL = "toolkit.core.stage"  # the one module every stage may return into
@@ -74,7 +74,7 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -
         anchor = module.split(".") if is_package else module.split(".")[:-1]
         anchor = anchor[: len(anchor) - (node.level - 1)]
         base = ".".join([*anchor, base] if base else anchor)
-    # `from toolkit.build import zig` names the submodule zig; `from toolkit.build.plan import X` the module
+    # `from toolkit.build import zig` names the submodule zig; `from toolkit.build.steps import X` the module
     return [f"{base}.{a.name}" for a in node.names] + [base]
 
 

@@ -22,11 +22,13 @@ from toolkit.core.lock import read_lock
 from toolkit.sync import behaviour
 from toolkit.sync.drift import BODY_CHANGED, SIGNATURE_CHANGED
 from toolkit.sync.embedded import mini_files
-from toolkit.sync.stage import SyncRequest
+from toolkit.sync.project_plan import SyncRequest
 
 REPO = Path(__file__).resolve().parents[2]
-GDN_KERNEL = "gated_delta_net: cuda kernel gated_delta_net_cuda"
-GDN_CPU = "gated_delta_net: cpu reference ggml_compute_forward_gated_delta_net_one_chunk"
+# Behaviour keys name the op by its lock key, "<package>:<op>" (the replay's project is ggml-attn-kernels).
+GDN = "ggml-attn-kernels:gated_delta_net"
+GDN_KERNEL = f"{GDN}: cuda kernel gated_delta_net_cuda"
+GDN_CPU = f"{GDN}: cpu reference ggml_compute_forward_gated_delta_net_one_chunk"
 FA_KERNEL = "flash_attn: cuda kernel flash_attn_ext_vec"
 
 
@@ -127,8 +129,10 @@ def _replay(tmp_path: Path, upstream: Path, pins: list[str]) -> list:
     root = tmp_path / "proj"
     root.mkdir()
     (root / "pyproject.toml").write_text(first_package_pyproject((REPO / "pyproject.toml").read_text()))
-    (root / "templates").mkdir()
-    (root / "templates" / "facts.py").write_bytes((REPO / "templates" / "facts.py").read_bytes())  # the ops' facts
+    (root / "templates" / "ggml-attn-kernels").mkdir(parents=True)
+    (root / "templates" / "ggml-attn-kernels" / "facts.py").write_bytes(
+        (REPO / "templates" / "ggml-attn-kernels" / "facts.py").read_bytes()
+    )  # the ops' facts
     (root / "vendor" / "patches").mkdir(parents=True)
     config.set_value(root, "upstream", str(upstream))
     cfg = config.load(root)
@@ -153,7 +157,7 @@ def test_mini_replay_flags_body_only_changes_for_review(tmp_path, mini_history):
     assert got[GDN_KERNEL].change == BODY_CHANGED and not got[GDN_KERNEL].breaking
     assert got[GDN_CPU].change == BODY_CHANGED
     assert FA_KERNEL not in got  # a comment is not a behaviour change
-    assert transpose.semantics_to_review == ("gated_delta_net",) and transpose.breaking == ()
+    assert transpose.semantics_to_review == (GDN,) and transpose.breaking == ()
     assert not transpose.regions  # the signature fingerprints alone saw nothing: the issue's blind spot
     assert [s for _, s in got[GDN_KERNEL].commits] == ["graph : transpose the state (mini/1)"]
     assert "+    const float * s_in  = curr_state + state_offset + col;" in got[GDN_KERNEL].diff
@@ -164,7 +168,7 @@ def test_mini_replay_flags_body_only_changes_for_review(tmp_path, mini_history):
 
     got = _by_key(new_param)
     assert got[GDN_KERNEL].change == SIGNATURE_CHANGED and got[GDN_KERNEL].breaking
-    assert new_param.breaking == ("gated_delta_net",)
+    assert new_param.breaking == (GDN,)
     assert any("signature changed (breaking)" in line for line in new_param.summary_lines())
 
 
@@ -173,8 +177,9 @@ def test_lock_records_behaviour_without_vendoring_the_reference(tmp_path, mini_h
     cfg = config.load(make_project(tmp_path / "p", str(repo)))
     sync_project(cfg, SyncRequest(rev=pins["p0"]))
     lock = read_lock(cfg.vendor_dir)
-    assert lock.behaviour[GDN_CPU].path == ggml_facts.CPU_OPS_SOURCE
-    assert len(lock.behaviour[GDN_CPU].body) == 64
+    cpu = GDN_CPU.replace("ggml-attn-kernels:", "fixture-kernels:")  # make_project's package
+    assert lock.behaviour[cpu].path == ggml_facts.CPU_OPS_SOURCE
+    assert len(lock.behaviour[cpu].body) == 64
     assert ggml_facts.CPU_OPS_SOURCE not in lock.files
     assert not (cfg.vendor_dir / "ggml" / ggml_facts.CPU_OPS_SOURCE).exists()
 
@@ -229,15 +234,15 @@ def test_real_replay_flags_the_silent_semantic_changes(tmp_path, real_llama_hist
     # the state transpose (2026-03-13): no declaration moved, bodies did, in the kernel and in ggml-cpu
     st = _by_key(steps["6dafac00->b41cee5e"])
     assert st[GDN_KERNEL].change == BODY_CHANGED and st[GDN_CPU].change == BODY_CHANGED
-    assert "gated_delta_net" in steps["6dafac00->b41cee5e"].semantics_to_review
-    assert "gated_delta_net" not in steps["6dafac00->b41cee5e"].breaking
+    assert GDN in steps["6dafac00->b41cee5e"].semantics_to_review
+    assert GDN not in steps["6dafac00->b41cee5e"].breaking
     assert "curr_state[col * S_v + i]" in st[GDN_KERNEL].diff
     assert st[GDN_KERNEL].commits and "b41cee5e" in st[GDN_KERNEL].commits[0][1]
 
     # the snapshot order (2026-06-10): same CUDA declaration, kernel and reference bodies changed
     so = _by_key(steps["7b28f950->390c2f40"])
     assert so[GDN_KERNEL].change == BODY_CHANGED and so[GDN_CPU].change == BODY_CHANGED
-    assert "gated_delta_net" in steps["7b28f950->390c2f40"].semantics_to_review
+    assert GDN in steps["7b28f950->390c2f40"].semantics_to_review
 
     # and the parameter-list changes stay "signature changed (breaking)"
     for step in ("36ae4059->6dafac00", "b41cee5e->43365523", "390c2f40->ed6ad30f"):

@@ -32,7 +32,7 @@ from toolkit.core import config
 from toolkit.core.errors import PatchError, UpstreamError, VendorStateError
 from toolkit.core.lock import read_lock, sha256_bytes
 from toolkit.sync.embedded import EMBEDDED, materialize_mini_upstream
-from toolkit.sync.stage import SyncRequest
+from toolkit.sync.project_plan import SyncRequest
 
 runner = CliRunner()
 REPO = Path(__file__).resolve().parents[2]
@@ -91,9 +91,13 @@ def test_first_sync_both_layouts(tmp_path, up, up_llama, layout):
         data = (cfg.vendor_dir / "ggml" / path).read_bytes()
         assert data == upstream_bytes(repo, "v1", path)
         assert lock.files[path] == sha256_bytes(data)
-    assert set(lock.closure("gated_delta_net", "cuda")) == GDN_CUDA
-    assert set(lock.closure("flash_attn", "cuda")) == FA_CUDA
-    assert set(lock.closure("gated_delta_net", "metal")) == METAL == set(lock.closure("flash_attn", "metal"))
+    assert set(lock.closure("fixture-kernels:gated_delta_net", "cuda")) == GDN_CUDA
+    assert set(lock.closure("fixture-kernels:flash_attn", "cuda")) == FA_CUDA
+    assert (
+        set(lock.closure("fixture-kernels:gated_delta_net", "metal"))
+        == METAL
+        == set(lock.closure("fixture-kernels:flash_attn", "metal"))
+    )
     assert lock.info("include/ggml-backend.h").reason == "included by src/ggml-cuda/common.cuh:4"
     assert lock.info("LICENSE").reason == "always ships (license notice)"
     lic = {i.path: i for i in lock.licenses}
@@ -127,14 +131,14 @@ def test_rev_forms_are_recorded_as_full_commit(proj, up, rev_of):
 def test_post_split_metal_entry_wins_when_present(proj):
     sync(proj, rev="metal-split")
     lock = read_lock(proj.vendor_dir)
-    assert lock.entries["gated_delta_net"]["metal"] == ("src/ggml-metal/kernels/gated_delta_net.metal",)
-    assert set(lock.closure("gated_delta_net", "metal")) == {
+    assert lock.entries["fixture-kernels:gated_delta_net"]["metal"] == ("src/ggml-metal/kernels/gated_delta_net.metal",)
+    assert set(lock.closure("fixture-kernels:gated_delta_net", "metal")) == {
         "src/ggml-metal/kernels/gated_delta_net.metal",
         "src/ggml-metal/kernels/common.h",
         "src/ggml-metal/ggml-metal-impl.h",
         "src/ggml-common.h",
     }
-    assert lock.entries["flash_attn"]["metal"] == ("src/ggml-metal/ggml-metal.metal",)
+    assert lock.entries["fixture-kernels:flash_attn"]["metal"] == ("src/ggml-metal/ggml-metal.metal",)
 
 
 def test_in_tree_symlink_is_vendored_as_a_regular_file(proj):
@@ -325,7 +329,7 @@ def test_refuses_a_tree_that_is_not_ggml(proj, tmp_path):
 
 def test_refuses_missing_entry_file(proj):
     sync(proj, rev="v1")
-    assert_refused(proj, UpstreamError, "entry file of gated_delta_net/metal not found", rev="no-metal")
+    assert_refused(proj, UpstreamError, "entry file of fixture-kernels:gated_delta_net/metal not found", rev="no-metal")
 
 
 def test_refuses_unresolvable_include_naming_file_and_line(proj):

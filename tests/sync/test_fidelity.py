@@ -19,7 +19,7 @@ from toolkit.core import config
 from toolkit.core.lock import LOCK_NAME, read_lock
 from toolkit.core.projectlock import project_lock
 from toolkit.render import stage as render
-from toolkit.sync.stage import SyncRequest
+from toolkit.sync.project_plan import SyncRequest
 from toolkit.sync.vendor_tree import INT_ENV
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,10 +93,13 @@ def test_d2_bracketed_text_survives_in_messages(tmp_path):
     root = tmp_path / "noname"
     root.mkdir()
     (root / "pyproject.toml").write_text(
-        RENDER_PYPROJECT.format(backends='"cuda"', archs='"9.0"').replace('name = "ggml-attn-kernels"\n', "")
+        RENDER_PYPROJECT.format(backends='"cuda"', archs='"9.0"').replace(
+            'hub-repo = "example/ggml-attn-kernels"\n', ""
+        )
     )
     res = cli(root, "sync", "--check")
-    assert res.returncode == 2 and "add name = ... under [tool.ggml-vendor]" in res.stderr, res.stderr
+    assert res.returncode == 2, res.stderr
+    assert "add hub-repo = ... under [tool.ggml-vendor.packages.ggml-attn-kernels]" in res.stderr, res.stderr
 
 
 def test_d2_variants_message_keeps_double_brackets(tmp_path):
@@ -104,7 +107,9 @@ def test_d2_variants_message_keeps_double_brackets(tmp_path):
     root.mkdir()
     (root / "pyproject.toml").write_text(RENDER_PYPROJECT.format(backends='"cuda"', archs='"9.0"'))
     (root / "variants").mkdir()
-    (root / "variants" / "default.toml").write_text("# no rows\n")
+    (root / "variants" / "ggml-attn-kernels.toml").write_text("# no rows\n")
+    (root / "templates" / "ggml-attn-kernels").mkdir(parents=True)
+    (root / "templates" / "ggml-attn-kernels" / "facts.py").write_text("")
     res = cli(root, "variants")
     assert res.returncode == 2, res.stdout + res.stderr
     assert "no [[build]] rows" in res.stderr and "add at least one [[build]] table" in res.stderr, res.stderr

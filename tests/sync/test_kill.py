@@ -17,7 +17,7 @@ import pytest
 from tests.helpers.fixture_repos import build_upstream, make_patch, make_project, sync_project
 from tests.helpers.kill import run_killed_at
 from toolkit.core import config
-from toolkit.sync.stage import SyncRequest
+from toolkit.sync.project_plan import SyncRequest
 from toolkit.sync.vendor_tree import KILL_ENV, recover
 
 REPO = Path(__file__).resolve().parents[2]

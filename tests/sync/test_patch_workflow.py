@@ -13,7 +13,7 @@ from toolkit.cli import app
 from toolkit.core import config
 from toolkit.core.lock import read_lock
 from toolkit.sync.patches import describe, message_of
-from toolkit.sync.stage import SyncRequest
+from toolkit.sync.project_plan import SyncRequest
 from toolkit.sync.vendor_tree import check_vendor_dir
 
 runner = CliRunner()

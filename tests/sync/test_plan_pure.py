@@ -15,7 +15,7 @@ from toolkit.cli import app
 from toolkit.core import config
 from toolkit.core.lock import read_lock
 from toolkit.sync.embedded import EMBEDDED
-from toolkit.sync.stage import SyncRequest
+from toolkit.sync.project_plan import SyncRequest
 
 pytestmark = pytest.mark.usefixtures("isolated_upstream_cache")  # a fresh upstream cache per test, no mirror
 
@@ -85,7 +85,7 @@ def test_plan_from_a_local_clone_writes_nothing(tmp_path, up):
 
 def test_sync_status_and_patch_follow_the_stage_protocol(tmp_path, up):
     from toolkit.core.stage import Plan, Report, exit_code_of
-    from toolkit.sync import patch_workflow
+    from toolkit.sync import patch_stage, patch_workflow
     from toolkit.sync import status as status_stage
 
     cfg = config.load(make_project(tmp_path / "p", str(up.path)))
@@ -94,21 +94,21 @@ def test_sync_status_and_patch_follow_the_stage_protocol(tmp_path, up):
     assert isinstance(plan, Plan) and isinstance(report, Report) and exit_code_of(report) == 0
     assert report.lines()[0].startswith("synced vendor/ to") and report.to_json()["status"] == "synced"
 
-    splan = status_stage.plan(cfg)
-    srep = status_stage.execute(splan)
-    assert isinstance(splan, Plan) and isinstance(srep, Report) and srep.to_json()["clean"] is True
+    # status is a query: it reads and reports, with no plan to carry out
+    srep = status_stage.query(cfg)
+    assert isinstance(srep, Report) and srep.to_json()["clean"] is True
     assert "vendor/ clean" in srep.lines()
 
     gdn = cfg.vendor_dir / "ggml" / "src/ggml-cuda/gated_delta_net.cu"
     gdn.write_text(gdn.read_text() + "// ours\n")
-    save = patch_workflow.plan_save(cfg, "ours", "cuda: a comment")
+    save = patch_stage.plan(cfg, patch_stage.Request("save", "ours", "cuda: a comment"))
     assert isinstance(save, Plan) and save.lines()[0].startswith("would save vendor/patches/0001-ours.patch")
-    saved = patch_workflow.execute_save(save)
+    saved = patch_stage.execute(save)
     assert isinstance(saved, Report) and saved.to_json()["written"] is True
     listed = patch_workflow.list_patches(cfg)
     assert isinstance(listed, Report) and "0001-ours.patch: applies" in "\n".join(listed.lines())
-    drop = patch_workflow.plan_drop(cfg, "ours")
+    drop = patch_stage.plan(cfg, patch_stage.Request("drop", "ours"))
     assert isinstance(drop, Plan) and drop.lines() == ["would drop vendor/patches/0001-ours.patch"]
-    dropped = patch_workflow.execute_drop(drop)
+    dropped = patch_stage.execute(drop)
     assert isinstance(dropped, Report) and dropped.lines() == ["dropped vendor/patches/0001-ours.patch"]
     assert "// ours" not in gdn.read_text()

@@ -16,7 +16,7 @@ import pytest
 from tests.helpers.fixture_repos import git, sync_project
 from toolkit.core import config
 from toolkit.core.lock import read_lock
-from toolkit.sync.stage import SyncRequest
+from toolkit.sync.project_plan import SyncRequest
 
 pytestmark = pytest.mark.real_upstream
 REAL = os.environ.get("GGML_VENDOR_REAL_UPSTREAM")

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import metallib_fixture
 from tests.helpers.hubserver.variants import (
     FAKE_UPSTREAM_COMMIT,
+    NAME,
     build_fatbin,
     compile_so,
     host_variant_name,
@@ -33,7 +35,7 @@ NO_VENDOR = VerifyOptions(check_vendor=False, smoke=False)
 
 def _project(tmp_path: Path) -> tuple[object, Path]:
     root = write_project(tmp_path / "proj")
-    return config.load(root), root / "build"
+    return config.load(root), root / "build" / NAME
 
 
 def _by_check(report, check: str, variant: str | None = None) -> list:  # type: ignore[no-untyped-def]
@@ -307,25 +309,23 @@ def _macho_with(payload: bytes, minos: tuple[int, int]) -> bytes:
 
 
 def test_metallib_embedded_in_the_binary(tmp_path: Path) -> None:
-    from toolkit.build import metallib
 
     v = tmp_path / "torch214-metal-aarch64-darwin"
     v.mkdir()
     names = ("kernel_a", "kernel_b")
     so = v / "_m_metal_x.abi3.so"
-    so.write_bytes(_macho_with(metallib.build_fixture(names, language_version=(4, 0)), (26, 0)))
+    so.write_bytes(_macho_with(metallib_fixture.build_fixture(names, language_version=(4, 0)), (26, 0)))
     ok = check_metal(v.name, v, "metal", [so], names)
     assert [f.status for f in ok] == [PASS] and "loads on macOS 26.0" in ok[0].message
     missing = check_metal(v.name, v, "metal", [so], names + ("kernel_c",))
     assert missing[0].status == FAIL and "kernel_c" in missing[0].message
     # Metal 4.0 does not load on macOS 15: a variant declaring minos 15.0 must be refused.
-    so.write_bytes(_macho_with(metallib.build_fixture(names, language_version=(4, 0)), (15, 0)))
+    so.write_bytes(_macho_with(metallib_fixture.build_fixture(names, language_version=(4, 0)), (15, 0)))
     old = check_metal(v.name, v, "metal", [so], names)
     assert any(f.status == FAIL and "needs macOS 26" in f.message for f in old)
 
 
 def test_metallib_file_and_absence(tmp_path: Path) -> None:
-    from toolkit.build import metallib
 
     v = tmp_path / "torch214-metal-aarch64-darwin"
     v.mkdir()
@@ -333,7 +333,7 @@ def test_metallib_file_and_absence(tmp_path: Path) -> None:
     so.write_bytes(_macho_with(b"", (26, 0)))
     none = check_metal(v.name, v, "metal", [so], ("k",))
     assert none[0].status == FAIL and "no metallib" in none[0].message
-    (v / "lib.metallib").write_bytes(metallib.build_fixture(("k",)))
+    (v / "lib.metallib").write_bytes(metallib_fixture.build_fixture(("k",)))
     assert check_metal(v.name, v, "metal", [so], ("k",))[0].status == PASS
     (v / "lib.metallib").write_bytes(b"MTLB" + bytes(10))
     assert check_metal(v.name, v, "metal", [so], ("k",))[0].status == FAIL

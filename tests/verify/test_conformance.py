@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.hubserver import HubServer, HubState
-from tests.helpers.hubserver.variants import make_variant, write_project
+from tests.helpers.hubserver.variants import NAME, make_variant, write_project
 from toolkit.core import config
 from toolkit.core.errors import PublishError
 from toolkit.verify import VerifyOptions, verify_build
@@ -22,7 +22,9 @@ from toolkit.verify.findings import FAIL, PASS, SKIP
 from toolkit.verify.runner import STAMP_NAME
 
 REPO = Path(__file__).resolve().parents[2]
-CASES = conf.load_cases(REPO / "templates" / "conformance.py")  # the first package's cases (its facts name them)
+CASES = conf.load_cases(
+    REPO / "templates" / "ggml-attn-kernels" / "conformance.py"
+)  # the first package's cases (its facts name them)
 R = CASES.R  # and their float64 references (templates/reference.py)
 
 
@@ -142,12 +144,12 @@ def test_a_raising_op_fails_its_case_and_the_rest_still_run(torch):
 def test_not_run_says_why_in_record_report_and_card(tmp_path):
     root = write_project(tmp_path / "proj", hub_repo="someone/kern")
     cfg = config.load(root)
-    make_variant(root / "build")
+    make_variant(root / "build" / NAME)
     report = verify_build(cfg, options=VerifyOptions(check_vendor=False))
     assert report.ok
     finding = next(f for v in report.variants for f in v.findings if f.check == "conformance")
     assert finding.status == SKIP and finding.message.startswith("not run: ")
-    stamp = json.loads((root / "build" / STAMP_NAME).read_text())
+    stamp = json.loads((root / "build" / NAME / STAMP_NAME).read_text())
     status = next(iter(stamp["variants"].values()))["conformance"]
     assert status.startswith("not run (") and status.endswith(")")
 
@@ -166,10 +168,13 @@ def test_not_run_says_why_in_record_report_and_card(tmp_path):
 def test_publish_refuses_where_the_gate_could_have_run(tmp_path, monkeypatch):
     root = write_project(tmp_path / "proj", hub_repo="someone/kern")
     cfg = config.load(root)
-    make_variant(root / "build")
+    make_variant(root / "build" / NAME)
     assert verify_build(cfg, options=VerifyOptions(check_vendor=False, conformance=False)).ok
-    monkeypatch.setattr(conf, "runnable_here", lambda variant: (True, ""))
+    from toolkit.publish import preflight as publish_preflight
     from toolkit.publish.preflight import preflight
+
+    # publish asks verify's face whether the gate could run here (the name it imported from toolkit.verify)
+    monkeypatch.setattr(publish_preflight, "runnable_here", lambda variant: (True, ""))
 
     with pytest.raises(PublishError, match="conformance not run .* this host can run it"):
         preflight(cfg, None, check_vendor=False)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.hubserver.variants import build_fatbin, compile_so, make_variant, write_metadata, write_project
+from tests.helpers.hubserver.variants import NAME, build_fatbin, compile_so, make_variant, write_metadata, write_project
 from toolkit.core import config
 from toolkit.verify import FAIL, PASS, VerifyOptions, verify_build
 from toolkit.verify.imports import torch_lib_dirs
@@ -152,7 +152,7 @@ def test_verify_resolves_against_the_variants_build_environment(libs, tmp_path: 
     monkeypatch.setenv("GGML_VENDOR_ENVS", str(envs))
     assert torch_lib_dirs(VARIANT) == (envs / "torch213-cu130/lib/python3.11/site-packages/torch/lib",)
     root = write_project(tmp_path / "proj")
-    cfg, build = config.load(root), root / "build"
+    cfg, build = config.load(root), root / "build" / NAME
     v = make_variant(build, variant=VARIANT)
     meta = json.loads((v / "metadata.json").read_text())
     compile_so(v, meta["id"], fatbin=build_fatbin([[(80, "", False), (90, "", False)]]),

@@ -8,7 +8,7 @@ import ast
 import json
 from pathlib import Path
 
-from tests.helpers.hubserver.variants import host_variant_name, make_variant, write_project
+from tests.helpers.hubserver.variants import NAME, host_variant_name, make_variant, write_project
 from toolkit.core import config, stage
 from toolkit.core.errors import VerifyError
 from toolkit.verify import Plan, Request, VerifyOptions, execute, plan, record
@@ -19,7 +19,7 @@ FAST = VerifyOptions(check_vendor=False, smoke=False, conformance=False)
 
 def _project(tmp_path: Path) -> tuple[config.Config, Path]:
     root = write_project(tmp_path / "proj")
-    return config.load(root), root / "build"
+    return config.load(root), root / "build" / NAME
 
 
 def _snapshot(d: Path) -> dict[str, int]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.hubserver.variants import (
+    NAME,
     build_fatbin,
     compile_so,
     host_variant_name,
@@ -243,7 +244,7 @@ def _relink(variant_dir: Path, **kw) -> None:  # type: ignore[no-untyped-def]
 
 def test_verify_fails_a_variant_with_a_too_new_import_and_publish_cannot_ship_it(objs, tmp_path: Path) -> None:
     root = write_project(tmp_path / "proj")
-    cfg, build = config.load(root), root / "build"
+    cfg, build = config.load(root), root / "build" / NAME
     v = make_variant(build)
     _relink(v, extra_c="extern long __isoc23_strtol(); long use(void) { return __isoc23_strtol(); }\n",
             link=(str(objs["isoc23"].parent / "libc-stub.so"),))  # fmt: skip
@@ -265,7 +266,7 @@ def test_verify_fails_a_variant_with_a_too_new_import_and_publish_cannot_ship_it
 
 def test_verify_fails_a_variant_carrying_its_own_unwinder(tmp_path: Path) -> None:
     root = write_project(tmp_path / "proj")
-    cfg, build = config.load(root), root / "build"
+    cfg, build = config.load(root), root / "build" / NAME
     v = make_variant(build)
     _relink(v, extra_c="void _Unwind_Resume(void *e) { (void)e; __builtin_trap(); }\n")
     report = verify_build(cfg, options=VerifyOptions(check_vendor=False, smoke=False, host_toolchain_ok=True))

@@ -20,6 +20,7 @@ from toolkit.build.cache import sha256_file
 from toolkit.core import build_edition, fs
 from toolkit.core.config import Config
 from toolkit.core.errors import BuildError
+from toolkit.core.hashing import tree_digest
 
 DEFAULT_PYEXT = ("py", "pyi")
 # Files that make up the vendored upstream and our patches: hashed into the source identity so an edited
@@ -28,6 +29,7 @@ DEFAULT_PYEXT = ("py", "pyi")
 VENDOR_GLOBS = ("vendor/ggml/**/*", "vendor/patches/*", "vendor/UPSTREAM")
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".c", ".mm", ".m", ".metal")
 HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inc")
+REGISTRATION = "torch-ext/registration.h"  # rendered into every package's tree (toolkit/data/package)
 
 
 @dataclass(frozen=True)
@@ -67,11 +69,14 @@ class ProjectInputs:
     kernels: tuple[KernelSection, ...]
     python_files: tuple[str, ...]  # relative to torch-ext/<module>/
     source_id: str  # sha256 over every build input file; the op id's uid is its first 7 hex digits
-    has_registration_h: bool = False  # the render wrote torch-ext/registration.h (else the build supplies it)
     tool_version: str = __version__
-    # Where variants land, relative to `root`: "build" for the first package (rendered at the project root),
-    # "../../build/<package>" for one rendered at packages/<package> (build/<package>/<variant>/).
+    # Where variants land, relative to the project root (`home`): build/<package>/<variant>/.
     out_base: str = "build"
+    home: Path | None = None  # the project root (`root` is the package's rendered source, build/<name>/src)
+
+    @property
+    def project_root(self) -> Path:
+        return self.home if self.home is not None else self.root
 
     @property
     def uid(self) -> str:
@@ -90,9 +95,9 @@ class VendorView:
     """What of the shared vendor/ one package's source identity hashes: the vendored files its closure needs
     (and the always-shipped ones), the patches that change them, and its view of the lock (lock.package_view)
     in place of the family's vendor/UPSTREAM. So adding or re-syncing another package's ops leaves a package's
-    uid alone, and the first package of a family gets the uid a one-package project with the same pin gets."""
+    uid alone, and a package of a family gets the uid a project of that package alone with the same pin gets."""
 
-    rel: str  # vendor/ relative to the package root: "vendor" for the first package, "../../vendor" for others
+    rel: str  # vendor/ relative to the package's source tree: "../../../vendor" from build/<name>/src
     files: frozenset[str]  # vendored paths (standalone layout, relative to vendor/ggml)
     foreign_patches: frozenset[str]  # patch files that change only other packages' files
     lock_sha256: str  # sha256 of the rendered view of the lock
@@ -115,7 +120,7 @@ def vendor_view(cfg: Config, root: Path) -> VendorView | None:
         lock = read_lock(cfg.vendor_dir)
     except VendorStateError:
         return None  # sync reports a broken lock; the identity then hashes the files as they are
-    if lock is None or not lock.packages:
+    if lock is None:
         return None
     names = [f.name for f in ggml_facts.FINGERPRINTS] + [f.name for f in package_facts.of(cfg).fingerprints]
     view = package_view(lock, cfg.package.name, names)
@@ -229,10 +234,8 @@ def source_files(root: Path, inputs: ProjectInputs, view: VendorView | None = No
     globs = VENDOR_GLOBS if view is None else tuple(g.replace("vendor/", f"{view.rel}/", 1) for g in VENDOR_GLOBS)
     for pattern in globs:
         files.update(p.relative_to(root).as_posix() for p in root.glob(pattern) if p.is_file())
-    reg = root / "torch-ext" / "registration.h"
-    if reg.is_file():
-        files.add("torch-ext/registration.h")
-    # the stable-ABI twin of each binding source (toolkit.build.plan.stable_source), where the render wrote one
+    files.add(REGISTRATION)
+    # the stable-ABI twin of each binding source (toolkit.build.steps.stable_source), where the render wrote one
     for src in inputs.torch_src:
         stem, dot, ext = src.rpartition(".")
         if dot and (root / f"{stem}_stable.{ext}").is_file():
@@ -241,24 +244,26 @@ def source_files(root: Path, inputs: ProjectInputs, view: VendorView | None = No
 
 
 def source_identity(root: Path, files: list[str], view: VendorView | None = None) -> str:
-    h = hashlib.sha256()
+    """The tree hash (core.hashing.tree_digest) of the build's input files, in the order given."""
     lock_rel = f"{view.rel}/UPSTREAM" if view is not None else None
-    for rel in files:
+
+    def digest(rel: str) -> str:
         p = root / rel
         if not p.is_file():
             raise BuildError(f"build input {rel} does not exist", "run `ggml-vendor render` (and `sync`)")
-        digest = view.lock_sha256 if view is not None and rel == lock_rel else sha256_file(p)
-        h.update(rel.encode() + b"\0" + digest.encode() + b"\n")
-    return h.hexdigest()
+        return view.lock_sha256 if view is not None and rel == lock_rel else sha256_file(p)
+
+    return tree_digest((rel, digest(rel)) for rel in files)
 
 
 def load_project(
     cfg: Config, *, memo: Path | None = None, tool_version: str = __version__, store: bool = True
 ) -> ProjectInputs:
-    root = cfg.package_root  # the package's rendered tree (the project root for the first package)
+    root = cfg.package_root  # the package's rendered source tree, build/<name>/src
+    for rel in ("build.toml", REGISTRATION, f"torch-ext/{cfg.module}/_ops.py"):
+        if not (root / rel).is_file():  # every package's render writes all three (toolkit/data/package)
+            raise BuildError(f"{root / rel} does not exist", f"run `ggml-vendor render -p {cfg.name}` first")
     path = root / "build.toml"
-    if not path.is_file():
-        raise BuildError(f"{path} does not exist", "run `ggml-vendor render` first")
     validate_build_toml(root, memo, store=store)
     doc = tomlkit.parse(path.read_text()).unwrap()
     general = doc.get("general", {})
@@ -285,9 +290,9 @@ def load_project(
         kernels=_kernel_sections(doc),
         python_files=python_files(root, module, _tuple(torch, "pyext")),
         source_id="0" * 64,
-        has_registration_h=(root / "torch-ext" / "registration.h").is_file(),
         tool_version=tool_version,
-        out_base=Path(os.path.relpath(cfg.build_dir, root)).as_posix(),
+        out_base=cfg.build_dir.relative_to(cfg.root).as_posix(),
+        home=cfg.root,
     )
     from dataclasses import replace
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from toolkit.build.cache import BuildCache, digest_strings, parse_depfile, scratch_prefix
 from toolkit.build.fixedtu import KEY_TAG as TU_KEY_TAG
 from toolkit.build.fixedtu import through_stand_in
-from toolkit.build.geninclude import GLIBC_COMPAT, GLIBC_COMPAT_C, REGISTRATION_H, cublas_dir
+from toolkit.build.geninclude import GLIBC_COMPAT, GLIBC_COMPAT_C, cublas_dir
 from toolkit.build.metal import embed_metallib
 from toolkit.build.outdir import clean_stale_stages, intact_files, variant_stage
 from toolkit.build.outdir import variant_intact as variant_intact  # re-exported: callers import it from here
@@ -35,21 +35,10 @@ from toolkit.core.kernels_client import KERNELS_MINVER
 
 if TYPE_CHECKING:
     from toolkit.build.inputs import Provenance
-    from toolkit.build.plan import BuildPlan, Step, VariantPlan
+    from toolkit.build.steps import BuildPlan, Step, VariantPlan
 
 LOG_TAIL_LINES = 25
 
-# kernel-builder's _ops.py (docs/hub-contract.md §4.2), written when torch-ext/<module>/ has no _ops.py.
-OPS_PY = '''\
-import torch
-from . import {ops_id}
-ops = torch.ops.{ops_id}
-
-
-def add_op_namespace_prefix(op_name: str) -> str:
-    """Prefix op by namespace."""
-    return f"{ops_id}::{{op_name}}"
-'''
 OPS_TOKEN = ggml_facts.OPS_NAME_PLACEHOLDER  # in a rendered _ops.py, replaced by the build's op id
 
 
@@ -147,6 +136,7 @@ class LocalExecutor:
         self.lock_sha = lock_sha
         self.progress = progress
         self.root = plan.project.root
+        self.home = plan.project.project_root  # variants' out_dir is relative to it
         self.stats = RunStats()
         self._procs: set[subprocess.Popen] = set()
         self._lock = threading.Lock()
@@ -279,11 +269,10 @@ class LocalExecutor:
         fs.stale_entries(self.cache.root / "tmp", "*")  # what killed runs left (SIGKILL skips our cleanup)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.gen_dir.mkdir(parents=True, exist_ok=True)
-        for name, text in (("registration.h", REGISTRATION_H), (GLIBC_COMPAT_C, GLIBC_COMPAT)):
-            f = self.gen_dir / name
-            if not f.is_file() or f.read_text() != text:
-                fs.atomic_write(f, text.encode())
-        clean_stale_stages(self.root / self.plan.project.out_base)
+        f = self.gen_dir / GLIBC_COMPAT_C
+        if not f.is_file() or f.read_text() != GLIBC_COMPAT:
+            fs.atomic_write(f, GLIBC_COMPAT.encode())
+        clean_stale_stages(self.home / self.plan.project.out_base)
         self._materialize_cublas(variants)
 
     def _schedule(self, run: _Run) -> None:
@@ -442,8 +431,6 @@ class LocalExecutor:
             if rel == "_ops.py":
                 data = data.replace(OPS_TOKEN.encode(), v.ops_id.encode())
             files[rel] = data
-        if "_ops.py" not in files:  # a package whose render writes none: kernel-builder's
-            files["_ops.py"] = OPS_PY.format(ops_id=v.ops_id).encode()
         return files
 
     def metadata(self, v: VariantPlan) -> dict:
@@ -497,7 +484,7 @@ class LocalExecutor:
             *(f"{k}={hashlib.sha256(d).hexdigest()}" for k, d in sorted(py.items())),
             json.dumps(meta, sort_keys=True),
         )
-        final = self.root / v.out_dir
+        final = self.home / v.out_dir
         compiles, hits = self._counts(v)
         log = str(self.log_dir / f"{v.name}.log")
         old = self.cache.read_stamp(v.name) or {}

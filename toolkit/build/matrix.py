@@ -310,7 +310,7 @@ def load_matrix(path: Path) -> Matrix:
     if not path.is_file():
         raise ConfigError(
             f"variant matrix {path} does not exist",
-            "create it (see variants/default.toml) or fix [tool.ggml-vendor].variants",
+            "create it (see variants/ggml-attn-kernels.toml) or fix the package's `variants` key in pyproject.toml",
         )
     return parse_matrix(path.read_text(), path)
 

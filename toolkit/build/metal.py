@@ -2,7 +2,7 @@
 
 This is the offline compile kernel-builder performs for a `backend = "metal"` section (docs/hub-contract.md
 §4.7: `metal -std=metal4.0 -O2 [-I...] -c` per .metal, `metallib` to link, `metallib_to_header.py` to
-embed), planned with the other compiler steps by toolkit/build/plan.py (the one Metal planner) and run by the local
+embed), planned with the other compiler steps by toolkit/build/steps.py (the one Metal planner) and run by the local
 executor where Xcode's Metal toolchain exists.
 
 Both upstream layouts are supported (docs/upstream.md §4.2, §8.3): the single `src/ggml-metal/ggml-metal.metal`
@@ -11,7 +11,7 @@ one translation unit is our rendered `csrc/metal/ggml_metal_kernels.metal`, whic
 GGML_METAL_HAS_BF16 and #includes the vendored entries (kernel-builder cannot pass -D to the Metal
 compiler); GGML_METAL_EMBED_LIBRARY and GGML_METAL_HAS_TENSOR are never defined.
 
-The build's own steps (toolkit/build/plan.py: one `metal` compile per .metal, `metallib`, the embed step)
+The build's own steps (toolkit/build/steps.py: one `metal` compile per .metal, `metallib`, the embed step)
 compile and link; this module holds what they and verify share:
     sources = metal_sources(lock)                       # which vendored files, which layout
     embed_metallib(metallib, header, namespace)          # the embed step (python -m toolkit.build.metal embed)
@@ -36,6 +36,7 @@ from toolkit.build import metallib as mtlb
 from toolkit.core import fs
 from toolkit.core import ggml_facts as facts
 from toolkit.core.errors import BuildError, VendorStateError
+from toolkit.core.lock import Lock
 
 LAYOUT_MONOLITH = "monolith"
 LAYOUT_SPLIT = "split"
@@ -73,7 +74,7 @@ def detect_layout(paths: Iterable[str]) -> str | None:
     return None
 
 
-def metal_sources(lock, ops: Iterable[str] | None = None) -> MetalSources:  # lock: toolkit.core.lock.Lock (duck-typed)
+def metal_sources(lock: Lock, ops: Iterable[str] | None = None) -> MetalSources:
     """The Metal sources the lock pins, for the ops named by their lock keys (`ops`; None: every op the lock
     holds, one package's lock). Entries keep config order, duplicates (the monolith serves several ops) collapse."""
     if lock is None:
@@ -126,24 +127,8 @@ class MetalHost:
     metal: str | None  # `xcrun -sdk macosx -f metal`
     metallib: str | None
 
-    @property
-    def blockers(self) -> tuple[str, ...]:
-        if self.system != "Darwin":
-            return (
-                f"needs macOS on Apple silicon with Xcode 26 and the Metal Toolchain (xcrun metal); this host "
-                f"is {self.system} {self.machine}",
-            )
-        out = []
-        if self.machine not in ("arm64", "aarch64"):
-            out.append(f"needs Apple silicon (arm64); this Mac is {self.machine}")
-        if self.xcrun is None:
-            out.append("xcrun is not on PATH: install Xcode 26 and select it with xcode-select")
-        elif self.metal is None or self.metallib is None:
-            out.append("xcrun finds no `metal`/`metallib`: run `xcodebuild -downloadComponent MetalToolchain`")
-        return tuple(out)
 
-
-def _xcrun_find(xcrun: str, tool: str, run: Callable[..., subprocess.CompletedProcess]) -> str | None:
+def _xcrun_find(xcrun: str, tool: str, run: Callable[..., subprocess.CompletedProcess[str]]) -> str | None:
     try:
         res = run([xcrun, "-sdk", "macosx", "-f", tool], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
@@ -152,7 +137,7 @@ def _xcrun_find(xcrun: str, tool: str, run: Callable[..., subprocess.CompletedPr
     return path if res.returncode == 0 and path else None
 
 
-def probe_host(run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> MetalHost:
+def probe_host(run: Callable[..., subprocess.CompletedProcess[str]] = subprocess.run) -> MetalHost:
     system, machine = platform.system(), platform.machine()
     macos = (platform.mac_ver()[0] or None) if system == "Darwin" else None
     xcrun = shutil.which("xcrun") if system == "Darwin" else None

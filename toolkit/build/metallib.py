@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from toolkit.core.errors import VerifyError
@@ -80,7 +80,6 @@ TARGET_OS = {
     0x88: "tvOS-simulator",
     0x89: "watchOS-simulator",
 }
-TARGET_OS_CODE = {name: code for code, name in TARGET_OS.items() if name}
 FUNCTION_TYPES = {
     0: "vertex",
     1: "fragment",
@@ -90,7 +89,6 @@ FUNCTION_TYPES = {
     5: "extern",
     6: "intersection",
 }
-FUNCTION_TYPE_CODE = {name: code for code, name in FUNCTION_TYPES.items()}
 
 # Metal Shading Language version -> first macOS that can load a library using it.
 LANGUAGE_MIN_MACOS: dict[tuple[int, int], tuple[int, int]] = {
@@ -106,13 +104,6 @@ LANGUAGE_MIN_MACOS: dict[tuple[int, int], tuple[int, int]] = {
     (3, 2): (15, 0),
     (4, 0): (26, 0),
 }
-# What `xcrun metal -std=metal4.0` for macOS 26 writes (Metal.jl's support table): the fixture default.
-DEFAULT_FILE_VERSION = (2, 9)
-DEFAULT_AIR_VERSION = (2, 8)
-DEFAULT_LANGUAGE_VERSION = (4, 0)
-DEFAULT_TARGET_OS_VERSION = (26, 0)
-
-_BITCODE_WRAPPER_MAGIC = b"\xde\xc0\x17\x0b"
 
 
 class MetallibError(VerifyError):
@@ -254,7 +245,7 @@ class _Reader:
         return chunk
 
     def u(self, fmt: str) -> int:
-        return struct.unpack("<" + fmt, self.take(struct.calcsize(fmt)))[0]
+        return int(struct.unpack("<" + fmt, self.take(struct.calcsize(fmt)))[0])
 
     def seek(self, pos: int) -> None:
         if not 0 <= pos <= len(self.data):
@@ -451,83 +442,3 @@ def check(
                 f"declares macOS {_version(declared)} as its minimum"
             )
     return problems
-
-
-# --- fixtures ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FixtureFunction:
-    """One function of a constructed metallib; None fields take the library's defaults."""
-
-    name: str
-    type: str = "kernel"
-    language_version: tuple[int, int] | None = None
-    air_version: tuple[int, int] | None = None
-    bitcode: bytes | None = None
-
-
-def _tag(name: str, content: bytes) -> bytes:
-    return name.encode("ascii") + struct.pack("<H", len(content)) + content
-
-
-def build_fixture(
-    functions: Sequence[str | FixtureFunction] = ("kernel_fixture",),
-    *,
-    language_version: tuple[int, int] = DEFAULT_LANGUAGE_VERSION,
-    air_version: tuple[int, int] = DEFAULT_AIR_VERSION,
-    file_version: tuple[int, int] = DEFAULT_FILE_VERSION,
-    platform: int = PLATFORM_MACOS,
-    library_type: int = 0,
-    target_os: str | None = "macOS",
-    target_os_version: tuple[int, int] = DEFAULT_TARGET_OS_VERSION,
-    uuid: bytes | None = b"ggml-vendor-fixt",
-) -> bytes:
-    """Bytes of a well-formed metallib with the given functions, laid out as `xcrun metallib` lays them
-    out (header, function list, header extension, public and private metadata, bitcode). The bitcode
-    is a placeholder (an LLVM wrapper magic plus the name), so Metal itself could not run it, but
-    every structural field, size, offset and hash is real: `parse` sees exactly what it would see."""
-    specs = [f if isinstance(f, FixtureFunction) else FixtureFunction(f) for f in functions]
-    bitcodes = [s.bitcode if s.bitcode is not None else _BITCODE_WRAPPER_MAGIC + s.name.encode() + b"\0" for s in specs]
-    groups, public, private, bitcode = b"", b"", b"", b""
-    for spec, code in zip(specs, bitcodes):
-        lang = spec.language_version or language_version
-        air = spec.air_version or air_version
-        tags = (
-            _tag("NAME", spec.name.encode() + b"\0")
-            + _tag("TYPE", bytes([FUNCTION_TYPE_CODE[spec.type]]))
-            + _tag("HASH", hashlib.sha256(code).digest())
-            + _tag("MDSZ", struct.pack("<Q", len(code)))
-            + _tag("OFFT", struct.pack("<3Q", len(public), len(private), len(bitcode)))
-            + _tag("VERS", struct.pack("<4H", air[0], air[1], lang[0], lang[1]))
-            + END_TAG
-        )
-        groups += struct.pack("<I", 4 + len(tags)) + tags
-        public += struct.pack("<I", 4) + END_TAG
-        private += struct.pack("<I", 4) + END_TAG
-        bitcode += code
-    extension = (_tag("UUID", uuid) if uuid else b"") + END_TAG
-    fl_off = HEADER_SIZE
-    fl_size = len(groups)
-    pub_off = fl_off + 4 + fl_size + len(extension)
-    priv_off = pub_off + len(public)
-    bc_off = priv_off + len(private)
-    total = bc_off + len(bitcode)
-    os_code = TARGET_OS_CODE[target_os] if target_os else 0
-    header = (
-        MAGIC
-        + struct.pack(
-            "<HHHBBHH",
-            platform,
-            file_version[0],
-            file_version[1],
-            library_type,
-            os_code,
-            target_os_version[0] if target_os else 0,
-            target_os_version[1] if target_os else 0,
-        )
-        + struct.pack("<Q", total)
-        + struct.pack("<8Q", fl_off, fl_size, pub_off, len(public), priv_off, len(private), bc_off, len(bitcode))
-    )
-    assert len(header) == HEADER_SIZE
-    return header + struct.pack("<I", len(specs)) + groups + extension + public + private + bitcode

@@ -6,10 +6,9 @@ It renders what kernel-builder needs next to our rendered tree — a flake.nix w
 `nix run .#build-and-copy`, and moves each produced variant into build/ with the same atomic swap as the
 local executor. kernel-builder writes metadata.json, the digest and provenance itself.
 
-Every package of a family gets its own flake, over its own rendered tree: a later package's tree
-(packages/<name>/) reaches the shared vendor/ as ../../vendor, so its staging copy is laid out as a kernel
-source tree of its own (vendor/ beside build.toml, the build.toml's paths to it rewritten), which is what
-kernel-builder reads.
+Every package gets its own flake, over its own rendered source tree, build/<name>/src/: that tree reaches the
+project's vendor/ as ../../../vendor, so its staging copy is laid out as a kernel source tree of its own (vendor/
+beside build.toml, the build.toml's paths to it rewritten), which is what kernel-builder reads.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from toolkit.build.results import VariantResult
 from toolkit.core import build_edition, fs
 
 if TYPE_CHECKING:
-    from toolkit.build.plan import BuildPlan, VariantPlan
+    from toolkit.build.steps import BuildPlan, VariantPlan
 
 KERNEL_BUILDER_FLAKE = "github:huggingface/kernels"
 # What kernel-builder reads from a kernel source tree (everything else stays out of the nix store copy).
@@ -67,7 +66,7 @@ class NixPlan:
     flake: str
     command: tuple[str, ...]
     copied: tuple[str, ...]  # destinations in the staged tree (COPIED)
-    vendor: str = VENDOR  # where the package's tree finds vendor/ ("vendor", or "../../vendor" for a later one)
+    vendor: str = VENDOR  # where the package's tree finds vendor/ ("../../../vendor" from build/<name>/src)
 
     def source(self, rel: str) -> str:
         """Where a staged path comes from, relative to the package's rendered tree."""
@@ -98,7 +97,7 @@ class NixExecutor:
         self.plan = plan
         self.nix = host.nix
         self.jobs = jobs
-        self.log_dir = log_dir or plan.project.root / ".cache" / "build" / "logs"
+        self.log_dir = log_dir or plan.project.project_root / ".cache" / "build" / "logs"
 
     def run(self, variants: tuple[VariantPlan, ...]) -> list[VariantResult]:
         root = self.plan.project.root
@@ -119,12 +118,11 @@ class NixExecutor:
         self, v: VariantPlan, stage: Path, proc: subprocess.CompletedProcess, np_: NixPlan, log: Path, t0: float
     ) -> VariantResult:
         """Swap what nix produced for `v` into build/, or say why it failed."""
-        root = self.plan.project.root
         produced = stage / "build" / v.name
         seconds = time.monotonic() - t0
         if proc.returncode == 0 and produced.is_dir():
-            # build/<variant>, or build/<package>/<variant> for a later package
-            with variant_stage(root / v.out_dir) as tmp_final:
+            # build/<package>/<variant>
+            with variant_stage(self.plan.project.project_root / v.out_dir) as tmp_final:
                 shutil.copytree(produced, tmp_final, dirs_exist_ok=True)
             return VariantResult(
                 v.name, "built", "via nix (kernel-builder)", v.out_dir, v.ops_id, v.archs, seconds, log=str(log)

@@ -13,8 +13,8 @@ from toolkit.core.errors import BuildError
 from toolkit.core.records import fields_json
 
 if TYPE_CHECKING:
-    from toolkit.build.plan import BuildPlan, VariantPlan
     from toolkit.build.stage import BuildPlanned
+    from toolkit.build.steps import BuildPlan, VariantPlan
 
 WIDTH = 78  # reasons wrap here: readable in an 80-column terminal and in a log
 

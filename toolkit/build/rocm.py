@@ -7,7 +7,7 @@ code asks `ggml_cuda_get_physical_warp_size()` at compile time — 64 under __GF
 flag changes the wavefront size, so such flags are refused here, and `warp_size(arch)` states what each
 arch compiles to (the plan prints it per arch).
 
-toolkit/build/plan.py plans a ROCm section's hipcc steps through `validate_archs` (its rocm-archs) and
+toolkit/build/steps.py plans a ROCm section's hipcc steps through `validate_archs` (its rocm-archs) and
 `hip_flags` (its hip-flags), and notes `warp_size` per arch.
 """
 

@@ -14,7 +14,7 @@ to build nor to provision is refused by execute (NothingToBuildError).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,20 +30,21 @@ from toolkit.build.envs import (
     with_probe,
 )
 from toolkit.build.inputs import load_project, read_provenance, remember_validated
-from toolkit.build.local import LocalExecutor
-from toolkit.build.matrix import ENGINES, Matrix, Status, Variant, load_matrix, status
+from toolkit.build.judging import judge_one
+from toolkit.build.matrix import ENGINES, Matrix, Status, Variant, load_matrix
 from toolkit.build.outdir import fingerprint, read_back
-from toolkit.build.plan import BuildPlan, make_plan
 from toolkit.build.provision import Install, installs_for, provision
 from toolkit.build.report import BuildReport, plan_lines
 from toolkit.build.results import RunStats, VariantResult
+from toolkit.build.steps import BuildPlan, make_plan
+from toolkit.build.toolchain import HostToolchain, resolve_toolchain
 from toolkit.core.config import Config
 from toolkit.core.errors import BuildError, ConfigError, Interrupted, NothingToBuildError
 from toolkit.core.records import fields_json
 from toolkit.core.stage import Log, quiet
 
 if TYPE_CHECKING:
-    from toolkit.build.zig import ZigToolchain
+    from toolkit.build.local import LocalExecutor
 
 __all__ = ["Request", "BuildPlanned", "BuildReport", "NothingToBuildError", "plan", "execute"]
 
@@ -98,81 +99,6 @@ def host_variant(host: HostFacts) -> Variant:
     return Variant(env.torch_minor, "metal" if host.os == "darwin" else "cpu", None, host.cpu, host.os)
 
 
-TOOLCHAINS = ("auto", "zig", "system")
-
-
-@dataclass(frozen=True)
-class HostToolchain:
-    """The C++ compiler/linker for bindings and links (and nvcc's host compiler) on this host."""
-
-    kind: str  # zig | system
-    cxx: str | None
-    cxx_id: str  # identity hashed into every step's cache key
-    ccbin: str | None = None  # nvcc -ccbin (None: nvcc's default host compiler)
-    info: dict = field(default_factory=dict)  # exact versions, for each variant's provenance
-    note: str = ""
-    cross: dict = field(default_factory=dict)  # cpu -> (cxx, cxx_id, ccbin, info) of the zig cross toolchains
-    wrappers: tuple[ZigToolchain, ...] = ()  # zig wrapper dirs execute writes (plan_toolchain computed them)
-    install: Install | None = None  # zig itself, when it is to be provisioned first
-
-
-def _system_toolchain(host: HostFacts) -> HostToolchain:
-    return HostToolchain(
-        "system", host.cxx, host.cxx_version, None, {"kind": "system", "cxx": host.cxx_version or str(host.cxx)}
-    )
-
-
-def _zig_to_provision(install: Install) -> HostToolchain:
-    from toolkit.build import zig as z
-
-    sym = f"<zig {z.ZIG_VERSION} clang++ wrapper>"
-    return HostToolchain(
-        "zig",
-        sym,
-        f"zig {z.ZIG_VERSION} (to be provisioned)",
-        sym,
-        {"kind": "zig", "zig": z.ZIG_VERSION},
-        f"zig {z.ZIG_VERSION} is not installed yet: the build provisions it ({z.ZIG_PACKAGE} from PyPI)",
-        install=install,
-    )
-
-
-def resolve_toolchain(choice: str, host: HostFacts, *, provision_ok: bool = False) -> HostToolchain:
-    """--toolchain: `zig` = the pinned hermetic zig (provisioned when missing), `system` = CXX or g++,
-    `auto` = zig for Linux when it is installed (or when provisioning is on), else the system compiler.
-    Pure: a missing zig is a planned install, the wrapper dirs are computed, not written."""
-    if choice not in TOOLCHAINS:
-        raise ConfigError(f"--toolchain {choice!r} is not one of {', '.join(TOOLCHAINS)}", "use zig, system or auto")
-    if host.os != "linux" or choice == "system":
-        return _system_toolchain(host)
-    from toolkit.build import zig as z
-
-    found = z.find_zig()
-    if found is None and choice == "auto" and not provision_ok:
-        return replace(
-            _system_toolchain(host),
-            note=f"hermetic toolchain (zig {z.ZIG_VERSION}) not installed: building with the system compiler "
-            f"({host.cxx_version or host.cxx}); `--provision` or `pip install {z.ZIG_PACKAGE}=={z.ZIG_VERSION}` "
-            "makes manylinux_2_28-clean builds on any host",
-        )
-    if found is None:
-        return _zig_to_provision(z.zig_install())
-    tc = z.plan_toolchain(found, host.cpu)
-    if tc.version != z.ZIG_VERSION:
-        raise BuildError(
-            f"zig at {found} is version {tc.version}, not the pinned {z.ZIG_VERSION}",
-            f"point GGML_VENDOR_ZIG at a ziglang {z.ZIG_VERSION} tree, or unset it",
-        )
-    cross, wrappers = {}, [tc]
-    for cpu in host.cross_cpus:
-        std = z.cross_libstdcxx(cpu)
-        if std is not None:
-            xt = z.plan_toolchain(found, cpu, std=std)
-            cross[cpu] = (xt.cxx, xt.identity, xt.cxx, xt.provenance())
-            wrappers.append(xt)
-    return HostToolchain("zig", tc.cxx, tc.identity, tc.cxx, tc.provenance(), cross=cross, wrappers=tuple(wrappers))
-
-
 @dataclass(frozen=True)
 class BuildPlanned:
     """The build plan as the stage protocol's Plan: what will be installed, created and compiled."""
@@ -208,22 +134,6 @@ class BuildPlanned:
 
 
 Prepared = BuildPlanned  # the name older callers use
-
-
-def judge_one(v: Variant, host: HostFacts, enabled: tuple[str, ...], matrix: Matrix | None, engine: str) -> Status:
-    """status() with the matrix's sources and this machine's pip configuration."""
-    from toolkit.build.provision import source_blocked
-
-    return status(
-        v,
-        host,
-        enabled_backends=enabled,
-        index=matrix.index_for(v) if matrix else "pip's default index",
-        engine=engine,
-        torch_source=matrix.torch_source(v) if matrix else None,
-        toolkit_source=matrix.toolkit_source(v) if matrix else None,
-        blocked=source_blocked,
-    )
 
 
 def judge(
@@ -310,7 +220,7 @@ def plan(cfg: Config, request: Request | None = None, log: Log = quiet) -> Build
     installs += (tc.install,) if tc.install is not None else ()
     log(f"planned {len(steps.variants)} variant(s), {len(installs)} install(s), {len(envs)} environment(s)")
     notes = tuple(n for n in (tc.note,) if n)
-    outs = [(v.name, project.root / v.out_dir) for v in steps.variants if v.status.buildable]
+    outs = [(v.name, project.project_root / v.out_dir) for v in steps.variants if v.status.buildable]
     before = tuple((name, out, fingerprint(out)) for name, out in outs)
     return BuildPlanned(cfg, request, matrix, host, steps, enabled, cdir, tc, notes, installs, envs, before)
 
@@ -385,6 +295,8 @@ def interrupted(planned: BuildPlanned) -> Interrupted:
 
 def _local_executor(planned: BuildPlanned, jobs: int) -> LocalExecutor:
     from toolkit.build.cache import BuildCache
+    from toolkit.build.local import LocalExecutor  # deferred: the executor (and the Metal embed step, which
+    # `python -m toolkit.build.metal` runs) is not loaded with the build package's face
 
     prov = read_provenance(planned.cfg.root)  # the project's pin and HEAD, whichever package
     return LocalExecutor(

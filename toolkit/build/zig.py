@@ -12,7 +12,7 @@ multiarch python include links. What it does and why:
 - `-nostdinc++ -I<libstdc++ dirs>` (zig defaults to libc++, whose `std::__1` is not torch's ABI; `-I` and
   not `-isystem`, or zig's libc dirs come first and libstdc++'s `#include_next` breaks);
 - `-I<shim>`: zig's glibc 2.28 headers refuse `<sys/single_threaded.h>`, which libstdc++ 11+ includes; the
-  shim declares `__libc_single_threaded`, which glibc_compat.c defines (plan.py);
+  shim declares `__libc_single_threaded`, which glibc_compat.c defines (steps.py);
 - `-idirafter <dir>` holding only `<triple>/python3.*` links (Debian/Ubuntu's Python.h includes
   `<x86_64-linux-gnu/python3.X/pyconfig.h>` and zig does not search /usr/include);
 - when linking: `-nostdlib++ <libstdc++.so> <libgcc_s.so.1>` BY PATH. Never `-lgcc_s`: zig then links its
@@ -83,7 +83,7 @@ class ZigToolchain:
     def identity(self) -> str:
         return f"zig {self.version} {self.target} wrapper {self.wrapper_sha256[:16]} libstdc++ {self.gcc_version}"
 
-    def provenance(self) -> dict:
+    def provenance(self) -> dict[str, str]:
         return {
             "kind": "zig",
             "zig": self.version,
@@ -282,13 +282,6 @@ def materialize(tc: ZigToolchain) -> ZigToolchain:
         (stage / "clang++").write_text(tc.script)
         (stage / "clang++").chmod(0o755)
     return tc
-
-
-def make_toolchain(
-    zig: str, cpu: str, base: Path | None = None, gcc: str | None = None, std: LibStdCxx | None = None
-) -> ZigToolchain:
-    """plan_toolchain + materialize: the wrapper dir, made when missing."""
-    return materialize(plan_toolchain(zig, cpu, base, gcc, std))
 
 
 def zig_version(zig: str) -> str:

@@ -2,20 +2,18 @@
 matching runner.
 
 Per package, one job per variant (grouped into a few job definitions by the kind of machine they need), each
-building and verifying its variant and uploading the package's build/<variant>/ plus its verification record
-as an artifact named after the variant (prefixed with the package name for every package but the first, whose
-names stay as they were); then one collect job per package downloads that package's artifacts, merges them with
+rendering the package's source, building and verifying its variant and uploading the package's
+build/<name>/<variant>/ plus its verification record as an artifact named "<package>-<variant>"; then one collect job per package downloads that package's artifacts, merges them with
 `ggml-vendor collect`, verifies and, on a tag or a manual run that asks for it, publishes to its Hub repo. A
 package's collect waits only for its own jobs, so one package failing never holds back another's publish.
 
-Rendered from templates/ci/build-variants.yml.j2 with jinja2 (delimiters `<< >>` / `<% %>`, so GitHub's own
+Rendered from the tool's toolkit/data/ci/build-variants.yml.j2 (one workflow for the project) with jinja2 (delimiters `<< >>` / `<% %>`, so GitHub's own
 `${{ }}` expressions pass through untouched). Pure: the output depends only on the matrix file, the project
 config and the template, so `--check` is byte-exact on any machine.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,11 +50,14 @@ GROUP_TITLES = (
     ("rocm", "Linux, ROCm container (hipcc)"),
     ("macos", "macOS on Apple silicon, Xcode with the Metal toolchain"),
 )
-# The first package's artifacts are named after their variant alone, and every variant name we build starts with
-# "torch" (torch<version>... per kernel-builder's grammar, torch-stable-abi<version>... for stable-ABI rows), so this
-# pattern downloads exactly them: a later package's artifacts carry its name first ("<package>-<variant>"), and a
-# package name cannot start with "torch" (see `_artifact_prefix`).
-FIRST_PATTERN = "torch*"
+# A package's artifacts are "<package>-<variant>" and every variant name we build starts with "torch"
+# (torch<version>... per kernel-builder's grammar, torch-stable-abi<version>... for stable-ABI rows), so
+# "<package>-torch*" downloads exactly one package's: another package whose name starts with this one's
+# ("<package>-x") has artifacts "<package>-x-torch...", which it does not match unless x itself starts with
+# "torch", a name the configuration refuses (toolkit.core.package_checks.check_family).
+VARIANT_PATTERN = "torch*"
+# The workflow templates are the tool's: one workflow per project, every package in it alike.
+CI_TEMPLATES = Path(__file__).resolve().parents[1] / "data"
 
 
 @dataclass(frozen=True)
@@ -115,15 +116,7 @@ def _relative(path: Path, root: Path) -> str:
 
 
 def _artifact_prefix(cfg: Config) -> str:
-    """ "" for the first package (artifacts named after the variant, as before families), else "<package>-"."""
-    if cfg.is_first:
-        return ""
-    if re.match(r"torch", cfg.name):
-        raise ConfigError(
-            f"package {cfg.name}: a name that starts like a variant name (torch...) would mix its CI artifacts "
-            "with the first package's",
-            "rename the package",
-        )
+    """What the package's artifact and job names start with: "<package>-"."""
     return f"{cfg.name}-"
 
 
@@ -147,7 +140,7 @@ def _package_context(cfg: Config, jobs: PackageJobs) -> dict[str, Any]:
         "name": cfg.name,
         "prefix": prefix,
         "build": _relative(cfg.build_dir, cfg.root),
-        "pattern": f"{prefix}*" if prefix else FIRST_PATTERN,
+        "pattern": f"{prefix}{VARIANT_PATTERN}",
         "collect": f"{prefix}collect",
         "groups": groups,
     }
@@ -163,19 +156,17 @@ def _package_jobs(cfg: Config) -> tuple[PackageJobs, Matrix]:
     return PackageJobs(cfg.name, rows, skipped), matrix
 
 
-def _template_text(cfg: Config, context: dict[str, Any]) -> str:
+def _template_text(context: dict[str, Any]) -> str:
     try:
-        return _environment(cfg.templates_dir).get_template(TEMPLATE).render(**context)
-    except jinja2.TemplateNotFound:
-        raise RenderError(f"templates/{TEMPLATE} is missing", "restore templates/ci/ from git") from None
-    except jinja2.TemplateError as exc:
+        return _environment(CI_TEMPLATES).get_template(TEMPLATE).render(**context)
+    except jinja2.TemplateError as exc:  # the tool's own template: a broken install
         raise RenderError(
-            f"templates/{TEMPLATE}:{getattr(exc, 'lineno', '?')} failed to render: {exc}", "fix the template"
+            f"toolkit/data/{TEMPLATE}:{getattr(exc, 'lineno', '?')} failed to render: {exc}", "reinstall ggml-vendor"
         ) from None
 
 
 def render(cfg: Config) -> Workflow:
-    """The workflow of every package of the project (the shared template is the project's: templates/ci/)."""
+    """The workflow of every package of the project (from the tool's template, toolkit/data/ci/)."""
     views = cfg.selected()
     jobs, contexts, matrices = [], [], []
     for view in views:
@@ -184,13 +175,13 @@ def render(cfg: Config) -> Workflow:
         contexts.append(_package_context(view, package_jobs))
         matrices.append(_relative(matrix.path, cfg.root))
     context = {
-        "notice": f"{MARKER} from {', '.join(matrices)} and templates/{TEMPLATE}. Do not edit: change those "
-        "and re-run `ggml-vendor ci`.",
+        "notice": f"{MARKER} from {', '.join(matrices)} and the tool's {TEMPLATE}. Do not edit: change the "
+        "matrices and re-run `ggml-vendor ci`.",
         "matrix_files": matrices,
         "packages": contexts,
         "python": PYTHON,
     }
-    return Workflow(OUTPUT, _template_text(views[0], context), tuple(jobs))
+    return Workflow(OUTPUT, _template_text(context), tuple(jobs))
 
 
 def drift(cfg: Config, wf: Workflow) -> str | None:

@@ -1,7 +1,7 @@
 """CLI commands: each a request builder and a printer, registered and run by toolkit.app's `@command`.
 
 COMMAND_MODULES names them, in the order they register: the entry point (toolkit/cli.py) imports them
-from here, and the project lock names a holder's command by it."""
+from here."""
 
 COMMAND_MODULES = (
     "sync",

@@ -6,12 +6,15 @@ nothing to build) lives in the stage."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from toolkit import help as help_text
 from toolkit.app import Options, Run, VariantOpt, command, stage_run
+
+if TYPE_CHECKING:
+    from toolkit import build as build_stage
 
 AllOpt = Annotated[bool, typer.Option("--all", help="Every variant of the matrix (variants/*.toml).")]
 JobsOpt = Annotated[
@@ -71,7 +74,7 @@ def build(
     engine: EngineOpt = "auto",
     toolchain: ToolchainOpt = "auto",
     provision: ProvisionOpt = None,
-) -> Run:
+) -> Run[build_stage.Plan, build_stage.Report]:
     from toolkit import build as build_stage
 
     request = build_stage.Request(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -10,8 +10,11 @@ from toolkit import help as help_text
 from toolkit.app import Options, Run, command, stage_run
 from toolkit.core import ui
 
+if TYPE_CHECKING:
+    from toolkit.ci import workflow
 
-def _show(result: Any, opts: Options) -> None:
+
+def _show(result: workflow.Plan | workflow.Report, opts: Options) -> None:
     from toolkit.ci import workflow
 
     plan = result if isinstance(result, workflow.Plan) else result.plan
@@ -31,7 +34,7 @@ def ci(
         bool,
         typer.Option("--check", help="Change nothing; exit 6 when the committed workflow is missing or stale."),
     ] = False,
-) -> Run:
+) -> Run[workflow.Plan, workflow.Report]:
     from toolkit.ci import workflow  # deferred: keeps CLI start-up light
 
     request = workflow.Request(check=check)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -12,6 +12,9 @@ from rich.text import Text
 from toolkit import help as help_text
 from toolkit.app import Options, Run, command, stage_run
 from toolkit.core import ui
+
+if TYPE_CHECKING:
+    from toolkit.ci import collect
 
 
 def _table(report: Any) -> Table:
@@ -35,7 +38,7 @@ def _table(report: Any) -> Table:
     return table
 
 
-def _show(result: Any, _opts: Options) -> None:
+def _show(result: collect.Plan | collect.Report, _opts: Options) -> None:
     """The plan (--dry-run) or the report as a table, then what happened to build/."""
     ui.out.print(_table(result))
     if not result.ok:
@@ -53,7 +56,7 @@ def collect_cmd(
     artifacts: Annotated[
         list[Path], typer.Argument(help="Artifact directories or .zip files, or directories holding them.")
     ],
-) -> Run:
+) -> Run[collect.Plan, collect.Report]:
     from toolkit.ci import collect  # deferred: keeps CLI start-up light
 
     request = collect.Request(tuple(artifacts))

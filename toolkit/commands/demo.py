@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -13,10 +13,13 @@ from toolkit import help as help_text
 from toolkit.app import Options, Run, command
 from toolkit.core import ui
 
+if TYPE_CHECKING:
+    from toolkit import demo as demo_stage
+
 _STYLE = {"ok": "green", "failed": "red", "skipped": "dim"}
 
 
-def _show(result: Any, _opts: Options) -> None:
+def _show(result: demo_stage.Plan | demo_stage.DemoReport, _opts: Options) -> None:
     from toolkit.demo import Plan
 
     if isinstance(result, Plan):
@@ -52,18 +55,17 @@ def demo(
     toolchain: Annotated[
         str, typer.Option("--toolchain", help="Host C++ toolchain, as for `ggml-vendor build`.")
     ] = "auto",
-) -> Run:
+) -> Run[demo_stage.Plan, demo_stage.DemoReport]:
     from toolkit import demo as demo_stage
 
     request = demo_stage.Request(
         workspace=workspace, keep=keep, jobs=jobs, upstream=upstream, rev=rev, engine=engine, toolchain=toolchain
     )
     # The demo works on a copy: it needs no project here (its plan finds the one to copy) and takes no lock.
-    return Run(
+    return Run.alone(
         "demo",
-        plan=lambda _cfg, log: demo_stage.plan(opts.project, request, log),
+        lambda log: demo_stage.plan(opts.project, request, log),
         execute=demo_stage.execute,
         show=_show,
-        config=False,
         live=True,
     )

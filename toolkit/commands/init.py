@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from toolkit import help as help_text
 from toolkit.app import Options, Run, command, stage_run
+
+if TYPE_CHECKING:
+    from toolkit import init as init_stage
 
 
 @command("init", help=help_text.INIT)
@@ -23,10 +26,10 @@ def init(
         ),
     ] = [],  # noqa: B006
     hub_repo: Annotated[
-        str | None, typer.Option("--hub-repo", help="Hub repo id (default: the first package's owner/NAME).")
+        str | None, typer.Option("--hub-repo", help="Hub repo id (default: the selected package's owner/NAME).")
     ] = None,
     version: Annotated[int, typer.Option("--version", min=1, help="Major version (Hub branch v<N>).")] = 1,
-) -> Run:
+) -> Run[init_stage.InitPlan, init_stage.InitReport]:
     from toolkit import init as init_stage  # deferred: keeps CLI start-up light
 
     request = init_stage.Request(name, tuple(op), hub_repo=hub_repo, version=version)

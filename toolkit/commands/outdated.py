@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from toolkit import help as help_text
 from toolkit.app import Options, PackageOpt, Run, command, stage_run
 from toolkit.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from toolkit import outdated as outdated_stage
 
 
 @command("outdated", help=help_text.OUTDATED)
@@ -44,7 +47,7 @@ def outdated(
         list[str],
         typer.Option("--skip", help="Do not check this section: upstream, patches, torch or clients (repeatable)."),
     ] = [],  # noqa: B006 - typer's idiom for a repeatable option
-) -> Run:
+) -> Run[outdated_stage.Plan, outdated_stage.Report]:
     from toolkit import outdated as stage
 
     bad = [s for s in skip if s not in stage.stage.SECTIONS]

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from toolkit import help as help_text
-from toolkit.app import Options, Run, app, command
+from toolkit.app import Options, Run, app, command, stage_run
 from toolkit.core import ui
 from toolkit.core.errors import PatchError
+
+if TYPE_CHECKING:
+    from toolkit.sync import patch_stage
+    from toolkit.sync.patch_workflow import ListReport
 
 patch_app = typer.Typer(
     name="patch", help=help_text.PATCH, no_args_is_help=True, add_completion=False, rich_markup_mode=None
@@ -49,16 +53,11 @@ def save(
         Path | None, typer.Option("--file", "-F", help="Read the description from a file.", exists=False)
     ] = None,
     mirror: MirrorOpt = None,
-) -> Run:
-    from toolkit.sync import patch_workflow as wf
+) -> Run[patch_stage.Plan, patch_stage.Report]:
+    from toolkit.sync import patch_stage
 
-    msg = _description(message, message_file)
-    return Run(
-        "saving the patch",
-        plan=lambda cfg, _log: wf.plan_save(cfg, name, msg, mirror=mirror),
-        execute=lambda plan, _log: wf.execute_save(plan),
-        interrupted=wf.interrupted,
-    )
+    request = patch_stage.Request("save", name, _description(message, message_file), mirror)
+    return stage_run("saving the patch", patch_stage, request, interrupted=patch_stage.interrupted)
 
 
 @command("list", help=help_text.PATCH_LIST, group=patch_app, lock_name="patch", dry_run=False)
@@ -68,8 +67,8 @@ def list_(
         str | None, typer.Option("--rev", "-r", help="Check against this revision instead of the pin.")
     ] = None,
     mirror: MirrorOpt = None,
-) -> Run:
-    from toolkit.sync.patch_workflow import ListReport, list_patches
+) -> Run[ListReport, ListReport]:
+    from toolkit.sync.patch_workflow import list_patches
 
     def show(report: ListReport, opts: Options) -> None:
         for line in report.lines(opts.verbose):
@@ -88,12 +87,8 @@ def drop(
     opts: Options,
     name: Annotated[str, typer.Argument(help="Patch file name, or its name without NNNN- and .patch.")],
     mirror: MirrorOpt = None,
-) -> Run:
-    from toolkit.sync import patch_workflow as wf
+) -> Run[patch_stage.Plan, patch_stage.Report]:
+    from toolkit.sync import patch_stage
 
-    return Run(
-        "dropping the patch",
-        plan=lambda cfg, _log: wf.plan_drop(cfg, name, mirror=mirror),
-        execute=lambda plan, _log: wf.execute_drop(plan),
-        interrupted=wf.interrupted,
-    )
+    request = patch_stage.Request("drop", name, mirror=mirror)
+    return stage_run("dropping the patch", patch_stage, request, interrupted=patch_stage.interrupted)

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from toolkit import help as help_text
 from toolkit.app import Options, Run, command
 from toolkit.core import ui
+from toolkit.core.config import Config
 from toolkit.core.errors import ConfigError
 from toolkit.core.stage import Log
 
+if TYPE_CHECKING:
+    from toolkit import publish as publish_stage
+    from toolkit.publish.stage import PublishResult
 
-def _show(result: Any, _opts: Options) -> None:
+
+def _show(result: PublishResult, _opts: Options) -> None:
     for line in result.plan.lines():
         ui.out.print(line)
     for name, status in sorted(result.conformance.items()):
@@ -36,10 +42,12 @@ def _show(result: Any, _opts: Options) -> None:
         )
 
 
-def _planner(request: Any, *, repo: str | None, report: Path | None, packages: tuple[str, ...]) -> Any:
+def _planner(
+    request: publish_stage.Request, *, repo: str | None, report: Path | None, packages: tuple[str, ...]
+) -> Callable[[Config, Log], publish_stage.Plan]:
     from toolkit import publish as publish_stage
 
-    def plan(cfg: Any, log: Log) -> Any:
+    def plan(cfg: Config, log: Log) -> publish_stage.Plan:
         for flag, value in (("--repo", repo), ("--report", report)):
             if value is not None and len(cfg.selected(packages)) > 1:
                 raise ConfigError(
@@ -82,7 +90,7 @@ def publish(
         typer.Option("--report", help="Where to write the JSON report (default: build/publish-report.json)."),
     ] = None,
     batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Operations per commit.")] = 1000,
-) -> Run:
+) -> Run[publish_stage.Plan, PublishResult]:
     from toolkit import publish as publish_stage
 
     request = publish_stage.Request(

@@ -1,8 +1,8 @@
-"""`ggml-vendor render`: templates/ -> build.toml, torch-ext/, csrc/ (and `--check` that they are current)."""
+"""`ggml-vendor render`: templates/<name>/ -> build/<name>/src/ (and `--check` that two renders are the same bytes)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -15,13 +15,13 @@ CheckOpt = Annotated[
     bool,
     typer.Option(
         "--check",
-        help="Change nothing; exit 6 naming every generated file that is stale, missing, hand-edited "
-        "or orphaned (what CI runs).",
+        help="Change nothing; render every package twice and exit 6 naming every generated file whose "
+        "bytes differ between the two renders (the reproducibility check CI runs).",
     ),
 ]
 
 
-def _show(result: Any, opts: Options) -> None:
+def _show(result: render_stage.Plan | render_stage.Report, opts: Options) -> None:
     for line in result.lines():
         ui.out.print(line)
     plan = result if isinstance(result, render_stage.Plan) else result.plan
@@ -31,7 +31,7 @@ def _show(result: Any, opts: Options) -> None:
 
 
 @command("render", help=help_text.RENDER, packages=True)
-def render(opts: Options, check: CheckOpt = False) -> Run:
+def render(opts: Options, check: CheckOpt = False) -> Run[render_stage.Plan, render_stage.Report]:
     request = render_stage.Request(check=check)
     label = "rendering templates"
     return stage_run(

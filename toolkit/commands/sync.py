@@ -15,7 +15,8 @@ from toolkit.core import config, ui
 from toolkit.core.errors import VendorStateError
 from toolkit.core.lock import Lock, read_lock
 from toolkit.core.stage import Log, Verdict
-from toolkit.sync.stage import SyncReport, SyncRequest
+from toolkit.sync.project_plan import SyncRequest
+from toolkit.sync.report import SyncReport
 from toolkit.sync.vendor_tree import TreeFinding, check_vendor
 
 
@@ -99,7 +100,7 @@ def sync(
     drop_upstreamed: Annotated[
         bool, typer.Option("--drop-upstreamed", help="Delete patches that upstream already contains.")
     ] = False,
-) -> Run:
+) -> Run[VendorCheck, VendorCheck] | Run[sync_stage.Plan, SyncReport]:
     # Held from reading the current pin to printing the report: "already at A" is judged under the lock.
     if check:
         return Run("checking vendor/", plan=_check, read_only=True)

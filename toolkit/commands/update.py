@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from toolkit import help as help_text
 from toolkit.app import Options, Run, command, stage_run
+
+if TYPE_CHECKING:
+    from toolkit.outdated import update as update_stage
 
 
 @command("update", help=help_text.UPDATE)
@@ -44,7 +47,7 @@ def update(
         Path | None,
         typer.Option("--report-file", help="Also write the Markdown report (the pull request's body) to this file."),
     ] = None,
-) -> Run:
+) -> Run[update_stage.Plan, update_stage.Report]:
     from toolkit.outdated import update as stage
 
     request = stage.Request(

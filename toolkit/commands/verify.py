@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -14,6 +14,9 @@ from toolkit.app import Options, Run, command
 from toolkit.core import ui
 from toolkit.core.errors import VerifyError
 from toolkit.core.stage import Verdict
+
+if TYPE_CHECKING:
+    from toolkit import verify as verify_stage
 
 _STYLE = {"pass": "green", "fail": "red", "warn": "yellow", "skip": "dim"}
 
@@ -95,7 +98,7 @@ def verify(
             "variants this host could have checked).",
         ),
     ] = False,
-) -> Run:
+) -> Run[verify_stage.Plan, Planned | Verified]:
     from toolkit import verify as verify_stage
 
     options = verify_stage.VerifyOptions(

@@ -1,25 +1,26 @@
 """The project's own configuration: `[tool.ggml-vendor]` in pyproject.toml, loaded into frozen dataclasses.
 
+The shared table holds the project's upstream and the defaults (license, backends, cuda-archs, rocm-archs); each
+package, the first one included, is a [tool.ggml-vendor.packages.<name>] table of the same shape. The names and
+paths a package gives are checked in package_checks.py; the older one-package shape is read by config_legacy.py.
+
 Edits go through tomlkit so that comments and layout in pyproject.toml survive (`set_value`).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import tomlkit
 
+from toolkit.core import config_legacy, package_checks
 from toolkit.core.errors import ConfigError
 from toolkit.core.errors import did_you_mean as _nearest
 
 TABLE = "ggml-vendor"
 KNOWN_BACKENDS = ("cuda", "metal", "rocm")
-# kernel-builder's KernelName rule (docs/hub-contract.md §1.2); checked here so a bad name fails at load,
-# long before kernels' own parser sees the rendered build.toml.
-_NAME_RE = re.compile(r"^[a-z][-a-z0-9]*[a-z0-9]$")
 
 
 @dataclass(frozen=True)
@@ -38,73 +39,63 @@ class Op:
     entries: dict[str, tuple[Entry, ...]]  # backend -> entry files
 
 
-# Keys of the shared table ([tool.ggml-vendor]): the project's upstream and defaults, and the first package.
-SHARED_KEYS = (
-    "name",
-    "version",
-    "license",
-    "hub-repo",
-    "upstream",
-    "variants",
-    "backends",
-    "cuda-archs",
-    "rocm-archs",
-    "ops",
-)
+# Keys of the shared table ([tool.ggml-vendor]): the project's one upstream, and defaults every package may narrow.
+SHARED_KEYS = ("license", "upstream", "backends", "cuda-archs", "rocm-archs", "packages")
 # Keys of [tool.ggml-vendor.packages.<name>]: everything that makes a package other than the shared pin.
 PACKAGE_KEYS = (
     "version",
     "hub-repo",
     "module",
     "templates",
-    "root",
     "variants",
     "backends",
     "cuda-archs",
     "rocm-archs",
     "ops",
 )
-# Where the first package keeps its parts (the repository top level); later packages default to
-# templates/<name>, packages/<name> and variants/<name>.toml.
-FIRST_TEMPLATES = "templates"
-FIRST_ROOT = "."
-FIRST_VARIANTS = "variants/default.toml"
-# Lock keys of a later package's ops are qualified with the package name (the first package's stay bare, so
-# its lock is unchanged): "<package>:<op>".
+# Lock keys of a package's ops are qualified with the package name: "<package>:<op>".
 KEY_SEPARATOR = ":"
+BUILD = "build"  # build/<package>/: the package's rendered source (src/) and its variants
+SOURCE = "src"
 
 
 @dataclass(frozen=True)
 class Package:
-    """One kernel package of the project: its Hub identity, templates, render root, matrix and ops."""
+    """One kernel package of the project: its Hub identity, templates, matrix and ops. Every package has the same
+    shape: templates/<name>/ (or `templates`), variants/<name>.toml (or `variants`), build/<name>/src/ (the
+    rendered source) and build/<name>/<variant>/ (what build makes)."""
 
     name: str
     version: int
     hub_repo: str
     module: str
     templates: str  # relative to the project root (POSIX)
-    root: str  # where render writes build.toml, torch-ext/, csrc/ ("." for the first package)
     variants: str
     backends: tuple[str, ...]
     cuda_archs: tuple[str, ...]
     ops: tuple[Op, ...]
-    first: bool = False
     rocm_archs: tuple[str, ...] = ()  # () : kernel-builder's list (ggml_facts.ROCM_ARCHS)
 
     def key(self, op: str) -> str:
         """The op's key in vendor/UPSTREAM (entries, closures, needed-by, behaviour)."""
-        return op if self.first else f"{self.name}{KEY_SEPARATOR}{op}"
+        return f"{self.name}{KEY_SEPARATOR}{op}"
 
     @property
     def build_subdir(self) -> str:
-        """build/<variant>/ for the first package (as before families), build/<package>/<variant>/ for others."""
-        return "" if self.first else self.name
+        """build/<package>/: its variants, and src/ (its rendered source)."""
+        return self.name
+
+    @property
+    def source(self) -> str:
+        """Where render writes the package's build.toml, torch-ext/ and csrc/, relative to the project root."""
+        return f"{BUILD}/{self.name}/{SOURCE}"
 
 
 @dataclass(frozen=True)
 class Config:
     """The project as one package sees it: shared fields (root, license, upstream) plus the package's own.
-    `load` returns the first package's view; `for_package(name)` any other; `packages` lists them all."""
+    `load` returns the view of the package declared first; `for_package(name)` any other's; `packages` lists
+    them all (commands run over `selected`, every package alike)."""
 
     root: Path
     name: str
@@ -131,18 +122,12 @@ class Config:
             self.version,
             self.hub_repo,
             self.name.replace("-", "_"),
-            FIRST_TEMPLATES,
-            FIRST_ROOT,
-            FIRST_VARIANTS,
+            f"templates/{self.name}",
+            self.variants_file.relative_to(self.root).as_posix(),
             self.backends,
             self.cuda_archs,
             self.ops,
-            first=True,
         )
-
-    @property
-    def is_first(self) -> bool:
-        return self.package.first
 
     @property
     def module(self) -> str:
@@ -155,13 +140,19 @@ class Config:
 
     @property
     def package_root(self) -> Path:
-        """Where this package's build.toml, torch-ext/ and csrc/ are rendered (the project root for the first)."""
-        return self.root / self.package.root if self.package.root != FIRST_ROOT else self.root
+        """The package's rendered source tree (build.toml, torch-ext/, csrc/): build/<name>/src/."""
+        return self.root / self.package.source
 
     @property
     def build_dir(self) -> Path:
-        sub = self.package.build_subdir
-        return self.root / "build" / sub if sub else self.root / "build"
+        """build/<name>/: the package's variants (and src/, its rendered source)."""
+        return self.root / BUILD / self.package.build_subdir
+
+    @property
+    def reports_dir(self) -> Path:
+        """build/reports/: what the project's one pin writes (drift and update reports), beside every package's
+        build/<name>/."""
+        return self.root / BUILD / "reports"
 
     @property
     def templates_dir(self) -> Path:
@@ -226,11 +217,9 @@ class Config:
         ]
 
     def package_of_key(self, key: str) -> str:
-        """The package an op key of the lock belongs to (the first package's keys are bare op names)."""
+        """The package an op key of the lock belongs to ("" for a key of no declared package)."""
         head, sep, _ = key.partition(KEY_SEPARATOR)
-        if sep and any(p.name == head for p in self.packages):
-            return head
-        return self.packages[0].name if self.packages else self.name
+        return head if sep and any(p.name == head for p in self.packages) else ""
 
 
 def parse_toml(path: Path) -> tomlkit.TOMLDocument:
@@ -264,7 +253,8 @@ def find_root(start: Path | None = None) -> Path:
 
 def _require(table: dict[str, Any], key: str, kind: type, where: str) -> Any:
     if key not in table:
-        raise ConfigError(f"{where}: missing key '{key}'", f"add {key} = ... under [tool.{TABLE}]")
+        table_name = where.rsplit(" ", 1)[-1] if where.endswith("]") else f"[tool.{TABLE}]"
+        raise ConfigError(f"{where}: missing key '{key}'", f"add {key} = ... under {table_name}")
     value = table[key]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ConfigError(f"{where}: '{key}' must be a {kind.__name__}, got {value!r}", "fix pyproject.toml")
@@ -335,54 +325,28 @@ def _parse_ops(raw: Any, backends: tuple[str, ...], where: str) -> tuple[Op, ...
     return tuple(ops)
 
 
-def _first_package(table: dict[str, Any], where: str) -> Package:
-    name = _require(table, "name", str, where)
-    _check_name(name, where)
-    backends = _parse_backends(_require(table, "backends", list, where), KNOWN_BACKENDS, where)
-    return Package(
-        name=name,
-        version=_require(table, "version", int, where),
-        hub_repo=_require(table, "hub-repo", str, where),
-        module=name.replace("-", "_"),
-        templates=FIRST_TEMPLATES,
-        root=FIRST_ROOT,
-        variants=_rel_path(table.get("variants", FIRST_VARIANTS), "variants", where),
-        backends=backends,
-        cuda_archs=_archs(table.get("cuda-archs", ["8.0", "9.0"]), where),
-        ops=_parse_ops(_require(table, "ops", dict, where), backends, where),
-        first=True,
-        rocm_archs=_archs(table.get("rocm-archs", []), where, "rocm-archs"),
-    )
-
-
-def _later_package(name: str, table: Any, first: Package, where: str) -> Package:
-    where = f"{where.rsplit(' [', 1)[0]} [tool.{TABLE}.packages.{name}]"
+def _package(name: str, table: Any, shared: dict[str, Any], where: str) -> Package:
+    """[tool.ggml-vendor.packages.<name>], over the shared table's defaults."""
+    where = f"{where} [tool.{TABLE}.packages.{name}]"
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: must be a table", f"write it as [tool.{TABLE}.packages.{name}]")
     _check_keys(table, PACKAGE_KEYS, where)
-    _check_name(name, where)
-    backends = _parse_backends(table["backends"], first.backends, where) if "backends" in table else first.backends
-    module = table.get("module", name.replace("-", "_"))
-    if not isinstance(module, str) or not module.isidentifier():
-        raise ConfigError(f"{where}: module {module!r} is not a Python identifier", "use e.g. gguf_kernels")
+    package_checks.check_name(name, where)
+    backends = (
+        _parse_backends(table["backends"], shared["backends"], where) if "backends" in table else shared["backends"]
+    )
     return Package(
         name=name,
-        version=_require(table, "version", int, where),
-        hub_repo=_require(table, "hub-repo", str, where),
-        module=module,
+        version=package_checks.check_version(_require(table, "version", int, where), where),
+        hub_repo=package_checks.check_repo_id(_require(table, "hub-repo", str, where), where),
+        module=package_checks.check_module(table.get("module", name.replace("-", "_")), where),
         templates=_rel_path(table.get("templates", f"templates/{name}"), "templates", where),
-        root=_rel_path(table.get("root", f"packages/{name}"), "root", where),
         variants=_rel_path(table.get("variants", f"variants/{name}.toml"), "variants", where),
         backends=backends,
-        cuda_archs=_archs(table["cuda-archs"], where) if "cuda-archs" in table else first.cuda_archs,
+        cuda_archs=_archs(table["cuda-archs"], where) if "cuda-archs" in table else shared["cuda-archs"],
         ops=_parse_ops(_require(table, "ops", dict, where), backends, where),
-        rocm_archs=_archs(table["rocm-archs"], where, "rocm-archs") if "rocm-archs" in table else first.rocm_archs,
+        rocm_archs=_archs(table["rocm-archs"], where, "rocm-archs") if "rocm-archs" in table else shared["rocm-archs"],
     )
-
-
-def _check_name(name: str, where: str) -> None:
-    if not _NAME_RE.match(name):
-        raise ConfigError(f"{where}: name {name!r} is not a valid kernel name", "use lowercase letters, digits, dashes")
 
 
 def _rel_path(value: Any, key: str, where: str) -> str:
@@ -397,67 +361,78 @@ def _archs(value: Any, where: str, key: str = "cuda-archs") -> tuple[str, ...]:
     return tuple(value)
 
 
-def _check_family(packages: list[Package], where: str) -> None:
-    """Two packages may share nothing that names them: module, Hub repo, render root, templates."""
-    for attr, what in (
-        ("module", "Python module"),
-        ("hub_repo", "Hub repo"),
-        ("root", "root"),
-        ("templates", "templates"),
-    ):
-        seen: dict[str, str] = {}
-        for pkg in packages:
-            value = getattr(pkg, attr)
-            if value in seen:
-                raise ConfigError(
-                    f"{where}: packages {seen[value]!r} and {pkg.name!r} share the {what} {value!r}",
-                    f"give [tool.{TABLE}.packages.{pkg.name}] its own {attr.replace('_', '-')}",
-                )
-            seen[value] = pkg.name
+def _shared(table: dict[str, Any], where: str) -> dict[str, Any]:
+    """The shared table's defaults, checked."""
+    _check_keys(table, SHARED_KEYS, where)
+    return {
+        "backends": _parse_backends(_require(table, "backends", list, where), KNOWN_BACKENDS, where),
+        "cuda-archs": _archs(table.get("cuda-archs", ["8.0", "9.0"]), where),
+        "rocm-archs": _archs(table.get("rocm-archs", []), where, "rocm-archs"),
+    }
+
+
+def _packages(root: Path, table: dict[str, Any], where: str, facts: bool = True) -> tuple[Package, ...]:
+    """Every [packages.<name>] table, config order, checked alone and against each other (and, with `facts`,
+    against its templates' facts.py)."""
+    shared = _shared(table, where)
+    raw = table.get("packages")
+    if not isinstance(raw, dict) or not raw:
+        raise ConfigError(
+            f"{where}: no [tool.{TABLE}.packages.<name>] table", "declare a package, e.g. `ggml-vendor init NAME`"
+        )
+    packages = tuple(_package(str(n), t, shared, where) for n, t in raw.items())
+    package_checks.check_family(packages, where)
+    package_checks.check_paths(root, packages, where)
+    from toolkit.core import package_facts  # lazily: it loads the packages' own facts files
+
+    for pkg in packages if facts else ():
+        package_facts.check_ops(root, pkg, f"{where} [tool.{TABLE}.packages.{pkg.name}]")
+    return packages
 
 
 def load(root: Path | None = None) -> Config:
-    """Load and validate [tool.ggml-vendor] from `root`/pyproject.toml (root found upwards if None): the
-    first package's view, with every package in `packages`."""
+    """Load and validate [tool.ggml-vendor] from `root`/pyproject.toml (root found upwards if None)."""
     root = find_root(root)
-    where = f"{root / 'pyproject.toml'} [tool.{TABLE}]"
-    doc = parse_toml(root / "pyproject.toml").unwrap()
-    table = doc["tool"][TABLE]
-    _check_keys(table, (*SHARED_KEYS, "packages"), where)
-    first = _first_package(table, where)
-    later = table.get("packages", {})
-    if not isinstance(later, dict):
-        raise ConfigError(f"{where}: 'packages' must be a table of [packages.<name>] tables", "fix pyproject.toml")
-    packages = [first] + [_later_package(n, t, first, where) for n, t in later.items()]
-    if len({p.name for p in packages}) != len(packages):
-        raise ConfigError(f"{where}: package {first.name!r} is declared twice", "give the second package another name")
-    _check_family(packages, where)
-    from toolkit.core import package_facts  # lazily: it loads the packages' own facts files
+    return from_table(root, parse_toml(root / "pyproject.toml").unwrap()["tool"][TABLE])
 
-    for pkg in packages:
-        package_facts.check_ops(root, pkg, where)
+
+def from_table(root: Path, table: Any, *, facts: bool = True) -> Config:
+    """The project at `root` as `table` ([tool.ggml-vendor]) declares it: every package in `packages`, seen as
+    the package declared first (`for_package` gives any other's view). `facts=False` leaves the packages' facts
+    files unread (`init` checks a package whose templates it has not written yet)."""
+    where = f"{root / 'pyproject.toml'} [tool.{TABLE}]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: must be a table", f"write it as [tool.{TABLE}]")
+    if config_legacy.is_legacy(table):
+        table = config_legacy.migrate(table, root)
+    packages = _packages(root, table, where, facts)
+    base = packages[0]
     return Config(
         root=root,
-        name=first.name,
-        version=first.version,
+        name=base.name,
+        version=base.version,
         license=_require(table, "license", str, where),
-        hub_repo=first.hub_repo,
+        hub_repo=base.hub_repo,
         upstream=_require(table, "upstream", str, where),
-        variants_file=root / first.variants,
-        backends=first.backends,
-        cuda_archs=first.cuda_archs,
-        ops=first.ops,
-        rocm_archs=first.rocm_archs,
-        packages=tuple(packages),
-        package_name=first.name,
+        variants_file=root / base.variants,
+        backends=base.backends,
+        cuda_archs=base.cuda_archs,
+        ops=base.ops,
+        rocm_archs=base.rocm_archs,
+        packages=packages,
+        package_name=base.name,
     )
 
 
-def set_value(root: Path, key: str, value: Any) -> None:
-    """Set [tool.ggml-vendor].<key> in place, keeping every comment and the file's layout."""
+def set_value(root: Path, key: str, value: Any, package: str | None = None) -> None:
+    """Set [tool.ggml-vendor].<key> (or, with `package`, [tool.ggml-vendor.packages.<package>].<key>) in place,
+    keeping every comment and the file's layout."""
     path = root / "pyproject.toml"
     doc = parse_toml(path)
-    doc["tool"][TABLE][key] = value
+    table = doc["tool"][TABLE]
+    if package is not None:
+        table = table["packages"][package]
+    table[key] = value
     tmp = path.with_suffix(".toml.tmp")
     tmp.write_text(tomlkit.dumps(doc))
     tmp.replace(path)

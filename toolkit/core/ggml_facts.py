@@ -3,7 +3,7 @@
 Layouts, include roots, always-shipped files, compiler flags, the CUDA runtime shim, the Metal build and
 ROCm rules live here; what belongs to one package's ops (kernel names, function constants, head dims,
 kargs layouts, their fingerprints) lives in that package's facts file beside its templates
-(templates/facts.py for the first package), loaded with toolkit.core.package_facts. Templates see both as
+(templates/<name>/facts.py), loaded with toolkit.core.package_facts. Templates see both as
 one `facts` namespace. Facts that can drift between pins are listed in FINGERPRINTS (here the shared
 ones, in a package's facts its own) so that `sync` notices when they move.
 """

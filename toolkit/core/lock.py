@@ -114,9 +114,8 @@ class Lock:
     llama_cpp_commit: str = ""  # ggml layout: the llama.cpp commit it was synced from (scripts/sync-llama.last)
     ggml_commit: str = ""  # llama.cpp layout: the last ggml commit synced into it (scripts/sync-ggml.last)
     behaviour: Mapping[str, BehaviourPrint] = field(default_factory=dict)  # ggml_facts.Behaviour.key -> hashes
-    # package -> the op keys (of entries/closures) it owns; written only for a family of two or more packages,
-    # so a one-package lock keeps its bytes. The first package's keys are bare op names, later ones
-    # "<package>:<op>" (toolkit.core.config.Package.key).
+    # package -> the op keys (of entries/closures) it owns; written only for a family of two or more packages.
+    # Every key is "<package>:<op>" (toolkit.core.config.Package.key).
     packages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def provenance_line(self) -> str:
@@ -273,8 +272,8 @@ def _print_lines(lock: Lock) -> list[str]:
 def package_view(lock: Lock, package: str, fingerprints: Iterable[str] = ()) -> Lock:
     """The lock as one package of the family sees it: its ops' entries, closures and behaviour prints, the files
     they need and the always-shipped ones (their needed-by narrowed to its ops), the licenses of those files and
-    the patches that change them, the `fingerprints` named (the shared ones and the package's own), and no package table. For the first package
-    of a family this is the lock a one-package project pins (same bytes): a package's build identity hashes it
+    the patches that change them, the `fingerprints` named (the shared ones and the package's own), and no package
+    table: the lock a project of that package alone pins. A package's build identity hashes it
     instead of the family's vendor/UPSTREAM, so adding a package leaves the others' identities alone. A lock
     without a package table (one package) is its own view."""
     if not lock.packages:
@@ -393,11 +392,14 @@ def parse_lock(text: str, where: str = LOCK_NAME) -> Lock:
 
 
 def read_lock(vendor_dir: Path) -> Lock | None:
-    """The lock in `vendor_dir`, or None when there is none yet."""
+    """The lock in `vendor_dir`, or None when there is none yet. A lock from before every op key named its
+    package is read with its keys qualified (lock_keys.qualified), and says so once."""
+    from toolkit.core import lock_keys
+
     path = Path(vendor_dir) / LOCK_NAME
     if not path.is_file():
         return None
-    lock = parse_lock(path.read_text(encoding="utf-8"), str(path))
+    lock = lock_keys.qualified(parse_lock(path.read_text(encoding="utf-8"), str(path)), Path(vendor_dir))
     return replace(lock, licenses=tuple(_with_notices(lic, lock, Path(vendor_dir)) for lic in lock.licenses))
 
 

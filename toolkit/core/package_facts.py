@@ -69,7 +69,7 @@ def _exec(path: Path, package: str) -> dict[str, Any]:
     module: ModuleType = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     try:
         spec.loader.exec_module(module)  # type: ignore[union-attr]
-    except Exception as exc:  # the file is the project's own code: any failure is a config problem
+    except (Exception, SystemExit) as exc:  # the project's own code: any failure (an exit too) is a config problem
         raise ConfigError(
             f"{path}: the facts file of package {package!r} fails to load ({type(exc).__name__}: {exc})",
             "fix the file (plain constants, Fingerprint and Behaviour from toolkit.core.ggml_facts)",
@@ -133,7 +133,13 @@ def behaviour(cfg: Config) -> tuple[Behaviour, ...]:
 
 def check_ops(root: Path, pkg: Package, where: str) -> None:
     """Refuse an op the package's templates do not implement (when its facts file lists OPS)."""
-    known = of_package(root, pkg).ops
+    facts = of_package(root, pkg)
+    if facts.path is None:
+        raise ConfigError(
+            f"{where}: package {pkg.name!r} has no {pkg.templates}/{FACTS_FILE}",
+            f"restore it (git checkout {pkg.templates}), point templates at the package's, or run `ggml-vendor init`",
+        )
+    known = facts.ops
     if known is None:
         return
     for op in pkg.ops:

@@ -6,9 +6,11 @@ the project (`sync --check`, `status`, dry runs) take it shared, so they never r
 command is halfway through replacing. The second command waits with a message, or refuses with --no-wait.
 
 The lock is reentrant within a process: a command holds it, and the library calls it makes (sync's
-execute, replace_vendor, recover) take it again without blocking on themselves. Who holds it is
-never written down: the waiting command reads the holder's pid from /proc/locks (Linux) to say what it
-waits for.
+execute, replace_vendor, recover) take it again without blocking on themselves. Nothing is written to
+disk to say who holds it: the holder records its command name itself, as the name of an abstract Unix
+socket (Linux) that it binds for as long as it holds the lock and that the kernel removes with the process,
+even on SIGKILL. The waiting command reads the holder's pid from /proc/locks and that name from
+/proc/net/unix to say what it waits for.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import contextlib
 import errno
 import fcntl
 import os
-import sys
+import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,34 +53,64 @@ def held_mode(root: Path) -> str | None:
     return h.mode if h else None
 
 
+# The holder's record: an abstract socket named "<prefix><lock id>/<pid>/<command>" (no file, no cleanup).
+_RECORD = "ggml-vendor-lock/"
+
+
+def _lock_id(st: os.stat_result) -> str:
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def _record(root: Path, command: str) -> socket.socket | None:
+    """Record that this process holds the lock of `root` for `command`; None where abstract sockets are
+    unavailable (the waiting line then says "another ggml-vendor command")."""
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    except (OSError, AttributeError):
+        return None
+    try:
+        sock.bind(f"\0{_RECORD}{_lock_id(os.stat(root))}/{os.getpid()}/{command}")
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def _recorded_command(st: os.stat_result, pid: str) -> str | None:
+    """The command the process `pid` recorded for the lock `st` (see `_record`), or None."""
+    prefix = f"@{_RECORD}{_lock_id(st)}/{pid}/"
+    for line in Path("/proc/net/unix").read_text(errors="replace").splitlines():
+        at = line.find(prefix)
+        if at >= 0:
+            return line[at + len(prefix) :].strip() or None
+    return None
+
+
+def _flock_holders(st: os.stat_result) -> list[str]:
+    """The pids /proc/locks lists as holding a flock on the file `st` describes (this process excepted)."""
+    pids = []
+    for line in Path("/proc/locks").read_text().splitlines():
+        parts = line.split()
+        if "FLOCK" not in parts or len(parts) < 6:
+            continue
+        i = parts.index("FLOCK")
+        pid, dev_ino = parts[i + 3], parts[i + 4]
+        major, minor, ino = dev_ino.split(":")
+        if int(ino) != st.st_ino or (int(major, 16), int(minor, 16)) != (os.major(st.st_dev), os.minor(st.st_dev)):
+            continue
+        if int(pid) != os.getpid():
+            pids.append(pid)
+    return pids
+
+
 def holder(root: Path) -> str:
-    """'ggml-vendor sync (pid 123)' for a process holding the lock of `root` (read from /proc/locks, so
-    nothing is written to say who holds it), or 'another ggml-vendor command' where that is not known."""
+    """'ggml-vendor sync (pid 123)' for a process holding the lock of `root` (its pid from /proc/locks, its
+    command from the record it made itself), or 'another ggml-vendor command' where that is not known."""
     with contextlib.suppress(OSError, ValueError):
         st = os.stat(root)
-        for line in Path("/proc/locks").read_text().splitlines():
-            parts = line.split()
-            if "FLOCK" not in parts or len(parts) < 6:
-                continue
-            i = parts.index("FLOCK")
-            pid, dev_ino = parts[i + 3], parts[i + 4]
-            major, minor, ino = dev_ino.split(":")
-            if int(ino) != st.st_ino or (int(major, 16), int(minor, 16)) != (os.major(st.st_dev), os.minor(st.st_dev)):
-                continue
-            if int(pid) == os.getpid():
-                continue
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            words = [a.decode("utf-8", "replace") for a in argv if a]
-            command = next((w for w in words if w in _commands()), "command")
-            return f"ggml-vendor {command} (pid {pid})"
+        for pid in _flock_holders(st):
+            return f"ggml-vendor {_recorded_command(st, pid) or 'command'} (pid {pid})"
     return "another ggml-vendor command"
-
-
-def _commands() -> tuple[str, ...]:
-    """The command names, from the commands package's own list (one source: a new command is named too)."""
-    from toolkit.commands import COMMAND_MODULES
-
-    return COMMAND_MODULES
 
 
 @contextlib.contextmanager
@@ -123,14 +155,12 @@ def project_lock(
             if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
                 raise
         _held[key] = _Held(fd, SHARED if shared else EXCLUSIVE, 1)
+        record = _record(Path(key), command)
         try:
             yield
         finally:
             del _held[key]
+            if record is not None:
+                record.close()
     finally:
         os.close(fd)  # closing the last descriptor releases the flock
-
-
-def stderr_notice(message: str) -> None:
-    """Default `on_wait` for library callers: one line on stderr."""
-    print(message, file=sys.stderr, flush=True)

@@ -14,10 +14,12 @@ from toolkit.core.errors import UpstreamError
 from toolkit.core.lock import Lock, package_view
 from toolkit.outdated.rebase import Rebased, rebase_series
 from toolkit.sync.drift import Drift, compute_drift
+from toolkit.sync.git_run import run_git
 from toolkit.sync.patches import describe
-from toolkit.sync.stage import SyncPlan, family_facts, plan_sync, read_patches
-from toolkit.sync.upstream import Snapshot, Source, _run_git
-from toolkit.sync.vendor_tree import SOURCES_DIR
+from toolkit.sync.project_plan import family_facts
+from toolkit.sync.tree_plan import SyncPlan, plan_sync
+from toolkit.sync.upstream import Snapshot, Source
+from toolkit.sync.vendor_tree import SOURCES_DIR, read_patches
 
 
 @dataclass(frozen=True)
@@ -35,9 +37,9 @@ def head_ref(source: Source, lock: Lock) -> str:
     follows `master`), else the source's HEAD (its default branch)."""
     rev = lock.rev or ""
     for ref in (f"refs/heads/{rev}", f"refs/remotes/origin/{rev}"):
-        if rev and _run_git(source.git_dir, "rev-parse", "--verify", "--quiet", ref, check=False).returncode == 0:
+        if rev and run_git(source.git_dir, "rev-parse", "--verify", "--quiet", ref, check=False).returncode == 0:
             return rev
-    head = _run_git(source.git_dir, "symbolic-ref", "--quiet", "--short", "HEAD", check=False).stdout.strip()
+    head = run_git(source.git_dir, "symbolic-ref", "--quiet", "--short", "HEAD", check=False).stdout.strip()
     return head or "HEAD"  # the default branch by name (master), so the new lock follows it
 
 
@@ -45,7 +47,7 @@ def commits_between(source: Source, old: str, new: str, repo_paths: list[str]) -
     """Commits in old..new touching `repo_paths`, newest first; None when the source lacks that history."""
     if not (source.has_commit(old) and source.has_commit(new)):
         return None
-    proc = _run_git(source.git_dir, "log", "--format=%H%x09%cI%x09%s", f"{old}..{new}", "--", *repo_paths, check=False)
+    proc = run_git(source.git_dir, "log", "--format=%H%x09%cI%x09%s", f"{old}..{new}", "--", *repo_paths, check=False)
     if proc.returncode != 0:
         return None
     out = []

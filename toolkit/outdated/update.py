@@ -32,9 +32,10 @@ from toolkit.outdated.survey import Survey, head_ref, survey
 from toolkit.outdated.where import Where, open_for_survey, resolve_target, where
 from toolkit.sync.drift import write_report
 from toolkit.sync.outcome import Succeeded
-from toolkit.sync.stage import SyncPlan, family_facts, plan_sync, read_patches
+from toolkit.sync.project_plan import family_facts
+from toolkit.sync.tree_plan import SyncPlan, plan_sync
 from toolkit.sync.upstream import NeedsFetch, Source
-from toolkit.sync.vendor_tree import check_vendor_dir, current_hashes, replace_vendor
+from toolkit.sync.vendor_tree import check_vendor_dir, current_hashes, read_patches, replace_vendor
 
 
 @dataclass(frozen=True)
@@ -241,7 +242,7 @@ def _render_all(cfg: Config, matrices_changed: bool, log: Log) -> tuple[str, ...
     for view in fresh.selected(()):
         rep = render.execute(render.plan(view, render.Request(), log), log)
         done += [f"{view.name}: {line}" for line in rep.lines() if not line.startswith("unchanged")]
-    if matrices_changed and (fresh.templates_dir / workflow.TEMPLATE).is_file():
+    if matrices_changed:
         done += workflow.execute(workflow.plan(fresh, workflow.Request(), log), log).lines()
     return tuple(done)
 
@@ -274,7 +275,7 @@ def execute(p: Plan, log: Log = quiet) -> Report:
 def _write_reports(cfg: Config, p: Plan, text: str) -> tuple[str, ...]:
     assert p.survey is not None
     name = f"update-{p.pin.commit[:12]}-{p.survey.new.lock.commit[:12]}.md"
-    paths = [cfg.build_dir / "reports" / name]
+    paths = [cfg.reports_dir / name]
     if p.request.report_file is not None:
         paths.append(p.request.report_file)
     for path in paths:

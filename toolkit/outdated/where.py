@@ -13,13 +13,12 @@ from pathlib import Path
 from toolkit.core.errors import UpstreamError
 from toolkit.core.lock import Lock
 from toolkit.sync import embedded
+from toolkit.sync.git_run import last_line, run_git
 from toolkit.sync.upstream import (
     Source,
     _cache_dir_for,
     _create_cache,
     _fetch_error,
-    _last_line,
-    _run_git,
     is_url,
     open_upstream,
     validate_rev,
@@ -57,9 +56,9 @@ def _since(lock: Lock) -> str:
 
 
 def _remote_branch(cache: Path, url: str, rev: str) -> bool:
-    proc = _run_git(cache, "ls-remote", "--heads", "--end-of-options", "origin", rev, check=False)
+    proc = run_git(cache, "ls-remote", "--heads", "--end-of-options", "origin", rev, check=False)
     if proc.returncode != 0:
-        raise _fetch_error(url, rev, _last_line(proc.stderr))
+        raise _fetch_error(url, rev, last_line(proc.stderr))
     return bool(proc.stdout.strip())
 
 
@@ -70,7 +69,7 @@ def _open_url_history(url: str, lock: Lock) -> tuple[Source, str]:
         _create_cache(url, cache)
     rev = lock.rev or ""
     ref = rev if rev and not _HEX_RE.match(rev) and _remote_branch(cache, url, rev) else "HEAD"
-    proc = _run_git(
+    proc = run_git(
         cache,
         "fetch",
         "-q",
@@ -83,7 +82,7 @@ def _open_url_history(url: str, lock: Lock) -> tuple[Source, str]:
         check=False,
     )
     if proc.returncode != 0:
-        raise _fetch_error(url, ref, _last_line(proc.stderr))
+        raise _fetch_error(url, ref, last_line(proc.stderr))
     return Source(cache, url, partial=True, url=url), "refs/ggml-vendor/head"
 
 

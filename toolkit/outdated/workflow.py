@@ -41,19 +41,17 @@ def render_update(
     cfg: Config, environment: Callable[[Path], jinja2.Environment], marker: str, python: str
 ) -> RenderedFile | None:
     """update.yml for the project, rendered with the build workflow's `environment`, `marker` and `python` (so the
-    two generated workflows stay alike); None when templates/ci/ has no update template (an older project)."""
+    two generated workflows stay alike), from the tool's template (toolkit/data/ci/)."""
     views = cfg.selected()
-    templates = views[0].templates_dir
-    if not (templates / TEMPLATE).is_file():
-        return None
+    templates = Path(__file__).resolve().parents[1] / "data"
     builds: list[dict[str, Any]] = []
     for view in views:
         row = cpu_build(view)
         if row is not None:
             builds.append({"package": view.name, "variant": row.variant, "torch": row.torch})
     context = {
-        "notice": f"{marker} from templates/{TEMPLATE} and the matrices. Do not edit: change those and re-run "
-        "`ggml-vendor ci`.",
+        "notice": f"{marker} from the tool's {TEMPLATE} and the matrices. Do not edit: change the matrices and "
+        "re-run `ggml-vendor ci`.",
         "python": python,
         "branch": BRANCH,
         "moved_exit": MOVED_EXIT,
@@ -63,7 +61,7 @@ def render_update(
         text = environment(templates).get_template(TEMPLATE).render(**context)
     except jinja2.TemplateError as exc:
         raise RenderError(
-            f"templates/{TEMPLATE}:{getattr(exc, 'lineno', '?')} failed to render: {exc}", "fix the template"
+            f"toolkit/data/{TEMPLATE}:{getattr(exc, 'lineno', '?')} failed to render: {exc}", "fix the template"
         ) from None
     return RenderedFile(OUTPUT, TEMPLATE, text)
 

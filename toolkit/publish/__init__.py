@@ -2,7 +2,7 @@
 
 The stage protocol (toolkit/core/stage.py):
     plan(config, request, log) -> Plan      preflight (offline, read-only), read the live repository and diff
-                                             it against build/ (plan.py), cut the changes into commit batches;
+                                             it against build/ (diff.py), cut the changes into commit batches;
                                              pushes and writes nothing
     execute(plan, log) -> Report             push exactly those batches, each guarded by the head the plan
                                              read (a branch that moved since is refused, not overwritten),
@@ -12,35 +12,14 @@ The stage protocol (toolkit/core/stage.py):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-# Imported before `plan` below is defined: the function, not the submodule, is `toolkit.publish.plan`
-# as an attribute (`from toolkit.publish.plan import X` still reads the module).
-import toolkit.publish.plan as _plan_module  # noqa: F401
+from toolkit.core.config import Config
 from toolkit.core.stage import Log, quiet
-
-if TYPE_CHECKING:
-    from toolkit.publish.stage import Plan, Report
+from toolkit.publish.stage import Plan, Report, Request
 
 __all__ = ["Request", "Plan", "Report", "plan", "execute", "interrupted"]
 
 
-@dataclass(frozen=True)
-class Request:
-    variants: tuple[str, ...] = ()  # names under build/ (empty: all)
-    repo: str | None = None  # Hub repo id (None: the config's hub-repo)
-    to: str | None = None  # a git remote (URL or path): git-lfs instead of the Hub HTTP API
-    endpoint: str | None = None
-    token: str | None = field(default=None, repr=False)  # never printed, not even in a repr
-    create_pr: bool = False
-    batch_size: int = 1000
-    report: Path | None = None
-    check_vendor: bool = True
-
-
-def plan(config: Any, request: Request, log: Log = quiet) -> Plan:
+def plan(config: Config, request: Request, log: Log = quiet) -> Plan:
     """What a publish would push, read from build/ and the live repository; refusals raise PublishError."""
     if request.to:
         from toolkit.publish.git import plan_git

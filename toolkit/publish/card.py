@@ -1,16 +1,17 @@
-"""The Hub card (README.md on `main`): rendered from templates/card/README.md.j2 with the ops, the upstream
-pin and the variants being published."""
+"""The Hub card (README.md on `main`): rendered from the package's templates/<name>/card/README.md.j2 (else the
+tool's, toolkit/data/card/) with the ops, the upstream pin and the variants being published."""
 
 from __future__ import annotations
 
 import ast
 import json
 from pathlib import Path
-from typing import Any
 
 import jinja2
 
 from toolkit import __version__
+from toolkit.core.config import Config
+from toolkit.core.lock import Lock
 from toolkit.core.text import printable
 
 TEMPLATE = Path("card") / "README.md.j2"
@@ -32,16 +33,16 @@ def public_functions(variant_dir: Path) -> list[str]:
     return []
 
 
-def _template_dir(cfg: Any) -> Path:
+def _template_dir(cfg: Config) -> Path:
     own = cfg.templates_dir / TEMPLATE
     if own.is_file():
         return cfg.templates_dir
-    # A project without its own card template (e.g. the demo workspace) uses the one shipped with the tool.
-    return Path(__file__).resolve().parents[2] / "templates"
+    # A package without its own card template (e.g. one `ggml-vendor init` made) uses the one shipped with the tool.
+    return Path(__file__).resolve().parents[1] / "data"
 
 
 def render_card(
-    cfg: Any, repo_id: str, variant_dirs: list[Path], lock: Any | None, conformance: dict[str, str] | None = None
+    cfg: Config, repo_id: str, variant_dirs: list[Path], lock: Lock | None, conformance: dict[str, str] | None = None
 ) -> str:
     variants = []
     for d in variant_dirs:
@@ -61,7 +62,7 @@ def render_card(
     if lock is not None:
         # The subject is the upstream's text: its escape sequences are spelled out, never sent on.
         upstream = {"url": lock.upstream, "commit": lock.commit, "date": lock.date, "subject": printable(lock.subject)}
-        from toolkit.sync.patch_workflow import patch_descriptions
+        from toolkit.sync import patch_descriptions
 
         described = patch_descriptions(cfg.vendor_dir)
         patches = [

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from toolkit import __version__
+from toolkit.core.config import Config
 from toolkit.core.errors import PublishError
 from toolkit.core.hashing import sha256_file
 from toolkit.core.stage import Log
-from toolkit.publish.plan import ADD, DELETE, BranchPlan, PublishPlan, RemoteFile, plan_publish
+from toolkit.publish.diff import ADD, DELETE, BranchPlan, PublishPlan, RemoteFile, plan_publish
 from toolkit.publish.preflight import preflight
-from toolkit.publish.stage import REPORT_NAME, Plan, PublishResult, finish
-from toolkit.verify.binaries import BINARY_SUFFIXES, LFS_POINTER_PREFIX, check_gitattributes, gitattributes_text
+from toolkit.publish.stage import REPORT_NAME, Plan, PublishResult, Request, finish
+from toolkit.verify import BINARY_SUFFIXES, LFS_POINTER_PREFIX, check_gitattributes, gitattributes_text
 
 
 def git_lfs_available() -> tuple[bool, str]:
@@ -105,13 +106,15 @@ def _heads(git: _Git) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in out.splitlines() if " " in line and not line.startswith("HEAD "))
 
 
-def plan_git(cfg: Any, request: Any, log: Log) -> Plan:
+def plan_git(cfg: Config, request: Request, log: Log) -> Plan:
     """Preflight build/, fetch the remote into a scratch repository (deleted on return) and diff."""
     ok, why = git_lfs_available()
     if not ok:
         raise PublishError(f"cannot publish with git: {why}", "install git-lfs, or publish over HTTP (drop --to)")
-    ready = preflight(cfg, list(request.variants) or None, check_vendor=request.check_vendor)
     remote = request.to
+    if not remote:  # publish.plan chooses this transport only for a --to remote
+        raise PublishError("publishing with git needs a remote", "pass --to URL_OR_PATH")
+    ready = preflight(cfg, list(request.variants) or None, check_vendor=request.check_vendor)
     with tempfile.TemporaryDirectory(prefix="ggml-vendor-git-") as tmp:
         git = _fetched(Path(tmp) / "work", remote, log)
         tree_b = _remote_tree(git, f"origin/v{ready.version}")

@@ -10,12 +10,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from toolkit import __version__
+from toolkit.core.config import Config
 from toolkit.core.errors import PublishError
 from toolkit.core.stage import Log
-from toolkit.publish.plan import ADD, DELETE, FileAction, PublishPlan, RemoteFile, plan_publish, same_content
+from toolkit.publish.diff import ADD, DELETE, FileAction, PublishPlan, RemoteFile, plan_publish, same_content
 from toolkit.publish.preflight import preflight, resolve_token
-from toolkit.publish.stage import REPORT_NAME, Plan, PublishResult, finish
-from toolkit.verify.binaries import BINARY_SUFFIXES
+from toolkit.publish.stage import REPORT_NAME, Plan, PublishResult, Request, finish
+from toolkit.verify import BINARY_SUFFIXES
 
 REPO_TYPE = "kernel"
 # huggingface_hub learnt to commit to kernel-type repos in 2.3.0 (older releases refuse repo_type="kernel" in
@@ -83,7 +84,9 @@ def _tree(api: Any, repo_id: str, rev: str) -> dict[str, RemoteFile]:
     }
 
 
-def _live_state(api: Any, repo_id: str, branch: str) -> tuple[bool, dict[str, str], dict | None, dict | None]:
+def _live_state(
+    api: Any, repo_id: str, branch: str
+) -> tuple[bool, dict[str, str], dict[str, RemoteFile] | None, dict[str, RemoteFile] | None]:
     """(repo exists, branch heads, tree of `branch` or None, tree of main or None)."""
     from huggingface_hub.errors import RepositoryNotFoundError
 
@@ -240,10 +243,14 @@ def _token_if_any(token: str | None) -> str:
         return ""
 
 
-def plan_hub(cfg: Any, request: Any, log: Log) -> Plan:
+def plan_hub(cfg: Config, request: Request, log: Log) -> Plan:
     """Preflight build/, read the repository's refs and trees (reads only: no token needed) and diff."""
     check_hub_version()
-    repo_id = request.repo or cfg.hub_repo
+    if request.repo is not None:  # "" too is a bad --repo, never the configured repo in its place
+        from toolkit.core.package_checks import check_repo_id
+
+        check_repo_id(request.repo, "--repo")
+    repo_id = request.repo if request.repo is not None else cfg.hub_repo
     endpoint = _endpoint(request)
     ready = preflight(
         cfg, list(request.variants) or None, check_vendor=request.check_vendor, official_hub=_is_official(endpoint)

@@ -9,12 +9,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit.core.config import Config
 from toolkit.core.errors import PublishError
+from toolkit.core.lock import Lock
 from toolkit.core.records import sub_table
-from toolkit.verify import conformance, record
-from toolkit.verify.binaries import check_file
-from toolkit.verify.entries import non_regular
-from toolkit.verify.runner import discover, stamp_verdict
+from toolkit.verify import (
+    check_file,
+    check_vendor_clean,
+    conformance_status,
+    discover,
+    non_regular,
+    runnable_here,
+    stamp_verdict,
+)
 
 
 @dataclass(frozen=True)
@@ -23,7 +30,7 @@ class Ready:
 
     variant_dirs: tuple[Path, ...]
     version: int
-    lock: Any | None
+    lock: Lock | None
     conformance: dict[str, str] = field(default_factory=dict)  # variant -> "passed: ..." / "not run (why)"
 
 
@@ -71,8 +78,8 @@ def _verdict(build_dir: Path, d: Path, official_hub: bool) -> tuple[str, list[st
     ok, why = stamp_verdict(build_dir, d, official_hub=official_hub)
     if not ok:
         problems.append(f"{d.name} is unverified ({why})")
-    status = record.conformance_status(build_dir, d.name)
-    if ok and not status.startswith("passed") and conformance.runnable_here(d.name)[0]:
+    status = conformance_status(build_dir, d.name)
+    if ok and not status.startswith("passed") and runnable_here(d.name)[0]:
         # the gate is required wherever it can run
         problems.append(
             f"{d.name}: conformance {status}, but this host can run it "
@@ -92,7 +99,7 @@ def _content_problems(d: Path, meta: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _version_problems(cfg: Any, versions: dict[Any, list[str]]) -> list[str]:
+def _version_problems(cfg: Config, versions: dict[Any, list[str]]) -> list[str]:
     if len(versions) > 1:
         return ["mixed versions: " + "; ".join(f"v{v}: {', '.join(n)}" for v, n in sorted(versions.items(), key=str))]
     version = next(iter(versions), None)
@@ -102,7 +109,7 @@ def _version_problems(cfg: Any, versions: dict[Any, list[str]]) -> list[str]:
 
 
 def preflight(
-    cfg: Any,
+    cfg: Config,
     names: list[str] | None,
     *,
     build_dir: Path | None = None,
@@ -134,8 +141,6 @@ def preflight(
     problems += _version_problems(cfg, versions)
     lock = None
     if check_vendor:
-        from toolkit.verify.provenance import check_vendor_clean
-
         findings, lock = check_vendor_clean(cfg)
         problems += [f.message for f in findings if f.failed]
     if problems:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from toolkit.core.errors import Interrupted, VendorError
-from toolkit.publish.plan import DELETE, UNCHANGED, BranchPlan, PublishPlan, RemoteFile, same_content
+from toolkit.publish.diff import DELETE, UNCHANGED, BranchPlan, PublishPlan, RemoteFile, same_content
 from toolkit.publish.stage import Plan
 
 Trees = dict[str, "dict[str, RemoteFile] | None"]  # branch -> its files (None: the branch does not exist)

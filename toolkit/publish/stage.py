@@ -1,4 +1,4 @@
-"""The publish stage's Plan and Report (toolkit/core/stage.py's interfaces), shared by both transports."""
+"""The publish stage's Request, Plan and Report (toolkit/core/stage.py's interfaces), shared by both transports."""
 
 from __future__ import annotations
 
@@ -10,10 +10,23 @@ from typing import Any
 
 from toolkit import __version__
 from toolkit.core import fs
-from toolkit.publish.plan import FileAction, PublishPlan, batches
+from toolkit.publish.diff import FileAction, PublishPlan, batches
 from toolkit.publish.preflight import Ready
 
 REPORT_NAME = "publish-report.json"
+
+
+@dataclass(frozen=True)
+class Request:
+    variants: tuple[str, ...] = ()  # names under build/ (empty: all)
+    repo: str | None = None  # Hub repo id (None: the config's hub-repo)
+    to: str | None = None  # a git remote (URL or path): git-lfs instead of the Hub HTTP API
+    endpoint: str | None = None
+    token: str | None = field(default=None, repr=False)  # never printed, not even in a repr
+    create_pr: bool = False
+    batch_size: int = 1000
+    report: Path | None = None
+    check_vendor: bool = True
 
 
 @dataclass(frozen=True)
@@ -24,7 +37,7 @@ class Plan:
     transport: str  # "hub" (HTTP API) or "git" (git-lfs to a remote)
     request: Any  # toolkit.publish.Request
     ready: Ready  # what preflight established (variants, version, conformance)
-    files: PublishPlan  # the actions per branch (plan.py)
+    files: PublishPlan  # the actions per branch (diff.py)
     target: str  # the repository's URL (hub) or the remote
     report_path: Path
     repo_exists: bool = True

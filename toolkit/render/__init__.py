@@ -1,10 +1,13 @@
-"""The render stage: vendor/ + templates/ -> build.toml, torch-ext/, csrc/ (committed, generated code).
+"""The render stage: vendor/ + templates/<name>/ -> build/<name>/src/ (build.toml, torch-ext/, csrc/): generated
+code, never tracked, that build, the Nix build and publish read from there.
 
 It follows the stage protocol (toolkit.core.stage):
     plan(config, request, log) -> Plan     every generated file's bytes, validated, and what differs from the
-                                           tree; reads only (stage.plan, stage.check)
+                                           tree; reads only (stage.plan, stage.check). With `check`, a second
+                                           render from scratch, compared byte for byte with the first
     execute(plan, log) -> Report           write what is stale or missing, delete orphans (stage.write); with
-                                           `Request(check=True)` write nothing and fail (exit 6) on any drift
+                                           `Request(check=True)` write nothing and fail (exit 6) when the two
+                                           renders differ (generated files must be reproducible)
 The work is in stage.py.
 """
 
@@ -17,7 +20,7 @@ from typing import Any
 from toolkit.core.config import Config
 from toolkit.core.errors import Interrupted, RenderError
 from toolkit.core.stage import Log, Verdict, quiet
-from toolkit.render.stage import FileChange, RenderPlan, check, read_back, write
+from toolkit.render.stage import FileChange, RenderPlan, check, read_back, unreproducible, write
 from toolkit.render.stage import plan as _plan
 
 __all__ = ["Request", "Plan", "Report", "plan", "check", "execute"]
@@ -32,15 +35,16 @@ class Request:
 
 @dataclass(frozen=True)
 class Plan:
-    """The rendered files of one package and how the tree differs from them (`drift`; empty: up to date).
-    Paths are shown relative to the project root (`prefix`: where the package renders, "" for the first)."""
+    """The rendered files of one package and how its source tree differs from them (`drift`; empty: up to date),
+    or under `check` the files two renders disagree on. Paths are shown relative to the project root (`prefix`:
+    the package's source tree, build/<name>/src)."""
 
     rendered: RenderPlan
     drift: tuple[FileChange, ...]
     request: Request = Request()
     package: str = ""
     prefix: str = ""
-    templates: str = "templates"  # the package's templates directory, relative to the project root
+    templates: str = ""  # the package's templates directory, relative to the project root
 
     # The rendered plan's own interface (stage.RenderPlan), for callers that check or write it directly.
     @property
@@ -66,6 +70,8 @@ class Plan:
 
     def lines(self) -> list[str]:
         drift = [f"{d.kind:8} {self.shown(d.path)}" for d in self.drift]
+        if self.request.check:
+            return drift or [f"{len(self.files)} generated files of {self.package} render the same bytes twice"]
         return drift or [f"{len(self.files)} generated files of {self.package} are up to date"]
 
     def to_json(self) -> dict[str, Any]:
@@ -86,8 +92,8 @@ class Report(Verdict):
             return None
         names = ", ".join(f"{self.plan.shown(d.path)} ({d.kind})" for d in self.changed)
         return RenderError(
-            f"generated files are out of date: {names}",
-            "run `ggml-vendor render` and commit the result (never edit generated files)",
+            f"generated files are not reproducible (two renders differ): {names}",
+            "make the template's output depend only on its inputs (no sets, clocks or addresses)",
         )
 
     def lines(self) -> list[str]:
@@ -107,9 +113,9 @@ def plan(config: Config, request: Request | None = None, log: Log = quiet) -> Pl
     request = request or Request()
     rendered = _plan(config)
     log(f"rendered {len(rendered.files)} files from {config.templates_dir}")
+    drift = unreproducible(config, rendered) if request.check else check(rendered)
     prefix = config.package_root.relative_to(config.root).as_posix()
-    shown = "" if prefix == "." else prefix
-    return Plan(rendered, tuple(check(rendered)), request, config.name, shown, config.package.templates)
+    return Plan(rendered, tuple(drift), request, config.name, prefix, config.package.templates)
 
 
 def execute(plan: Plan, log: Log = quiet) -> Report:

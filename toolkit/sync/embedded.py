@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import os
 import shutil
 import subprocess
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from toolkit.core import fs, paths
 from toolkit.core.errors import UpstreamError
+from toolkit.core.hashing import sha256_bytes, tree_digest
 
 EMBEDDED = "embedded"  # the --upstream value (and lock url) that means this miniature
 BRANCH = "master"
@@ -68,10 +68,8 @@ def _git(cwd: Path, *args: str, input_: bytes | None = None) -> str:
 
 
 def _content_key(files: dict[str, bytes]) -> str:
-    h = hashlib.sha256()
-    for path, data in files.items():
-        h.update(path.encode() + b"\0" + hashlib.sha256(data).digest())
-    return h.hexdigest()[:16]
+    """The miniature's cache key: the tree hash (core.hashing.tree_digest) of its files, shortened."""
+    return tree_digest((path, sha256_bytes(data)) for path, data in files.items())[:16]
 
 
 def default_dest() -> Path:

@@ -12,169 +12,73 @@ list  each patch's description and health at the pin, or at another revision (--
 drop  removes a patch and un-applies it (vendor/ re-materialised from the pin and the rest of the series).
 
 Bad input (no pin, no edits, edits outside the vendored files, a pin that vendor/ does not match) is one
-VendorError with nothing written.
+VendorError with nothing written. Beside it: patch_plans.py (the plans and reports), patch_checks.py (the
+refusals before a save diffs anything), patch_format.py (the patch file, written by git format-patch) and
+patch_stage.py (save and drop through the stage protocol).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import stat
-import subprocess
-import tempfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from toolkit.core.config import Config
 from toolkit.core.errors import Interrupted, PatchError, VendorStateError
-from toolkit.core.lock import LOCK_NAME, VERDICT_APPLIED, VERDICT_UPSTREAM, Lock, read_lock, sha256_bytes
+from toolkit.core.lock import LOCK_NAME, VERDICT_APPLIED, Lock, read_lock, sha256_bytes
 from toolkit.sync import embedded
-from toolkit.sync.outcome import Succeeded
-from toolkit.sync.patches import apply_patches, describe, lay_files, message_of, unapply_patches
+from toolkit.sync.patch_checks import check_pin
+from toolkit.sync.patch_format import format_patch, git_identity
+from toolkit.sync.patch_plans import (
+    HEALTH_APPLIES,
+    HEALTH_CONFLICT,
+    HEALTH_UPSTREAM,
+    MAX_NAME,
+    NAME_RE,
+    DropPlan,
+    DropReport,
+    ListReport,
+    PatchHealth,
+    SavePlan,
+    SaveResult,
+)
+from toolkit.sync.patches import apply_patches, describe, message_of, unapply_patches
+from toolkit.sync.tree_plan import SyncPlan, plan_sync
 from toolkit.sync.vendor_tree import (
-    EDITED,
-    EXTRA,
     SOURCES_DIR,
-    check_vendor_dir,
     current_hashes,
     recover,
     replace_vendor,
 )
 
-HEALTH_APPLIES = "applies"
-HEALTH_UPSTREAM = VERDICT_UPSTREAM
-HEALTH_CONFLICT = "conflicts"
-
-MAX_NAME = 100  # NNNN-<name>.patch stays far below the 255 bytes a file name may have
-_NAME_RE = re.compile(r"^(?:(\d{4})-)?([A-Za-z0-9][A-Za-z0-9._-]*?)(?:\.patch)?$")
-
-
-@dataclass(frozen=True)
-class PatchHealth:
-    name: str
-    description: str
-    sha256: str
-    health: str  # HEALTH_APPLIES | HEALTH_UPSTREAM | HEALTH_CONFLICT
-    detail: str = ""  # for a conflict: which hunk of which file
-
-    def line(self) -> str:
-        state = f"conflicts at {self.detail}" if self.health == HEALTH_CONFLICT else self.health
-        return f"{self.name}: {state}" + (f" — {self.description}" if self.description else "")
-
-    def to_json(self) -> dict[str, str]:
-        return asdict(self)  # every field is a string: the JSON is the record itself
-
-
-@dataclass(frozen=True)
-class SaveResult(Succeeded):
-    """`patch save`'s Report (stage protocol): the patch written, or with `written` false what a dry run
-    would write."""
-
-    name: str
-    description: str
-    refreshed: bool
-    files: tuple[str, ...]
-    added: int
-    removed: int
-    written: bool
-
-    def lines(self) -> list[str]:
-        verb = (
-            ("refreshed" if self.refreshed else "saved")
-            if self.written
-            else ("would refresh" if self.refreshed else "would save")
-        )
-        head = (
-            f"{verb} vendor/patches/{self.name}: {len(self.files)} file(s), +{self.added} -{self.removed}"
-            f" — {self.description}"
-        )
-        return [head] + [f"  {f}" for f in self.files]
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "path": f"vendor/patches/{self.name}",
-            "description": self.description,
-            "refreshed": self.refreshed,
-            "files": list(self.files),
-            "lines_added": self.added,
-            "lines_removed": self.removed,
-            "written": self.written,
-        }
-
-
-@dataclass(frozen=True)
-class SavePlan:
-    """`patch save`'s Plan: the new vendor/ (series and lock included) and the report it makes."""
-
-    root: Path
-    desired: Mapping[str, bytes]
-    result: SaveResult  # written=False
-
-    def lines(self) -> list[str]:
-        return self.result.lines()
-
-    def to_json(self) -> dict[str, object]:
-        return self.result.to_json()
-
-
-@dataclass(frozen=True)
-class ListReport(Succeeded):
-    """`patch list`'s Report: each patch's health at `commit` (`rev`, or the pin when rev is None)."""
-
-    rev: str | None
-    commit: str
-    health: tuple[PatchHealth, ...]
-
-    def lines(self, verbose: bool = False) -> list[str]:
-        where = f"{self.rev} ({self.commit[:12]})" if self.rev else f"the pin ({self.commit[:12]})"
-        if not self.health:
-            return [f"no patches in vendor/patches (checked at {where})"]
-        bad = sum(h.health == HEALTH_CONFLICT for h in self.health)
-        out = [f"{len(self.health)} patch(es) at {where}" + (f": {bad} conflict(s)" if bad else "")]
-        for h in self.health:
-            out.append(f"  {h.line()}")
-            if verbose:
-                out.append(f"    {h.to_json()}")
-        return out
-
-    def to_json(self) -> dict[str, object]:
-        return {"rev": self.rev, "commit": self.commit, "patches": [h.to_json() for h in self.health]}
-
-
-@dataclass(frozen=True)
-class DropReport(Succeeded):
-    """`patch drop`'s Report (and, with `written` false, its Plan's printout)."""
-
-    dropped: str
-    written: bool
-
-    def lines(self) -> list[str]:
-        return [f"{'dropped' if self.written else 'would drop'} vendor/patches/{self.dropped}"]
-
-    def to_json(self) -> dict[str, object]:
-        return {"dropped": self.dropped, "written": self.written}
-
-
-@dataclass(frozen=True)
-class DropPlan:
-    root: Path
-    desired: Mapping[str, bytes]
-    dropped: str
-
-    def lines(self) -> list[str]:
-        return DropReport(self.dropped, False).lines()
-
-    def to_json(self) -> dict[str, object]:
-        return DropReport(self.dropped, False).to_json()
-
+__all__ = [
+    "plan_save",
+    "execute_save",
+    "plan_drop",
+    "execute_drop",
+    "list_patches",
+    "check_series",
+    "interrupted",
+    "patch_descriptions",
+    "format_patch",
+    "SavePlan",
+    "SaveResult",
+    "DropPlan",
+    "DropReport",
+    "ListReport",
+    "PatchHealth",
+    "HEALTH_APPLIES",
+    "HEALTH_UPSTREAM",
+    "HEALTH_CONFLICT",
+]
 
 # --- internals -----------------------------------------------------------------------------------------
 
 
 def _series(cfg: Config) -> tuple[list[tuple[str, bytes]], dict[str, bytes]]:
-    from toolkit.sync.stage import read_patches
+    from toolkit.sync.vendor_tree import read_patches
 
     return read_patches(cfg.vendor_dir)
 
@@ -195,9 +99,11 @@ def _match(existing: list[str], name: str) -> str | None:
     return None
 
 
-def _pristine_plan(cfg: Config, lock: Lock, patches: list[tuple[str, bytes]], *, rev: str | None, mirror, **kw):
+def _pristine_plan(
+    cfg: Config, lock: Lock, patches: list[tuple[str, bytes]], *, rev: str | None, mirror: Path | None, **kw: Any
+) -> SyncPlan:
     """plan_sync of `patches` at `rev` (None: the pinned commit) of the lock's upstream."""
-    from toolkit.sync.stage import family_facts, plan_sync
+    from toolkit.sync.project_plan import family_facts
     from toolkit.sync.upstream import open_upstream
 
     if rev is None:
@@ -225,129 +131,6 @@ def _pristine_plan(cfg: Config, lock: Lock, patches: list[tuple[str, bytes]], *,
 def _sources(desired: Mapping[str, bytes]) -> dict[str, bytes]:
     prefix = f"{SOURCES_DIR}/"
     return {p[len(prefix) :]: b for p, b in desired.items() if p.startswith(prefix)}
-
-
-def _git_identity(root: Path) -> tuple[str, str]:
-    def get(key: str) -> str:
-        r = subprocess.run(["git", "-C", str(root), "config", key], capture_output=True, text=True, check=False)
-        return r.stdout.strip()
-
-    return get("user.name") or "ggml-vendor", get("user.email") or "ggml-vendor@localhost"
-
-
-def format_patch(
-    before: Mapping[str, bytes], after: Mapping[str, bytes], message: str, *, author: tuple[str, str]
-) -> bytes:
-    """`git format-patch` of the change `before` -> `after` (paths relative to vendor/ggml), with `message`
-    (first line the subject) as the commit message. Made in a private temporary repository."""
-    with tempfile.TemporaryDirectory(prefix="ggml-vendor-save-") as tmp:
-        work = Path(tmp) / "ggml"
-        work.mkdir()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        env.update(
-            GIT_CEILING_DIRECTORIES=tmp,
-            GIT_CONFIG_NOSYSTEM="1",
-            HOME=tmp,
-            GIT_AUTHOR_NAME=author[0],
-            GIT_AUTHOR_EMAIL=author[1],
-            GIT_COMMITTER_NAME=author[0],
-            GIT_COMMITTER_EMAIL=author[1],
-        )
-
-        def git(*args: str) -> bytes:
-            # bytes, never text: a CRLF or binary edit must reach the patch exactly as it is
-            r = subprocess.run(["git", *args], cwd=work, env=env, capture_output=True, check=False)
-            if r.returncode != 0:
-                detail = r.stderr.decode("utf-8", "replace").strip()
-                raise PatchError(f"git {args[0]} failed while writing the patch: {detail}", None)
-            return r.stdout
-
-        def lay(files: Mapping[str, bytes]) -> None:
-            lay_files(work, {*before, *after}, files)
-
-        git("init", "-q")
-        git("config", "core.autocrlf", "false")
-        lay(before)
-        git("add", "-A")
-        git("commit", "-q", "--allow-empty", "-m", "pinned upstream")
-        lay(after)
-        git("add", "-A")
-        (Path(tmp) / "msg").write_text(message.strip() + "\n")
-        git("commit", "-q", "-F", str(Path(tmp) / "msg"))
-        # --binary: an edit git sees as binary is kept as a binary diff (applies exactly), not "Binary files differ"
-        return git(
-            "-c",
-            "core.autocrlf=false",
-            "format-patch",
-            "-1",
-            "--stdout",
-            "--binary",
-            "--no-signature",
-            "--zero-commit",
-            "--no-renames",
-        )
-
-
-def _file_kind(path: Path) -> str | None:
-    """What `path` is when it is not a regular file ("a symbolic link", "a directory", ...); None for a
-    regular file or nothing. Never follows a link and never opens the file (a FIFO would block)."""
-    try:
-        mode = path.lstat().st_mode
-    except FileNotFoundError:
-        return None
-    if stat.S_ISREG(mode):
-        return None
-    kinds = (
-        (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a named pipe"),
-        (stat.S_ISSOCK, "a socket"),
-    )
-    return next((name for test, name in kinds if test(mode)), "a device or other special file")
-
-
-def _refuse_odd_files(cfg: Config, lock: Lock) -> None:
-    """A patch saves file contents: a vendored path that is a link, directory, pipe... is vendor state
-    sync must repair first (a link would make us save a file from outside the tree, a FIFO would hang)."""
-    base = cfg.vendor_dir / SOURCES_DIR
-    for rel in sorted(lock.files):
-        kind = _file_kind(base / rel)
-        if kind is not None:
-            raise VendorStateError(
-                f"vendor/{SOURCES_DIR}/{rel} is {kind}, not a regular file: a patch can only save file contents",
-                "replace it with a regular file holding your edits, or restore it with ggml-vendor sync --force",
-            )
-
-
-def _check_pin(cfg: Config, lock: Lock, *, allow_edits: bool) -> list[str]:
-    """Refuse a vendor/ that does not stand on its pin; return the edited vendored files (vendor/ggml-relative)."""
-    _refuse_odd_files(cfg, lock)
-    findings = check_vendor_dir(cfg.vendor_dir, lock)
-    extra = [f for f in findings if f.kind == EXTRA]
-    if extra:
-        shown = ", ".join(f"vendor/{f.path}" for f in extra[:3]) + (
-            f" and {len(extra) - 3} more" if len(extra) > 3 else ""
-        )
-        raise PatchError(
-            f"edits outside the vendored files: {shown} not pinned by vendor/UPSTREAM",
-            "a patch may only change files sync vendored; move or delete those files first",
-        )
-    dirty = [f for f in findings if f.kind != EDITED]
-    if dirty:
-        f = dirty[0]
-        raise VendorStateError(
-            f"the pin is dirty: vendor/{f.path} is {f.kind}"
-            + (f" ({f.detail})" if f.detail else "")
-            + (f", and {len(dirty) - 1} more finding(s)" if len(dirty) > 1 else ""),
-            "run ggml-vendor sync so vendor/ matches vendor/UPSTREAM first (it refuses to overwrite edits)",
-        )
-    edited = [f.path[len(SOURCES_DIR) + 1 :] for f in findings if f.kind == EDITED]
-    if edited and not allow_edits:
-        raise VendorStateError(
-            f"vendor/ has unsaved edits ({', '.join(f'vendor/{SOURCES_DIR}/{p}' for p in edited[:3])})",
-            "save them first with ggml-vendor patch save NAME -m '...' (or discard them with ggml-vendor sync --force)",
-        )
-    return edited
 
 
 # --- the three verbs ---------------------------------------------------------------------------------
@@ -387,14 +170,14 @@ def _description(message: str | None, refreshed: bytes | None) -> str:
 
 def _next_name(name: str, patches: list[tuple[str, bytes]]) -> str:
     """NNNN-<name>.patch numbered after the last patch of the series, so that it applies last."""
-    m = _NAME_RE.match(name)
+    m = NAME_RE.match(name)
     assert m is not None  # _check_name has refused anything else
     numbers = [int(n[:4]) for n, _ in patches if re.match(r"^\d{4}-", n)]
     return f"{(max(numbers) + 1 if numbers else 1):04d}-{m.group(2)}.patch"
 
 
 def _check_name(name: str) -> None:
-    m = _NAME_RE.match(name or "")
+    m = NAME_RE.match(name or "")
     if not m or "/" in name:
         raise PatchError(
             f"{name!r} is not a patch name", "use letters, digits, '.', '_' and '-', e.g. gdn-decode-vectorised"
@@ -412,7 +195,7 @@ def plan_save(cfg: Config, name: str, message: str | None, *, mirror: Path | Non
     nothing."""
     _check_name(name)
     lock = _require_lock(cfg)
-    edited = _check_pin(cfg, lock, allow_edits=True)
+    edited = check_pin(cfg, lock, allow_edits=True)
     patches, others_files = _series(cfg)
     save = _save_target(name, message, patches, edited)
     target = save.name
@@ -436,7 +219,7 @@ def plan_save(cfg: Config, name: str, message: str | None, *, mirror: Path | Non
         {p: baseline[p] for p in changed if p in baseline},
         {p: mine[p] for p in changed if p in mine},
         save.message,
-        author=_git_identity(cfg.root),
+        author=git_identity(cfg.root),
     )
     plan = _pristine_plan(
         cfg,
@@ -535,7 +318,7 @@ def plan_drop(cfg: Config, name: str, *, mirror: Path | None = None) -> DropPlan
     if target is None:
         have = ", ".join(n for n, _ in patches) or "none"
         raise PatchError(f"no patch named {name!r} in vendor/patches (have: {have})", "ggml-vendor patch list")
-    _check_pin(cfg, lock, allow_edits=False)
+    check_pin(cfg, lock, allow_edits=False)
     rest = [(n, b) for n, b in patches if n != target]
     try:
         plan = _pristine_plan(

@@ -1,6 +1,6 @@
-"""The status stage (`ggml-vendor status`): the pin, vendor/ against it and the state of each patch, read
-offline; nothing is written. plan(config, request, log) -> StatusPlan, execute(plan, log) -> StatusReport, as
-toolkit.core.stage describes."""
+"""The status query (`ggml-vendor status`): the pin, vendor/ against it and the state of each patch, read
+offline; nothing is written. A query, not a stage: there is nothing to plan or carry out, so `query(config)`
+reads and returns the StatusReport the CLI prints."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.core import config
-from toolkit.core.lock import read_lock, sha256_file
-from toolkit.core.stage import Log, quiet
+from toolkit.core.lock import sha256_file
 from toolkit.sync.outcome import Succeeded
 from toolkit.sync.patch_workflow import patch_descriptions
 from toolkit.sync.vendor_tree import (
@@ -18,25 +17,10 @@ from toolkit.sync.vendor_tree import (
     PATCH_ADDED,
     PATCH_EDITED,
     PATCH_REMOVED,
-    check_vendor,
     patch_files,
+    read_vendor,
+    tree_on_record,
 )
-
-
-@dataclass(frozen=True)
-class StatusRequest:
-    """Status takes no options beyond the project (kept for the protocol's shape)."""
-
-
-@dataclass(frozen=True)
-class StatusPlan:
-    cfg: config.Config
-
-    def lines(self) -> list[str]:
-        return [f"read {self.cfg.vendor_dir / 'UPSTREAM'} and compare vendor/ with it (offline, read-only)"]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"stage": "status", "project": str(self.cfg.root)}
 
 
 @dataclass(frozen=True)
@@ -52,20 +36,18 @@ class StatusReport(Succeeded):
         return _pin_lines(self.doc, verbose) + _tree_lines(self.doc) + _patch_lines(self.doc)
 
 
-def plan(cfg: config.Config, request: StatusRequest | None = None, log: Log = quiet) -> StatusPlan:
-    return StatusPlan(cfg)
-
-
-def execute(status_plan: StatusPlan, log: Log = quiet) -> StatusReport:
-    return StatusReport(status_doc(status_plan.cfg))
+def query(cfg: config.Config) -> StatusReport:
+    """The project's status, read now (offline, read-only)."""
+    return StatusReport(status_doc(cfg))
 
 
 def status_doc(cfg: config.Config) -> dict[str, object]:
     """The status as data (what --json prints)."""
-    findings = check_vendor(cfg)
-    lock = read_lock(cfg.vendor_dir)
-    current = {p.name: sha256_file(p) for p in patch_files(cfg.vendor_dir)}
-    described = patch_descriptions(cfg.vendor_dir)
+    # one read of vendor/ (the tree recovery would put back, while a killed sync's swap awaits it)
+    vendor = read_vendor(tree_on_record(cfg.vendor_dir))
+    findings, lock = vendor.findings(), vendor.lock
+    current = {p.name: sha256_file(p) for p in patch_files(vendor.path)}
+    described = patch_descriptions(vendor.path)
     patches: list[dict[str, str | None]] = []
     for p in lock.patches if lock else ():
         state = (

@@ -62,23 +62,59 @@ class TreeFinding:
 # --- reading vendor/ ---------------------------------------------------------------------------------
 
 
-def vendored_paths(vendor_dir: Path) -> list[str]:
-    """Every entry under vendor/ except the lock and patches/, relative to vendor/, sorted. Symlinks and
-    other non-regular files are listed too (as themselves, never followed)."""
-    found: list[str] = []
-    if not vendor_dir.is_dir():
-        return found
-    for dirpath, dirnames, filenames in os.walk(vendor_dir, followlinks=False):
-        rel_dir = os.path.relpath(dirpath, vendor_dir)
-        if rel_dir == ".":
-            dirnames[:] = [d for d in dirnames if d != PATCHES_DIR]
-            filenames = [f for f in filenames if f != LOCK_NAME]
-        for d in list(dirnames):
-            if os.path.islink(os.path.join(dirpath, d)):
-                found.append(os.path.normpath(os.path.join(rel_dir, d)))
-        for f in filenames:
-            found.append(os.path.normpath(os.path.join(rel_dir, f)))
-    return sorted(p.replace(os.sep, "/") for p in found)
+def tree_on_record(vendor_dir: Path) -> Path:
+    """The directory that holds vendor/'s contents as recovery would leave them: vendor/ itself, or, while a
+    killed sync's journaled swap has the old tree moved aside (vendor/ missing), that old tree. Read-only:
+    a plan reads the state recovery would restore instead of restoring it (only execute recovers)."""
+    vendor_dir = Path(vendor_dir)
+    if os.path.lexists(vendor_dir) or not fs.journal_path(vendor_dir).is_file():
+        return vendor_dir
+    old, _ = fs.journal_record(vendor_dir)
+    return old if old is not None and old.is_dir() else vendor_dir
+
+
+@dataclass(frozen=True)
+class VendorState:
+    """vendor/ as one walk read it: every entry's sha256, the lock and the patch series. A plan reads it once
+    (`read_vendor`) and passes it on; its findings against a lock need no second walk."""
+
+    path: Path  # the directory read (tree_on_record's answer for a plan)
+    lock: Lock | None
+    hashes: Mapping[str, str | None]  # vendor/-relative path -> sha256 (None: not a regular file), all entries
+    patches: tuple[tuple[str, bytes], ...]  # vendor/patches/*.patch in name order
+    other_patch_files: Mapping[str, bytes]  # every other regular file under vendor/patches/, by relative path
+
+    @property
+    def exists(self) -> bool:
+        return self.path.is_dir()
+
+    def findings(self, lock: Lock | None = None) -> list[TreeFinding]:
+        """This tree against `lock` (default: its own): edited, missing, extra files and changed patches."""
+        return _findings(self, lock if lock is not None else self.lock)
+
+
+def read_vendor(vendor_dir: Path) -> VendorState:
+    """Read `vendor_dir` in one walk (offline, read-only): what `VendorState` holds."""
+    vendor_dir = Path(vendor_dir)
+    hashes: dict[str, str | None] = {}
+    patches: list[tuple[str, bytes]] = []
+    others: dict[str, bytes] = {}
+    for rel in sorted(_all_files(vendor_dir)) if vendor_dir.is_dir() else ():
+        path = vendor_dir / rel
+        if path.is_symlink() or not path.is_file():
+            hashes[rel] = None
+            continue
+        data = path.read_bytes()
+        hashes[rel] = sha256_bytes(data)
+        if rel.startswith(f"{PATCHES_DIR}/"):
+            name = rel[len(PATCHES_DIR) + 1 :]
+            (patches.append((name, data)) if _is_patch(name) else others.__setitem__(name, data))
+    return VendorState(vendor_dir, read_lock(vendor_dir), hashes, tuple(patches), others)
+
+
+def _is_patch(name: str) -> bool:
+    """A patch of the series: vendor/patches/*.patch, directly in patches/."""
+    return "/" not in name and Path(name).suffix == ".patch"
 
 
 def patch_files(vendor_dir: Path) -> list[Path]:
@@ -96,9 +132,11 @@ def _file_sha(path: Path) -> str | None:
 
 def check_vendor_dir(vendor_dir: Path, lock: Lock | None = None) -> list[TreeFinding]:
     """vendor/ against its lock: edited, missing, extra files and changed patches (offline, read-only)."""
-    vendor_dir = Path(vendor_dir)
-    lock = lock if lock is not None else read_lock(vendor_dir)
-    present = vendored_paths(vendor_dir)
+    return read_vendor(vendor_dir).findings(lock)
+
+
+def _findings(state: VendorState, lock: Lock | None) -> list[TreeFinding]:
+    present = [p for p in state.hashes if p != LOCK_NAME and not p.startswith(f"{PATCHES_DIR}/")]
     if lock is None:
         return [TreeFinding(UNLOCKED, LOCK_NAME, "no lock: run ggml-vendor sync --rev REV")] + [
             TreeFinding(EXTRA, p, "not in any lock") for p in present
@@ -106,23 +144,23 @@ def check_vendor_dir(vendor_dir: Path, lock: Lock | None = None) -> list[TreeFin
     expected = {f"{SOURCES_DIR}/{p}": sha for p, sha in lock.files.items()}
     findings = [TreeFinding(EXTRA, rel, "not in vendor/UPSTREAM") for rel in present if rel not in expected]
     for rel, sha in sorted(expected.items()):
-        finding = _locked_file_finding(vendor_dir, lock, rel, sha)
+        finding = _locked_file_finding(state, lock, rel, sha)
         if finding is not None:
             findings.append(finding)
-    findings += _patch_findings(vendor_dir, lock)
+    findings += _patch_findings(state, lock)
     return sorted(findings, key=lambda f: (f.path, f.kind))
 
 
-def _locked_file_finding(vendor_dir: Path, lock: Lock, rel: str, sha: str) -> TreeFinding | None:
+def _locked_file_finding(state: VendorState, lock: Lock, rel: str, sha: str) -> TreeFinding | None:
     """How the vendored file `rel` (vendor/-relative) disagrees with the `sha` its lock records; None if not."""
-    path = vendor_dir / rel
-    if not os.path.lexists(path):
+    path = state.path / rel
+    if rel not in state.hashes and not os.path.lexists(path):
         return TreeFinding(MISSING, rel)
-    actual = _file_sha(path)
+    actual = state.hashes.get(rel)
     if actual == sha:
         return None
     blob = _unpatched_blob(lock, rel) if actual is not None else ""
-    if blob and git_blob_id(path.read_bytes()) == blob:
+    if blob and git_blob_id(path.read_bytes()) == blob:  # only a file that differs is read again
         detail = f"the file is the locked upstream blob {blob[:12]}, but the lock says sha256 {sha[:12]}"
         return TreeFinding(LOCK_CORRUPT, rel, detail)
     detail = "not a regular file" if actual is None else f"sha256 {actual[:12]} != locked {sha[:12]}"
@@ -136,10 +174,24 @@ def _unpatched_blob(lock: Lock, rel: str) -> str:
     return info.blob if info is not None and not info.patched_by else ""
 
 
-def _patch_findings(vendor_dir: Path, lock: Lock) -> list[TreeFinding]:
+def _series_hashes(state: VendorState) -> dict[str, str]:
+    """patch name -> sha256 of vendor/patches/*.patch (a link to a file counts as that file, as git shows it)."""
+    out: dict[str, str] = {}
+    for rel, sha in state.hashes.items():
+        name = rel[len(PATCHES_DIR) + 1 :] if rel.startswith(f"{PATCHES_DIR}/") else ""
+        if not _is_patch(name):
+            continue
+        if sha is None and (state.path / rel).is_file():
+            sha = sha256_file(state.path / rel)
+        if sha is not None:
+            out[name] = sha
+    return out
+
+
+def _patch_findings(state: VendorState, lock: Lock) -> list[TreeFinding]:
     """vendor/patches/*.patch against the series the lock recorded: added, removed or edited since sync."""
     locked = {p.name: p.sha256 for p in lock.patches}
-    current = {p.name: sha256_file(p) for p in patch_files(vendor_dir)}
+    current = _series_hashes(state)
     findings: list[TreeFinding] = []
     for name in sorted(set(locked) | set(current)):
         rel = f"{PATCHES_DIR}/{name}"
@@ -154,20 +206,21 @@ def _patch_findings(vendor_dir: Path, lock: Lock) -> list[TreeFinding]:
 
 def check_vendor(cfg: Config) -> list[TreeFinding]:
     """The project's vendor/ against vendor/UPSTREAM; [] means clean. Used by verify/publish to refuse a
-    dirty tree. Completes an interrupted swap first (see `recover`), so it never reports a half state."""
-    recover(cfg.root)
-    return check_vendor_dir(cfg.vendor_dir)
+    dirty tree. Pure: while a killed sync's swap awaits recovery it reads the tree recovery puts back
+    (`tree_on_record`), so it never reports a half state and never writes (a plan may call it)."""
+    return read_vendor(tree_on_record(cfg.vendor_dir)).findings()
 
 
 def current_hashes(vendor_dir: Path) -> dict[str, str | None]:
     """vendor-relative path -> sha256 (None for non-regular files) of everything vendor/ holds, the lock
     and patches included."""
-    paths = vendored_paths(vendor_dir)
-    if os.path.lexists(vendor_dir / LOCK_NAME):
-        paths.append(LOCK_NAME)
-    if (vendor_dir / PATCHES_DIR).is_dir():
-        paths += [f"{PATCHES_DIR}/{p}" for p in _all_files(vendor_dir / PATCHES_DIR)]
-    return {p: _file_sha(vendor_dir / p) for p in paths}
+    return {p: _file_sha(vendor_dir / p) for p in _all_files(vendor_dir)} if Path(vendor_dir).is_dir() else {}
+
+
+def read_patches(vendor_dir: Path) -> tuple[list[tuple[str, bytes]], dict[str, bytes]]:
+    """(vendor/patches/*.patch in name order, every other file under vendor/patches/ by relative path)."""
+    state = read_vendor(vendor_dir)
+    return list(state.patches), dict(state.other_patch_files)
 
 
 # --- atomic replacement ------------------------------------------------------------------------------

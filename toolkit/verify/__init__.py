@@ -13,11 +13,22 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit.core.config import Config
 from toolkit.core.stage import Log, quiet
+from toolkit.verify.binaries import (
+    BINARY_SUFFIXES,
+    LFS_POINTER_PREFIX,
+    check_file,
+    check_gitattributes,
+    gitattributes_text,
+)
+from toolkit.verify.conformance import runnable_here
+from toolkit.verify.entries import non_regular
 from toolkit.verify.findings import FAIL, PASS, SKIP, WARN, Finding, VariantReport, VerifyReport
 from toolkit.verify.imports import torch_lib_dirs
 from toolkit.verify.layout import variant_backend
-from toolkit.verify.record import tree_sha256
+from toolkit.verify.provenance import check_vendor_clean
+from toolkit.verify.record import conformance_status, tree_sha256
 from toolkit.verify.record import verdict as stamp_verdict
 from toolkit.verify.runner import STAMP_NAME, VerifyOptions, discover, verify_build, verify_paths, verify_variant
 
@@ -43,6 +54,16 @@ __all__ = [
     "FAIL",
     "WARN",
     "SKIP",
+    # what publish re-checks before a byte is pushed (its one door into verify)
+    "check_file",
+    "non_regular",
+    "check_vendor_clean",
+    "conformance_status",
+    "runnable_here",
+    "check_gitattributes",
+    "gitattributes_text",
+    "BINARY_SUFFIXES",
+    "LFS_POINTER_PREFIX",
 ]
 
 
@@ -54,7 +75,7 @@ class Request:
 
 @dataclass(frozen=True)
 class Plan:
-    config: Any
+    config: Config
     request: Request
     paths: tuple[Path, ...]  # the variant directories, in the order they are checked
     # variant -> the lib/ of the torch build environment its unversioned imports resolve against (Linux only)
@@ -91,7 +112,7 @@ def _torch_libs(paths: list[Path]) -> tuple[tuple[str, tuple[Path, ...]], ...]:
     return tuple(out)
 
 
-def plan(config: Any, request: Request, log: Log = quiet) -> Plan:
+def plan(config: Config, request: Request, log: Log = quiet) -> Plan:
     """Which variants to check and what against; reads build/ and the torch environments, writes nothing."""
     paths = discover(config.build_dir, list(request.variants) or None)
     return Plan(config, request, tuple(paths), _torch_libs(paths))

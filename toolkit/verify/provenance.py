@@ -22,6 +22,8 @@ import re
 from typing import Any
 
 from toolkit import __version__
+from toolkit.core.config import Config
+from toolkit.core.lock import Lock
 from toolkit.verify.findings import FAIL, PASS, WARN, Finding
 
 PROVENANCE_KEY = "ggml-vendor"
@@ -122,19 +124,20 @@ def _lock_problems(commit: str, patches: list[Any], lock: Any) -> list[tuple[str
     return out
 
 
-def check_vendor_clean(cfg: Any) -> tuple[list[Finding], Any | None]:
+def check_vendor_clean(cfg: Config) -> tuple[list[Finding], Lock | None]:
     """(findings, lock) for the project's vendor/: refuse a dirty tree (edited, missing, extra files)."""
-    from toolkit.core.lock import read_lock
-    from toolkit.sync.vendor_tree import check_vendor
+    from toolkit.sync import read_vendor, tree_on_record
 
-    lock = read_lock(cfg.vendor_dir)
+    # read once, and where a killed sync's swap awaits recovery, the tree recovery puts back (pure: a plan calls it)
+    vendor = read_vendor(tree_on_record(cfg.vendor_dir))
+    lock = vendor.lock
     if lock is None:
         return [
             Finding(
                 "*", "vendor", FAIL, "vendor/UPSTREAM is missing: nothing is pinned", "run ggml-vendor sync --rev REV"
             )
         ], None
-    dirty = check_vendor(cfg)
+    dirty = vendor.findings()
     if dirty:
         shown = "; ".join(d.line().strip() for d in dirty[:3]) + (
             f" (+{len(dirty) - 3} more)" if len(dirty) > 3 else ""

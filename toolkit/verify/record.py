@@ -11,7 +11,6 @@ came from); publish and collect read them. An entry applies only while the varia
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -19,27 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.core import fs
+from toolkit.core.hashing import tree_sha256 as tree_sha256  # the one tree hash (what a verdict applies to)
 from toolkit.core.records import fields_json
 
 NAME = ".verified.json"
 # What collect keeps of the runner's own verdict next to the entry it merges.
 RUNNER_KEYS = ("ok", "hub_compliant", "tool_version", "failures", "conformance")
-
-
-def _skip_file(rel: str) -> bool:
-    parts = rel.split("/")
-    return "__pycache__" in parts or rel.endswith(".pyc")
-
-
-def tree_sha256(path: Path) -> str:
-    """One hash over every file's relative path and sha256 (bytecode ignored): what a verdict applies to."""
-    h = hashlib.sha256()
-    for f in sorted(p for p in path.rglob("*") if p.is_file()):
-        rel = f.relative_to(path).as_posix()
-        if _skip_file(rel):
-            continue
-        h.update(rel.encode() + b"\0" + hashlib.sha256(f.read_bytes()).hexdigest().encode() + b"\n")
-    return h.hexdigest()
 
 
 def read(directory: Path) -> dict[str, Any] | None:

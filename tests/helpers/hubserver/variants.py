@@ -312,21 +312,30 @@ def write_project(
     hub_repo: str = "ggml-test/ggml-attn-kernels",
     upstream: str = "https://github.com/ggml-org/ggml",
 ) -> Path:
-    """A minimal kernel package project (pyproject.toml with [tool.ggml-vendor]) for stage tests."""
+    """A minimal kernel package project (pyproject.toml with [tool.ggml-vendor], the package's facts) for stage
+    tests, its source rendered into build/<name>/src/ (what publish pushes beside the variants)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "pyproject.toml").write_text(f'''[project]
 name = "fixture"
 version = "0"
 
 [tool.ggml-vendor]
-name = "{name}"
-version = {version}
 license = "MIT"
-hub-repo = "{hub_repo}"
 upstream = "{upstream}"
 backends = ["cuda", "metal"]
 
-[tool.ggml-vendor.ops.gated_delta_net]
+[tool.ggml-vendor.packages.{name}]
+version = {version}
+hub-repo = "{hub_repo}"
+
+[tool.ggml-vendor.packages.{name}.ops.gated_delta_net]
 cuda = ["src/ggml-cuda/gated_delta_net.cu"]
 ''')
+    facts = root / "templates" / name / "facts.py"
+    facts.parent.mkdir(parents=True, exist_ok=True)
+    facts.write_text('"""The fixture package\'s op facts."""\n\nOPS = ("gated_delta_net",)\n')
+    from toolkit import render
+    from toolkit.core import config
+
+    render.execute(render.plan(config.load(root)))
     return root
