@@ -7,17 +7,17 @@ at 128), n_kv in {512, 4096, 16384, 32768}. SDPA gets q in the K/V dtype [B,H,1,
 same values; the "op, q f16/bf16" row includes the binding's conversion, what transformers' attention hook passes).
 Every implementation is checked against a float64 softmax (grouped GQA) before it is timed. Each row prints
 device µs (host hidden), per-call µs with the host (back-to-back calls from Python), the best SDPA backend beside it
-and the ratio. The op's rows are compared with the record in benchmarks/bench_fa_record.json: a row more than 10%
-slower than its record is printed as a REGRESSION (--update-record writes this run's rows as the new record).
+and the ratio. The op's rows are compared with the record in benchmarks/results/attention.json (the suite's committed runs,
+`python -m benchmarks run attention --record` adds one): a row more than 10% slower than its record is printed
+as a REGRESSION.
 Targets (issue 34): op <= 0.9x the best SDPA backend from 4K on, 512 no slower than the op's kernel before;
 asserts nothing.
 
-    python3 benchmarks/bench_fa.py [--out benchmarks/out] [--kernel build/<variant>] [--dtypes float16,bfloat16]
+    python3 benchmarks/bench_fa.py [--out benchmarks/out] [--kernel build/ggml-attn-kernels/<variant>] [--dtypes float16,bfloat16]
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import shutil
@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from _timing import (  # noqa: E402
+from timing import (  # noqa: E402
     Timer,
     bench_parser,
     environment,
@@ -70,7 +70,7 @@ ROWS_MACRO = "GGML_VENDOR_FA_VEC_GQA_KQ_ROWS"  # 0010: K rows each thread loads 
 # The op's dispatch before issue 34 (set from bf16 rows only): grouped from these n_kv, for both K/V dtypes.
 PREVIOUS_GQA_MIN_KV = {128: 4096, 256: 16384}
 OP_BEFORE = "op before (its previous kernel)"
-RECORD = HERE / "bench_fa_record.json"
+RECORD = HERE / "results" / "attention.json"  # the attention suite's committed runs (benchmarks/record.py)
 REGRESSION = 1.10  # a row more than 10% slower than its record
 RECORDED = ("op", "op, q f16", "op, q bf16")
 
@@ -325,9 +325,6 @@ def run(args) -> int:
     )
     print(markdown)
     print(f"\n[bench_fa] wrote {md} and {js}")
-    if args.update_record:
-        write_record(Path(args.record), results, env)
-        print(f"[bench_fa] wrote the record {args.record}")
     return 0
 
 
@@ -432,40 +429,25 @@ def record_key(dtype: str, d: int, heads: str, n_kv: int, impl: str) -> str:
 
 
 def load_record(path: Path, device: str | None = None) -> dict:
-    """{record_key: {"device_us": .., "per_call_us": ..}} of `device` from the committed record (one set of rows per
-    GPU name: times are only compared on the same kind of card); empty when there is none."""
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    records = doc.get("records", {})
-    if device not in records:
-        print(f"[bench_fa] the record holds no rows for {device} (it has: {', '.join(records) or 'none'})")
-        return {}
-    return records[device].get("rows", {})
+    """{record_key: {"device_us": .., "per_call_us": ..}} of `device`: the op's rows in the attention suite's
+    committed runs (`path`, benchmarks/results/attention.json), the newest run per row. Times are only compared on
+    the same kind of card; empty when that card has none."""
+    import record
 
-
-def write_record(path: Path, results: list[dict], env: dict) -> None:
-    """This run's op rows become the record of its GPU (other GPUs' records are kept)."""
-    rows = {}
-    for r in results:
-        if r["impl"] in RECORDED and "error" not in r and _median(r) is not None:
-            rows[record_key(r.get("dtype", "?"), r["D"], r["heads"], r["n_kv"], r["impl"])] = {
-                "device_us": round(_median(r), 1),
-                "per_call_us": round(_median(r, "per_call"), 1) if _median(r, "per_call") else None,
-            }
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        doc = {}
-    doc.setdefault(
-        "what",
-        "bench_fa.py's op rows of record per GPU (device µs with the host hidden, per-call µs with the host); a later "
-        "run on the same GPU prints a row more than 10% slower as a REGRESSION",
-    )
-    keep = ("date_utc", "driver", "torch", "cudnn", "commit")
-    doc.setdefault("records", {})[env.get("device") or "?"] = {"env": {k: env.get(k) for k in keep}, "rows": rows}
-    path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+        rows = record.record_rows(record.load_runs(path), "attention", device)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"[bench_fa] the record {path} cannot be read ({exc}); no row is judged against it")
+        return {}
+    found = {}
+    for row in rows.values():
+        c = row.config
+        if c.get("impl") in RECORDED:
+            key = record_key(str(c["kv dtype"]), int(c["D"]), str(c["heads"]), int(c["n_kv"]), str(c["impl"]))
+            found[key] = {"device_us": row.device_us, "per_call_us": row.per_call_us}
+    if not found:
+        print(f"[bench_fa] the record holds no rows for {device}")
+    return found
 
 
 def regressions(results, record: dict) -> list[str]:
@@ -664,7 +646,6 @@ def main(argv: list[str] | None = None) -> int:
         help=f"also time the grouped kernel with {ROWS_MACRO} set to each of these (comma-separated) values",
     )
     p.add_argument("--record", default=str(RECORD), help="the rows of record (JSON) a REGRESSION is judged against")
-    p.add_argument("--update-record", action="store_true", help="write this run's op rows as the new record")
     args = p.parse_args(argv)
     if args.dtype:
         args.dtypes = args.dtype

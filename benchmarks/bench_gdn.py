@@ -11,7 +11,7 @@ layout). "ggml unpatched" is upstream's kernel built from vendor/ggml with every
 is checked against a float64 recurrence before it is timed (device time with the host hidden, and per call inside
 a CUDA graph). Prints ratios and the issue's targets beside them; asserts nothing.
 
-    python3 benchmarks/bench_gdn.py [--out benchmarks/out] [--kernel build/<variant>] [--quick] [--eager]
+    python3 benchmarks/bench_gdn.py [--out benchmarks/out] [--kernel build/ggml-attn-kernels/<variant>] [--quick] [--eager]
     python3 benchmarks/bench_gdn.py --prefill [--prefill-cases 1x512,8x2048]
 """
 
@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from _timing import (  # noqa: E402
+from timing import (  # noqa: E402
     Timer,
     bench_parser,
     environment,

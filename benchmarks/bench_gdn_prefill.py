@@ -29,8 +29,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from _timing import Timer, environment, load_op, markdown_table, rel_err, report_tail, write_outputs  # noqa: E402
 from bench_gdn import BASE, load_raws, raw_impl  # noqa: E402
+from timing import Timer, environment, load_op, markdown_table, rel_err, report_tail, write_outputs  # noqa: E402
 
 H, D = 32, 128
 PREFILL_CASES = [(b, t) for b in (1, 8) for t in (512, 2048, 8192, 32768)]

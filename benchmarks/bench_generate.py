@@ -562,7 +562,12 @@ def ttft_child(mode: str, shape: str, kernel_root: Path) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "out")
-    ap.add_argument("--kernel", type=Path, default=REPO, help="folder holding build/<variant>/ (default: the repo)")
+    ap.add_argument(
+        "--kernel",
+        type=Path,
+        default=REPO / "build" / "ggml-attn-kernels",
+        help="folder of variants (default: build/ggml-attn-kernels, where `ggml-vendor build` writes them)",
+    )
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--shapes", default="qwen3.5-4b,qwen3-next")
     ap.add_argument("--batches", default="1,32")

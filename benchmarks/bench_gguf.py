@@ -11,13 +11,13 @@ Per type and N x K (4096x4096, 14336x4096, 4096x14336) and M (1, 4, 8 activation
     dequantize  GB/s of dequantize (packed bytes read + output written), to bfloat16 and to float32
 
 Each number is the median per call inside one CUDA graph over enough weight copies that the working set
-exceeds L2 (benchmarks/_timing.py). --generate adds transformers' generate() on a random Qwen3.5-shaped GGUF
+exceeds L2 (benchmarks/timing.py). --generate adds transformers' generate() on a random Qwen3.5-shaped GGUF
 (benchmarks/gguf_model.py): packed (GgufLinear, our kernel) vs the dequantized model, decode tok/s, time to
 first token and weight memory; where `ggml-vendor build` has built the first package (ggml-attn-kernels) for
 this torch, both again with its GDN functions and attention function switched on (KernelConfig, served by the
 local test Hub to a child process: benchmarks/gguf_gdn.py).
 
-    GGUF_KERNELS_PATH=<dir holding gguf_kernels/> python3 benchmarks/bench_gguf.py --out benchmarks/out [--generate]
+    ggml-vendor build -p gguf-kernels && python3 benchmarks/bench_gguf.py --out benchmarks/out [--generate]
 
 Prints markdown tables (ratios beside the issue's targets); writes bench_gguf.json/.md into --out. Nothing here
 asserts on time.
@@ -39,7 +39,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from _timing import Timer  # noqa: E402
+from timing import Timer  # noqa: E402
 
 from tests.helpers import gguf_reference as R  # noqa: E402
 

@@ -48,7 +48,12 @@ def measure(torch, fn, calls: int = 100, repeats: int = 5) -> tuple[float, float
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kernel", type=Path, default=REPO, help="folder holding build/<variant>/ (default: the repo)")
+    ap.add_argument(
+        "--kernel",
+        type=Path,
+        default=REPO / "build" / "ggml-attn-kernels",
+        help="folder of variants (default: build/ggml-attn-kernels, where `ggml-vendor build` writes them)",
+    )
     args = ap.parse_args()
 
     import kernels

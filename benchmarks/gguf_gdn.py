@@ -3,7 +3,7 @@
 gguf-kernels, exactly as the README's one-line switch does (`KernelConfig` + `attn_implementation=<repo>`).
 
 transformers fetches those layers from a Hub, so the first package's built variant (`ggml-vendor build` writes
-build/torch*-cu*-linux/) is served by the local test Hub (toolkit.testing.localhub) as `test-org/ggml-attn-kernels`
+build/ggml-attn-kernels/torch*-cu*-linux/) is served by the local test Hub (toolkit.testing.localhub) as `test-org/ggml-attn-kernels`
 version 1, and the loads run in a child process whose environment points huggingface_hub there (its endpoint is
 read at import). gguf-kernels is served as in the other GGUF checks: transformers' `_gguf_kernel` cache set to
 `GgufKernel(gguf_kernels)` before the packed load.
@@ -40,11 +40,14 @@ NEW = 24
 
 
 def first_package_variant(root: Path = REPO) -> Path | None:
-    """The first package's CUDA variant for this interpreter's torch under root/build (`ggml-vendor build`)."""
+    """The first package's CUDA variant for this interpreter's torch under root/build/ggml-attn-kernels
+    (`ggml-vendor build`)."""
     import torch
 
     tag = "torch" + "".join(torch.__version__.split("+")[0].split(".")[:2])
-    found = sorted(p for p in (root / "build").glob(f"{tag}-*-cu*-*-linux") if (p / "__init__.py").exists())
+    found = sorted(
+        p for p in (root / "build" / "ggml-attn-kernels").glob(f"{tag}-*-cu*-*-linux") if (p / "__init__.py").exists()
+    )
     return found[0] if found else None
 
 

@@ -25,7 +25,7 @@ Then an audit of every call our ops make in the `ours` run: each gemv's error ag
 against ggml's arithmetic, per layer, and each dequantize / get_rows against gguf's numpy reference.
 `--device cpu` runs the variants that need no GPU (the two emulations and the control).
 
-    GGUF_KERNELS_PATH=/tmp/gguf-build/pkg python3 benchmarks/gguf_logit_gap.py [--steps 24] [--out DIR]
+    ggml-vendor build -p gguf-kernels && python3 benchmarks/gguf_logit_gap.py [--steps 24] [--out DIR]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 references of templates/reference.py (the ones the package's conformance cases in verify use), on fresh random inputs, outputs allocated from NaN-poisoned memory.
 Prints markdown; asserts nothing (the pass/fail lives in tests/gpu/test_ops.py).
 
-    python3 benchmarks/gpu_accuracy.py [--root .]
+    python3 benchmarks/gpu_accuracy.py [--root build/ggml-attn-kernels]
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def per_call_us(fn, n=200) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--root", default=str(ROOT))
+    ap.add_argument("--root", default=str(ROOT / "build" / "ggml-attn-kernels"), help="folder of variants")
     args = ap.parse_args()
     import kernels
 

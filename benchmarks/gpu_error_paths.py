@@ -2,7 +2,7 @@
 (instead of a Python exception) is pinned to the call that caused it. Run on a GPU, under cuda-gdb for a
 native backtrace if it crashes:
 
-    cuda-gdb -q -batch -ex run -ex bt --args python3 benchmarks/gpu_error_paths.py [--root .]
+    cuda-gdb -q -batch -ex run -ex bt --args python3 benchmarks/gpu_error_paths.py [--root build/ggml-attn-kernels]
 """
 
 from __future__ import annotations
@@ -16,7 +16,11 @@ import torch
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--root", default=str(Path(__file__).resolve().parents[1]))
+    ap.add_argument(
+        "--root",
+        default=str(Path(__file__).resolve().parents[1] / "build" / "ggml-attn-kernels"),
+        help="folder of variants",
+    )
     args = ap.parse_args()
     import kernels
 

@@ -1,7 +1,7 @@
 """The ops' edge cases under compute-sanitizer (memcheck): every path that could read past an allocation.
 
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --error-exitcode 3 \
-        python3 benchmarks/gpu_memcheck.py [--root .]
+        python3 benchmarks/gpu_memcheck.py [--root build/ggml-attn-kernels]
 
 With the caching allocator off, every tensor is its own cudaMalloc, so a read past a tensor's storage is a read
 past an allocation and memcheck reports it. Covered: flash_attn with n_kv not a multiple of 256 from exactly
@@ -26,7 +26,11 @@ import torch
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--root", default=str(Path(__file__).resolve().parents[1]))
+    ap.add_argument(
+        "--root",
+        default=str(Path(__file__).resolve().parents[1] / "build" / "ggml-attn-kernels"),
+        help="folder of variants",
+    )
     ap.add_argument("--chunked", action="store_true", help="switch the chunked prefill path on first")
     ap.add_argument("--fa-only", action="store_true", help="flash_attn's cases only (no gated_delta_net)")
     args = ap.parse_args()

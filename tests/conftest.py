@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import REPO_ROOT
-from tests.helpers.machine import KERNEL_ROOT, binding_build_unavailable, cuda_device_available
+from tests.helpers.machine import ATTN_BUILD, binding_build_unavailable, cuda_device_available
 from tests.helpers.project import first_package_pyproject, set_backends
 
 # Nothing listens on the discard port of loopback: a Hub call is refused immediately instead of hanging.
@@ -156,12 +156,12 @@ def cuda_torch():  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="module")
 def cuda_kernel(cuda_torch):  # type: ignore[no-untyped-def]
-    """The built CUDA variant under KERNEL_ROOT/build/ggml-attn-kernels, loaded with kernels.get_local_kernel."""
+    """The built CUDA variant under ATTN_BUILD (KERNEL_ROOT/build/ggml-attn-kernels), loaded with kernels.get_local_kernel."""
     try:
         import kernels
     except ImportError as exc:
         pytest.skip(f"the kernels package is not importable: {exc}")
-    built = KERNEL_ROOT / "build" / "ggml-attn-kernels"  # build/<package>/<variant>
+    built = ATTN_BUILD  # build/<package>/<variant>
     if not any(built.glob("torch*-cu*")):
         pytest.skip(f"no CUDA variant under {built}; run `ggml-vendor build` first")
     return kernels.get_local_kernel(built)

@@ -1,12 +1,11 @@
 """gguf-kernels on a real GPU: every op and type against ggml-org's `gguf` package (numpy), and bad input.
 
-Loads the `gguf_kernels` module from $GGUF_KERNELS_PATH (a folder holding gguf_kernels/, e.g. what
-benchmarks/gguf_local_build.py lays out under OUT/pkg), else the CUDA variant for this torch that
-`ggml-vendor build -p gguf-kernels` wrote under build/gguf-kernels/. Skipped, saying why, where there is no
-CUDA device, no `gguf` package, or no build.
+Loads the CUDA variant for this torch that `ggml-vendor build -p gguf-kernels` wrote under build/gguf-kernels/,
+through kernels.get_local_kernel; where there is none, the fixture builds it first through the tool (the one
+build system), and a build that fails fails the tests. Skipped, saying why, where there is no CUDA device or no
+`gguf` package.
 
-    python3 benchmarks/gguf_local_build.py --out /tmp/gguf-build
-    GGUF_KERNELS_PATH=/tmp/gguf-build/pkg python3 -m pytest -q -m gpu tests/gpu/test_gguf.py
+    python3 -m pytest -q -m gpu tests/gpu/test_gguf.py
 
 Blocks are random (tests/helpers/gguf_reference.py): quantized from Gaussian data where `gguf` can, otherwise random
 bytes with finite fp16 scales. Outputs are allocated from memory poisoned with NaN, so an element a kernel
@@ -48,7 +47,7 @@ def torch(cuda_torch):  # type: ignore[no-untyped-def]
 def gk(torch):  # type: ignore[no-untyped-def]
     """The gguf_kernels module under test."""
     pytest.importorskip("gguf", reason="needs ggml-org's gguf package (pip install gguf) for the references")
-    module, why = R.load_build(REPO)
+    module, why = R.load_build(REPO, build_missing=True)
     if module is None:
         pytest.skip(why)
     return module

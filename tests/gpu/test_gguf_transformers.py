@@ -17,7 +17,7 @@ logit gap that arithmetic leaves is bounded by its mechanism (ggml's Q4_0/Q4_1 g
 greedy tokens parting only where the dequantized model's top-2 margin is within twice that step's logit
 difference.
 
-    GGUF_KERNELS_PATH=/tmp/gguf-build/pkg python3 -m pytest -q -m gpu tests/gpu/test_gguf_transformers.py
+    python3 -m pytest -q -m gpu tests/gpu/test_gguf_transformers.py    # builds gguf-kernels through the tool if needed
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def setup(cuda_torch, tmp_path_factory):  # type: ignore[no-untyped-def]
         pytest.skip(f"this transformers has no packed GGUF path (5.22.2 has it): {exc}")
     from tests.helpers import gguf_reference
 
-    gk, why = gguf_reference.load_build(REPO)
+    gk, why = gguf_reference.load_build(REPO, build_missing=True)
     if gk is None:
         pytest.skip(why)
     import gguf_model

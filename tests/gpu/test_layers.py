@@ -4,7 +4,7 @@ flash_attn_forward against transformers' sdpa_attention_forward, and a tiny rand
 loaded through `from_pretrained(kernel_config=...)` with the kernel fetched from the local test Hub
 (toolkit.testing.localhub): greedy tokens identical to the torch fallback in float32 over 128 tokens.
 
-Runs the variant under GGML_VENDOR_KERNEL_ROOT (default: this repository's build/), as tests/gpu/test_ops.py.
+Runs the variant under GGML_VENDOR_KERNEL_ROOT/build/ggml-attn-kernels/ (default: this repository), as tests/gpu/test_ops.py.
 
     ggml-vendor build && python3 -m pytest -q -m gpu tests/gpu/test_layers.py
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.machine import KERNEL_ROOT
+from tests.helpers.machine import ATTN_BUILD
 from toolkit.verify.conformance import load_cases
 
 pytestmark = pytest.mark.gpu
@@ -444,7 +444,7 @@ def test_tiny_qwen35_from_the_local_hub_generates_the_torch_tokens(torch, kernel
     from tests.helpers.hubserver import HubServer, HubState
     from toolkit.publish.hub import lfs_only
 
-    variant = next(p for p in sorted((KERNEL_ROOT / "build").glob("torch*-cu*")) if p.is_dir())
+    variant = next(p for p in sorted(ATTN_BUILD.glob("torch*-cu*")) if p.is_dir())
     _tiny_qwen35(torch, tmp_path / "model")
     with HubServer(HubState(tokens=("tok",))) as hub, lfs_only(True):
         api = HfApi(endpoint=hub.url, token="tok")

@@ -460,10 +460,10 @@ def test_tiny_qwen35_switched_the_documented_way_generates_the_torch_tokens(torc
     from huggingface_hub import HfApi
 
     from tests.helpers.hubserver import HubServer, HubState
-    from tests.helpers.machine import KERNEL_ROOT
+    from tests.helpers.machine import ATTN_BUILD
     from toolkit.publish.hub import lfs_only
 
-    variant = next(p for p in sorted((KERNEL_ROOT / "build").glob("torch*-cu*")) if p.is_dir())
+    variant = next(p for p in sorted(ATTN_BUILD.glob("torch*-cu*")) if p.is_dir())
     _tiny_qwen35_hk_lt_hv(torch, transformers, tmp_path / "model")
     with HubServer(HubState(tokens=("tok",))) as hub, lfs_only(True):
         api = HfApi(endpoint=hub.url, token="tok")

@@ -2,8 +2,8 @@
 carried across calls, in-place state) and flash_attn (n_kv 1..32768 in place and padded, masks, GQA grouped per
 block and not, n_q > 1).
 
-Runs the variant that `kernels.get_local_kernel` loads from GGML_VENDOR_KERNEL_ROOT (a folder holding
-build/<variant>/; default: this repository), i.e. the path a user's code takes. Every output is allocated
+Runs the variant that `kernels.get_local_kernel` loads from GGML_VENDOR_KERNEL_ROOT (its build/ggml-attn-kernels/,
+where `ggml-vendor build` writes build/<package>/<variant>/; default: this repository), i.e. the path a user's code takes. Every output is allocated
 from memory poisoned with NaN first, so an element the kernel never writes shows up as NaN.
 
     ggml-vendor build && python3 -m pytest -q -m gpu tests/gpu/test_ops.py
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.machine import KERNEL_ROOT
+from tests.helpers.machine import ATTN_BUILD
 from toolkit.verify.conformance import load_cases
 
 # The first package's float64 references (templates/reference.py): the one copy, its conformance cases use it too.
@@ -220,7 +220,7 @@ def _gdn_in_a_process(mode: str | None, cases: str) -> dict:
         import sys, torch, kernels
         sys.path.insert(0, {str(REPO)!r})
         from tests.gpu.test_ops import gdn_inputs, strong_decay_gates
-        op = kernels.get_local_kernel(__import__("pathlib").Path({str(KERNEL_ROOT)!r}))
+        op = kernels.get_local_kernel(__import__("pathlib").Path({str(ATTN_BUILD)!r}))
         res = {{}}
         for B, T, H in {cases}:
             q, k, v, g, beta, state = gdn_inputs(torch, B, T, H, H, 128, seed=T)
@@ -640,7 +640,7 @@ def test_a_fresh_process_loads_the_variant_through_kernels(torch, op):
     script = textwrap.dedent(f"""
         import math, torch, kernels
         from pathlib import Path
-        m = kernels.get_local_kernel(Path({str(KERNEL_ROOT)!r}))
+        m = kernels.get_local_kernel(Path({str(ATTN_BUILD)!r}))
         q = torch.nn.functional.normalize(torch.randn(1, 2, 4, 64, device="cuda"), dim=-1)
         k = torch.nn.functional.normalize(torch.randn(1, 2, 4, 64, device="cuda"), dim=-1)
         v = torch.randn(1, 2, 4, 64, device="cuda")

@@ -83,6 +83,8 @@ def real_upstream_export(dest: Path, *paths: str) -> Path:
 
 # Where the GPU tests load the built op from: build/ of this repository, or $GGML_VENDOR_KERNEL_ROOT.
 KERNEL_ROOT = Path(os.environ.get("GGML_VENDOR_KERNEL_ROOT", REPO_ROOT))
+# The first package's variants under it: build/<package>/<variant>/ (Config.build_dir).
+ATTN_BUILD = KERNEL_ROOT / "build" / "ggml-attn-kernels"
 
 
 def binding_build_unavailable() -> str | None:

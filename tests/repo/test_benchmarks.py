@@ -18,7 +18,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_fa  # noqa: E402
 import bench_gdn  # noqa: E402
-from _timing import Stat, rel_err  # noqa: E402
+import record as records  # noqa: E402
+import suites  # noqa: E402
+from timing import Stat, rel_err  # noqa: E402
 
 
 def ggml_style_recurrence(q, k, v, g, beta, state_vk):
@@ -298,8 +300,9 @@ def test_fa_prints_a_row_more_than_ten_percent_slower_than_its_record_as_a_regre
         row("op", "bfloat16", 65.0, 60.0),  # 1.09x: within the 10%
         row("op, q bf16", "bfloat16", 70.0, 99.0),  # device fine, per call 1.24x
     ]
-    record = tmp_path / "record.json"
-    bench_fa.write_record(record, [row("op", "float16", 73.2, 60.0)], {"device": "GPU A"})
+    record = tmp_path / "attention.json"
+    _env, recorded = suites.attention_rows({"results": [row("op", "float16", 73.2, 60.0)]})
+    record.write_text(records.dump_runs([records.Run("attention", {"gpu": "GPU A"}, recorded)]))
     rows = bench_fa.load_record(record, "GPU A")
     rows[bench_fa.record_key("bfloat16", 256, "16/4", 32768, "op")] = {"device_us": 60.0, "per_call_us": None}
     rows[bench_fa.record_key("bfloat16", 256, "16/4", 32768, "op, q bf16")] = {"device_us": 70.0, "per_call_us": 80.0}

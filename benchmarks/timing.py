@@ -293,13 +293,14 @@ def _jsonable(obj: object) -> object:
 def load_op(kernel_path: str | None, root: Path) -> tuple[object | None, str]:
     """The built op package through `kernels.get_local_kernel` (the path a user's code takes), or None and why.
 
-    `kernel_path` may be a variant folder (build/<variant>) or a folder holding build/; default: the repo root.
+    `kernel_path` may be a variant folder or a folder of variants; default: root/build/ggml-attn-kernels
+    (`ggml-vendor build` writes build/<package>/<variant>/).
     """
     try:
         import kernels
     except ImportError as exc:
         return None, f"not built: the `kernels` package is not importable ({exc})"
-    path = Path(kernel_path) if kernel_path else root
+    path = Path(kernel_path) if kernel_path else root / "build" / "ggml-attn-kernels"
     if not path.exists():
         return None, f"not built: {path} does not exist (run `ggml-vendor build`)"
     try:
@@ -319,7 +320,7 @@ def bench_parser(doc: str, name: str, root: Path) -> argparse.ArgumentParser:
     p.add_argument(
         "--kernel",
         default=None,
-        help="built op: a build/<variant> folder or a folder holding build/ (default: the repo root)",
+        help="built op: a variant folder or a folder of variants (default: build/ggml-attn-kernels)",
     )
     p.add_argument("--vendor", default=str(root / "vendor" / "ggml"), help="vendored ggml tree for the raw harness")
     p.add_argument(
