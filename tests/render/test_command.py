@@ -18,6 +18,7 @@ from toolkit.core import config as config_mod
 from toolkit.core import package_facts
 from toolkit.core.errors import ConfigError, RenderError
 from toolkit.core.lock import Lock
+from toolkit.render import context as render_context
 from toolkit.render import stage as render
 
 # The first package's op facts over ggml's shared ones (templates/facts.py), as render sees them.
@@ -95,12 +96,12 @@ def test_a_hand_edited_file_is_stale_and_rendered_again_and_check_is_reproducibi
 
 def test_check_fails_naming_a_file_two_renders_disagree_on(tmp_path: Path, monkeypatch) -> None:
     root = make_project(tmp_path)
-    real, count = render.build_context, iter(range(10**6))
+    real, count = render_context.build_context, iter(range(10**6))
 
     def unstable(*args, **kwargs):  # a template reading a clock or a set's order would do this
         return {**real(*args, **kwargs), "cuda_flags": (f"-DRUN={next(count)}",)}
 
-    monkeypatch.setattr(render, "build_context", unstable)
+    monkeypatch.setattr(render_context, "build_context", unstable)
     bad = CliRunner().invoke(app, ["render", "--check", "--json", "-C", str(root)])
     assert bad.exit_code == RenderError.exit_code, bad.output
     assert '"kind": "unreproducible"' in bad.output and f'"path": "{SRC}/build.toml"' in bad.output
@@ -304,8 +305,8 @@ def test_config_without_a_cuda_entry_is_a_render_error(tmp_path: Path) -> None:
 
 
 def test_include_spelling_follows_ggml_include_roots() -> None:
-    assert render.include_spelling("src/ggml-cuda/gated_delta_net.cu") == "ggml-cuda/gated_delta_net.cu"
-    assert render.include_spelling("include/ggml.h") == "ggml.h"
+    assert render_context.include_spelling("src/ggml-cuda/gated_delta_net.cu") == "ggml-cuda/gated_delta_net.cu"
+    assert render_context.include_spelling("include/ggml.h") == "ggml.h"
     assert render.output_path("torch-ext/__module__/_ops.py.j2", "m") == "torch-ext/m/_ops.py"
 
 

@@ -13,7 +13,6 @@ MAX_LINES = 400
 # Known debt: module (relative to toolkit/) -> its line count when the limit came, the most it may have now.
 DEBT = {
     "core/lock.py": 419,
-    "render/stage.py": 438,
     "build/metallib.py": 444,
     "core/config.py": 463,
     "build/matrix.py": 512,

@@ -6,6 +6,7 @@ staged directory into place, and clean up what runs killed mid-way left behind.
     swap_dir(staged, target)          `staged` becomes `target` in one step; the old tree is removed
     swap_keeping_old(staged, target)  the same, the old tree left for the caller (returned)
     recover_swap(target)              roll back a fallback swap that a SIGKILL interrupted
+    tree_on_record(target)            what `target` holds as that rollback would leave it (read-only)
     stale_staging(parent, prefix)     remove staging dirs/temp files whose creating process is dead
     staged(target)                    a `with` block that builds a new tree beside `target` and swaps it in
                                       on success (a dead run's staging and half swap cleaned first)
@@ -16,15 +17,13 @@ staged directory into place, and clean up what runs killed mid-way left behind.
     recover_dir(parent, markers)      every interrupted swap in `parent` rolled back, and the staging dirs
                                       and old trees of dead runs removed (a stage's start-up cleanup)
 
-`swap_dir` uses Linux renameat2(RENAME_EXCHANGE), so there is no instant without a complete `target`. Where
-the kernel or filesystem lacks it, it falls back to two renames with a journal (`.<name>.journal`) between
-them; if a process dies after the first rename, `recover_swap` puts the old tree back. Callers that can be
-killed call `recover_swap` and `stale_staging` at their start (the project lock makes that safe).
+`swap_dir` uses Linux renameat2(RENAME_EXCHANGE), so there is never an instant without a complete `target`;
+elsewhere, two renames with a journal (`.<name>.journal`) between them, and `recover_swap` puts the old tree
+back if a process died after the first (callers call it at their start; the project lock makes that safe).
 
-Test hooks: GGML_VENDOR_KILL_AT=N SIGKILLs the process at the Nth `checkpoint` (counted from the last
-`reset_checkpoints`), GGML_VENDOR_INTERRUPT_AT=LABEL raises a Ctrl-C at the checkpoint so labelled;
-GGML_VENDOR_NO_EXCHANGE forces the fallback swap; GGML_VENDOR_NO_FSYNC skips fsync (power-loss safety
-only: a killed process loses nothing the kernel already has).
+Test hooks: GGML_VENDOR_KILL_AT=N SIGKILLs at the Nth `checkpoint` (from the last `reset_checkpoints`),
+GGML_VENDOR_INTERRUPT_AT=LABEL raises a Ctrl-C at the checkpoint so labelled; GGML_VENDOR_NO_EXCHANGE forces the
+fallback swap; GGML_VENDOR_NO_FSYNC skips fsync (power-loss safety only).
 """
 
 from __future__ import annotations
@@ -221,6 +220,15 @@ def journal_record(target: Path) -> tuple[Path | None, int]:
         return target.with_name(record["old"]), int(record.get("pid", 0))
     except (ValueError, KeyError, TypeError, OSError):
         return None, 0
+
+
+def tree_on_record(target: Path) -> Path:
+    """`target`, or while a killed journaled swap has moved its old tree aside (`target` missing), that tree."""
+    target = Path(target)
+    if os.path.lexists(target) or not journal_path(target).is_file():
+        return target
+    old, _ = journal_record(target)
+    return old if old is not None and old.is_dir() else target
 
 
 def recover_swap(target: Path) -> list[str]:

@@ -171,8 +171,7 @@ class Lock:
         }
 
 
-def _q(value: str) -> str:
-    # A JSON string literal is a valid TOML basic string (same escapes; non-ASCII as \uXXXX).
+def _q(value: str) -> str:  # a JSON string literal is a valid TOML basic string (same escapes)
     return json.dumps(value)
 
 
@@ -396,15 +395,14 @@ def read_lock(vendor_dir: Path) -> Lock | None:
     package is read with its keys qualified (lock_keys.qualified), and says so once."""
     from toolkit.core import lock_keys
 
-    path = Path(vendor_dir) / LOCK_NAME
-    if not path.is_file():
+    vendor_dir = Path(vendor_dir)
+    if not (path := vendor_dir / LOCK_NAME).is_file():
         return None
-    lock = lock_keys.qualified(parse_lock(path.read_text(encoding="utf-8"), str(path)), Path(vendor_dir))
-    return replace(lock, licenses=tuple(_with_notices(lic, lock, Path(vendor_dir)) for lic in lock.licenses))
+    lock = lock_keys.qualified(parse_lock(path.read_text(encoding="utf-8"), str(path)), vendor_dir)
+    return replace(lock, licenses=tuple(_with_notices(lic, lock, vendor_dir) for lic in lock.licenses))
 
 
-def notice_text(line: str) -> str:
-    """A copyright line as the inventory shows it: comment markers and surrounding blanks removed."""
+def notice_text(line: str) -> str:  # a copyright line as the inventory shows it: comment markers removed
     return line.strip().lstrip("/*#; ").rstrip("*/ ").strip()
 
 

@@ -63,14 +63,9 @@ class TreeFinding:
 
 
 def tree_on_record(vendor_dir: Path) -> Path:
-    """The directory that holds vendor/'s contents as recovery would leave them: vendor/ itself, or, while a
-    killed sync's journaled swap has the old tree moved aside (vendor/ missing), that old tree. Read-only:
-    a plan reads the state recovery would restore instead of restoring it (only execute recovers)."""
-    vendor_dir = Path(vendor_dir)
-    if os.path.lexists(vendor_dir) or not fs.journal_path(vendor_dir).is_file():
-        return vendor_dir
-    old, _ = fs.journal_record(vendor_dir)
-    return old if old is not None and old.is_dir() else vendor_dir
+    """The directory that holds vendor/'s contents as recovery would leave them (toolkit.core.fs.tree_on_record):
+    vendor/ itself, or the old tree a killed sync's journaled swap moved aside."""
+    return fs.tree_on_record(vendor_dir)
 
 
 @dataclass(frozen=True)
