@@ -13,7 +13,8 @@ from tests.helpers.fixture_repos import tiny_project_inputs
 from tests.helpers.zig_toolchain import make_toolchain
 from toolkit.build import zig as z
 from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
-from toolkit.build.matrix import Source, parse_name, status
+from toolkit.build.host_status import status
+from toolkit.build.matrix import Source, parse_name
 from toolkit.build.provision import cross_platform, cudart_install, torch_install
 
 NVCC = Toolkit("cuda", "13.0", "/tk", "/tk/bin/nvcc", "13.0.88", ("sm_80", "sm_90"))
@@ -93,7 +94,7 @@ def test_aarch64_wrapper_targets_aarch64_and_drops_m64(tmp_path):
 def test_plan_uses_the_cross_toolchain_and_the_target_cudart(tmp_path):
     from dataclasses import replace
 
-    from toolkit.build.matrix import Status
+    from toolkit.build.host_status import Status
     from toolkit.build.steps import make_plan
 
     lib = tmp_path / "lib"

@@ -153,7 +153,8 @@ def _metal_inputs(root: Path):
 
 
 def _metal_plan(root: Path, status=None):
-    from toolkit.build.matrix import Status, parse_name
+    from toolkit.build.host_status import Status
+    from toolkit.build.matrix import parse_name
     from toolkit.build.steps import make_plan
 
     st = status or Status(False, "needs macOS on Apple silicon with Xcode 26 and the Metal toolchain")
@@ -185,7 +186,8 @@ def test_the_builds_metal_compile_line(tmp_path: Path) -> None:
 
 def test_metal_rows_off_a_mac_say_why_not() -> None:
     from toolkit.build.envs import HostFacts
-    from toolkit.build.matrix import parse_name, status
+    from toolkit.build.host_status import status
+    from toolkit.build.matrix import parse_name
 
     linux = status(parse_name(METAL_ROW), HostFacts("linux", "x86_64"), enabled_backends=("metal",), index="PyPI")
     assert not linux.buildable and "needs macOS on Apple silicon" in linux.reason and "x86_64-linux" in linux.reason
@@ -238,9 +240,9 @@ def run_local_build(root: Path, cache: Path, *, jobs: int):  # type: ignore[no-u
     assembled into build/); asserts it built and returns its result."""
     from toolkit.build.cache import BuildCache
     from toolkit.build.envs import TorchEnv
+    from toolkit.build.host_status import Status
     from toolkit.build.inputs import read_provenance
     from toolkit.build.local import LocalExecutor
-    from toolkit.build.matrix import Status
 
     env = TorchEnv(
         "/py", "2.14.1", "/t/torch", include_dirs=("/t/include",), lib_dir="/t/lib", python_include="/py/inc"

@@ -13,12 +13,13 @@ from typer.testing import CliRunner
 
 from tests.helpers import BUILD_KERNEL_SRC, built_variants, copy_build_kernel
 from toolkit.build.cache import BuildCache, parse_depfile
+from toolkit.build.capabilities import gencode_flags, sort_archs, supported_capabilities
 from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
 from toolkit.build.inputs import load_project, read_provenance
 from toolkit.build.local import LocalExecutor, variant_intact
 from toolkit.build.matrix import parse_name
 from toolkit.build.stage import judge
-from toolkit.build.steps import KernelSection, gencode_flags, make_plan, sort_archs, supported_capabilities
+from toolkit.build.steps import KernelSection, make_plan
 from toolkit.core.config import load
 from toolkit.core.errors import BuildError, ConfigError
 
@@ -423,7 +424,7 @@ def test_env_creation_is_atomic(tmp_path):
 def test_compiles_map_every_builder_prefix_and_the_link_strips():
     """Issue 20 item 8, GPU-free: the command lines that make the shipped .so reproducible and path-free."""
     from tests.helpers.fixture_repos import tiny_project_inputs
-    from toolkit.build.matrix import Status
+    from toolkit.build.host_status import Status
 
     env = _env("2.14.1+cu130")  # torch at /envs/2.14.1+cu130/torch, python headers at /py/include
     judged = [(parse_name("torch214-cxx11-cu130-x86_64-linux"), Status(True, "", "local", NVCC, env))]

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from tests.helpers import built_variants, copy_build_kernel
 from toolkit.build import provision as pv
 from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
-from toolkit.build.matrix import Source, parse_name, status
+from toolkit.build.host_status import status
+from toolkit.build.matrix import Source, parse_name
 from toolkit.core.errors import BuildError
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "build_kernel"

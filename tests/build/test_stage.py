@@ -116,7 +116,8 @@ def test_report_follows_the_protocol():
 
 def _symbolic(names: list[str], project=None):
     from tests.helpers.fixture_repos import tiny_project_inputs
-    from toolkit.build.matrix import Status, parse_name
+    from toolkit.build.host_status import Status
+    from toolkit.build.matrix import parse_name
     from toolkit.build.steps import make_plan
 
     judged = [(parse_name(n), Status(False, "needs a host with its toolkit")) for n in names]

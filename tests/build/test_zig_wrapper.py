@@ -77,7 +77,8 @@ def test_identity_follows_zig_and_wrapper_content(tmp_path, toolchain):
 
 def test_planned_steps_carry_the_toolchain_identity_and_nvcc_ccbin(toolchain):
     from toolkit.build.envs import Toolkit, TorchEnv
-    from toolkit.build.matrix import Status, parse_name
+    from toolkit.build.host_status import Status
+    from toolkit.build.matrix import parse_name
     from toolkit.build.steps import make_plan
 
     proj = tiny_project_inputs("torch-ext/b.cpp", "csrc/a.cu")

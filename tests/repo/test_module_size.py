@@ -15,11 +15,10 @@ DEBT = {
     "core/lock.py": 419,
     "build/metallib.py": 444,
     "core/config.py": 463,
-    "build/matrix.py": 512,
     "build/envs.py": 538,
     "build/local.py": 540,
     "demo.py": 608,
-    "build/steps.py": 667,
+    "build/steps.py": 643,
     "testing/localhub.py": 708,
     "ci/collect.py": 721,
 }

@@ -1,11 +1,12 @@
 """How the build judges one row of the matrix on this host: buildable here, provisionable, or built elsewhere
-(matrix.status with the matrix's sources and this machine's pip configuration). Build's plan and the
+(host_status.status with the matrix's sources and this machine's pip configuration). Build's plan and the
 variants listing (listing.py) both judge through it, so they never disagree."""
 
 from __future__ import annotations
 
 from toolkit.build.envs import HostFacts
-from toolkit.build.matrix import Matrix, Status, Variant, status
+from toolkit.build.host_status import Status, status
+from toolkit.build.matrix import Matrix, Variant
 
 
 def judge_one(v: Variant, host: HostFacts, enabled: tuple[str, ...], matrix: Matrix | None, engine: str) -> Status:

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.build.envs import HostFacts, detect_host, probe_nix
+from toolkit.build.host_status import Status
 from toolkit.build.judging import judge_one
-from toolkit.build.matrix import Matrix, Status, Variant, load_matrix
+from toolkit.build.matrix import Matrix, Variant, load_matrix
 from toolkit.core.config import Config
 
 

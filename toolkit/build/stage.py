@@ -29,9 +29,10 @@ from toolkit.build.envs import (
     remember_probe,
     with_probe,
 )
+from toolkit.build.host_status import ENGINES, Status
 from toolkit.build.inputs import load_project, read_provenance, remember_validated
 from toolkit.build.judging import judge_one
-from toolkit.build.matrix import ENGINES, Matrix, Status, Variant, load_matrix
+from toolkit.build.matrix import Matrix, Variant, load_matrix
 from toolkit.build.outdir import fingerprint, read_back
 from toolkit.build.provision import Install, installs_for, provision
 from toolkit.build.report import BuildReport, plan_lines
