@@ -354,6 +354,9 @@ def test_submodules_are_skipped_and_an_include_into_one_is_refused(proj, up_llam
         assert vendored(cfg) == ALL_V1
         listed = cli(cfg, "patch", "list")
         assert listed.exit_code == 0, listed.output
+        listed = cli(cfg, "patch", "list", "--rev", "submodule-include")
+        assert listed.exit_code == 3 and listed.output.count("\n") == 1, listed.output
+        assert "inside the git submodule" in listed.output
         assert_refused(
             cfg, UpstreamError, r"gated_delta_net.cuh:2: .*inside the git submodule", rev="submodule-include"
         )

@@ -141,6 +141,52 @@ def test_save_refreshes_a_patch_that_a_later_patch_builds_on(proj):
     assert_one_line_refusal(proj, ["patch", "save", "scale"], 5, "overlap what the later patch 0002-half.patch changes")
 
 
+def test_save_by_number_refreshes_a_patch_a_later_one_builds_on(proj):
+    """Issue 33 item 5 as it was met: `patch save 0001 -m ...` in a series whose 0002 changes the line 0001
+    wrote. The number designates 0001 (not a new patch named "0001"); only its message changes, 0002 stays
+    byte for byte, and a number that names no patch is refused in one line."""
+    edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = 2.0f * q[0] * k[0];")
+    assert cli(proj, "patch", "save", "scale", "-m", "cuda: scale").exit_code == 0
+    edit(proj, "2.0f * q[0]", "2.0f * 0.5f * q[0]")
+    assert cli(proj, "patch", "save", "half", "-m", "cuda: halve it").exit_code == 0
+    patches = proj.vendor_dir / "patches"
+    first, second = (patches / "0001-scale.patch").read_text(), (patches / "0002-half.patch").read_text()
+    res = cli(proj, "patch", "save", "0001", "-m", "cuda: scale the product")
+    assert res.exit_code == 0 and "refreshed vendor/patches/0001-scale.patch" in res.output, res.output
+    assert sorted(p.name for p in patches.glob("*.patch")) == ["0001-scale.patch", "0002-half.patch"]
+    refreshed = (patches / "0001-scale.patch").read_text()
+    assert "Subject: [PATCH] cuda: scale the product" in refreshed
+    assert refreshed.split("diff --git", 1)[1] == first.split("diff --git", 1)[1]
+    assert (patches / "0002-half.patch").read_text() == second
+    assert check_vendor_dir(proj.vendor_dir) == []
+    assert sync_project(proj, SyncRequest()).status == "unchanged"
+    assert_one_line_refusal(proj, ["patch", "save", "0042", "-m", "x"], 5, "no patch numbered 0042 in vendor/patches")
+    assert cli(proj, "patch", "drop", "0002").exit_code == 0  # drop reads a number the same way
+    assert sorted(p.name for p in patches.glob("*.patch")) == ["0001-scale.patch"]
+
+
+def test_save_words_a_later_patch_that_no_longer_applies_for_the_save(proj):
+    """A later patch the series carries as already applied (0002 makes 0001's change again) stops applying
+    once 0001 is refreshed: the refusal names it and the save, not a "new pin" sync would fix."""
+    edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = q[0] * k[0];\n    // ours")
+    assert cli(proj, "patch", "save", "note", "-m", "cuda: note").exit_code == 0
+    patches = proj.vendor_dir / "patches"
+    diff = (patches / "0001-note.patch").read_text().split("diff --git", 1)[1]
+    (patches / "0002-same.patch").write_text("cuda: the same note\n\ndiff --git" + diff)
+    assert sync_project(proj, SyncRequest()).status in ("synced", "unchanged")
+    listed = cli(proj, "patch", "list")
+    assert "0002-same.patch: already-upstream" in listed.output, listed.output
+    edit(proj, "// ours", "// ours, reworded")
+    assert_one_line_refusal(
+        proj,
+        ["patch", "save", "note"],
+        5,
+        "with 0001-note.patch saved, the later patch 0002-same.patch no longer applies on top of it",
+    )
+    res = cli(proj, "patch", "save", "note")
+    assert "new pin" not in res.output and "re-run sync" not in res.output, res.output
+
+
 @pytest.mark.parametrize("lands", ["after the write", "before the write"])
 def test_ctrl_c_of_save_says_what_vendor_holds_read_back(proj, monkeypatch, lands):
     """Issue 33 item 3: a Ctrl-C of `patch save` once planned says truthfully whether the patch was saved."""

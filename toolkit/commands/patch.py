@@ -44,7 +44,12 @@ def _description(message: str | None, message_file: Path | None) -> str | None:
 @command("save", help=help_text.PATCH_SAVE, group=patch_app, lock_name="patch")
 def save(
     opts: Options,
-    name: Annotated[str, typer.Argument(help="Patch name (e.g. gdn-decode); an existing one is refreshed.")],
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="Patch name (e.g. gdn-decode); an existing one (by name, file name or number NNNN) is refreshed."
+        ),
+    ],
     message: Annotated[
         str | None,
         typer.Option("--message", "-m", help="Description: first line the subject, then the body (why, before/after)."),

@@ -1,12 +1,15 @@
 """The Markdown report of `ggml-vendor update`: the pull request's body. It says what moved upstream (commits
 and the ops whose signature or body changed), what happened to each patch, which variants were added, and what
-to test before merging. Same inputs, same text (no times, no paths of this machine)."""
+to test before merging. Same inputs, same text (no times, no paths of this machine). Upstream text (commit
+subjects, the upstream's name) is shown with its control characters spelled out (core.text.printable): the report
+becomes a pull request's body, and a hostile subject must not colour, retitle or hide anything where it is read."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from toolkit.core.lock import Lock
+from toolkit.core.text import printable
 from toolkit.outdated.matrix_edit import MatrixEdit
 from toolkit.outdated.rebase import CONFLICT, KEPT, REBASED, UPSTREAM
 from toolkit.outdated.survey import Survey
@@ -122,7 +125,7 @@ def markdown(
     out += _to_test(s, matrices, packages)
     if s.moved:
         out += ["<details><summary>The drift report</summary>", "", s.drift.to_markdown().strip(), "", "</details>", ""]
-    return "\n".join(out).rstrip("\n") + "\n"
+    return printable("\n".join(out).rstrip("\n") + "\n")
 
 
 __all__ = ["markdown"]

@@ -13,15 +13,15 @@ drop  removes a patch and un-applies it (vendor/ re-materialised from the pin an
 
 Bad input (no pin, no edits, edits outside the vendored files, a pin that vendor/ does not match) is one
 VendorError with nothing written. Beside it: patch_plans.py (the plans and reports), patch_checks.py (the
-refusals before a save diffs anything), patch_format.py (the patch file, written by git format-patch) and
-patch_stage.py (save and drop through the stage protocol).
+refusals before a save diffs anything), patch_names.py (which patch NAME designates, the file a save writes),
+patch_format.py (the patch file, written by git format-patch) and patch_stage.py (save and drop through the
+stage protocol).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,12 @@ from toolkit.core.lock import LOCK_NAME, VERDICT_APPLIED, Lock, read_lock, sha25
 from toolkit.sync import embedded
 from toolkit.sync.patch_checks import check_pin
 from toolkit.sync.patch_format import format_patch, git_identity
+from toolkit.sync.patch_names import check_name, save_target
+from toolkit.sync.patch_names import match as match_patch
 from toolkit.sync.patch_plans import (
     HEALTH_APPLIES,
     HEALTH_CONFLICT,
     HEALTH_UPSTREAM,
-    MAX_NAME,
-    NAME_RE,
     DropPlan,
     DropReport,
     ListReport,
@@ -44,7 +44,7 @@ from toolkit.sync.patch_plans import (
     SavePlan,
     SaveResult,
 )
-from toolkit.sync.patches import apply_patches, describe, message_of, unapply_patches
+from toolkit.sync.patches import apply_patches, describe, unapply_patches
 from toolkit.sync.tree_plan import SyncPlan, plan_sync
 from toolkit.sync.vendor_tree import (
     SOURCES_DIR,
@@ -90,15 +90,6 @@ def _require_lock(cfg: Config) -> Lock:
     return lock
 
 
-def _match(existing: list[str], name: str) -> str | None:
-    """The file in `existing` that `name` designates: its file name, without `.patch`, or without `NNNN-`."""
-    for n in existing:
-        stem = n.removesuffix(".patch")
-        if name in (n, stem) or (re.match(r"^\d{4}-", stem) and name == stem[5:]):
-            return n
-    return None
-
-
 def _pristine_plan(
     cfg: Config, lock: Lock, patches: list[tuple[str, bytes]], *, rev: str | None, mirror: Path | None, **kw: Any
 ) -> SyncPlan:
@@ -136,68 +127,15 @@ def _sources(desired: Mapping[str, bytes]) -> dict[str, bytes]:
 # --- the three verbs ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _SaveTarget:
-    """The patch file `patch save` writes and the description it carries."""
-
-    name: str  # NNNN-<name>.patch
-    refreshed: bool  # it replaces a patch of the series (the one `name` designates)
-    message: str
-
-
-def _save_target(name: str, message: str | None, patches: list[tuple[str, bytes]], edited: list[str]) -> _SaveTarget:
-    """The patch to write for `patch save NAME [-m MESSAGE]`, refusing what cannot be saved."""
-    target = _match([n for n, _ in patches], name)
-    if not edited and not (target is not None and message is not None):  # a refresh may change only the description
-        raise PatchError(
-            "no edits to save: vendor/ggml matches its pin and patches",
-            "edit files under vendor/ggml first" + (f" (to refresh {target})" if target else ""),
-        )
-    old = dict(patches)[target] if target is not None else None
-    return _SaveTarget(target or _next_name(name, patches), target is not None, _description(message, old))
-
-
-def _description(message: str | None, refreshed: bytes | None) -> str:
-    """The description to save: `message`, else the refreshed patch's own (a new patch must be given one)."""
-    if message is not None and not message.strip():
-        raise PatchError("the description is empty", "pass -m 'what the patch changes and why'")
-    if message is None:
-        message = message_of(refreshed) if refreshed is not None else ""
-        if not message:
-            raise PatchError("a new patch needs a description", "pass -m 'what the patch changes and why'")
-    return message
-
-
-def _next_name(name: str, patches: list[tuple[str, bytes]]) -> str:
-    """NNNN-<name>.patch numbered after the last patch of the series, so that it applies last."""
-    m = NAME_RE.match(name)
-    assert m is not None  # _check_name has refused anything else
-    numbers = [int(n[:4]) for n, _ in patches if re.match(r"^\d{4}-", n)]
-    return f"{(max(numbers) + 1 if numbers else 1):04d}-{m.group(2)}.patch"
-
-
-def _check_name(name: str) -> None:
-    m = NAME_RE.match(name or "")
-    if not m or "/" in name:
-        raise PatchError(
-            f"{name!r} is not a patch name", "use letters, digits, '.', '_' and '-', e.g. gdn-decode-vectorised"
-        )
-    if len(name) > MAX_NAME:
-        raise PatchError(
-            f"the patch name ({len(name)} characters) is too long for a file name",
-            f"use at most {MAX_NAME} characters, e.g. gdn-decode-vectorised",
-        )
-
-
 def plan_save(cfg: Config, name: str, message: str | None, *, mirror: Path | None = None) -> SavePlan:
     """What `patch save` would write: vendor/patches/NNNN-<name>.patch made from the edits in vendor/ggml
     (or refreshed), the series checked to reproduce the edits exactly, and the re-locked vendor/. Writes
     nothing."""
-    _check_name(name)
+    check_name(name)
     lock = _require_lock(cfg)
     edited = check_pin(cfg, lock, allow_edits=True)
     patches, others_files = _series(cfg)
-    save = _save_target(name, message, patches, edited)
+    save = save_target(name, message, patches, edited)
     target = save.name
     others = [(n, b) for n, b in patches if n != target]
     # The patch is a diff against the pin plus the patches *before* it in the series; the ones after it
@@ -221,15 +159,18 @@ def plan_save(cfg: Config, name: str, message: str | None, *, mirror: Path | Non
         save.message,
         author=git_identity(cfg.root),
     )
-    plan = _pristine_plan(
-        cfg,
-        lock,
-        sorted([*others, (target, data)]),
-        rev=None,
-        mirror=mirror,
-        extra_patch_files=others_files,
-        current=current_hashes(cfg.vendor_dir),
-    )
+    try:
+        plan = _pristine_plan(
+            cfg,
+            lock,
+            sorted([*others, (target, data)]),
+            rev=None,
+            mirror=mirror,
+            extra_patch_files=others_files,
+            current=current_hashes(cfg.vendor_dir),
+        )
+    except PatchError as exc:
+        raise _later_conflict(target, exc) from None
     _check_reproduces(plan.desired, current, target)
     added, removed = _counts(data)
     result = SaveResult(target, describe(data), save.refreshed, tuple(changed), added, removed, False)
@@ -251,6 +192,20 @@ def _without_later(
     _, results = apply_patches(baseline, series)
     applied = [p for p, r in zip(series, results, strict=True) if r.verdict == VERDICT_APPLIED and p in later]
     return unapply_patches(current, applied)
+
+
+def _later_conflict(target: str, exc: PatchError) -> PatchError:
+    """A later patch that no longer applies on top of the saved `target`, worded for `patch save`: sync's
+    words ("does not apply at the new pin", "re-run sync") would send the user to a pin that did not move."""
+    name, where = getattr(exc, "patch", None), getattr(exc, "where", None)
+    if name is None or where is None or name == target:
+        return exc
+    return PatchError(
+        f"with {target} saved, the later patch {name} no longer applies on top of it ({where} conflicts); "
+        "nothing was written",
+        f"keep the lines {name} builds on as they were, or save the edits as a new patch after it "
+        "(ggml-vendor patch save NEW-NAME -m '...')",
+    )
 
 
 def _check_reproduces(desired: Mapping[str, bytes], current: Mapping[str, bytes], target: str) -> None:
@@ -314,7 +269,7 @@ def plan_drop(cfg: Config, name: str, *, mirror: Path | None = None) -> DropPlan
     the rest of the series). Writes nothing."""
     lock = _require_lock(cfg)
     patches, others_files = _series(cfg)
-    target = _match([n for n, _ in patches], name)
+    target = match_patch([n for n, _ in patches], name)
     if target is None:
         have = ", ".join(n for n, _ in patches) or "none"
         raise PatchError(f"no patch named {name!r} in vendor/patches (have: {have})", "ggml-vendor patch list")

@@ -149,6 +149,7 @@ def _conflict(name: str, text: str, level: int, stderr: str) -> PatchError:
         f"refresh vendor/patches/{name} against the new upstream or remove it, then re-run sync",
     )
     err.where = where  # type: ignore[attr-defined]  # what `patch list` prints: "hunk #N `@@ .. @@` of PATH"
+    err.patch = name  # type: ignore[attr-defined]  # which patch, for a caller that words it for its own verb
     return err
 
 
