@@ -525,3 +525,27 @@ def test_a_tampered_variant_fails_verify_in_one_line_and_the_clients_load(tmp_pa
     code = "import sys, kernels; from pathlib import Path; kernels.get_local_kernel(Path(sys.argv[1]))"
     proc = subprocess.run([sys.executable, "-c", code, str(v)], capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "digest" in proc.stderr.lower(), proc.stderr[-2000:]
+
+
+def test_a_ctrl_c_while_the_report_is_printed_says_the_verdicts_were_recorded(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 33 item 3: verify writes its verdicts to build/.verified.json; a Ctrl-C after that (while the
+    report is printed) says so, read back from disk, not "previous state kept"."""
+    from typer.testing import CliRunner
+
+    import toolkit.commands.verify as verify_cmd
+    from toolkit.cli import app
+
+    cfg, build = _project(tmp_path)
+    vd = make_variant(build)
+    assert not (build / ".verified.json").exists()
+
+    def printing_cut_short(*_a, **_k):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(verify_cmd, "_show", printing_cut_short)
+    res = CliRunner().invoke(app, ["verify", "-C", str(cfg.root), "--no-smoke"])
+    assert res.exit_code == 130 and "previous state kept" not in res.output, res.output
+    last = res.output.splitlines()[-1]
+    assert last.startswith("interrupted: build/.verified.json holds this verify's verdicts"), res.output
+    assert f"{vd.name} {'passed' if stamp_verdict(build, vd)[0] else 'failed'} (read back from disk)" in last
+    assert (build / ".verified.json").is_file()
