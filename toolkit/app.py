@@ -24,7 +24,7 @@ from toolkit import help as help_text
 from toolkit.core import ui
 from toolkit.core.config import load
 from toolkit.core.errors import Interrupted, VendorError
-from toolkit.runner import AnyRun, Options, P, Run, S, perform, stage_run
+from toolkit.runner import Acted, AnyRun, Options, P, Run, S, perform, stage_run
 
 __all__ = ["app", "command", "guarded", "perform", "stage_run", "Options", "Run", "AnyRun"]
 
@@ -88,7 +88,7 @@ def _recover_build_dirs(opts: Options) -> None:
         fs.recover_swaps(view.build_dir)
 
 
-def _locked(run: Run[P, S], opts: Options, command: str) -> None:
+def _locked(run: Run[P, S], opts: Options, command: str, acted: Acted) -> None:
     """`perform` under the project lock: held from the plan to the report (a second command waits, or
     with --no-wait refuses), shared for commands that only read. Every command first rolls back the swaps
     killed runs left half done in build/ (as sync's journal is recovered for vendor/)."""
@@ -104,12 +104,14 @@ def _locked(run: Run[P, S], opts: Options, command: str) -> None:
         on_wait=lambda msg: ui.warn("waiting:", msg),
     ):
         _recover_build_dirs(opts)  # only a dead writer's journal is acted on (fs.recover_swap checks its pid)
-        perform(run, opts)
+        perform(run, opts, acted)
 
 
-def guarded(body: Callable[[], None], verbose: bool) -> None:
+def guarded(body: Callable[[], None], verbose: bool, acted: Acted | None = None) -> None:
     """Run a command body; a VendorError becomes one red line and its exit code, preceded by the traceback
-    with --verbose (or GGML_VENDOR_VERBOSE=1); Ctrl-C keeps the previous state and exits 130."""
+    with --verbose (or GGML_VENDOR_VERBOSE=1); Ctrl-C exits 130 saying what the command's stages hold,
+    read back (`acted`: even once perform has returned, as the project lock is released), else that the
+    previous state was kept."""
     with contextlib.suppress(ValueError):  # not the main thread: signals go elsewhere anyway
         # From here a Ctrl-C is a KeyboardInterrupt again (the entry point's start-up handler exits at once).
         if getattr(signal.getsignal(signal.SIGINT), "__name__", "") == "_interrupted_while_starting":
@@ -127,7 +129,8 @@ def guarded(body: Callable[[], None], verbose: bool) -> None:
         ui.error(exc.one_line())
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt:
-        ui.warn("interrupted:", "previous state kept")
+        told = acted.interrupted() if acted is not None else None
+        ui.warn("interrupted:", told.one_line() if isinstance(told, VendorError) else "previous state kept")
         raise typer.Exit(Interrupted.exit_code) from None
 
 
@@ -194,11 +197,13 @@ def command(
                 packages=tuple(kwargs.pop("package", ())),
             )
 
+            acted = Acted()  # what the Run sets out to change, read back on a Ctrl-C
+
             def body() -> None:
                 run = replace(fn(opts, **kwargs), per_package=packages)
-                (_locked(run, opts, lock_name or name) if lock else perform(run, opts))
+                (_locked(run, opts, lock_name or name, acted) if lock else perform(run, opts, acted))
 
-            guarded(body, opts.verbose)
+            guarded(body, opts.verbose, acted)
 
         cli.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         cli.__annotations__ = {p.name: p.annotation for p in params}

@@ -7,13 +7,40 @@ helpers and huggingface_hub, and a no-op `sync` should not pay for `publish`'s i
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import sys
-from typing import Any
 
-from toolkit.commands import COMMAND_MODULES
+_STARTING = (
+    b"interrupted: nothing was done (Ctrl-C while ggml-vendor was starting) \xe2\x80\x94 run the command again\n"
+)
+
+
+def _interrupted_while_starting(_signum: int, _frame: object) -> None:
+    """Ctrl-C before a command runs (while the tool imports, parses its options, prints help): nothing has
+    been read or written yet, so one line and exit 130 at once, not an import's traceback."""
+    os.write(2, _STARTING)
+    os._exit(130)
+
+
+def _catch_ctrl_c_while_starting() -> None:
+    """Until a command's body starts (toolkit.app.guarded hands Ctrl-C back to Python and its own handling).
+    A SIGINT that was ignored when we started (a background job of a script) stays ignored."""
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+
+# Started as the command (its console script imports this module, or `python -m toolkit.cli` runs it): the
+# handler goes in before this module's own imports, not only once main() runs. A library import (tests,
+# embedding: `from toolkit.cli import app`) keeps its caller's Ctrl-C.
+if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "ggml-vendor":
+    _catch_ctrl_c_while_starting()
+
+# After the start-up handler: a Ctrl-C while these load is one line too.
+import importlib  # noqa: E402
+from typing import Any  # noqa: E402
+
+from toolkit.commands import COMMAND_MODULES  # noqa: E402
 
 # Options the group itself takes before the command, with the value that follows them.
 _GROUP_OPTIONS_WITH_VALUE = ("-C", "--project")
@@ -42,23 +69,8 @@ def _register(argv: list[str]) -> None:
         importlib.import_module(f"{__package__}.commands.{name}")
 
 
-_STARTING = (
-    b"interrupted: nothing was done (Ctrl-C while ggml-vendor was starting) \xe2\x80\x94 run the command again\n"
-)
-
-
-def _interrupted_while_starting(_signum: int, _frame: object) -> None:
-    """Ctrl-C before a command runs (while the tool imports, parses its options, prints help): nothing has
-    been read or written yet, so one line and exit 130 at once, not an import's traceback."""
-    os.write(2, _STARTING)
-    os._exit(130)
-
-
 def main() -> None:
-    # Until a command's body starts (toolkit.app.guarded hands Ctrl-C back to Python and its own handling).
-    # A SIGINT that was ignored when we started (a background job of a script) stays ignored.
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        signal.signal(signal.SIGINT, _interrupted_while_starting)
+    _catch_ctrl_c_while_starting()  # (again: a caller may import this module as a library, then call main())
     _register(sys.argv[1:])
     from toolkit.app import app
 

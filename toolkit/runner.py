@@ -7,14 +7,16 @@ and holds the project lock around `perform`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import contextlib
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, NoReturn, TypeVar, cast
 
 from toolkit.core import ui
 from toolkit.core.config import Config, load
-from toolkit.core.errors import ConfigError, VendorError
+from toolkit.core.errors import ConfigError, Interrupted, VendorError
 from toolkit.core.stage import Log, Outcome, Shown, Stage, failure_of
 
 R = TypeVar("R")  # a stage's request
@@ -47,8 +49,8 @@ class Run(Generic[P, S]):
     by `Run.alone` needs no project: its plan takes the log only; `live` shows the log as it happens even
     without --verbose (long, multi-stage work); `spinner=False` for work that draws its own progress bars.
     `per_package` (set by `@command(packages=True)`) runs it once per selected package; `one_package`:
-    exactly one may be selected. `interrupted(plan)` is the error for a Ctrl-C once execute may have acted
-    (default: "previous state kept"). `announce`: the plan's `notes` are printed as warnings once it is
+    exactly one may be selected. `interrupted(plan)` is the error for a Ctrl-C once execute may have acted,
+    read back (default: "previous state kept"; see `Acted`). `announce`: the plan's `notes` are printed as warnings once it is
     made, and with --verbose (neither --dry-run nor --json) its lines before execute runs it."""
 
     label: str | Callable[[Config], str]  # the task's label, or a function of the config it runs under
@@ -174,26 +176,63 @@ def _emit(result: S, run: Run[P, S], opts: Options) -> None:
         _print_lines(result, opts)
 
 
-def _perform_one(run: Run[P, S], opts: Options, cfg: Config | None) -> None:
-    verbose = opts.verbose or (run.live and not opts.json)
-    made: list[P] = []  # the plan, once made (a Ctrl-C before it kept the previous state)
+@contextlib.contextmanager
+def _no_interrupt() -> Iterator[None]:
+    """A second Ctrl-C does not cut a read-back short (and its one line is still printed)."""
     try:
-        label = run.label(cfg) if callable(run.label) and cfg is not None else str(run.label)
-        with ui.task(label, verbose=verbose, quiet=opts.json, spinner=run.spinner) as task:
-            plan = run.planned(cfg, task.log)
-            made.append(plan)
-            if run.announce:
-                _announce(plan, opts)
-            if run.execute is not None and not opts.dry_run:
-                result = run.execute(plan, task.log)
-            else:
-                result = run.shown(plan)
-        _emit(result, run, opts)
-    except KeyboardInterrupt:
-        if not made or opts.dry_run or run.interrupted is None:
-            raise  # nothing was carried out: the previous state was kept
-        # Once the plan may have been carried out, the stage says what the tree now holds.
-        raise run.interrupted(made[0]) from None
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals go elsewhere anyway
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+@dataclass
+class Acted:
+    """What a command has set out to change so far: for each package whose plan is made (its execute may have
+    acted), how its stage reads back what it holds now (`Run.interrupted`). A Ctrl-C anywhere after the first
+    (a later package's plan, the printing, the project lock's release) is told from these, read back; only
+    before them was the previous state kept. `packages` names the packages of a several-package command."""
+
+    readbacks: list[tuple[str, Callable[[], Exception]]] = field(default_factory=list)
+    packages: tuple[str, ...] = ()
+
+    def interrupted(self) -> Exception | None:
+        """The one error for a Ctrl-C now (None: nothing was carried out, the previous state is kept)."""
+        if not self.readbacks:
+            return None
+        with _no_interrupt():
+            found = [(name, readback()) for name, readback in self.readbacks]
+        if not self.packages:
+            return found[-1][1]
+        told = dict(found)
+        parts = [f"package {n}: {_line(told[n])}" if n in told else f"package {n}: not changed" for n in self.packages]
+        return Interrupted("; ".join(parts))
+
+
+def _line(exc: Exception) -> str:
+    return exc.one_line() if isinstance(exc, VendorError) else str(exc)
+
+
+def _perform_one(run: Run[P, S], opts: Options, cfg: Config | None, acted: Acted) -> None:
+    verbose = opts.verbose or (run.live and not opts.json)
+    label = run.label(cfg) if callable(run.label) and cfg is not None else str(run.label)
+    with ui.task(label, verbose=verbose, quiet=opts.json, spinner=run.spinner) as task:
+        plan = run.planned(cfg, task.log)
+        if run.interrupted is not None and not opts.dry_run:
+            # Once the plan may be carried out, the stage says what the tree holds (a Ctrl-C before it kept it).
+            readback, name = run.interrupted, cfg.name if cfg is not None else ""
+            acted.readbacks.append((name, lambda: readback(plan)))
+        if run.announce:
+            _announce(plan, opts)
+        if run.execute is not None and not opts.dry_run:
+            result = run.execute(plan, task.log)
+        else:
+            result = run.shown(plan)
+    _emit(result, run, opts)
     failure = failure_of(result) if isinstance(result, Outcome) else None
     if failure is not None:
         raise failure
@@ -213,19 +252,31 @@ def _views(run: Run[P, S], opts: Options) -> tuple[Config, ...]:
     return views
 
 
-def perform(run: Run[P, S], opts: Options) -> None:
+def perform(run: Run[P, S], opts: Options, acted: Acted | None = None) -> None:
     """Plan, execute (unless --dry-run) and print `run` under the project's config; a report that is not
     ok ends the command with its exit code. Per package: one package selected is exactly the one-package
     command; several get a heading each on stderr and, with --json, one document {"packages": {name: doc}}
     (printed even when a package fails, that package's document included); the first failure stops the
-    loop, its one line naming the package."""
+    loop, its one line naming the package. A Ctrl-C once a plan is made is told from `acted` (read back)."""
+    acted = acted if acted is not None else Acted()
+    try:
+        _perform_all(run, opts, acted)
+    except KeyboardInterrupt:
+        told = acted.interrupted()
+        if told is None:
+            raise  # nothing was carried out: the previous state was kept
+        raise told from None
+
+
+def _perform_all(run: Run[P, S], opts: Options, acted: Acted) -> None:
     if not run.config:
-        _perform_one(run, opts, None)
+        _perform_one(run, opts, None, acted)
         return
     views = _views(run, opts)
     if len(views) == 1:
-        _perform_one(run, opts, views[0])
+        _perform_one(run, opts, views[0], acted)
         return
+    acted.packages = tuple(v.name for v in views)
     docs: dict[str, Any] = {}
     try:
         for view in views:
@@ -233,7 +284,7 @@ def perform(run: Run[P, S], opts: Options) -> None:
                 ui.err.print(ui.labelled("package", "bold", view.name))
             with ui.collect_json() as collected:
                 try:
-                    _perform_one(run, opts, view)
+                    _perform_one(run, opts, view, acted)
                 except VendorError as exc:
                     exc.message = f"package {view.name}: {exc.message}"
                     raise

@@ -68,3 +68,89 @@ def test_a_variant_left_incomplete_is_named(tmp_path) -> None:  # type: ignore[n
     (out / "__init__.py").write_text("edited by hand\n")
     line = outdir.read_back(tmp_path / "build", ((V1, out, was),)).one_line()
     assert line.startswith(f"build/ holds no intact {V1}")
+
+
+def _stand_in(monkeypatch, roots: dict[str, Path], ctrl_c_planning: str | None = None) -> None:  # type: ignore[no-untyped-def]
+    """build's plan and execute stood in for, per package (`roots`: package -> its build/<name>/): execute
+    writes a new V1 and prints its report; a Ctrl-C lands while `ctrl_c_planning` (a package) is planned."""
+    import toolkit.build as build_stage
+
+    def plan(cfg, _request, _log=None):  # type: ignore[no-untyped-def]
+        if cfg.name == ctrl_c_planning:
+            raise KeyboardInterrupt
+        out = roots[cfg.name] / V1
+        # read_back is handed build/<name>/ (the stand-in's project root is the package's build dir's parent)
+        project = SimpleNamespace(root=roots[cfg.name].parent)
+        return SimpleNamespace(plan=SimpleNamespace(project=project), before=((V1, out, outdir.fingerprint(out)),))
+
+    def execute(planned, _log):  # type: ignore[no-untyped-def]
+        _write_variant(planned.before[0][1], "new\n")
+        return SimpleNamespace(lines=lambda: ["built"])
+
+    monkeypatch.setattr(build_stage, "plan", plan)
+    monkeypatch.setattr(build_stage, "execute", execute)
+
+
+def test_a_ctrl_c_in_a_later_package_says_what_the_earlier_one_built(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`build` runs every package of a family: a Ctrl-C while the second is planned, once the first package's
+    variant was replaced, says so (read back from disk), not "previous state kept"."""
+    from tests.core.test_family import QUANT_TEMPLATES, SECOND
+    from toolkit.cli import app
+
+    root = make_project(tmp_path / "proj", "embedded")
+    with (root / "pyproject.toml").open("a") as fh:
+        fh.write(SECOND)
+    (root / "templates" / "fixture-quant").mkdir(parents=True)
+    (root / "templates" / "fixture-quant" / "facts.py").write_text(QUANT_TEMPLATES["facts.py"])
+    first, second = "fixture-kernels", "fixture-quant"
+    roots = {first: tmp_path / "b1" / "build", second: tmp_path / "b2" / "build"}
+    for d in roots.values():
+        _write_variant(d / V1, "old\n")
+    _stand_in(monkeypatch, roots, ctrl_c_planning=second)
+    res = CliRunner().invoke(app, ["build", "-C", str(root)])
+    assert res.exit_code == 130 and "previous state kept" not in res.output, res.output
+    last = res.output.splitlines()[-1]
+    assert last.startswith("interrupted:"), res.output
+    assert f"package {first}: build/ holds the new build of {V1} (read back from disk)" in last, res.output
+    assert f"package {second}: not changed" in last, res.output
+    assert (roots[first] / V1 / "__init__.py").read_text() == "new\n"
+    assert (roots[second] / V1 / "__init__.py").read_text() == "old\n"
+
+
+@pytest.mark.parametrize("lands", ["as the project lock is released", "during the read-back, a second time"])
+def test_a_ctrl_c_after_the_report_is_still_read_back(tmp_path, monkeypatch, lands) -> None:  # type: ignore[no-untyped-def]
+    """The report printed in full, a Ctrl-C while the command lets the project lock go (after the runner
+    returned) says what build/ holds; so does one whose read-back a second Ctrl-C hits (it is not cut short)."""
+    import contextlib
+    import os
+    import signal
+
+    import toolkit.core.projectlock as projectlock
+    from toolkit.cli import app
+
+    root = make_project(tmp_path / "proj", "embedded")
+    build = tmp_path / "b" / "build"
+    _write_variant(build / V1, "old\n")
+    _stand_in(monkeypatch, {"fixture-kernels": build})
+    real_lock = projectlock.project_lock
+
+    @contextlib.contextmanager
+    def lock_then_ctrl_c(*args, **kwargs):  # type: ignore[no-untyped-def]
+        with real_lock(*args, **kwargs):
+            yield
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(projectlock, "project_lock", lock_then_ctrl_c)
+    if lands.startswith("during"):
+        real_read = outdir.variant_intact
+
+        def read_hit_by_a_second_ctrl_c(out):  # type: ignore[no-untyped-def]
+            os.kill(os.getpid(), signal.SIGINT)
+            return real_read(out)
+
+        monkeypatch.setattr(outdir, "variant_intact", read_hit_by_a_second_ctrl_c)
+    res = CliRunner().invoke(app, ["build", "-C", str(root)])
+    assert res.exit_code == 130 and "previous state kept" not in res.output, res.output
+    last = res.output.splitlines()[-1]
+    assert last.startswith("interrupted:"), res.output
+    assert f"build/ holds the new build of {V1} (read back from disk) — nothing to undo" in last, res.output

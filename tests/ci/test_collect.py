@@ -441,6 +441,21 @@ def test_a_named_pipe_in_a_variant_is_refused(proj, tmp_path: Path, as_zip: bool
     assert built_variants(proj.root) == []  # build/<name>/ holds its rendered src/ alone
 
 
+def test_a_symbolic_link_in_an_artifact_is_refused_by_verify_s_rule(proj, tmp_path: Path) -> None:
+    """collect, verify and publish share one rule for what a variant may hold (toolkit.verify's
+    non_regular): a link to a file outside is refused in one line naming it, nothing of it copied."""
+    art = _artifact(proj, tmp_path / "artifacts", V1)
+    outside = tmp_path / "outside.py"
+    outside.write_bytes((art / V1 / "__init__.py").read_bytes())
+    (art / V1 / "__init__.py").unlink()
+    (art / V1 / "__init__.py").symlink_to(outside)
+    proc = _cli(proj.root, "collect", str(art))
+    assert proc.returncode == 11, proc.stdout + proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"{V1}/__init__.py is a symbolic link to {str(outside)!r}, outside the variant" in proc.stderr
+    assert built_variants(proj.root) == []  # build/<name>/ holds its rendered src/ alone
+
+
 def test_collected_files_are_copies_not_links_to_the_artifact(proj, tmp_path: Path) -> None:
     art = _artifact(proj, tmp_path / "a", V1)
     assert _cli(proj.root, "collect", str(art)).returncode == 0

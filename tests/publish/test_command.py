@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -284,14 +285,18 @@ def test_refuses_without_a_token(project, hub, monkeypatch, tmp_path: Path) -> N
     assert hub.state.repos == {} and _writes(hub) == []
 
 
-@pytest.mark.parametrize("kind", ["link-out", "fifo"])
+@pytest.mark.parametrize("kind", ["link-out", "fifo", "variant-link"])
 def test_refuses_entries_that_are_not_regular_files_even_after_verify(project, hub, tmp_path: Path, kind) -> None:  # type: ignore[no-untyped-def]
     """Issue 33 item 6: a link made after verify passed (to a file outside the project with the very bytes
-    verify hashed) or a named pipe is refused; nothing is opened through it, nothing pushed."""
+    verify hashed, or build/<variant> itself moved elsewhere and linked back) or a named pipe is refused;
+    nothing is opened through it, nothing pushed."""
     import os
 
     vd = project.build_dir / host_variant_name()
-    if kind == "link-out":
+    if kind == "variant-link":
+        shutil.move(vd, tmp_path / vd.name)
+        vd.symlink_to(tmp_path / vd.name)
+    elif kind == "link-out":
         outside = tmp_path / "outside.py"
         outside.write_bytes((vd / "__init__.py").read_bytes())
         (vd / "__init__.py").unlink()
@@ -300,7 +305,7 @@ def test_refuses_entries_that_are_not_regular_files_even_after_verify(project, h
         os.mkfifo(vd / "pipe.bin")
     with pytest.raises(PublishError, match="holds entries that are not regular files") as exc:
         _publish(project, hub)
-    assert ("symbolic link" if kind == "link-out" else "named pipe") in exc.value.message
+    assert ("named pipe" if kind == "fifo" else "symbolic link") in exc.value.message
     assert _writes(hub) == []
 
 

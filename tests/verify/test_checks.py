@@ -381,10 +381,11 @@ def test_cli_json_and_exit_code(tmp_path: Path) -> None:
     assert "error:" in proc.stderr and "check(s) failed" in proc.stderr
 
 
-@pytest.mark.parametrize("kind", ["fifo", "link-out", "link-in", "linked-dir"])
+@pytest.mark.parametrize("kind", ["fifo", "link-out", "link-in", "linked-dir", "variant-link"])
 def test_entries_that_are_not_regular_files_fail_without_being_opened(tmp_path: Path, kind: str) -> None:
     """Issue 33 item 6: as collect does, verify refuses a variant holding a named pipe or a symbolic link
-    (one to a file outside the project above all); the pipe is never opened (the CLI would hang)."""
+    (one to a file outside the project above all), or a build/<variant> that is itself a link to a directory
+    elsewhere; the pipe is never opened (the CLI would hang)."""
     import os
 
     cfg, build = _project(tmp_path)
@@ -396,6 +397,7 @@ def test_entries_that_are_not_regular_files_fail_without_being_opened(tmp_path: 
         "link-out": f"__init__.py is a symbolic link to {str(secret)!r}, outside the variant",
         "link-in": "alias.py is a symbolic link to '__init__.py'",
         "linked-dir": "sub is a symbolic link to",
+        "variant-link": f"{vd.name} itself is a symbolic link to {str(tmp_path / 'elsewhere' / vd.name)!r}",
     }[kind]
     if kind == "fifo":
         os.mkfifo(vd / "extra.bin")
@@ -405,8 +407,12 @@ def test_entries_that_are_not_regular_files_fail_without_being_opened(tmp_path: 
         (vd / "__init__.py").symlink_to(secret)
     elif kind == "link-in":
         (vd / "alias.py").symlink_to("__init__.py")
-    else:
+    elif kind == "linked-dir":
         (vd / "sub").symlink_to(tmp_path)
+    else:  # the variant's files are all regular, in a directory outside build/
+        (tmp_path / "elsewhere").mkdir()
+        shutil.move(vd, tmp_path / "elsewhere" / vd.name)
+        vd.symlink_to(tmp_path / "elsewhere" / vd.name)
     proc = subprocess.run(
         [sys.executable, "-m", "toolkit.cli", "verify", "-C", str(cfg.root), "--json", "--no-smoke"],
         capture_output=True,
@@ -519,3 +525,27 @@ def test_a_tampered_variant_fails_verify_in_one_line_and_the_clients_load(tmp_pa
     code = "import sys, kernels; from pathlib import Path; kernels.get_local_kernel(Path(sys.argv[1]))"
     proc = subprocess.run([sys.executable, "-c", code, str(v)], capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "digest" in proc.stderr.lower(), proc.stderr[-2000:]
+
+
+def test_a_ctrl_c_while_the_report_is_printed_says_the_verdicts_were_recorded(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 33 item 3: verify writes its verdicts to build/.verified.json; a Ctrl-C after that (while the
+    report is printed) says so, read back from disk, not "previous state kept"."""
+    from typer.testing import CliRunner
+
+    import toolkit.commands.verify as verify_cmd
+    from toolkit.cli import app
+
+    cfg, build = _project(tmp_path)
+    vd = make_variant(build)
+    assert not (build / ".verified.json").exists()
+
+    def printing_cut_short(*_a, **_k):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(verify_cmd, "_show", printing_cut_short)
+    res = CliRunner().invoke(app, ["verify", "-C", str(cfg.root), "--no-smoke"])
+    assert res.exit_code == 130 and "previous state kept" not in res.output, res.output
+    last = res.output.splitlines()[-1]
+    assert last.startswith("interrupted: build/.verified.json holds this verify's verdicts"), res.output
+    assert f"{vd.name} {'passed' if stamp_verdict(build, vd)[0] else 'failed'} (read back from disk)" in last
+    assert (build / ".verified.json").is_file()

@@ -317,15 +317,13 @@ def _extract(zip_path: Path, dest: Path) -> None:
 
 
 def _regular_only(src: Path) -> None:
-    """Refuse an artifact directory holding links or special files, before anything in it is opened
-    (reading a named pipe would block)."""
-    for p in sorted(src.rglob("*")):
-        rel = p.relative_to(src).as_posix()
-        mode = p.lstat().st_mode
-        if stat.S_ISLNK(mode):
-            raise ValueError(f"it contains symbolic links ({rel})")
-        if stat.S_IFMT(mode) in _SPECIAL:
-            raise ValueError(f"{rel} is {_SPECIAL[stat.S_IFMT(mode)]}, not a regular file")
+    """Refuse an artifact directory holding links or special files, before anything in it is opened (reading
+    a named pipe would block): verify's check, the one rule for collect, verify and publish."""
+    from toolkit.verify import non_regular
+
+    found = non_regular(Path(os.path.realpath(src)))  # the path given may be a link; what it holds may not
+    if found:
+        raise ValueError(f"{found[0]}, not a regular file" + (f" (+{len(found) - 1} more)" if found[1:] else ""))
 
 
 def _copy_in(src: Path, dest: Path) -> None:

@@ -111,4 +111,5 @@ def verify(
         execute=lambda plan, log: Verified(verify_stage.execute(plan, log)),
         preview=Planned,
         show=_show,
+        interrupted=verify_stage.interrupted,
     )

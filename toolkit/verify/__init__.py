@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.core.config import Config
+from toolkit.core.errors import Interrupted
 from toolkit.core.stage import Log, quiet
 from toolkit.verify.binaries import (
     BINARY_SUFFIXES,
@@ -28,7 +29,7 @@ from toolkit.verify.findings import FAIL, PASS, SKIP, WARN, Finding, VariantRepo
 from toolkit.verify.imports import torch_lib_dirs
 from toolkit.verify.layout import variant_backend
 from toolkit.verify.provenance import check_vendor_clean
-from toolkit.verify.record import conformance_status, tree_sha256
+from toolkit.verify.record import conformance_status, snapshot, tree_sha256
 from toolkit.verify.record import verdict as stamp_verdict
 from toolkit.verify.runner import STAMP_NAME, VerifyOptions, discover, verify_build, verify_paths, verify_variant
 
@@ -40,6 +41,7 @@ __all__ = [
     "Report",
     "plan",
     "execute",
+    "interrupted",
     "Finding",
     "VariantReport",
     "VerifyReport",
@@ -80,6 +82,7 @@ class Plan:
     paths: tuple[Path, ...]  # the variant directories, in the order they are checked
     # variant -> the lib/ of the torch build environment its unversioned imports resolve against (Linux only)
     torch_libs: tuple[tuple[str, tuple[Path, ...]], ...] = ()
+    record_before: bytes | None = None  # build/.verified.json as planned: what a Ctrl-C's read-back compares
 
     @property
     def build_dir(self) -> Path:
@@ -115,7 +118,7 @@ def _torch_libs(paths: list[Path]) -> tuple[tuple[str, tuple[Path, ...]], ...]:
 def plan(config: Config, request: Request, log: Log = quiet) -> Plan:
     """Which variants to check and what against; reads build/ and the torch environments, writes nothing."""
     paths = discover(config.build_dir, list(request.variants) or None)
-    return Plan(config, request, tuple(paths), _torch_libs(paths))
+    return Plan(config, request, tuple(paths), _torch_libs(paths), snapshot(config.build_dir))
 
 
 def execute(plan: Plan, log: Log = quiet) -> VerifyReport:
@@ -127,4 +130,19 @@ def execute(plan: Plan, log: Log = quiet) -> VerifyReport:
         options=plan.request.options,
         log=log,
         torch_libs=dict(plan.torch_libs),
+    )
+
+
+def interrupted(plan: Plan) -> Interrupted:
+    """The one line for a Ctrl-C once `plan` was made (the report's printing included): whether
+    build/.verified.json now holds this verify's verdicts, read back from disk (they are written at once)."""
+    if snapshot(plan.build_dir) == plan.record_before:
+        return Interrupted(
+            "build/.verified.json is as it was: no verdict was recorded (read back from disk)",
+            "run ggml-vendor verify again",
+        )
+    told = [f"{p.name} {'passed' if stamp_verdict(plan.build_dir, p)[0] else 'failed'}" for p in plan.paths]
+    return Interrupted(
+        f"build/.verified.json holds this verify's verdicts: {', '.join(told)} (read back from disk)",
+        "nothing to undo; run ggml-vendor verify again for the full report",
     )

@@ -33,7 +33,11 @@ def _link(full: Path, variant_dir: Path) -> str:
 def non_regular(variant_dir: Path) -> list[str]:
     """'<relative path> is <what>' for every entry of `variant_dir` that is neither a directory nor a regular
     file, found without following a link or opening a file."""
-    variant_dir = Path(os.path.realpath(variant_dir))
+    variant_dir = Path(variant_dir)
+    if variant_dir.is_symlink():  # build/<variant> itself: its files are wherever the link points
+        return [f"{variant_dir.name} itself is a symbolic link to {os.readlink(variant_dir)!r}, not a directory"]
+    # The directories above it may be links (build/ on another disk): only the variant's own entries count.
+    variant_dir = Path(os.path.realpath(variant_dir.parent)) / variant_dir.name
     found: list[str] = []
     for dirpath, dirnames, filenames in os.walk(variant_dir):  # never descends into a linked directory
         for name in sorted(dirnames + filenames):
