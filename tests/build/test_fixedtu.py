@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -16,7 +17,8 @@ ARGV = ["nvcc", "-c", "csrc/cuda/gdn.cu", "-o", "{out}", "-O3"]
 
 @pytest.fixture
 def tmpdir_root(tmp_path, monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    """The stand-ins go under this test's tmp dir, not the machine's /tmp."""
+    monkeypatch.setattr(fixedtu, "FIXED_BASE", tmp_path / "tmp")
     (tmp_path / "tmp").mkdir()
     return tmp_path / "tmp"
 
@@ -49,3 +51,28 @@ def test_a_stand_in_directory_others_can_write_is_refused(tmp_path, tmpdir_root)
     root.chmod(0o777)
     with pytest.raises(BuildError, match="not a private directory"):
         fixedtu.through_stand_in(list(ARGV), tmp_path / "proj")
+
+
+def test_the_fixed_path_is_the_same_whatever_tmpdir_says(tmp_path, tmpdir_root, monkeypatch):
+    """A TMPDIR set per job or per session must not rename the translation units (nor miss the cache)."""
+    roots, tags = set(), set()
+    for name in ("job-1", "job-22"):
+        (tmp_path / name).mkdir()
+        monkeypatch.setenv("TMPDIR", str(tmp_path / name))
+        monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+        assert tempfile.gettempdir() == str(tmp_path / name)
+        roots.add(fixedtu.stand_in_root())
+        tags.add(fixedtu.key_tag())
+        assert fixedtu.through_stand_in(list(ARGV), tmp_path / "proj")[2].startswith(str(tmpdir_root))
+    assert roots == {tmpdir_root / f"ggml-vendor-{os.getuid()}" / "tu"} and len(tags) == 1
+
+
+def test_without_a_usable_fixed_base_the_temp_dir_is_used_and_the_cache_key_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(fixedtu, "FIXED_BASE", tmp_path / "no-such-dir")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "fallback"))
+    fallback = fixedtu.stand_in_root()
+    assert fallback == tmp_path / "fallback" / f"ggml-vendor-{os.getuid()}" / "tu"
+    tag = fixedtu.key_tag()
+    monkeypatch.setattr(fixedtu, "FIXED_BASE", tmp_path)
+    # Another fixed path gives other anonymous-namespace names: its objects are other cache entries.
+    assert fixedtu.key_tag() != tag and str(fallback) in tag

@@ -86,16 +86,18 @@ void mini_fill_launch(float * dst, float v, int64_t n, void * stream) {
 """
 
 
-def _clean_build(root: Path, cache: Path, envs: Path) -> dict[str, tuple[bytes, dict]]:
+def _clean_build(root: Path, cache: Path, envs: Path, tmpdir: Path) -> dict[str, tuple[bytes, dict]]:
     """Copy the miniature package to `root` with ANONYMOUS_KERNEL added, render and build it with `cache`
-    as its (cold) build cache; its variants' bytes and digests."""
+    as its (cold) build cache and `tmpdir` as TMPDIR; its variants' bytes and digests."""
     shutil.copytree(BUILD_KERNEL, root)
     cu = root / "templates" / "mini-kernel" / "csrc" / "cuda" / "scale.cu.j2"
     cu.write_text(cu.read_text() + ANONYMOUS_KERNEL)
     render_source(root)
     # Its own build cache (nothing compiled for one directory is reused by the other); only this
-    # interpreter's torch (provisioned environments of the user's would add rows).
-    env = dict(os.environ, GGML_VENDOR_BUILD_CACHE=str(cache), GGML_VENDOR_ENVS=str(envs))
+    # interpreter's torch (provisioned environments of the user's would add rows). A TMPDIR of its own, as a
+    # batch system gives each job.
+    tmpdir.mkdir(parents=True)
+    env = dict(os.environ, GGML_VENDOR_BUILD_CACHE=str(cache), GGML_VENDOR_ENVS=str(envs), TMPDIR=str(tmpdir))
     res = subprocess.run(
         [sys.executable, "-m", "toolkit.cli", "build", "--json", "-j", "2", "-C", str(root)],
         capture_output=True,
@@ -110,8 +112,11 @@ def _clean_build(root: Path, cache: Path, envs: Path) -> dict[str, tuple[bytes, 
 
 
 def test_the_package_built_clean_in_two_directories_is_byte_identical(tmp_path):
-    first = _clean_build(tmp_path / "a" / "proj", tmp_path / "cache-a", tmp_path / "envs")
-    second = _clean_build(tmp_path / "elsewhere" / "much" / "deeper" / "p", tmp_path / "cache-b", tmp_path / "envs")
+    envs = tmp_path / "envs"
+    first = _clean_build(tmp_path / "a" / "proj", tmp_path / "cache-a", envs, tmp_path / "tmp-a")
+    second = _clean_build(
+        tmp_path / "elsewhere" / "much" / "deeper" / "p", tmp_path / "cache-b", envs, tmp_path / "job-tmp-b"
+    )
     assert first and set(first) == set(second)
     for name, (so, digest) in first.items():
         # The anonymous namespace is in what ships (its kernel's registered name): the comparison covers it.
