@@ -1,12 +1,18 @@
 """Every CUDA translation unit is compiled from one fixed path, wherever the project lies.
 
-nvcc names anonymous namespaces, and the host stubs of static kernels, after a hash of the translation unit's
-real path (`_ZN44_GLOBAL__N__59a674c4_11_gdn…`): the same tree built in two directories gives two different
-.so files, and no -ffile-prefix-map reaches those names (a symlink does not either: nvcc resolves it). So nvcc
-is handed a one-line stand-in at a fixed path instead, `<tmp>/ggml-vendor-<uid>/tu/<project-relative path>`,
-which includes the real source named on the command line (-DGGML_VENDOR_TU="…"). Quoted includes still
-resolve beside the real source (it is the includer), the depfile still names it, and the stand-in's bytes
-are the same for every source: builds running at once never rewrite one under another.
+nvcc names anonymous namespaces (and, with -rdc, static kernels) after a hash of the translation unit's real
+path (`_ZN44_GLOBAL__N__59a674c4_11_gdn…`; nvcc passes cudafe++ the resolved absolute path, so neither the
+working directory nor a symlink changes it): the same tree built in two directories gives two different .so
+files, and no -ffile-prefix-map reaches those names. So nvcc is handed a one-line stand-in at a fixed path
+instead, `/tmp/ggml-vendor-<uid>/tu/<project-relative path>`, which includes the real source named on the
+command line (-DGGML_VENDOR_TU="…"). Quoted includes still resolve beside the real source (it is the includer),
+the depfile still names it, and the stand-in's bytes are the same for every source: builds running at once,
+of one project or of two, never rewrite one under another.
+
+The fixed path is /tmp's, not $TMPDIR's: a TMPDIR set per job or per session would rename every translation
+unit. It is per user (the uid is in it) because what it holds is compiled: a directory another user made or
+can write to is refused. The path joins the compile steps' cache keys (key_tag), so an object is reused only
+where a clean compile would give the same bytes.
 """
 
 from __future__ import annotations
@@ -21,13 +27,20 @@ from toolkit.core.errors import BuildError
 
 MACRO = "GGML_VENDOR_TU"
 STAND_IN = f"#include {MACRO}\n".encode()
-KEY_TAG = "tu=fixed-path-v1"  # joins the step key of every compile that goes through a stand-in
+FIXED_BASE = Path("/tmp")  # POSIX's; the temp dir Python finds only where it is missing or read-only
 
 
 def stand_in_root() -> Path:
     """The fixed directory (per user: its name carries the uid) the stand-ins live in."""
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    return Path(tempfile.gettempdir()) / f"ggml-vendor-{uid}" / "tu"
+    base = FIXED_BASE if FIXED_BASE.is_dir() and os.access(FIXED_BASE, os.W_OK | os.X_OK) else None
+    return (base or Path(tempfile.gettempdir())) / f"ggml-vendor-{uid}" / "tu"
+
+
+def key_tag() -> str:
+    """What joins the cache key of every compile that goes through a stand-in: the stand-in's directory
+    names the anonymous namespaces (objects from before the fixed path, or from another one, are not reused)."""
+    return f"tu=fixed-path-v2:{stand_in_root()}"
 
 
 def _own_private_dir(path: Path) -> None:

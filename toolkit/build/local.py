@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit.build.cache import BuildCache, digest_strings, parse_depfile, scratch_prefix
-from toolkit.build.fixedtu import KEY_TAG as TU_KEY_TAG
+from toolkit.build.fixedtu import key_tag as tu_key_tag
 from toolkit.build.fixedtu import through_stand_in
 from toolkit.build.geninclude import GLIBC_COMPAT, GLIBC_COMPAT_C, cublas_dir
 from toolkit.build.metal import embed_metallib
@@ -148,7 +148,7 @@ class LocalExecutor:
     def step_key(self, step: Step) -> str:
         parts = ["ggml-vendor-step-v1", step.kind, step.toolchain, *step.argv]
         if step.tool == "nvcc" and step.kind == "compile":
-            parts.append(TU_KEY_TAG)  # objects from before the fixed path are not reused
+            parts.append(tu_key_tag())  # the fixed path nvcc compiles from names what it makes
         for rel in step.inputs:
             h = self.cache.file_hash(rel)
             if h is None:
