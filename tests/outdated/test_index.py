@@ -160,7 +160,7 @@ def test_update_torch_adds_the_rows_keeping_comments_then_outdated_is_current(pr
         assert '"2.15-metal" = { version = "2.15.0" }' in new
         assert (
             url.split("/simple")[0] not in new
-            and "index =" not in new.split("[sources.torch]")[1].split("[torch-index]")[0]
+            and "index =" not in new.split("\n[sources.torch]\n")[1].split("\n[torch-index]")[0]
         )
         assert (
             "# torch 2.16: added by `ggml-vendor update --torch` (pip's index lists torch 2.16.0, built for CUDA 13.4)."
