@@ -41,8 +41,6 @@ def test_default_matrix_is_kernel_builders_required_set_plus_pypis_current_torch
         }
         # torch 2.15.0 on PyPI is built for CUDA 13.2 only: what `pip install torch` gives Hub users today
         | {"torch215-cxx11-cu132-x86_64-linux", "torch215-cxx11-cu132-aarch64-linux"}
-        # one stable-ABI binary per CUDA toolkit and system, for every torch from 2.10 on (docs/stable-abi.md)
-        | {f"torch-stable-abi210-cu{c}-{cpu}-linux" for c in ("126", "130", "132") for cpu in ("x86_64", "aarch64")}
     )
     assert _names() == expected
 
