@@ -7,9 +7,7 @@ and holds the project lock around `perform`."""
 
 from __future__ import annotations
 
-import contextlib
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, NoReturn, TypeVar, cast
@@ -17,6 +15,7 @@ from typing import Any, Generic, NoReturn, TypeVar, cast
 from toolkit.core import ui
 from toolkit.core.config import Config, load
 from toolkit.core.errors import ConfigError, Interrupted, VendorError
+from toolkit.core.interrupts import no_interrupt
 from toolkit.core.stage import Log, Outcome, Shown, Stage, failure_of
 
 R = TypeVar("R")  # a stage's request
@@ -176,20 +175,6 @@ def _emit(result: S, run: Run[P, S], opts: Options) -> None:
         _print_lines(result, opts)
 
 
-@contextlib.contextmanager
-def _no_interrupt() -> Iterator[None]:
-    """A second Ctrl-C does not cut a read-back short (and its one line is still printed)."""
-    try:
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread: signals go elsewhere anyway
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
-
-
 @dataclass
 class Acted:
     """What a command has set out to change so far: for each package whose plan is made (its execute may have
@@ -204,7 +189,7 @@ class Acted:
         """The one error for a Ctrl-C now (None: nothing was carried out, the previous state is kept)."""
         if not self.readbacks:
             return None
-        with _no_interrupt():
+        with no_interrupt():
             found = [(name, readback()) for name, readback in self.readbacks]
         if not self.packages:
             return found[-1][1]

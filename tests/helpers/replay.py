@@ -10,7 +10,9 @@ renders it at the first pin.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 from tests.helpers import REPO_ROOT
@@ -140,3 +142,15 @@ def pinned_project(dest: Path, upstream: Path, pin: str, patches: dict[str, str]
     git(root, "add", "-A")
     git(root, "commit", "-qm", "the project at the old pin")
     return root
+
+
+def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`ggml-vendor ARGS -C root` in a child process, as a user runs it."""
+    env = {**os.environ, "GGML_VENDOR_NO_FSYNC": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )

@@ -9,32 +9,18 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.fixture_repos import git
-from tests.helpers.replay import GDN, mini_history, pinned_project
+from tests.helpers.replay import GDN, cli, mini_history, pinned_project
 from toolkit.core.errors import Outdated, UpstreamError
 
 pytestmark = pytest.mark.usefixtures("isolated_upstream_cache")
 
 HOSTILE = "cuda : \x1b[31mred\x1b[0m \x1b]8;;http://x\x1b\\a link\x1b]8;;\x1b\\ \x1b]0;title\x07 (mini/4)"
 SPELLED = "cuda : \\x1b[31mred\\x1b[0m \\x1b]8;;http://x\\x1b\\a link\\x1b]8;;\\x1b\\ \\x1b]0;title\\x07 (mini/4)"
-
-
-def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GGML_VENDOR_NO_FSYNC": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
 
 
 def assert_escaped(text: str) -> None:

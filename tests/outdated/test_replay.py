@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from tests.helpers.replay import (
     GDN,
     SCALE_NEW,
     SCALE_OLD,
+    cli,
     gdn_at,
     has_commits,
     mini_history,
@@ -33,17 +32,6 @@ from toolkit.core.errors import Outdated, PatchError, UpstreamError
 from toolkit.core.lock import read_lock
 
 pytestmark = pytest.mark.usefixtures("isolated_upstream_cache")
-
-
-def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GGML_VENDOR_NO_FSYNC": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
 
 
 @pytest.fixture(scope="module")

@@ -7,31 +7,15 @@ truthfully whether it holds this publish, part of it, or nothing of it (`state_l
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 from toolkit.core.errors import Interrupted, VendorError
+from toolkit.core.interrupts import no_interrupt
 from toolkit.publish.diff import DELETE, UNCHANGED, BranchPlan, PublishPlan, RemoteFile, same_content
 from toolkit.publish.stage import Plan
 
 Trees = dict[str, "dict[str, RemoteFile] | None"]  # branch -> its files (None: the branch does not exist)
-
-
-@contextlib.contextmanager
-def no_interrupt() -> Iterator[None]:
-    """A second Ctrl-C does not cut the read-back short (and the one line is still printed)."""
-    try:
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread: signals go elsewhere anyway
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
 
 
 def _applied(bp: BranchPlan, files: PublishPlan, tree: dict[str, RemoteFile] | None) -> tuple[int, bool]:

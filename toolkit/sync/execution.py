@@ -5,11 +5,11 @@ disk."""
 
 from __future__ import annotations
 
-import signal
 import time
 
 from toolkit.core.config import Config
 from toolkit.core.errors import Interrupted
+from toolkit.core.interrupts import no_interrupt
 from toolkit.core.lock import LOCK_NAME, read_lock, sha256_bytes
 from toolkit.core.projectlock import project_lock
 from toolkit.sync.drift import Drift, report_paths, write_report
@@ -83,11 +83,7 @@ def _execute_locked(prep: Prepared, step: Progress, recovered: tuple[str, ...] |
 
 def _interrupted(cfg: Config, plan: SyncPlan, drift: Drift | None = None) -> Interrupted:
     """Ctrl-C during or after the swap: say which tree vendor/ holds now, read back from disk."""
-    try:  # the state report itself is not interruptible
-        old_handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread: signals go elsewhere anyway
-        old_handler = None
-    try:
+    with no_interrupt():  # the state report itself is not interruptible
         recover(cfg.root)  # a journaled swap cut between its renames is rolled back first
         try:
             on_disk = (cfg.vendor_dir / LOCK_NAME).read_text(encoding="utf-8")
@@ -95,9 +91,6 @@ def _interrupted(cfg: Config, plan: SyncPlan, drift: Drift | None = None) -> Int
             on_disk = None
         findings = check_vendor_dir(cfg.vendor_dir) if on_disk is not None else []
         reported = drift is not None and all(p.is_file() for p in report_paths(cfg.build_dir, drift))
-    finally:
-        if old_handler is not None:
-            signal.signal(signal.SIGINT, old_handler)
     return _state_line(cfg, plan, on_disk, findings, drift, reported)
 
 
