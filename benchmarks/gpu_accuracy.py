@@ -1,4 +1,4 @@
-"""Accuracy table for docs/gpu-results.md: the built ops (through kernels.get_local_kernel) against the float64
+"""Accuracy table for docs/gpu-checks.md: the built ops (through kernels.get_local_kernel) against the float64
 references of templates/reference.py (the ones the package's conformance cases in verify use), on fresh random inputs, outputs allocated from NaN-poisoned memory.
 Prints markdown; asserts nothing (the pass/fail lives in tests/gpu/test_ops.py).
 

@@ -18,7 +18,7 @@ from typing import Any
 from toolkit.verify.conformance import device_of, document, guarded, judged, sibling
 
 R = sibling(__file__, "reference")  # gdn_reference, fa_reference, ssm_conv_reference, rel_err
-GDN_TOL = 2e-5  # f32 recurrence vs float64; ~1e-7 measured on an H200 (docs/gpu-results.md)
+GDN_TOL = 2e-5  # f32 recurrence vs float64; ~1e-7 measured on an H200 (docs/gpu-checks.md)
 FA_TOL = 2e-3  # f16 K/V products as ggml accumulates them; ~1e-4 measured
 CONV_TOL = 1e-5  # float32 sums of d_conv products
 

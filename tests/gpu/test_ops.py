@@ -30,7 +30,7 @@ fa_reference, gdn_reference, rel_err = _R.fa_reference, _R.gdn_reference, _R.rel
 pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[2]
-GDN_TOL = 2e-5  # f32 recurrence vs float64; measured ~1e-7 (docs/gpu-results.md)
+GDN_TOL = 2e-5  # f32 recurrence vs float64; measured ~1e-7 (docs/gpu-checks.md)
 FA_TOL = 2e-3  # f16 K/V products accumulated as ggml does; measured ~1e-4 or better
 
 
