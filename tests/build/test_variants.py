@@ -33,7 +33,7 @@ def test_default_matrix_is_kernel_builders_required_set_plus_pypis_current_torch
             for c in ("126", "130", "132")
             for cpu in ("x86_64", "aarch64")
         }
-        | {"torch213-metal-aarch64-darwin", "torch214-metal-aarch64-darwin"}
+        | {"torch213-metal-aarch64-darwin", "torch214-metal-aarch64-darwin", "torch215-metal-aarch64-darwin"}
         | {
             "torch213-cxx11-rocm71-x86_64-linux",
             "torch213-cxx11-rocm72-x86_64-linux",

@@ -297,7 +297,11 @@ def test_variants_list_the_metal_rows() -> None:
     doc = json.loads(out.stdout)
     text = json.dumps(doc)
     metal_ids = sorted(set(re.findall(r"torch\d+-metal-aarch64-darwin", text)))
-    assert metal_ids == ["torch213-metal-aarch64-darwin", "torch214-metal-aarch64-darwin"]
+    assert metal_ids == [
+        "torch213-metal-aarch64-darwin",
+        "torch214-metal-aarch64-darwin",
+        "torch215-metal-aarch64-darwin",
+    ]
 
 
 def test_metal_binary_builds_on_macos() -> None:
