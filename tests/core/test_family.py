@@ -474,6 +474,45 @@ def test_init_refuses_a_dangling_link_and_a_way_out_of_the_project(tmp_path, up)
     assert tree(root) == before and not any((tmp_path / "elsewhere").iterdir())
 
 
+@pytest.mark.parametrize("lands", ["while printing", "before pyproject.toml", "during the roll-back"])
+def test_a_ctrl_c_of_init_says_whether_the_package_was_added_read_back(tmp_path, up, monkeypatch, lands):
+    """Issue 33 item 3: a Ctrl-C once init's plan is made says what the project holds, read back from disk:
+    the package added (the report's printing cut short), or not added and nothing of it left."""
+    from toolkit import init as init_stage
+    from toolkit.core import fs
+
+    root = make_project(tmp_path / "proj", str(up.path))
+    before = tree(root)
+    real_write = fs.atomic_write
+
+    def ctrl_c_at_pyproject(path, data):  # type: ignore[no-untyped-def]
+        if path.name == "pyproject.toml":
+            if lands == "during the roll-back":  # a second Ctrl-C hits the roll-back: it is not cut short
+                import os
+                import signal
+
+                monkeypatch.setattr(init_stage, "_pyproject_is_new", lambda _p: os.kill(os.getpid(), signal.SIGINT))
+            raise KeyboardInterrupt
+        real_write(path, data)
+
+    if lands == "while printing":
+        monkeypatch.setattr(init_stage.InitReport, "lines", lambda _self: (_ for _ in ()).throw(KeyboardInterrupt()))
+    else:
+        monkeypatch.setattr(fs, "atomic_write", ctrl_c_at_pyproject)
+    res = runner.invoke(app, ["init", "fixture-new", "--op", "quant=src/ggml-cuda/fattn.cu", "-C", str(root)])
+    assert res.exit_code == 130 and "previous state kept" not in res.output, res.output
+    last = res.output.splitlines()[-1]
+    assert last.startswith("interrupted:"), res.output
+    if lands == "while printing":
+        assert "package fixture-new was added: pyproject.toml declares it" in last, res.output
+        assert "(read back from disk) — nothing to undo" in last, res.output
+        assert "fixture-new" in config.load(root).package_names()
+    else:
+        expected = "package fixture-new was not added: pyproject.toml is as it was and none of its files were left"
+        assert expected in last, res.output
+        assert tree(root) == before
+
+
 # --- the demo on a family -----------------------------------------------------------------------------------
 
 
