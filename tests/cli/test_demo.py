@@ -13,8 +13,9 @@ import pytest
 from tests.helpers.machine import requires_torch
 from tests.helpers.project import demo_family_source, first_package_pyproject
 from toolkit.core import config
-from toolkit.demo import DEMO_REPO, Request, make_workspace, missing_in_miniature, run_demo
+from toolkit.demo import Request, run_demo
 from toolkit.demo import plan as demo_plan
+from toolkit.demo.workspace import DEMO_REPO, make_workspace, missing_in_miniature
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GGUF_STAGES = [f"{n} gguf-kernels" for n in ("render", "build", "verify", "publish", "get_kernel")]
@@ -176,10 +177,12 @@ def test_the_second_package_is_synced_rendered_and_planned_on_the_miniature(tmp_
     # The first package's compile/verify/publish/load are stubbed (the slow end-to-end test runs them): what is
     # checked is that the miniature's gguf stand-ins carry gguf-kernels' closure through sync, render and the
     # build plan, and that what the stand-ins cannot do is skipped, saying why.
-    from toolkit import demo
+    from toolkit.demo import tasks
 
     stub = lambda ctx: ("stubbed", {})  # noqa: E731
-    monkeypatch.setattr(demo, "PACKAGE_TASKS", (("render", demo._render),) + tuple((n, stub) for n in demo.STAGES[3:]))
+    monkeypatch.setattr(
+        tasks, "PACKAGE_TASKS", (("render", tasks._render),) + tuple((n, stub) for n in tasks.STAGES[3:])
+    )
     report = run_demo(REPO_ROOT, workspace=tmp_path / "ws")
     status = {s.name: (s.status, s.detail) for s in report.stages}
     assert [s.name for s in report.stages][-5:] == GGUF_STAGES

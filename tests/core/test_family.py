@@ -517,7 +517,7 @@ def test_a_ctrl_c_of_init_says_whether_the_package_was_added_read_back(tmp_path,
 
 
 def test_demo_workspace_keeps_what_the_miniature_serves(tmp_path, repo_root):
-    from toolkit.demo import make_workspace, missing_in_miniature
+    from toolkit.demo.workspace import make_workspace, missing_in_miniature
 
     src = demo_family_source(tmp_path, repo_root)
     absent = config.load(src).for_package("absent-quant").package
