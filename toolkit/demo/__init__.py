@@ -27,11 +27,14 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from secrets import token_hex
 from typing import Any
 
 from toolkit import __version__
 from toolkit.core.config import load as load_config
-from toolkit.core.errors import VendorError
+from toolkit.core.errors import Interrupted, VendorError
+from toolkit.core.interrupts import no_interrupt
+from toolkit.core.lock import read_lock
 from toolkit.core.stage import Log, Verdict, quiet
 from toolkit.demo import tasks
 from toolkit.demo.tasks import FAILED, Context, Stage, run_all
@@ -102,6 +105,19 @@ class Plan:
     # packages kept on the miniature's closure-only stand-ins -> why only render and a planned build run (the
     # reason; the stages put "skipped: " before it)
     plan_only: Mapping[str, str] = field(default_factory=dict)
+    # The temporary workspace's path when no --workspace is given: named here, created by execute (as mkdtemp
+    # would, private and new), so that a Ctrl-C's read-back knows where to look.
+    scratch: Path = field(default_factory=lambda: Path(tempfile.gettempdir()) / f"ggml-vendor-demo-{token_hex(8)}")
+
+    @property
+    def workspace(self) -> Path:
+        """Where the run happens: --workspace (kept), else the temporary `scratch`."""
+        return self.request.workspace or self.scratch
+
+    @property
+    def temporary(self) -> bool:
+        """The workspace is the demo's own, removed after a green run unless --keep (and on a Ctrl-C)."""
+        return self.request.workspace is None and not self.request.keep
 
     @property
     def stages(self) -> tuple[str, ...]:
@@ -163,18 +179,59 @@ def plan(project: Path | None, request: Request | None = None, log: Log = quiet)
 
 
 def execute(plan: Plan, log: Log = quiet) -> DemoReport:
-    """The pipeline in a fresh workspace, task by task, with a local test Hub to publish to and load from."""
+    """The pipeline in a fresh workspace, task by task, with a local test Hub to publish to and load from. A
+    Ctrl-C removes a temporary workspace (not one given with --workspace or --keep)."""
     from toolkit.testing.localhub import HubServer, HubState
 
-    ws = plan.request.workspace or Path(tempfile.mkdtemp(prefix="ggml-vendor-demo-"))
+    ws = plan.workspace
+    if plan.request.workspace is None:
+        ws.mkdir(mode=0o700)  # new and private, as mkdtemp makes it: an existing path is refused
     ctx = Context(plan, ws, log=log)
-    with HubServer(HubState(tokens=(DEMO_TOKEN,))) as hub:
-        ctx.endpoint = hub.url
-        report = DemoReport(str(ws), run_all(ctx))
-    if plan.request.workspace is None and not plan.request.keep and report.ok:
+    try:
+        with HubServer(HubState(tokens=(DEMO_TOKEN,))) as hub:
+            ctx.endpoint = hub.url
+            report = DemoReport(str(ws), run_all(ctx))
+    except KeyboardInterrupt:
+        if plan.temporary:
+            with no_interrupt():  # a second Ctrl-C does not leave it half removed
+                shutil.rmtree(ws, ignore_errors=True)
+        raise
+    if plan.temporary and report.ok:
         shutil.rmtree(ws, ignore_errors=True)
         report.kept = False
     return report
+
+
+def _holds(ws: Path) -> list[str]:
+    """What the demo's workspace holds, read back: the copied configuration, vendor/'s pin, rendered sources."""
+    held = ["the copied configuration"] if (ws / "pyproject.toml").is_file() else []
+    lock = read_lock(ws / "vendor") if (ws / "vendor").is_dir() else None
+    if lock is not None:
+        held.append(f"vendor/ synced at {lock.commit[:12]}")
+    build = ws / "build"
+    rendered = sorted(d.name for d in build.iterdir() if (d / "src" / "build.toml").is_file()) if build.is_dir() else []
+    if rendered:
+        held.append(f"the rendered sources of {', '.join(rendered)}")
+    return held
+
+
+def interrupted(plan: Plan) -> Interrupted:
+    """The Interrupted error (exit 130) for a Ctrl-C once the demo's plan is made, the report's printing
+    included: what its workspace holds, or that it was removed, read back from disk. The demo writes into its
+    workspace alone, never into the project it copies."""
+    ws, untouched = plan.workspace, f"the project {plan.source} is not written by the demo"
+    if not ws.exists():
+        where = "temporary workspace" if plan.request.workspace is None else "workspace"
+        return Interrupted(
+            f"the demo's {where} {ws} is not on disk: it was removed (read back from disk); {untouched}",
+            "nothing to undo; run the demo again",
+        )
+    held = _holds(ws)
+    return Interrupted(
+        f"the demo's workspace {ws} is kept, holding {', '.join(held) if held else 'nothing yet'} "
+        f"(read back from disk); {untouched}",
+        "inspect it, or remove it when done",
+    )
 
 
 def run_demo(project: Path | None = None, *, say: Log | None = None, **options: Any) -> DemoReport:
