@@ -29,9 +29,10 @@ import tomlkit
 
 from toolkit.core import config as config_mod
 from toolkit.core import fs
-from toolkit.core.config import KNOWN_BACKENDS, TABLE, Config
+from toolkit.core.config import Config
 from toolkit.core.errors import ConfigError, Interrupted
 from toolkit.core.interrupts import no_interrupt
+from toolkit.core.package_table import KNOWN_BACKENDS, TABLE
 from toolkit.core.stage import Log, quiet
 
 SKELETON = Path(__file__).resolve().parent / "data" / "package-skeleton"

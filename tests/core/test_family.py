@@ -20,6 +20,7 @@ from toolkit.cli import app
 from toolkit.core import config
 from toolkit.core.errors import ConfigError
 from toolkit.core.lock import read_lock
+from toolkit.core.package_table import Entry
 from toolkit.sync.closure import compute_closure
 from toolkit.sync.execution import execute
 from toolkit.sync.project_plan import SyncRequest, prepare
@@ -200,7 +201,7 @@ def test_union_closure_is_pure_over_a_reader():
         "common.h": b"#pragma once\n",
         "only_a.h": b"#pragma once\n",
     }
-    entries = [(k, "cuda", config.Entry((p,))) for k, p in (("a", "a.cu"), ("pkg:b", "b.cu"))]
+    entries = [(k, "cuda", Entry((p,))) for k, p in (("a", "a.cu"), ("pkg:b", "b.cu"))]
     closure = compute_closure(entries, files.get, roots=())
     assert closure.files == ("a.cu", "b.cu", "common.h", "only_a.h")
     assert closure.needed_by["common.h"] == ("a/cuda", "pkg:b/cuda")

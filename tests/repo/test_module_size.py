@@ -14,7 +14,6 @@ MAX_LINES = 400
 DEBT = {
     "core/lock.py": 419,
     "build/metallib.py": 444,
-    "core/config.py": 463,
     "build/envs.py": 538,
     "build/local.py": 540,
     "build/steps.py": 643,

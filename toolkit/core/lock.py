@@ -115,7 +115,7 @@ class Lock:
     ggml_commit: str = ""  # llama.cpp layout: the last ggml commit synced into it (scripts/sync-ggml.last)
     behaviour: Mapping[str, BehaviourPrint] = field(default_factory=dict)  # ggml_facts.Behaviour.key -> hashes
     # package -> the op keys (of entries/closures) it owns; written only for a family of two or more packages.
-    # Every key is "<package>:<op>" (toolkit.core.config.Package.key).
+    # Every key is "<package>:<op>" (toolkit.core.package_table.Package.key).
     packages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def provenance_line(self) -> str:

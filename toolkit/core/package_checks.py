@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from toolkit.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from toolkit.core.config import Package
+    from toolkit.core.package_table import Package
 
 TABLE = "ggml-vendor"
 # kernel-builder's KernelName rule (docs/hub-contract.md §1.2); checked here so a bad name fails at load,

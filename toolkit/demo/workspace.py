@@ -124,7 +124,8 @@ def _packages_for_demo(dest: Path, left_out: tuple[str, ...]) -> None:
     import tomlkit
 
     from toolkit.core import fs
-    from toolkit.core.config import TABLE, parse_toml
+    from toolkit.core.config import parse_toml
+    from toolkit.core.package_table import TABLE
 
     cfg = load_config(dest)
     doc = parse_toml(dest / "pyproject.toml")

@@ -17,7 +17,7 @@ Template context (``build_context``), the keys every template sees:
 ``cuda_flags``           nvcc flags for the CUDA translation units (``ggml_facts.CUDA_FLAGS``)
 ``facts``                the package's facts over ggml's (:class:`toolkit.core.package_facts.Facts`): its
                          templates' facts.py first (op facts), then :mod:`toolkit.core.ggml_facts`
-``package``              the :class:`toolkit.core.config.Package` rendered (``.name``, ``.module``, ``.root``...)
+``package``              the :class:`toolkit.core.package_table.Package` rendered (``.name``, ``.module``, ``.root``...)
 ``packages``             every package of the project, config order (a card or README may list the family)
 ``lock``                 the parsed vendor/UPSTREAM (:class:`toolkit.core.lock.Lock`) or ``None`` before sync
 ``upstream_commit``      ``lock.commit`` or ``""``

@@ -11,7 +11,6 @@ from typing import Protocol
 
 from toolkit import __version__
 from toolkit.core import ggml_facts
-from toolkit.core.config import Entry
 from toolkit.core.errors import UpstreamError
 from toolkit.core.lock import (
     LOCK_NAME,
@@ -22,6 +21,7 @@ from toolkit.core.lock import (
     render_lock,
     sha256_bytes,
 )
+from toolkit.core.package_table import Entry
 from toolkit.sync import behaviour
 from toolkit.sync.closure import Closure, compute_closure
 from toolkit.sync.drift import fingerprints_of
