@@ -12,7 +12,6 @@ MAX_LINES = 400
 
 # Known debt: module (relative to toolkit/) -> its line count when the limit came, the most it may have now.
 DEBT = {
-    "core/lock.py": 419,
     "build/metallib.py": 444,
     "build/envs.py": 538,
     "build/local.py": 540,

@@ -12,6 +12,7 @@ from typing import Protocol
 from toolkit import __version__
 from toolkit.core import ggml_facts
 from toolkit.core.errors import UpstreamError
+from toolkit.core.hashing import sha256_bytes
 from toolkit.core.lock import (
     LOCK_NAME,
     VERDICT_UPSTREAM,
@@ -19,7 +20,6 @@ from toolkit.core.lock import (
     LockedFile,
     LockedPatch,
     render_lock,
-    sha256_bytes,
 )
 from toolkit.core.package_table import Entry
 from toolkit.sync import behaviour
