@@ -41,6 +41,8 @@ _LOCK_ERRORS: tuple[type[Exception], ...] = (
 )
 
 LOCK_NAME = "UPSTREAM"
+# A table of the parsed lock (tomllib / tomlkit): keys to strings, numbers, arrays and tables.
+TomlTable = dict[str, Any]
 _COMMIT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 
@@ -212,9 +214,9 @@ def render_lock(lock: Lock) -> str:
     return "\n".join(lock_lines(lock)) + "\n"
 
 
-def _checked_upstream(doc: dict) -> dict:
+def _checked_upstream(doc: TomlTable) -> TomlTable:
     """The [upstream] table, its commit ids and the files' sha256 checked (ValueError naming the bad value)."""
-    up = doc["upstream"]
+    up: TomlTable = doc["upstream"]
     commit = str(up["commit"])
     if not _COMMIT_RE.fullmatch(commit):
         raise ValueError(f"upstream.commit {commit!r} is not a full commit id (40 or 64 hex digits)")
@@ -227,7 +229,7 @@ def _checked_upstream(doc: dict) -> dict:
     return up
 
 
-def _file_info(doc: dict) -> tuple[LockedFile, ...]:
+def _file_info(doc: TomlTable) -> tuple[LockedFile, ...]:
     return tuple(
         LockedFile(
             path=p,
@@ -241,11 +243,11 @@ def _file_info(doc: dict) -> tuple[LockedFile, ...]:
     )
 
 
-def _per_op(doc: dict, table: str) -> dict[str, dict[str, tuple[str, ...]]]:
+def _per_op(doc: TomlTable, table: str) -> dict[str, dict[str, tuple[str, ...]]]:
     return {op: {b: tuple(v) for b, v in per.items()} for op, per in doc.get(table, {}).items()}
 
 
-def _lock_of(doc: dict) -> Lock:
+def _lock_of(doc: TomlTable) -> Lock:
     up = _checked_upstream(doc)
     file_info = _file_info(doc)
     return Lock(

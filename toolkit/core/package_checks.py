@@ -54,7 +54,10 @@ def check_version(value: object, where: str) -> int:
 
 def check_repo_id(repo_id: object, where: str) -> str:
     """`repo_id` as huggingface_hub validates it (owner/name), one line when it is not."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
+    # From the modules that define them: huggingface_hub.utils re-exports both through a lazy-import table
+    # that type checkers cannot read.
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils._validators import validate_repo_id
 
     try:
         if not isinstance(repo_id, str) or repo_id.count("/") != 1:

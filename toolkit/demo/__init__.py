@@ -181,7 +181,8 @@ def plan(project: Path | None, request: Request | None = None, log: Log = quiet)
 def execute(plan: Plan, log: Log = quiet) -> DemoReport:
     """The pipeline in a fresh workspace, task by task, with a local test Hub to publish to and load from. A
     Ctrl-C removes a temporary workspace (not one given with --workspace or --keep)."""
-    from toolkit.testing.localhub import HubServer, HubState
+    from toolkit.testing.hub_state import HubState
+    from toolkit.testing.localhub import HubServer
 
     ws = plan.workspace
     if plan.request.workspace is None:

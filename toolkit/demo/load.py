@@ -75,4 +75,5 @@ def load_with_get_kernel(endpoint: str, repo: str, version: int, cache: Path) ->
     if proc.returncode != 0 or line is None:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise VendorError(f"get_kernel failed in a fresh process: {tail}", "see the traceback by running it by hand")
-    return json.loads(line[4:])
+    loaded: dict[str, Any] = json.loads(line[4:])  # the child prints one JSON object (_LOAD_CHILD's `out`)
+    return loaded

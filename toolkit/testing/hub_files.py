@@ -11,7 +11,7 @@ import re
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-from toolkit.testing.hub_http import HandlerBase
+from toolkit.testing.hub_http import HandlerBase, Query
 from toolkit.testing.hub_state import (
     LFS_MIN_SIZE,
     LFS_SUFFIXES,
@@ -31,7 +31,7 @@ class FileEndpoints(HandlerBase):
     def _needs_lfs(self, path: str, size: int, sample: bytes) -> bool:
         return path.endswith(LFS_SUFFIXES) or size >= LFS_MIN_SIZE or b"\0" in sample
 
-    def preupload(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
+    def preupload(self, m: re.Match[str], q: Query, body: bytes, head: bool) -> None:
         self._auth()
         st = self.server.state
         doc = json.loads(body)
@@ -51,7 +51,7 @@ class FileEndpoints(HandlerBase):
                 )
         self._json(200, {"files": out, "commitOid": files and None})
 
-    def lfs_batch(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
+    def lfs_batch(self, m: re.Match[str], q: Query, body: bytes, head: bool) -> None:
         self._auth()
         st = self.server.state
         doc = json.loads(body)
@@ -72,7 +72,7 @@ class FileEndpoints(HandlerBase):
             content_type="application/vnd.git-lfs+json",
         )
 
-    def lfs_upload(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
+    def lfs_upload(self, m: re.Match[str], q: Query, body: bytes, head: bool) -> None:
         oid, size = m.group("oid"), int(m.group("size"))
         if hashlib.sha256(body).hexdigest() != oid or len(body) != size:
             raise HubError(400, f"uploaded bytes do not match oid {oid} / size {size}")
@@ -80,14 +80,14 @@ class FileEndpoints(HandlerBase):
             self.server.state.lfs[oid] = body
         self._send(200, b"")
 
-    def lfs_verify(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
+    def lfs_verify(self, m: re.Match[str], q: Query, body: bytes, head: bool) -> None:
         doc = json.loads(body)
         data = self.server.state.lfs.get(doc["oid"])
         if data is None or len(data) != doc["size"]:
             raise HubError(404, f"LFS object {doc['oid']} not uploaded")
         self._json(200, {})
 
-    def commit(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
+    def commit(self, m: re.Match[str], q: Query, body: bytes, head: bool) -> None:
         self._auth()
         st = self.server.state
         lines = [json.loads(line) for line in body.splitlines() if line.strip()]
@@ -130,9 +130,9 @@ class FileEndpoints(HandlerBase):
             },
         )
 
-    def _entries(self, commit: Commit, prefix: str, recursive: bool, expand: bool, repo: Repo) -> list[dict]:
+    def _entries(self, commit: Commit, prefix: str, recursive: bool, expand: bool, repo: Repo) -> list[dict[str, Any]]:
         base, files = listed_files(commit, prefix.strip("/"))
-        out: dict[str, dict] = {}
+        out: dict[str, dict[str, Any]] = {}
         for p, e in sorted(files.items()):
             parts = p[len(base) :].split("/")
             for d in parent_dirs(base, parts, recursive):
@@ -143,7 +143,7 @@ class FileEndpoints(HandlerBase):
                 out[p] = file_entry(p, e, repo if expand else None)
         return [out[k] for k in sorted(out)]
 
-    def tree(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
+    def tree(self, m: re.Match[str], q: Query, body: bytes, head: bool) -> None:
         st = self.server.state
         recursive = q.get("recursive", ["False"])[0].lower() == "true"
         expand = q.get("expand", ["False"])[0].lower() == "true"
@@ -153,7 +153,7 @@ class FileEndpoints(HandlerBase):
             entries = self._entries(commit, unquote(m.group("path") or ""), recursive, expand, repo)
         self._json(200, entries)
 
-    def paths_info(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
+    def paths_info(self, m: re.Match[str], q: Query, body: bytes, head: bool) -> None:
         st = self.server.state
         ctype = self.headers.get("Content-Type", "")
         if "json" in ctype:
@@ -172,7 +172,7 @@ class FileEndpoints(HandlerBase):
                     out += [e for e in self._entries(commit, parent, False, expand, repo) if e["path"] == p]
         self._json(200, out)
 
-    def commits(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
+    def commits(self, m: re.Match[str], q: Query, body: bytes, head: bool) -> None:
         st = self.server.state
         with st.lock:
             repo = self._repo(m)
@@ -185,7 +185,7 @@ class FileEndpoints(HandlerBase):
             ],
         )
 
-    def resolve(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
+    def resolve(self, m: re.Match[str], q: Query, body: bytes, head: bool) -> None:
         st = self.server.state
         with st.lock:
             repo = self._repo(m, "type") if m.group("type") else st.repo("model", f"{m.group('ns')}/{m.group('name')}")

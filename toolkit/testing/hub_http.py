@@ -11,6 +11,9 @@ from typing import Any
 
 from toolkit.testing.hub_state import PLURAL, HubError, HubState, Repo
 
+# A request's query string as parse_qs reads it: every name with its values, in order.
+Query = dict[str, list[str]]
+
 
 class HubHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
@@ -72,6 +75,6 @@ class HandlerBase(BaseHTTPRequestHandler):
         if token not in self.server.state.tokens:
             raise HubError(401, "Invalid credentials in Authorization header")
 
-    def _repo(self, m: re.Match, type_key: str = "type") -> Repo:
+    def _repo(self, m: re.Match[str], type_key: str = "type") -> Repo:
         rtype = PLURAL.get(m.group(type_key), m.group(type_key)) if type_key in m.groupdict() else "model"
         return self.server.state.repo(rtype, f"{m.group('ns')}/{m.group('name')}")

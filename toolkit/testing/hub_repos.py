@@ -10,12 +10,12 @@ from typing import Any
 from urllib.parse import unquote
 
 from toolkit.core.hashing import git_blob_id
-from toolkit.testing.hub_http import HandlerBase
+from toolkit.testing.hub_http import HandlerBase, Query
 from toolkit.testing.hub_state import LFS_SUFFIXES, TYPE_PREFIX, FileEntry, HubError, Repo
 
 
 class RepoEndpoints(HandlerBase):
-    def create_repo(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
+    def create_repo(self, m: re.Match[str], q: Query, body: bytes, head: bool) -> None:
         self._auth()
         st = self.server.state
         doc = json.loads(body or b"{}")
@@ -42,7 +42,7 @@ class RepoEndpoints(HandlerBase):
             del readme
         self._json(200, {"url": url, "name": repo_id, "id": hashlib.md5(repo_id.encode()).hexdigest()})
 
-    def repo_info(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
+    def repo_info(self, m: re.Match[str], q: Query, body: bytes, head: bool) -> None:
         st = self.server.state
         with st.lock:
             repo = self._repo(m)
@@ -64,7 +64,7 @@ class RepoEndpoints(HandlerBase):
             }
         self._json(200, doc)
 
-    def refs(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
+    def refs(self, m: re.Match[str], q: Query, body: bytes, head: bool) -> None:
         st = self.server.state
         with st.lock:
             repo = self._repo(m)
@@ -83,7 +83,7 @@ class RepoEndpoints(HandlerBase):
             doc["pullRequests"] = prs
         self._json(200, doc)
 
-    def create_branch(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
+    def create_branch(self, m: re.Match[str], q: Query, body: bytes, head: bool) -> None:
         self._auth()
         st = self.server.state
         branch = unquote(m.group("branch"))
@@ -96,7 +96,7 @@ class RepoEndpoints(HandlerBase):
             repo.branches[branch] = st.resolve(repo, start)
         self._json(200, {})
 
-    def delete_branch(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
+    def delete_branch(self, m: re.Match[str], q: Query, body: bytes, head: bool) -> None:
         self._auth()
         st = self.server.state
         with st.lock:
@@ -105,14 +105,14 @@ class RepoEndpoints(HandlerBase):
                 raise HubError(404, "Invalid rev id", "RevisionNotFound")
         self._json(200, {})
 
-    def validate_yaml(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
+    def validate_yaml(self, m: re.Match[str], q: Query, body: bytes, head: bool) -> None:
         doc = json.loads(body)
         content = doc.get("content", "")
         if content.startswith("---") and content.count("---") < 2:
             return self._json(400, {"errors": [{"message": "unterminated YAML front matter"}], "warnings": []})
         self._json(200, {"errors": [], "warnings": []})
 
-    def whoami(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
+    def whoami(self, m: re.Match[str], q: Query, body: bytes, head: bool) -> None:
         self._auth()
         self._json(
             200,
@@ -124,7 +124,7 @@ class RepoEndpoints(HandlerBase):
             },
         )
 
-    def org_overview(self, m: re.Match, q: dict, body: bytes, head: bool) -> None:
+    def org_overview(self, m: re.Match[str], q: Query, body: bytes, head: bool) -> None:
         org = m.group("org")
         st = self.server.state
         if org not in st.orgs:

@@ -118,7 +118,7 @@ class HubState:
         return c
 
 
-def apply_operations(st: HubState, files: dict[str, FileEntry], ops: list[dict]) -> dict[str, FileEntry]:
+def apply_operations(st: HubState, files: dict[str, FileEntry], ops: list[dict[str, Any]]) -> dict[str, FileEntry]:
     """A commit's ndjson operations applied to a copy of the parent's files, with the Hub's refusals."""
     for op in ops:
         key, v = op["key"], op.get("value", {})

@@ -27,7 +27,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from toolkit.testing.hub_files import FileEndpoints
-from toolkit.testing.hub_http import HubHTTPServer
+from toolkit.testing.hub_http import HubHTTPServer, Query
 from toolkit.testing.hub_repos import RepoEndpoints
 from toolkit.testing.hub_state import HubError, HubState
 
@@ -80,7 +80,9 @@ class _Handler(RepoEndpoints, FileEndpoints):
 
 _T = r"(?P<type>models|datasets|spaces|kernels)"
 _R = r"(?P<ns>[^/]+)/(?P<name>[^/]+)"
-ROUTES: list[tuple[tuple[str, str], Callable]] = [
+# An endpoint: a handler method, called with the route's match, the query, the body and whether it is a HEAD.
+Endpoint = Callable[[_Handler, re.Match[str], Query, bytes, bool], None]
+ROUTES: list[tuple[tuple[str, str], Endpoint]] = [
     (("POST", r"/api/repos/create"), _Handler.create_repo),
     (("GET", rf"/api/{_T}/{_R}(?:/revision/(?P<rev>[^/]+))?"), _Handler.repo_info),
     (("GET", rf"/api/{_T}/{_R}/refs"), _Handler.refs),
