@@ -45,9 +45,10 @@ def interrupted(plan: Plan) -> Interrupted:
         return Interrupted(
             "vendor/ was left without a pin (read back from disk)" + changed, "run ggml-vendor sync --rev REV"
         )
+    # None: a URL upstream, surveyed inside execute: whatever pin it moved to is the one planned
     target = plan.survey.new.lock.commit if plan.survey is not None else None
     report = cfg.reports_dir / report_name(old, now.commit)
-    if report.is_file() and now.commit in (old, target):
+    if report.is_file() and (target is None or now.commit in (old, target)):
         return Interrupted(
             f"the update had completed: vendor/ is at {now.commit[:12]} ({now.rev}){changed}, "
             f"the report is in {report} (read back from disk)",
