@@ -4,6 +4,8 @@ plan(config, request, log) -> InitPlan   the new pyproject.toml text (tomlkit: e
                                          file to create, validated by loading the new config; writes nothing
 execute(plan, log) -> InitReport         creates the files (the templates directory swapped in whole), then
                                          replaces pyproject.toml atomically: a failure leaves the old state
+interrupted(plan) -> Interrupted         a Ctrl-C once the plan is made: whether the package was added,
+                                         read back from disk
 
 What it writes: a [tool.ggml-vendor.packages.NAME] table (version, hub-repo, ops), templates/NAME/ (the
 skeleton in toolkit/data/package-skeleton: build.toml, the torch binding, the ggml runtime shim, plus a
@@ -27,8 +29,10 @@ import tomlkit
 
 from toolkit.core import config as config_mod
 from toolkit.core import fs
-from toolkit.core.config import KNOWN_BACKENDS, TABLE, Config
-from toolkit.core.errors import ConfigError
+from toolkit.core.config import Config
+from toolkit.core.errors import ConfigError, Interrupted
+from toolkit.core.interrupts import no_interrupt
+from toolkit.core.package_table import KNOWN_BACKENDS, TABLE
 from toolkit.core.stage import Log, quiet
 
 SKELETON = Path(__file__).resolve().parent / "data" / "package-skeleton"
@@ -241,12 +245,76 @@ def execute(init_plan: InitPlan, log: Log = quiet) -> InitReport:
                 written.append(path)
         fs.atomic_write(root / "pyproject.toml", init_plan.pyproject.encode("utf-8"))
     except BaseException:
-        shutil.rmtree(staged, ignore_errors=True)
-        for path in reversed(written):  # back to the old state: nothing of the package stays half written
-            target = root / path
-            target.unlink(missing_ok=True)
-        if (root / init_plan.templates).is_dir() and any(p.startswith(init_plan.templates + "/") for p in written):
-            shutil.rmtree(root / init_plan.templates, ignore_errors=True)
+        with no_interrupt():  # a second Ctrl-C does not leave the roll-back half done
+            _roll_back(init_plan, staged, written)
         raise
     log(f"added package {init_plan.name}")
     return InitReport(init_plan, (*written, "pyproject.toml"))
+
+
+def _roll_back(init_plan: InitPlan, staged: Path, written: list[str]) -> None:
+    """Back to the old state: nothing of the package stays half written. Once pyproject.toml declares the
+    package (its replacement is the last step, and atomic), the package is added and its files stay."""
+    root = init_plan.root
+    shutil.rmtree(staged, ignore_errors=True)
+    if _pyproject_is_new(init_plan):
+        return
+    for path in reversed(written):
+        (root / path).unlink(missing_ok=True)
+    if (root / init_plan.templates).is_dir() and any(p.startswith(init_plan.templates + "/") for p in written):
+        shutil.rmtree(root / init_plan.templates, ignore_errors=True)
+
+
+def _pyproject_is_new(init_plan: InitPlan) -> bool:
+    try:
+        return (init_plan.root / "pyproject.toml").read_text(encoding="utf-8") == init_plan.pyproject
+    except OSError:
+        return False
+
+
+def _files_as_planned(init_plan: InitPlan) -> tuple[list[str], list[str]]:
+    """The package's files on disk: (those with the planned text, those present with other text)."""
+    same: list[str] = []
+    other: list[str] = []
+    for path, text in init_plan.files:
+        target = init_plan.root / path
+        if not os.path.lexists(target):
+            continue
+        try:
+            (same if target.read_text(encoding="utf-8") == text else other).append(path)
+        except (OSError, UnicodeDecodeError):
+            other.append(path)
+    return same, other
+
+
+def interrupted(init_plan: InitPlan) -> Interrupted:
+    """The Interrupted error (exit 130) for a Ctrl-C once `init_plan` was made, the report's printing included:
+    whether pyproject.toml declares the package and which of its files are there, read back from disk."""
+    name, files = init_plan.name, init_plan.files
+    same, other = _files_as_planned(init_plan)
+    if _pyproject_is_new(init_plan):
+        if len(same) == len(files):
+            return Interrupted(
+                f"package {name} was added: pyproject.toml declares it and its {len(files)} file(s) are written "
+                "(read back from disk)",
+                f"nothing to undo; next `ggml-vendor sync`, then `ggml-vendor render -p {name}`",
+            )
+        missing = [p for p, _ in files if p not in same]
+        return Interrupted(
+            f"pyproject.toml declares package {name}, but {len(missing)} of its files are missing or changed: "
+            f"{', '.join(missing[:3])}" + (" …" if len(missing) > 3 else "") + " (read back from disk)",
+            f"restore them, or remove the [tool.{TABLE}.packages.{name}] table and run `ggml-vendor init` again",
+        )
+    left = same + other
+    if not left:
+        return Interrupted(
+            f"package {name} was not added: pyproject.toml is as it was and none of its files were left "
+            "(read back from disk)",
+            "run the init again",
+        )
+    return Interrupted(
+        f"package {name} was not added (pyproject.toml is as it was), but {', '.join(left[:3])}"
+        + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+        + " of its files remain (read back from disk)",
+        "remove them, then run the init again",
+    )

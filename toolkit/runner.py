@@ -80,9 +80,18 @@ class Run(Generic[P, S]):
         execute: Callable[[P, Log], S] | None = None,
         show: Callable[[S, Options], None] | None = None,
         live: bool = False,
+        interrupted: Callable[[P], Exception] | None = None,
     ) -> Run[P, S]:
         """A Run that needs no project (the demo makes its own): `plan(log)`."""
-        return cls(label, plan=_needs_a_project, execute=execute, show=show, live=live, plan_alone=plan)
+        return cls(
+            label,
+            plan=_needs_a_project,
+            execute=execute,
+            show=show,
+            live=live,
+            interrupted=interrupted,
+            plan_alone=plan,
+        )
 
     def planned(self, cfg: Config | None, log: Log) -> P:
         """The plan, under `cfg` (None only for a Run made by `Run.alone`)."""

@@ -13,8 +13,9 @@ import pytest
 from tests.helpers.machine import requires_torch
 from tests.helpers.project import demo_family_source, first_package_pyproject
 from toolkit.core import config
-from toolkit.demo import DEMO_REPO, Request, make_workspace, missing_in_miniature, run_demo
+from toolkit.demo import Request, run_demo
 from toolkit.demo import plan as demo_plan
+from toolkit.demo.workspace import DEMO_REPO, make_workspace, missing_in_miniature
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GGUF_STAGES = [f"{n} gguf-kernels" for n in ("render", "build", "verify", "publish", "get_kernel")]
@@ -176,10 +177,12 @@ def test_the_second_package_is_synced_rendered_and_planned_on_the_miniature(tmp_
     # The first package's compile/verify/publish/load are stubbed (the slow end-to-end test runs them): what is
     # checked is that the miniature's gguf stand-ins carry gguf-kernels' closure through sync, render and the
     # build plan, and that what the stand-ins cannot do is skipped, saying why.
-    from toolkit import demo
+    from toolkit.demo import tasks
 
     stub = lambda ctx: ("stubbed", {})  # noqa: E731
-    monkeypatch.setattr(demo, "PACKAGE_TASKS", (("render", demo._render),) + tuple((n, stub) for n in demo.STAGES[3:]))
+    monkeypatch.setattr(
+        tasks, "PACKAGE_TASKS", (("render", tasks._render),) + tuple((n, stub) for n in tasks.STAGES[3:])
+    )
     report = run_demo(REPO_ROOT, workspace=tmp_path / "ws")
     status = {s.name: (s.status, s.detail) for s in report.stages}
     assert [s.name for s in report.stages][-5:] == GGUF_STAGES
@@ -192,3 +195,46 @@ def test_the_second_package_is_synced_rendered_and_planned_on_the_miniature(tmp_
     for name in GGUF_STAGES[2:]:
         assert status[name][0] == "skipped" and "closure-only stand-ins" in status[name][1], status[name]
     assert "src/ggml-cuda/mmvq.cu" in status["verify gguf-kernels"][1]
+
+
+@pytest.mark.parametrize("lands", ["during a task", "during a task, --workspace", "while printing"])
+def test_a_ctrl_c_of_the_demo_says_what_its_workspace_holds_read_back(tmp_path: Path, monkeypatch, lands) -> None:
+    """Issue 33 item 3: a Ctrl-C once the demo's plan is made says, read back from disk, what its workspace
+    holds or that the temporary one was removed (it is, on a Ctrl-C), never "previous state kept". The setup
+    task is the real one; the tasks after it are stood in for by the Ctrl-C."""
+    from typer.testing import CliRunner
+
+    import toolkit.demo as demo_stage
+    from toolkit.cli import app
+    from toolkit.commands import demo as demo_command
+    from toolkit.demo import tasks
+
+    seen: dict[str, Path] = {}
+
+    def setup_then(ctx: tasks.Context) -> list[tasks.Stage]:
+        seen["ws"] = ctx.workspace
+        stages = tasks.run_tasks(ctx, tasks.SETUP)
+        assert stages[0].status == "ok", stages[0].detail
+        if lands != "while printing":
+            raise KeyboardInterrupt
+        return stages
+
+    monkeypatch.setattr(demo_stage, "run_all", setup_then)
+    if lands == "while printing":
+        monkeypatch.setattr(demo_command, "_show", lambda *_a: (_ for _ in ()).throw(KeyboardInterrupt()))
+    args = ["demo", "-C", str(REPO_ROOT)]
+    if lands.endswith("--workspace"):
+        args += ["--workspace", str(tmp_path / "ws")]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 130 and "previous state kept" not in res.output, res.output
+    last = res.output.splitlines()[-1]
+    assert last.startswith("interrupted:"), res.output
+    ws = seen["ws"]
+    assert f"the project {REPO_ROOT} is not written by the demo" in last, res.output
+    if lands.endswith("--workspace"):
+        assert ws == tmp_path / "ws" and (ws / "pyproject.toml").is_file()
+        expected = f"the demo's workspace {ws} is kept, holding the copied configuration (read back from disk)"
+    else:  # the temporary workspace: removed on the Ctrl-C, or after the green run whose printing it cut
+        assert not ws.exists()
+        expected = f"the demo's temporary workspace {ws} is not on disk: it was removed (read back from disk)"
+    assert expected in last, res.output

@@ -20,6 +20,7 @@ from toolkit.cli import app
 from toolkit.core import config
 from toolkit.core.errors import ConfigError
 from toolkit.core.lock import read_lock
+from toolkit.core.package_table import Entry
 from toolkit.sync.closure import compute_closure
 from toolkit.sync.execution import execute
 from toolkit.sync.project_plan import SyncRequest, prepare
@@ -200,7 +201,7 @@ def test_union_closure_is_pure_over_a_reader():
         "common.h": b"#pragma once\n",
         "only_a.h": b"#pragma once\n",
     }
-    entries = [(k, "cuda", config.Entry((p,))) for k, p in (("a", "a.cu"), ("pkg:b", "b.cu"))]
+    entries = [(k, "cuda", Entry((p,))) for k, p in (("a", "a.cu"), ("pkg:b", "b.cu"))]
     closure = compute_closure(entries, files.get, roots=())
     assert closure.files == ("a.cu", "b.cu", "common.h", "only_a.h")
     assert closure.needed_by["common.h"] == ("a/cuda", "pkg:b/cuda")
@@ -474,11 +475,50 @@ def test_init_refuses_a_dangling_link_and_a_way_out_of_the_project(tmp_path, up)
     assert tree(root) == before and not any((tmp_path / "elsewhere").iterdir())
 
 
+@pytest.mark.parametrize("lands", ["while printing", "before pyproject.toml", "during the roll-back"])
+def test_a_ctrl_c_of_init_says_whether_the_package_was_added_read_back(tmp_path, up, monkeypatch, lands):
+    """Issue 33 item 3: a Ctrl-C once init's plan is made says what the project holds, read back from disk:
+    the package added (the report's printing cut short), or not added and nothing of it left."""
+    from toolkit import init as init_stage
+    from toolkit.core import fs
+
+    root = make_project(tmp_path / "proj", str(up.path))
+    before = tree(root)
+    real_write = fs.atomic_write
+
+    def ctrl_c_at_pyproject(path, data):  # type: ignore[no-untyped-def]
+        if path.name == "pyproject.toml":
+            if lands == "during the roll-back":  # a second Ctrl-C hits the roll-back: it is not cut short
+                import os
+                import signal
+
+                monkeypatch.setattr(init_stage, "_pyproject_is_new", lambda _p: os.kill(os.getpid(), signal.SIGINT))
+            raise KeyboardInterrupt
+        real_write(path, data)
+
+    if lands == "while printing":
+        monkeypatch.setattr(init_stage.InitReport, "lines", lambda _self: (_ for _ in ()).throw(KeyboardInterrupt()))
+    else:
+        monkeypatch.setattr(fs, "atomic_write", ctrl_c_at_pyproject)
+    res = runner.invoke(app, ["init", "fixture-new", "--op", "quant=src/ggml-cuda/fattn.cu", "-C", str(root)])
+    assert res.exit_code == 130 and "previous state kept" not in res.output, res.output
+    last = res.output.splitlines()[-1]
+    assert last.startswith("interrupted:"), res.output
+    if lands == "while printing":
+        assert "package fixture-new was added: pyproject.toml declares it" in last, res.output
+        assert "(read back from disk) — nothing to undo" in last, res.output
+        assert "fixture-new" in config.load(root).package_names()
+    else:
+        expected = "package fixture-new was not added: pyproject.toml is as it was and none of its files were left"
+        assert expected in last, res.output
+        assert tree(root) == before
+
+
 # --- the demo on a family -----------------------------------------------------------------------------------
 
 
 def test_demo_workspace_keeps_what_the_miniature_serves(tmp_path, repo_root):
-    from toolkit.demo import make_workspace, missing_in_miniature
+    from toolkit.demo.workspace import make_workspace, missing_in_miniature
 
     src = demo_family_source(tmp_path, repo_root)
     absent = config.load(src).for_package("absent-quant").package

@@ -102,7 +102,7 @@ def test_license_inventory():
 
 
 def test_notices_stay_in_the_vendored_file_and_are_read_back_only_from_the_pinned_bytes(tmp_path):
-    from toolkit.core.lock import sha256_bytes
+    from toolkit.core.hashing import sha256_bytes
 
     license_bytes = b"MIT License\n\nCopyright (c) 2024 The fixture authors\n"
     (inv,) = license_inventory({"LICENSE": license_bytes})

@@ -252,7 +252,7 @@ def _real_project(base: Path) -> config.Config:
     """This repository's configuration, templates and matrix (what the demo copies), synced, rendered, committed,
     with a verified variant in build/."""
     from toolkit import render, sync
-    from toolkit.demo import make_workspace
+    from toolkit.demo.workspace import make_workspace
     from toolkit.sync.embedded import EMBEDDED, TAG
 
     root = make_workspace(REPO_ROOT, base / "project")

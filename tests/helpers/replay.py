@@ -126,7 +126,7 @@ def pinned_project(dest: Path, upstream: Path, pin: str, patches: dict[str, str]
     from toolkit import render, sync
     from toolkit.ci import workflow
     from toolkit.core import config
-    from toolkit.demo import make_workspace
+    from toolkit.demo.workspace import make_workspace
 
     root = make_workspace(REPO_ROOT, dest, upstream=str(upstream))
     for name, text in (patches or {}).items():

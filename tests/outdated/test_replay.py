@@ -242,3 +242,39 @@ def test_a_url_upstream_is_fetched_with_its_history_into_the_tool_cache(project:
     assert up["head"] == pins["p3"] and len(up["commits"]) == 2
     assert {"op": "ggml-attn-kernels:gated_delta_net", "change": "body changed: review semantics"} in up["changed_ops"]
     assert tree_state(project) == before  # only the tool's cache was written
+
+
+@pytest.mark.parametrize("lands", ["before vendor/", "after vendor/", "while printing"])
+def test_a_ctrl_c_of_update_says_how_far_it_got_read_back(project: Path, history, monkeypatch, lands) -> None:
+    """Issue 33 item 3: a Ctrl-C once update's plan is made says which pin vendor/ holds and whether the
+    report was written, read back from disk, never "previous state kept" after vendor/ moved."""
+    from typer.testing import CliRunner
+
+    from toolkit.cli import app
+    from toolkit.outdated import update as update_stage
+
+    repo, pins = history
+
+    def ctrl_c(*_a: object, **_k: object) -> None:
+        raise KeyboardInterrupt
+
+    target = {"before vendor/": "replace_vendor", "after vendor/": "_render_all"}.get(lands)
+    if target is not None:
+        monkeypatch.setattr(update_stage, target, ctrl_c)
+    else:
+        monkeypatch.setattr(update_stage.Report, "lines", ctrl_c)
+    res = CliRunner().invoke(app, ["update", "--latest", "-C", str(project)])
+    assert res.exit_code == 130 and "previous state kept" not in res.output, res.output
+    last = res.output.splitlines()[-1]
+    assert last.startswith("interrupted:"), res.output
+    old, new = pins["p0"][:12], pins["p3"][:12]
+    expected = {
+        "before vendor/": f"nothing was updated: vendor/ kept its pin {old} and no matrix changed (read back from disk)",
+        "after vendor/": f"the update stopped part way: vendor/ moved to {new} (master); the sources were not all "
+        "rendered and no report was written (read back from disk)",
+        "while printing": f"the update had completed: vendor/ is at {new} (master), the report is in "
+        f"{project / 'build' / 'reports' / f'update-{old}-{new}.md'} (read back from disk) — nothing to undo",
+    }[lands]
+    assert expected in last, res.output
+    lock = read_lock(project / "vendor")
+    assert lock is not None and lock.commit == (pins["p0"] if lands == "before vendor/" else pins["p3"])

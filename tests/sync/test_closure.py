@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers.fixture_repos import BASE_FILES, FA_CUDA, GDN_CUDA, METAL
-from toolkit.core.config import Entry
 from toolkit.core.errors import UpstreamError
+from toolkit.core.package_table import Entry
 from toolkit.sync.closure import compute_closure, include_candidates, quoted_includes
 
 

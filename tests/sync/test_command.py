@@ -30,7 +30,8 @@ from tests.helpers.fixture_repos import (
 from toolkit.cli import app
 from toolkit.core import config
 from toolkit.core.errors import PatchError, UpstreamError, VendorStateError
-from toolkit.core.lock import read_lock, sha256_bytes
+from toolkit.core.hashing import sha256_bytes
+from toolkit.core.lock import read_lock
 from toolkit.sync.embedded import EMBEDDED, materialize_mini_upstream
 from toolkit.sync.project_plan import SyncRequest
 

@@ -68,4 +68,5 @@ def demo(
         execute=demo_stage.execute,
         show=_show,
         live=True,
+        interrupted=demo_stage.interrupted,
     )

@@ -33,4 +33,4 @@ def init(
     from toolkit import init as init_stage  # deferred: keeps CLI start-up light
 
     request = init_stage.Request(name, tuple(op), hub_repo=hub_repo, version=version)
-    return stage_run(f"adding package {name}", init_stage, request)
+    return stage_run(f"adding package {name}", init_stage, request, interrupted=init_stage.interrupted)

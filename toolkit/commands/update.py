@@ -59,4 +59,4 @@ def update(
         index_url=index_url,
         report_file=report_file,
     )
-    return stage_run("updating", stage, request, announce=True)
+    return stage_run("updating", stage, request, announce=True, interrupted=stage.interrupted)

@@ -1,13 +1,12 @@
 """vendor/UPSTREAM, the lock: what was vendored from where, every file's hash and reason, patches, licenses.
 
-The lock is TOML written by hand-rolled, stable code (sorted where order carries no meaning, one table per
-file) so that a re-sync of the same revision produces the same bytes and a review diff reads well. It
+The lock is TOML written by hand-rolled, stable code (lock_text.py: sorted where order carries no meaning, one
+table per file) so that a re-sync of the same revision produces the same bytes and a review diff reads well. It
 holds no timestamps of its own: only facts of the pinned upstream commit.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -18,7 +17,10 @@ import tomlkit
 
 from toolkit.core import ggml_facts
 from toolkit.core.errors import VendorStateError
-from toolkit.core.hashing import sha256_bytes, sha256_file  # noqa: F401  (re-exported: the lock's hash helpers)
+
+# `as`: an explicit re-export, for build/inputs.py, which imports it from here (other modules use hashing's)
+from toolkit.core.hashing import sha256_bytes as sha256_bytes
+from toolkit.core.lock_text import lock_lines
 from toolkit.core.records import fields_json
 
 try:  # the standard library's parser is several times faster than tomlkit (no-op re-sync budget: 0.5 s)
@@ -39,9 +41,10 @@ _LOCK_ERRORS: tuple[type[Exception], ...] = (
 )
 
 LOCK_NAME = "UPSTREAM"
+# A table of the parsed lock (tomllib / tomlkit): keys to strings, numbers, arrays and tables.
+TomlTable = dict[str, Any]
 _COMMIT_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
-SCHEMA = 1
 
 VERDICT_APPLIED = "applied"
 VERDICT_UPSTREAM = "already-upstream"
@@ -115,7 +118,7 @@ class Lock:
     ggml_commit: str = ""  # llama.cpp layout: the last ggml commit synced into it (scripts/sync-ggml.last)
     behaviour: Mapping[str, BehaviourPrint] = field(default_factory=dict)  # ggml_facts.Behaviour.key -> hashes
     # package -> the op keys (of entries/closures) it owns; written only for a family of two or more packages.
-    # Every key is "<package>:<op>" (toolkit.core.config.Package.key).
+    # Every key is "<package>:<op>" (toolkit.core.package_table.Package.key).
     packages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def provenance_line(self) -> str:
@@ -171,103 +174,6 @@ class Lock:
         }
 
 
-def _q(value: str) -> str:  # a JSON string literal is a valid TOML basic string (same escapes)
-    return json.dumps(value)
-
-
-def _array(values: tuple[str, ...] | list[str], indent: str = "") -> str:
-    if len(values) <= 2 and sum(len(v) for v in values) < 60:
-        return "[" + ", ".join(_q(v) for v in values) + "]"
-    return "[\n" + "".join(f"{indent}  {_q(v)},\n" for v in values) + f"{indent}]"
-
-
-def _upstream_lines(lock: Lock) -> list[str]:
-    lines = [
-        "# vendor/UPSTREAM: the pinned upstream of vendor/ggml, written by `ggml-vendor sync`.",
-        "# Do not edit by hand: `ggml-vendor sync --check` compares vendor/ against it; re-run sync instead.",
-        f"schema = {SCHEMA}",
-        "",
-        "[upstream]",
-        f"url = {_q(lock.upstream)}",
-        f"layout = {_q(lock.layout)}",
-        f"rev = {_q(lock.rev)}",
-        f"commit = {_q(lock.commit)}",
-        f"date = {_q(lock.date)}",
-        f"subject = {_q(lock.subject)}",
-    ]
-    if lock.llama_cpp_commit:
-        lines.append(f"llama-cpp-commit = {_q(lock.llama_cpp_commit)}  # from scripts/sync-llama.last")
-    if lock.ggml_commit:
-        lines.append(f"ggml-commit = {_q(lock.ggml_commit)}  # from scripts/sync-ggml.last")
-    return lines + ["", "[tool]", f"name = {_q('ggml-vendor')}", f"version = {_q(lock.tool_version)}"]
-
-
-def _ops_lines(lock: Lock) -> list[str]:
-    """Packages, then each op's entries and closures (config order: ops as the project lists them)."""
-    lines: list[str] = []
-    for name, keys in lock.packages.items():  # absent for a single package
-        lines += ["", f"[packages.{_q(name)}]", f"ops = {_array(list(keys))}"]
-    for table, per_op in (("entries", lock.entries), ("closures", lock.closures)):
-        for op, per_backend in per_op.items():
-            lines += ["", f"[{table}.{_q(op)}]"]
-            lines += [f"{b} = {_array(v)}" for b, v in per_backend.items()]
-    return lines
-
-
-def _files_lines(lock: Lock) -> list[str]:
-    lines: list[str] = []
-    for f in sorted(lock.file_info, key=lambda f: f.path):
-        lines += ["", f"[files.{_q(f.path)}]", f"sha256 = {_q(f.sha256)}", f"blob = {_q(f.blob)}"]
-        lines.append(f"reason = {_q(f.reason)}")
-        if f.needed_by:
-            lines.append(f"needed-by = {_array(sorted(f.needed_by))}")
-        if f.patched_by:
-            lines.append(f"patched-by = {_array(list(f.patched_by))}")
-    for p in lock.patches:  # application order (file name order)
-        lines += ["", "[[patches]]", f"name = {_q(p.name)}", f"sha256 = {_q(p.sha256)}", f"verdict = {_q(p.verdict)}"]
-    return lines
-
-
-def _under_comment(comment: tuple[str, ...], body: list[str]) -> list[str]:
-    """A group of tables after the comment that explains them; nothing, not even the comment, for an empty group
-    (a lock without that group keeps its bytes)."""
-    return ["", *comment, *body] if body else []
-
-
-_LICENSES_COMMENT = (
-    "# Copyright notices stay in the vendored files: `copyright-lines` says where (ggml-vendor status prints them).",
-)
-_FINGERPRINTS_COMMENT = (
-    "# sha256 of the upstream regions our bindings depend on (FINGERPRINTS of ggml_facts and the packages).",
-    "[fingerprints]",
-)
-_BEHAVIOUR_COMMENT = (
-    "# sha256 of the functions each op's semantics live in (the packages' BEHAVIOUR): the kernels and",
-    "# ggml-cpu's reference, declaration and body apart, comments and whitespace out. The CPU reference",
-    "# is read from upstream's git objects at the pin and is not vendored.",
-)
-
-
-def _license_lines(lock: Lock) -> list[str]:
-    body: list[str] = []
-    for lic in sorted(lock.licenses, key=lambda x: x.path):
-        body += ["", f"[licenses.{_q(lic.path)}]", f"spdx = {_array(lic.spdx)}"]
-        if lic.copyright_at:
-            body.append(f"copyright-lines = [{', '.join(str(n) for n in lic.copyright_at)}]")
-    return _under_comment(_LICENSES_COMMENT, body)
-
-
-def _print_lines(lock: Lock) -> list[str]:
-    """Fingerprints of the regions the bindings depend on, and the behaviour prints of each op."""
-    fingerprints = [f"{_q(k)} = {_q(v)}" for k, v in sorted(lock.fingerprints.items())]
-    behaviour: list[str] = []
-    for k in sorted(lock.behaviour):
-        b = lock.behaviour[k]
-        behaviour += ["", f"[behaviour.{_q(k)}]", f"path = {_q(b.path)}", f"signature = {_q(b.signature)}"]
-        behaviour.append(f"body = {_q(b.body)}")
-    return _under_comment(_FINGERPRINTS_COMMENT, fingerprints) + _under_comment(_BEHAVIOUR_COMMENT, behaviour)
-
-
 def package_view(lock: Lock, package: str, fingerprints: Iterable[str] = ()) -> Lock:
     """The lock as one package of the family sees it: its ops' entries, closures and behaviour prints, the files
     they need and the always-shipped ones (their needed-by narrowed to its ops), the licenses of those files and
@@ -304,14 +210,13 @@ def package_view(lock: Lock, package: str, fingerprints: Iterable[str] = ()) -> 
 
 
 def render_lock(lock: Lock) -> str:
-    """The lock as TOML text: same Lock, same bytes."""
-    sections = (_upstream_lines, _ops_lines, _files_lines, _license_lines, _print_lines)
-    return "\n".join(line for section in sections for line in section(lock)) + "\n"
+    """The lock as TOML text (lock_text.py writes it): same Lock, same bytes."""
+    return "\n".join(lock_lines(lock)) + "\n"
 
 
-def _checked_upstream(doc: dict) -> dict:
+def _checked_upstream(doc: TomlTable) -> TomlTable:
     """The [upstream] table, its commit ids and the files' sha256 checked (ValueError naming the bad value)."""
-    up = doc["upstream"]
+    up: TomlTable = doc["upstream"]
     commit = str(up["commit"])
     if not _COMMIT_RE.fullmatch(commit):
         raise ValueError(f"upstream.commit {commit!r} is not a full commit id (40 or 64 hex digits)")
@@ -324,7 +229,7 @@ def _checked_upstream(doc: dict) -> dict:
     return up
 
 
-def _file_info(doc: dict) -> tuple[LockedFile, ...]:
+def _file_info(doc: TomlTable) -> tuple[LockedFile, ...]:
     return tuple(
         LockedFile(
             path=p,
@@ -338,11 +243,11 @@ def _file_info(doc: dict) -> tuple[LockedFile, ...]:
     )
 
 
-def _per_op(doc: dict, table: str) -> dict[str, dict[str, tuple[str, ...]]]:
+def _per_op(doc: TomlTable, table: str) -> dict[str, dict[str, tuple[str, ...]]]:
     return {op: {b: tuple(v) for b, v in per.items()} for op, per in doc.get(table, {}).items()}
 
 
-def _lock_of(doc: dict) -> Lock:
+def _lock_of(doc: TomlTable) -> Lock:
     up = _checked_upstream(doc)
     file_info = _file_info(doc)
     return Lock(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from toolkit.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from toolkit.core.config import Package
+    from toolkit.core.package_table import Package
 
 TABLE = "ggml-vendor"
 # kernel-builder's KernelName rule (docs/hub-contract.md §1.2); checked here so a bad name fails at load,
@@ -54,7 +54,10 @@ def check_version(value: object, where: str) -> int:
 
 def check_repo_id(repo_id: object, where: str) -> str:
     """`repo_id` as huggingface_hub validates it (owner/name), one line when it is not."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
+    # From the modules that define them: huggingface_hub.utils re-exports both through a lazy-import table
+    # that type checkers cannot read.
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils._validators import validate_repo_id
 
     try:
         if not isinstance(repo_id, str) or repo_id.count("/") != 1:

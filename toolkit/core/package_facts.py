@@ -20,7 +20,8 @@ from toolkit.core.errors import ConfigError, did_you_mean
 from toolkit.core.ggml_facts import Behaviour, Fingerprint
 
 if TYPE_CHECKING:
-    from toolkit.core.config import Config, Package
+    from toolkit.core.config import Config
+    from toolkit.core.package_table import Package
 
 FACTS_FILE = "facts.py"
 _cache: dict[tuple[str, int, int], dict[str, Any]] = {}

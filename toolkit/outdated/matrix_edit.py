@@ -81,7 +81,8 @@ def new_rows(releases: Iterable[TorchRelease]) -> tuple[NewRow, ...]:
 
 
 def _value(v: Any) -> str:
-    return tomlkit.item(v).as_string()
+    text: str = tomlkit.item(v).as_string()  # tomlkit.item of an Any value is typed Any
+    return text
 
 
 def _row_text(row: NewRow, index_words: str) -> list[str]:

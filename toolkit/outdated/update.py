@@ -5,6 +5,8 @@ plan(config, request, log) -> Plan     the survey of the upstream at the target 
                                        series rebased by a three-way apply (a conflict is a PatchError here,
                                        before anything is written), sync's new vendor/ tree; with --torch,
                                        reading the index is a step of the plan
+interrupted(plan) -> Interrupted       a Ctrl-C once the plan is made: how far the update got, read back
+                                       from disk (update_readback.py)
 execute(plan, log) -> Report           the planned reads, then vendor/ swapped atomically (sync's swap), the
                                        matrix files, render (and the CI workflow when a matrix changed), the
                                        drift report and build/reports/update-<old>-<new>.md (the PR body)
@@ -12,7 +14,7 @@ execute(plan, log) -> Report           the planned reads, then vendor/ swapped a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from toolkit.outdated.releases import torch_news
 from toolkit.outdated.report import markdown
 from toolkit.outdated.stage import require_pin
 from toolkit.outdated.survey import Survey, head_ref, survey
+from toolkit.outdated.update_readback import interrupted, matrix_digests, report_name
 from toolkit.outdated.where import Where, open_for_survey, resolve_target, where
 from toolkit.sync.drift import write_report
 from toolkit.sync.outcome import Succeeded
@@ -60,6 +63,8 @@ class Plan:
     index: str
     index_from: str
     first: tuple[str, ...] = ()  # reads execute does before anything else (fetch, index)
+    # each matrix file's sha256 as planned (None: missing): what a Ctrl-C's read-back compares with
+    matrices_before: tuple[tuple[Path, str | None], ...] = ()
 
     @property
     def moves(self) -> bool:
@@ -200,14 +205,15 @@ def plan(cfg: Config, request: Request | None = None, log: Log = quiet) -> Plan:
     w = where(cfg.upstream, pin, req.upstream, req.mirror)
     idx, idx_from = index_mod.configured_index(req.index_url)
     first = [f"read torch releases from {idx} ({idx_from})"] if req.torch else []
+    before = matrix_digests(cfg)
     if w.needs_network:
         first.insert(0, f"fetch the commits since the pin from {w.spec} into the tool's cache")
-        return Plan(cfg, req, pin, w, None, None, idx, idx_from, tuple(first))
+        return Plan(cfg, req, pin, w, None, None, idx, idx_from, tuple(first), before)
     try:
         s, sync_plan = _surveyed(cfg, req, w, pin, log, offline=True)
     except NeedsFetch as need:  # the embedded miniature is not built yet: building it is the first step
-        return Plan(cfg, req, pin, w, None, None, idx, idx_from, (need.what, *first))
-    return Plan(cfg, req, pin, w, s, sync_plan, idx, idx_from, tuple(first))
+        return Plan(cfg, req, pin, w, None, None, idx, idx_from, (need.what, *first), before)
+    return Plan(cfg, req, pin, w, s, sync_plan, idx, idx_from, tuple(first), before)
 
 
 def _torch_edits(p: Plan, log: Log) -> tuple[MatrixEdit, ...]:
@@ -250,7 +256,7 @@ def _render_all(cfg: Config, matrices_changed: bool, log: Log) -> tuple[str, ...
 def execute(p: Plan, log: Log = quiet) -> Report:
     if p.survey is None:  # a URL upstream: fetch its new commits, then plan the tree
         s, sync_plan = _surveyed(p.cfg, p.request, p.where, p.pin, log)
-        p = Plan(p.cfg, p.request, p.pin, p.where, s, sync_plan, p.index, p.index_from, p.first)
+        p = replace(p, survey=s, sync=sync_plan)
     assert p.survey is not None and p.sync is not None
     matrices = _torch_edits(p, log) if p.request.torch else ()
     cfg, s, sync_plan = p.cfg, p.survey, p.sync
@@ -274,8 +280,7 @@ def execute(p: Plan, log: Log = quiet) -> Report:
 
 def _write_reports(cfg: Config, p: Plan, text: str) -> tuple[str, ...]:
     assert p.survey is not None
-    name = f"update-{p.pin.commit[:12]}-{p.survey.new.lock.commit[:12]}.md"
-    paths = [cfg.reports_dir / name]
+    paths = [cfg.reports_dir / report_name(p.pin.commit, p.survey.new.lock.commit)]
     if p.request.report_file is not None:
         paths.append(p.request.report_file)
     for path in paths:
@@ -284,4 +289,4 @@ def _write_reports(cfg: Config, p: Plan, text: str) -> tuple[str, ...]:
     return tuple(str(x) for x in paths)
 
 
-__all__ = ["Plan", "Report", "Request", "execute", "plan"]
+__all__ = ["Plan", "Report", "Request", "execute", "interrupted", "plan"]

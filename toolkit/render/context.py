@@ -8,7 +8,7 @@ Template context (``build_context``), the keys every template sees:
 ``version``, ``license`` ``upstream``, ``hub_repo``: straight from ``[tool.ggml-vendor]``
 ``build_edition``        the build.toml edition rendered (``build_edition.BUILD_EDITION``: the newest that the
                          packages' ``kernels_minver`` client reads; a test or the Nix stage may ask for another)
-``kernels_minver``       the oldest kernels client the packages load under (``build_edition.KERNELS_MINVER``)
+``kernels_minver``       the oldest kernels client the packages load under (``kernels_client.KERNELS_MINVER``)
 ``kernel_selector``      ``kernel_selector("cuda")`` -> the ``[kernel.*]`` line naming what it builds in that
                          edition: ``backend = "cuda"`` (5) or ``language = "cpp-cuda"`` (6)
 ``upstream_is_git_url``  whether ``upstream`` may go into build.toml's ``general.upstream``
@@ -17,7 +17,7 @@ Template context (``build_context``), the keys every template sees:
 ``cuda_flags``           nvcc flags for the CUDA translation units (``ggml_facts.CUDA_FLAGS``)
 ``facts``                the package's facts over ggml's (:class:`toolkit.core.package_facts.Facts`): its
                          templates' facts.py first (op facts), then :mod:`toolkit.core.ggml_facts`
-``package``              the :class:`toolkit.core.config.Package` rendered (``.name``, ``.module``, ``.root``...)
+``package``              the :class:`toolkit.core.package_table.Package` rendered (``.name``, ``.module``, ``.root``...)
 ``packages``             every package of the project, config order (a card or README may list the family)
 ``lock``                 the parsed vendor/UPSTREAM (:class:`toolkit.core.lock.Lock`) or ``None`` before sync
 ``upstream_commit``      ``lock.commit`` or ``""``
@@ -48,7 +48,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from toolkit.core import build_edition, ggml_facts, package_facts
+from toolkit.core import build_edition, ggml_facts, kernels_client, package_facts
 from toolkit.core.config import Config
 from toolkit.core.errors import RenderError
 from toolkit.core.lock import Lock
@@ -144,7 +144,7 @@ def build_context(config: Config, lock: Lock | None, edition: int = build_editio
         "license": config.license,
         "upstream": config.upstream,
         "build_edition": edition,
-        "kernels_minver": build_edition.KERNELS_MINVER,
+        "kernels_minver": kernels_client.KERNELS_MINVER,
         "kernel_selector": lambda backend: build_edition.kernel_selector(backend, edition),
         "upstream_is_git_url": bool(_GIT_URL.match(config.upstream)),
         "hub_repo": config.hub_repo,

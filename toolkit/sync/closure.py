@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from toolkit.core import ggml_facts
-from toolkit.core.config import Entry
 from toolkit.core.errors import UpstreamError
+from toolkit.core.package_table import Entry
 
 Reader = Callable[[str], "bytes | None"]
 _INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"\n]+)"')

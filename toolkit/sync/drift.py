@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 
 from toolkit.core import ggml_facts
 from toolkit.core.ggml_facts import Fingerprint
-from toolkit.core.lock import BehaviourPrint, Lock, sha256_bytes
+from toolkit.core.hashing import sha256_bytes
+from toolkit.core.lock import BehaviourPrint, Lock
 from toolkit.sync import behaviour
 from toolkit.sync.drift_report import (
     ABSENT,

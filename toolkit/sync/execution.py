@@ -9,8 +9,9 @@ import time
 
 from toolkit.core.config import Config
 from toolkit.core.errors import Interrupted
+from toolkit.core.hashing import sha256_bytes
 from toolkit.core.interrupts import no_interrupt
-from toolkit.core.lock import LOCK_NAME, read_lock, sha256_bytes
+from toolkit.core.lock import LOCK_NAME, read_lock
 from toolkit.core.projectlock import project_lock
 from toolkit.sync.drift import Drift, report_paths, write_report
 from toolkit.sync.project_plan import Prepared, Progress, prepare, quiet_progress

@@ -27,7 +27,8 @@ from typing import Any
 
 from toolkit.core.config import Config
 from toolkit.core.errors import Interrupted, PatchError, VendorStateError
-from toolkit.core.lock import LOCK_NAME, VERDICT_APPLIED, Lock, read_lock, sha256_bytes
+from toolkit.core.hashing import sha256_bytes
+from toolkit.core.lock import LOCK_NAME, VERDICT_APPLIED, Lock, read_lock
 from toolkit.sync import embedded
 from toolkit.sync.patch_checks import check_pin
 from toolkit.sync.patch_format import format_patch, git_identity

@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from toolkit.core.errors import PatchError
-from toolkit.core.lock import VERDICT_APPLIED, VERDICT_CONFLICT, VERDICT_UPSTREAM, sha256_bytes
+from toolkit.core.hashing import sha256_bytes
+from toolkit.core.lock import VERDICT_APPLIED, VERDICT_CONFLICT, VERDICT_UPSTREAM
 
 _HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _FAILED_RE = re.compile(r"patch failed: (.+):(\d+)")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.core import config
-from toolkit.core.lock import sha256_file
+from toolkit.core.hashing import sha256_file
 from toolkit.sync.outcome import Succeeded
 from toolkit.sync.patch_workflow import patch_descriptions
 from toolkit.sync.vendor_tree import (

@@ -11,8 +11,8 @@ from typing import Protocol
 
 from toolkit import __version__
 from toolkit.core import ggml_facts
-from toolkit.core.config import Entry
 from toolkit.core.errors import UpstreamError
+from toolkit.core.hashing import sha256_bytes
 from toolkit.core.lock import (
     LOCK_NAME,
     VERDICT_UPSTREAM,
@@ -20,8 +20,8 @@ from toolkit.core.lock import (
     LockedFile,
     LockedPatch,
     render_lock,
-    sha256_bytes,
 )
+from toolkit.core.package_table import Entry
 from toolkit.sync import behaviour
 from toolkit.sync.closure import Closure, compute_closure
 from toolkit.sync.drift import fingerprints_of

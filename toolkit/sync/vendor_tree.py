@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 
 from toolkit.core import fs, ggml_facts
 from toolkit.core.errors import VendorStateError
-from toolkit.core.hashing import git_blob_id
-from toolkit.core.lock import LOCK_NAME, Lock, read_lock, sha256_bytes, sha256_file
+from toolkit.core.hashing import git_blob_id, sha256_bytes, sha256_file
+from toolkit.core.lock import LOCK_NAME, Lock, read_lock
 from toolkit.core.projectlock import SHARED, held_mode, project_lock
 
 if TYPE_CHECKING:

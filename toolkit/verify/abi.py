@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from toolkit.core import ggml_facts as facts
 from toolkit.verify.findings import FAIL, PASS, WARN, Finding
@@ -12,10 +13,11 @@ MANYLINUX = "manylinux_2_28"
 PYTHON_ABI = "3.9"
 MACOS_MIN = {"metal": facts.METAL_MIN_MACOS, "cpu": facts.CPU_MIN_MACOS}
 
+T = TypeVar("T")  # what _names lists (a symbol, a versioned reference)
 _SHOWN = 5  # symbols listed per finding; the rest are counted
 
 
-def _names(items: list, fmt) -> str:
+def _names(items: Sequence[T], fmt: Callable[[T], str]) -> str:
     shown = ", ".join(fmt(x) for x in items[:_SHOWN])
     return shown + (f" (+{len(items) - _SHOWN} more)" if len(items) > _SHOWN else "")
 

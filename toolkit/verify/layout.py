@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from typing import Any
 
 from toolkit.core.kernels_client import parse_variant
 from toolkit.verify.findings import FAIL, PASS, WARN, Finding
@@ -50,7 +51,7 @@ def _absolute_self_imports(source: str, names: set[str]) -> list[str]:
 Problem = tuple[str, str, str]  # (status, what is wrong, what to do)
 
 
-def check_layout(variant: str, path: Path, meta: dict | None, *, module: str) -> list[Finding]:
+def check_layout(variant: str, path: Path, meta: dict[str, Any] | None, *, module: str) -> list[Finding]:
     backend, os_or_err, is_arch = variant_backend(variant)
     found = _tree_problems(path, module, None if backend is not None else str(os_or_err))
     mid = ""
@@ -102,7 +103,7 @@ def _tree_problems(path: Path, module: str, name_error: str | None) -> list[Prob
     return out
 
 
-def _id_problems(meta: dict, backend: str | None, module: str) -> list[Problem]:
+def _id_problems(meta: dict[str, Any], backend: str | None, module: str) -> list[Problem]:
     """The metadata id is the op namespace _<module>_<backend>_<uid>, for the backend the name says."""
     out: list[Problem] = []
     mid = str(meta.get("id", ""))
