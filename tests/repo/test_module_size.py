@@ -18,7 +18,6 @@ DEBT = {
     "build/envs.py": 538,
     "build/local.py": 540,
     "demo.py": 608,
-    "build/steps.py": 643,
     "testing/localhub.py": 708,
     "ci/collect.py": 721,
 }

@@ -235,7 +235,7 @@ def source_files(root: Path, inputs: ProjectInputs, view: VendorView | None = No
     for pattern in globs:
         files.update(p.relative_to(root).as_posix() for p in root.glob(pattern) if p.is_file())
     files.add(REGISTRATION)
-    # the stable-ABI twin of each binding source (toolkit.build.steps.stable_source), where the render wrote one
+    # the stable-ABI twin of each binding source (toolkit.build.binding_link.stable_source), where the render wrote one
     for src in inputs.torch_src:
         stem, dot, ext = src.rpartition(".")
         if dot and (root / f"{stem}_stable.{ext}").is_file():

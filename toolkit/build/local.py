@@ -35,7 +35,8 @@ from toolkit.core.kernels_client import KERNELS_MINVER
 
 if TYPE_CHECKING:
     from toolkit.build.inputs import Provenance
-    from toolkit.build.steps import BuildPlan, Step, VariantPlan
+    from toolkit.build.stepcontext import Step
+    from toolkit.build.steps import BuildPlan, VariantPlan
 
 LOG_TAIL_LINES = 25
 
