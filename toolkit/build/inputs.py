@@ -16,11 +16,10 @@ from typing import Any
 import tomlkit
 
 from toolkit import __version__
-from toolkit.build.cache import sha256_file
 from toolkit.core import build_edition, fs
 from toolkit.core.config import Config
 from toolkit.core.errors import BuildError
-from toolkit.core.hashing import tree_digest
+from toolkit.core.hashing import sha256_bytes, sha256_file, tree_digest
 
 DEFAULT_PYEXT = ("py", "pyi")
 # Files that make up the vendored upstream and our patches: hashed into the source identity so an edited
@@ -114,7 +113,7 @@ def vendor_view(cfg: Config, root: Path) -> VendorView | None:
     """The package's view of vendor/ (None: no readable lock of a family, and every vendored file counts)."""
     from toolkit.core import ggml_facts, package_facts
     from toolkit.core.errors import VendorStateError
-    from toolkit.core.lock import package_view, read_lock, render_lock, sha256_bytes
+    from toolkit.core.lock import package_view, read_lock, render_lock
 
     try:
         lock = read_lock(cfg.vendor_dir)
