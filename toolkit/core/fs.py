@@ -234,7 +234,7 @@ def tree_on_record(target: Path) -> Path:
 def recover_swap(target: Path) -> list[str]:
     """Undo a fallback swap of `target` that a dead process left half done (old tree moved aside, new one
     not yet in place): the old tree is put back. Returns what it did. A journal whose writer still runs is
-    left alone."""
+    left alone. Safe to run twice at once (two read-only commands under the shared lock): one puts it back."""
     target = Path(target)
     journal = journal_path(target)
     if not journal.exists():
@@ -244,8 +244,15 @@ def recover_swap(target: Path) -> list[str]:
         return []
     actions = []
     if old is not None and old.is_dir() and not os.path.lexists(target):
-        os.rename(old, target)  # the swap stopped between its two renames: put the old tree back
-        actions.append(f"restored {target.name}/ from an interrupted swap")
+        try:
+            os.rename(old, target)  # the swap stopped between its two renames: put the old tree back
+        except FileNotFoundError:
+            # Read-only commands share the project lock: another one recovering this journal at the same
+            # moment put the tree back first. Only an old tree gone with no target is a real loss.
+            if not os.path.lexists(target):
+                raise
+        else:
+            actions.append(f"restored {target.name}/ from an interrupted swap")
     journal.unlink(missing_ok=True)
     return actions
 
