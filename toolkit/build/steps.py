@@ -216,7 +216,8 @@ def _object_command(
             )
         head = (tools.compiler, "-c", "-x", "hip", src, *object_flags(), *facts.HIP_DEFINES, "-DROCM_KERNEL")
         argv = (*head, "-DUSE_ROCM=1", *incs, *extra, *sec.hip_flags, *arch_flags, *sec_maps, *maps.toolkit)
-        return argv, "hipcc", tc, f"hipcc {src} [{', '.join(caps)}]"
+        # An explicit -cuid: clang's default hashes the command line, which names the project's directory.
+        return (*argv, rocm.cuid_flag(argv)), "hipcc", tc, f"hipcc {src} [{', '.join(caps)}]"
     objc = src.endswith((".mm", ".m"))
     lang = ("-x", "objective-c++", "-fobjc-arc") if objc else ()
     head = (tools.cxx, "-c", *lang, src, *object_flags(), f"-std={tools.cxx_standard}", *macos_target(backend))
