@@ -37,8 +37,8 @@ TOOLKIT = ("cuda", "cuda-toolkit[nvcc,cccl,cudart]", "13.0.3")
 
 def provision_all() -> dict[str, float]:
     """Seconds per item (each item checked and renamed into place; an existing one is reused)."""
-    from toolkit.build.envs import default_envs_dir
     from toolkit.build.provision import provision, toolkit_install, torch_install
+    from toolkit.build.torchtree import default_envs_dir
     from toolkit.build.zig import zig_install
 
     items = {

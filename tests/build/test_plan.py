@@ -405,7 +405,7 @@ def test_managed_envs_are_discovered_without_importing_torch(tmp_path):
 def test_env_creation_is_atomic(tmp_path):
     import sys
 
-    from toolkit.build.envs import EnvPlan, create_env, plan_env
+    from toolkit.build.torchenvs import EnvPlan, create_env, plan_env
 
     p = plan_env("2.13", "cu130", "https://download.pytorch.org/whl/cu130", tmp_path)
     assert p.path == tmp_path / "torch213-cu130"

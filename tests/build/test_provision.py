@@ -185,7 +185,7 @@ def _fake_env_commands(path: Path, version: str, cuda: str | None) -> tuple[tupl
 
 def test_create_envs_refuses_and_removes_a_cpu_build_found_through_pip_config(tmp_path):
     """Issue 20 item 3: the PyTorch index unreachable, pip's find-links supplied 2.13.0+cpu."""
-    from toolkit.build.envs import EnvPlan, create_env, plan_env
+    from toolkit.build.torchenvs import EnvPlan, create_env, plan_env
 
     want = plan_env("2.13", "cu126", "https://download.pytorch.org/whl/cu126", tmp_path)
     bad = EnvPlan(want.path, _fake_env_commands(want.path, "2.13.0+cpu", None), "2.13", "cu126")
@@ -198,7 +198,7 @@ def test_create_envs_refuses_and_removes_a_cpu_build_found_through_pip_config(tm
 
 
 def test_create_envs_checks_the_local_tag_and_replaces_a_wrong_existing_env(tmp_path):
-    from toolkit.build.envs import EnvPlan, create_env, torch_build_problem
+    from toolkit.build.torchenvs import EnvPlan, create_env, torch_build_problem
 
     path = tmp_path / "torch213-cu126"
     # a right CUDA version under another local tag is refused too

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from toolkit.build.binding_link import stable_source, torch_target_version
 from toolkit.build.matrix import ConfigError, parse_matrix, parse_name
-from toolkit.build.steps import stable_source, torch_target_version
 from toolkit.core.kernels_client import client_version, parse_variant
 
 ROOT = Path(__file__).resolve().parents[2]

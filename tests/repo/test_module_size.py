@@ -11,13 +11,8 @@ TOOLKIT = Path(__file__).resolve().parents[2] / "toolkit"
 MAX_LINES = 400
 
 # Known debt: module (relative to toolkit/) -> its line count when the limit came, the most it may have now.
-DEBT = {
-    "build/metallib.py": 444,
-    "build/envs.py": 538,
-    "build/local.py": 540,
-    "build/steps.py": 643,
-    "ci/collect.py": 721,
-}
+# Every module that was over the limit when it came has since been split by job; the list stays for the next one.
+DEBT: dict[str, int] = {}
 
 
 def module_sizes(root: Path = TOOLKIT) -> dict[str, int]:

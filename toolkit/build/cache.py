@@ -15,6 +15,7 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from toolkit.core import fs
 from toolkit.core.hashing import sha256_file
@@ -114,7 +115,9 @@ class BuildCache:
             return None
         return CacheEntry(key, d)
 
-    def store(self, kind: str, key: str, artefacts: dict[str, Path], deps: list[str], info: dict) -> CacheEntry:
+    def store(
+        self, kind: str, key: str, artefacts: dict[str, Path], deps: list[str], info: dict[str, Any]
+    ) -> CacheEntry:
         """Move artefacts into a new entry atomically (staged in the cache dir, swapped into place by
         toolkit.core.fs: a reader sees the old entry or the new one)."""
         final = self.entry_dir(kind, key)
@@ -140,11 +143,12 @@ class BuildCache:
     def stamp_path(self, variant: str) -> Path:
         return self.root / "variants" / f"{variant}.json"
 
-    def read_stamp(self, variant: str) -> dict | None:
+    def read_stamp(self, variant: str) -> dict[str, Any] | None:
         try:
-            return json.loads(self.stamp_path(variant).read_text())
+            stamp = json.loads(self.stamp_path(variant).read_text())
         except (OSError, ValueError):
             return None
+        return stamp if isinstance(stamp, dict) else None  # a stamp is a JSON object; anything else is no stamp
 
-    def write_stamp(self, variant: str, stamp: dict) -> None:
+    def write_stamp(self, variant: str, stamp: dict[str, Any]) -> None:
         fs.atomic_write(self.stamp_path(variant), json.dumps(stamp, indent=1, sort_keys=True).encode())

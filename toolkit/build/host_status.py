@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 from toolkit.build.matrix import BACKENDS_WITH_TOOLKIT, DEFAULT_INDEX, Source, Variant, minor_key
 
 if TYPE_CHECKING:
-    from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
+    from toolkit.build.envs import HostFacts, Toolkit
+    from toolkit.build.torchenvs import TorchEnv
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,10 @@ from typing import Any
 import tomlkit
 
 from toolkit import __version__
-from toolkit.build.cache import sha256_file
 from toolkit.core import build_edition, fs
 from toolkit.core.config import Config
 from toolkit.core.errors import BuildError
-from toolkit.core.hashing import tree_digest
+from toolkit.core.hashing import sha256_bytes, sha256_file, tree_digest
 
 DEFAULT_PYEXT = ("py", "pyi")
 # Files that make up the vendored upstream and our patches: hashed into the source identity so an edited
@@ -114,7 +113,7 @@ def vendor_view(cfg: Config, root: Path) -> VendorView | None:
     """The package's view of vendor/ (None: no readable lock of a family, and every vendored file counts)."""
     from toolkit.core import ggml_facts, package_facts
     from toolkit.core.errors import VendorStateError
-    from toolkit.core.lock import package_view, read_lock, render_lock, sha256_bytes
+    from toolkit.core.lock import package_view, read_lock, render_lock
 
     try:
         lock = read_lock(cfg.vendor_dir)
@@ -235,7 +234,7 @@ def source_files(root: Path, inputs: ProjectInputs, view: VendorView | None = No
     for pattern in globs:
         files.update(p.relative_to(root).as_posix() for p in root.glob(pattern) if p.is_file())
     files.add(REGISTRATION)
-    # the stable-ABI twin of each binding source (toolkit.build.steps.stable_source), where the render wrote one
+    # the stable-ABI twin of each binding source (toolkit.build.binding_link.stable_source), where the render wrote one
     for src in inputs.torch_src:
         stem, dot, ext = src.rpartition(".")
         if dot and (root / f"{stem}_stable.{ext}").is_file():

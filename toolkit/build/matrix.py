@@ -290,7 +290,7 @@ _TORCH_KEY = re.compile(r"^\d+\.\d+-(cu\d+|rocm\d+|cpu|metal)$")
 _TOOLKIT_KEY = re.compile(r"^([a-z]+)-(\d+\.\d+)$")
 
 
-def _source(here: str, value: Any, package: str, key_re: re.Pattern) -> Source:
+def _source(here: str, value: Any, package: str, key_re: re.Pattern[str]) -> Source:
     key = here.rsplit(" ", 1)[-1].strip("'")
     if not key_re.match(key):
         raise ConfigError(f"{here}: key is not <torch MAJOR.MINOR>-<compute>", 'e.g. "2.13-cu130"')

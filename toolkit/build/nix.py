@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING
 from toolkit.build.outdir import variant_stage
 from toolkit.build.results import VariantResult
 from toolkit.core import build_edition, fs
+from toolkit.core.errors import BuildError
 
 if TYPE_CHECKING:
+    from toolkit.build.envs import HostFacts
     from toolkit.build.steps import BuildPlan, VariantPlan
 
 KERNEL_BUILDER_FLAKE = "github:huggingface/kernels"
@@ -93,9 +95,13 @@ def plan_nix(plan: BuildPlan, nix: str, jobs: int, variants: tuple[VariantPlan, 
 
 
 class NixExecutor:
-    def __init__(self, plan: BuildPlan, host, jobs: int = 2, log_dir: Path | None = None) -> None:
+    def __init__(self, plan: BuildPlan, host: HostFacts, jobs: int = 2, log_dir: Path | None = None) -> None:
+        if host.nix is None:  # judging makes a variant nix-built only where nix was found
+            raise BuildError(
+                "internal: a variant is planned for nix on a host without nix", "report this as a ggml-vendor bug"
+            )
         self.plan = plan
-        self.nix = host.nix
+        self.nix: str = host.nix
         self.jobs = jobs
         self.log_dir = log_dir or plan.project.project_root / ".cache" / "build" / "logs"
 
@@ -115,7 +121,7 @@ class NixExecutor:
             return [self._result(v, stage, proc, np_, log, t0) for v in variants]
 
     def _result(
-        self, v: VariantPlan, stage: Path, proc: subprocess.CompletedProcess, np_: NixPlan, log: Path, t0: float
+        self, v: VariantPlan, stage: Path, proc: subprocess.CompletedProcess[str], np_: NixPlan, log: Path, t0: float
     ) -> VariantResult:
         """Swap what nix produced for `v` into build/, or say why it failed."""
         produced = stage / "build" / v.name

@@ -20,12 +20,12 @@ def b64_sha256_file(path: Path) -> str:
         return base64.b64encode(hashlib.file_digest(fh, "sha256").digest()).decode()
 
 
-def intact_files(out: Path) -> dict | None:
+def intact_files(out: Path) -> dict[str, str] | None:
     """build/<variant>/'s metadata digest (relative path -> base64 sha256) when the tree is exactly what it
     says (same file set, same bytes); None when it is not, or has no readable digest."""
     try:
         meta = json.loads((out / "metadata.json").read_text())
-        files = meta["digest"]["files"]
+        files: dict[str, str] = meta["digest"]["files"]  # metadata.json's digest: path -> base64 sha256
     except (OSError, ValueError, KeyError, TypeError):
         return None
     present = {

@@ -26,7 +26,10 @@ from toolkit.core import fs
 from toolkit.core.errors import BuildError
 
 if TYPE_CHECKING:
-    from toolkit.build.matrix import Source
+    from toolkit.build.matrix import Source, Variant
+
+# How provision runs one pip command: (its exit status, its output). Tests pass a fake pip here.
+PipRunner = Callable[[list[str]], tuple[int, str]]
 
 PYPI = "pypi"  # pip's default index (no URL)
 PARTIAL = ".partial-"  # in the name of an install being made (readers of the cache skip such names)
@@ -102,7 +105,7 @@ def _last_error(text: str) -> str:
     return best[-1].removeprefix("ERROR: ")[:300]
 
 
-def provision(item: Install, *, say: Callable[[str], None] | None = None, runner=None) -> Path:
+def provision(item: Install, *, say: Callable[[str], None] | None = None, runner: PipRunner | None = None) -> Path:
     """Install `item` unless it is already there; returns its path. Atomic: staged beside it and swapped in
     (toolkit.core.fs.staged), so a failed, interrupted or killed install leaves the old state."""
     # Even when ready: a run killed just after its swap left the old tree (and, swapping without
@@ -122,7 +125,7 @@ def provision(item: Install, *, say: Callable[[str], None] | None = None, runner
     return item.path
 
 
-def _install_into(item: Install, stage: Path, runner) -> None:
+def _install_into(item: Install, stage: Path, runner: PipRunner) -> None:
     """Run `item`'s pip commands into the empty staging dir `stage` and check the result."""
     for cmd in item.commands(stage):
         rc, out = runner(cmd)
@@ -339,7 +342,11 @@ def torch_install(
 
 
 def installs_for(
-    variant, provision: tuple, host_cpu: str, envs_dir: Path | None = None, toolchains_dir: Path | None = None
+    variant: Variant,
+    provision: tuple[tuple[str, Source], ...],
+    host_cpu: str,
+    envs_dir: Path | None = None,
+    toolchains_dir: Path | None = None,
 ) -> tuple[Install, ...]:
     """The installs a variant's Status.provision stands for: a toolkit (host binaries, any CPU's headers),
     another CPU's libcudart, a torch build (a venv here, a headers-and-libraries tree for another CPU)."""

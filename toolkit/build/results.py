@@ -4,6 +4,11 @@ the report prints."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolkit.build.stepcontext import Step
 
 
 @dataclass
@@ -22,7 +27,7 @@ class VariantResult:
     tail: str = ""
     engine: str = ""  # skipped here: who builds it instead (the generated workflow's runner)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
 
 
@@ -32,3 +37,17 @@ class RunStats:
     cache_hits: int = 0
     seconds: float = 0.0
     per_tool: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class StepResult:
+    """One step's outcome in the local executor: its cache key and entry, hit or ran, its output."""
+
+    step: Step
+    key: str = ""
+    entry: Path | None = None
+    hit: bool = False
+    ok: bool = True
+    seconds: float = 0.0
+    output: str = ""
+    error: str = ""

@@ -8,11 +8,12 @@ flag changes the wavefront size, so such flags are refused here, and `warp_size(
 arch compiles to (the plan prints it per arch).
 
 toolkit/build/steps.py plans a ROCm section's hipcc steps through `validate_archs` (its rocm-archs) and
-`hip_flags` (its hip-flags), and notes `warp_size` per arch.
+`hip_flags` (its hip-flags), notes `warp_size` per arch, and names each compilation unit with `cuid_flag`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Sequence
 
@@ -71,3 +72,21 @@ def hip_flags(extra: Sequence[str] = ()) -> tuple[str, ...]:
             "it changes the compiled wavefront size or math away from upstream's HIP build",
         )
     return flags
+
+
+def cuid_flag(argv: Sequence[str]) -> str:
+    """clang's `-cuid=` for one HIP compile (`argv`: the compiler, then its arguments).
+
+    clang names every HIP compilation unit (the `__hip_cuid_*` symbol, the externalized static device variables)
+    after its -cuid, by default a hash of the source's real path and the whole command line, which names the
+    project's directory (its prefix maps, the build cache): the same tree built in two directories would give
+    two different .so files. This id hashes only what does not depend on where the project, the toolchain or
+    torch lie (the compiler's path, absolute include dirs and prefix maps left out): the project-relative
+    source, the flags, the archs. Two units of one .so (another source, or one source with other flags) get
+    two ids. clang accepts letters, digits and `_` only: hex it is."""
+    kept = [
+        a
+        for a in argv[1:]
+        if not a.startswith("-ffile-prefix-map=") and not (a.startswith("-I") and a[2:].startswith(("/", "<")))
+    ]
+    return "-cuid=" + hashlib.sha256("\0".join(kept).encode()).hexdigest()[:16]

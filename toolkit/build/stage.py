@@ -19,16 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit import __version__
-from toolkit.build.envs import (
-    EnvPlan,
-    HostFacts,
-    create_env,
-    detect_host,
-    plan_env,
-    probe_nix,
-    remember_probe,
-    with_probe,
-)
+from toolkit.build.envs import HostFacts, detect_host, probe_nix
 from toolkit.build.host_status import ENGINES, Status
 from toolkit.build.inputs import load_project, read_provenance, remember_validated
 from toolkit.build.judging import judge_one
@@ -39,6 +30,7 @@ from toolkit.build.report import BuildReport, plan_lines
 from toolkit.build.results import RunStats, VariantResult
 from toolkit.build.steps import BuildPlan, make_plan
 from toolkit.build.toolchain import HostToolchain, resolve_toolchain
+from toolkit.build.torchenvs import EnvPlan, create_env, plan_env, remember_probe, with_probe
 from toolkit.core.config import Config
 from toolkit.core.errors import BuildError, ConfigError, Interrupted, NothingToBuildError
 from toolkit.core.records import fields_json

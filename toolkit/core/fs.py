@@ -232,9 +232,8 @@ def tree_on_record(target: Path) -> Path:
 
 
 def recover_swap(target: Path) -> list[str]:
-    """Undo a fallback swap of `target` that a dead process left half done (old tree moved aside, new one
-    not yet in place): the old tree is put back. Returns what it did. A journal whose writer still runs is
-    left alone."""
+    """Undo a fallback swap of `target` a dead process left half done (old tree aside, new one not in place): put
+    the old tree back; returns what it did. A live writer's journal is left alone. Safe twice at once (shared lock)."""
     target = Path(target)
     journal = journal_path(target)
     if not journal.exists():
@@ -244,8 +243,9 @@ def recover_swap(target: Path) -> list[str]:
         return []
     actions = []
     if old is not None and old.is_dir() and not os.path.lexists(target):
-        os.rename(old, target)  # the swap stopped between its two renames: put the old tree back
-        actions.append(f"restored {target.name}/ from an interrupted swap")
+        with contextlib.suppress(FileNotFoundError):  # `old` gone: a recovery beside us put it back first
+            os.rename(old, target)  # the swap stopped between its two renames: put the old tree back
+            actions.append(f"restored {target.name}/ from an interrupted swap")
     journal.unlink(missing_ok=True)
     return actions
 
