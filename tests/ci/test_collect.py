@@ -17,7 +17,7 @@ import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -181,7 +181,7 @@ def test_an_interrupted_merge_leaves_the_previous_build(
     _artifact(proj, arts, V1)
     _artifact(proj, arts, V2)
 
-    def boom(*a, **k):  # type: ignore[no-untyped-def]
+    def boom(*a: object, **k: object) -> NoReturn:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(collect_mod, "_merge_records", boom)  # after both variants were swapped in
@@ -202,7 +202,7 @@ def test_ctrl_c_says_what_build_holds_read_back(
     from toolkit.cli import app
     from toolkit.commands import collect as collect_command
 
-    def ctrl_c(*a, **k):  # type: ignore[no-untyped-def]
+    def ctrl_c(*a: object, **k: object) -> NoReturn:
         raise KeyboardInterrupt
 
     if lands == "while printing":

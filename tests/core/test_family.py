@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from tests.helpers.fixture_repos import FA_CUDA, GDN_CUDA, METAL, SSM_CUDA, FixtureRepo, locked, make_project
 from tests.helpers.project import demo_family_source
@@ -20,7 +20,8 @@ from toolkit.cli import app
 from toolkit.core import config
 from toolkit.core.config import Config
 from toolkit.core.errors import ConfigError
-from toolkit.core.lock import read_lock
+from toolkit.core.lock import Lock, read_lock
+from toolkit.render.stage import RenderedFile
 from toolkit.sync.closure import compute_closure
 from toolkit.sync.execution import execute
 from toolkit.sync.project_plan import SyncRequest, prepare
@@ -43,7 +44,7 @@ QUANT_CUDA = FA_CUDA | QUANT_ONLY
 pytestmark = pytest.mark.usefixtures("isolated_upstream_cache")  # a fresh upstream cache per test, no mirror
 
 
-def family(tmp_path: Path, up, extra: str = SECOND) -> Path:  # type: ignore[no-untyped-def]
+def family(tmp_path: Path, up: FixtureRepo, extra: str = SECOND) -> Path:
     root = make_project(tmp_path / "proj", str(up.path))
     with (root / "pyproject.toml").open("a") as fh:
         fh.write(extra)
@@ -53,7 +54,7 @@ def family(tmp_path: Path, up, extra: str = SECOND) -> Path:  # type: ignore[no-
     return root
 
 
-def edited(tmp_path: Path, up, old: str, new: str) -> Path:  # type: ignore[no-untyped-def]
+def edited(tmp_path: Path, up: FixtureRepo, old: str, new: str) -> Path:
     root = family(tmp_path, up)
     text = (root / "pyproject.toml").read_text()
     assert old in text, old
@@ -250,7 +251,7 @@ def synced(tmp_path: Path, up: FixtureRepo) -> Config:
     return cfg
 
 
-def cli(cfg: Config, *args: str):  # type: ignore[no-untyped-def]
+def cli(cfg: Config, *args: str) -> Result:
     return runner.invoke(app, [*args, "-C", str(cfg.root)])
 
 
@@ -308,7 +309,7 @@ def _unreproducible(monkeypatch: pytest.MonkeyPatch, package: str) -> None:
 
     real, count = stage.render_files, iter(range(10**6))
 
-    def render_files(config, lock, edition):  # type: ignore[no-untyped-def]
+    def render_files(config: Config, lock: Lock | None, edition: int) -> tuple[RenderedFile, ...]:
         files = real(config, lock, edition)
         if config.name != package:
             return files

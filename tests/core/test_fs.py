@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
 
@@ -144,8 +145,8 @@ def test_atomic_write_killed_mid_write_keeps_the_old_bytes(tmp_path: Path) -> No
         # die inside the write: after the temp file exists, before the rename
         real = fs.write_new
 
-        def dying(p, data):  # type: ignore[no-untyped-def]
-            real(p, data[:3])
+        def dying(path: Path, data: bytes) -> None:
+            real(path, data[:3])
             os.kill(os.getpid(), signal.SIGKILL)
 
         fs.write_new = dying
@@ -160,7 +161,7 @@ def test_atomic_write_failure_removes_its_temp(tmp_path: Path, monkeypatch: pyte
     path = tmp_path / "f"
     path.write_bytes(b"old")
 
-    def boom(src, dst):  # type: ignore[no-untyped-def]
+    def boom(src: object, dst: object) -> NoReturn:
         raise OSError("disk on fire")
 
     monkeypatch.setattr(os, "replace", boom)
@@ -175,7 +176,7 @@ def _umask() -> int:
     return mask
 
 
-def _staged_in_child(target: Path, kill_at: int, **kw) -> int:  # type: ignore[no-untyped-def]
+def _staged_in_child(target: Path, kill_at: int, **kw: Any) -> int:
     """fs.staged(target) filled with NEW in a forked child that SIGKILLs itself at checkpoint `kill_at`."""
 
     def fill() -> None:

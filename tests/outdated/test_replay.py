@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.fixture_repos import git, tree_state
+from tests.helpers.fixture_repos import git, locked, tree_state
 from tests.helpers.replay import (
     FA,
     GDN,
@@ -211,7 +211,7 @@ def test_real_replay_outdated_then_update(tmp_path: Path) -> None:
     assert ops["gated_delta_net"] == "signature changed (breaking)"
     res = cli(root, "update", "--latest", "--report-file", str(tmp_path / "body.md"))
     assert res.returncode == 0, res.stdout + res.stderr
-    assert read_lock(root / "vendor").commit == pins[-1]  # type: ignore[union-attr]
+    assert locked(root / "vendor").commit == pins[-1]
     for check in (["sync", "--check"], ["render", "--check"]):
         done = cli(root, *check)
         assert done.returncode == 0, (check, done.stdout + done.stderr)
