@@ -25,16 +25,21 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
 
 import pytest
 
 from tests.helpers import REPO_ROOT
+from tests.helpers.fixture_repos import FixtureRepo
 from tests.helpers.machine import ATTN_BUILD, binding_build_unavailable, cuda_device_available
 from tests.helpers.project import first_package_pyproject, set_backends
 
 # Nothing listens on the discard port of loopback: a Hub call is refused immediately instead of hanging.
 SEALED_HF_ENDPOINT = "http://127.0.0.1:9"
+_T = TypeVar("_T")
 REMOVED_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "LOCAL_KERNELS", "GGML_VENDOR_MIRROR")
 
 # Throwaway git repositories made by tests must not depend on the machine's git identity or config.
@@ -44,7 +49,9 @@ os.environ.setdefault("GIT_COMMITTER_NAME", "ggml-vendor tests")
 os.environ.setdefault("GIT_COMMITTER_EMAIL", "tests@ggml-vendor.invalid")
 os.environ.setdefault("GIT_CONFIG_NOSYSTEM", "1")
 
-_sealed: dict[str, object] = {}
+# The run-wide state pytest_unconfigure restores: "base" (Path), "saved" (the environment before), "socket"
+# (socket.socket's own connect and connect_ex).
+_sealed: dict[str, Any] = {}
 
 
 def _run_env(base: Path) -> dict[str, str]:
@@ -76,8 +83,8 @@ def _is_loopback(address: object) -> bool:
         return False  # a host name other than localhost
 
 
-def _guarded(method):  # type: ignore[no-untyped-def]
-    def connect(self, address):  # type: ignore[no-untyped-def]
+def _guarded(method: Callable[[Any, Any], _T]) -> Callable[[Any, Any], _T]:
+    def connect(self: socket.socket, address: object) -> _T:
         if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address):
             raise RuntimeError(f"tests are sealed from the network: a connection to {address!r} was attempted")
         return method(self, address)
@@ -108,13 +115,13 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if "base" not in _sealed:
         return
-    socket.socket.connect, socket.socket.connect_ex = _sealed["socket"]  # type: ignore[method-assign, misc]
-    for key, value in _sealed["saved"].items():  # type: ignore[union-attr]
+    socket.socket.connect, socket.socket.connect_ex = _sealed["socket"]  # type: ignore[method-assign]
+    for key, value in _sealed["saved"].items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-    shutil.rmtree(_sealed.pop("base"), ignore_errors=True)  # type: ignore[arg-type]
+    shutil.rmtree(_sealed.pop("base"), ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
@@ -136,7 +143,7 @@ def isolated_upstream_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.fixture(scope="module")
-def up(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def up(tmp_path_factory: pytest.TempPathFactory) -> FixtureRepo:
     """The miniature ggml upstream (tests/helpers/fixture_repos.py), built once per test module."""
     from tests.helpers.fixture_repos import build_upstream
 
@@ -144,7 +151,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cuda_torch():  # type: ignore[no-untyped-def]
+def cuda_torch() -> ModuleType:
     """torch, on a machine with a CUDA device (skips, saying why, elsewhere)."""
     ok, why = cuda_device_available()
     if not ok:
@@ -155,7 +162,7 @@ def cuda_torch():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(scope="module")
-def cuda_kernel(cuda_torch):  # type: ignore[no-untyped-def]
+def cuda_kernel(cuda_torch: ModuleType) -> ModuleType:
     """The built CUDA variant under ATTN_BUILD (KERNEL_ROOT/build/ggml-attn-kernels), loaded with kernels.get_local_kernel."""
     try:
         import kernels
@@ -164,7 +171,8 @@ def cuda_kernel(cuda_torch):  # type: ignore[no-untyped-def]
     built = ATTN_BUILD  # build/<package>/<variant>
     if not any(built.glob("torch*-cu*")):
         pytest.skip(f"no CUDA variant under {built}; run `ggml-vendor build` first")
-    return kernels.get_local_kernel(built)
+    kernel: ModuleType = kernels.get_local_kernel(built)
+    return kernel
 
 
 @pytest.fixture
@@ -172,14 +180,14 @@ def repo_root() -> Path:
     return REPO_ROOT
 
 
-def _cli(root: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+def _cli(root: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)], capture_output=True, text=True, timeout=timeout
     )
 
 
 @pytest.fixture(scope="session")
-def built_binding(tmp_path_factory) -> tuple[Path, dict]:
+def built_binding(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     """The rendered package built for real (one arch) against the miniature upstream: sync (embedded) -> render
     -> build. Shared by the binding and layer tests (one compile per session)."""
     why = binding_build_unavailable()

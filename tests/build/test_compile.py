@@ -12,7 +12,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +23,7 @@ from tests.helpers.machine import local_cuda_build_unavailable
 from toolkit.build.envs import discover_envs
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "build_kernel"
-pytestmark = pytest.mark.slow
+pytestmark: pytest.MarkDecorator | list[pytest.MarkDecorator] = pytest.mark.slow
 
 _SKIP = local_cuda_build_unavailable()
 if _SKIP:
@@ -29,7 +31,7 @@ if _SKIP:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _own_provisioned_trees(tmp_path_factory):
+def _own_provisioned_trees(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Torch environments provisioned in the user's cache (a torch 2.13 venv, aarch64 cross-build trees: they
     make more fixture rows buildable on this host) stay out of these tests: they see this interpreter's only."""
     old = os.environ.get("GGML_VENDOR_ENVS")
@@ -41,7 +43,7 @@ def _own_provisioned_trees(tmp_path_factory):
         os.environ["GGML_VENDOR_ENVS"] = old
 
 
-def _cli(root: Path, *args: str, **kw) -> subprocess.CompletedProcess:
+def _cli(root: Path, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "toolkit.cli", "build", "-C", str(root), *args], capture_output=True, text=True, **kw
     )
@@ -53,7 +55,7 @@ def _host_variant() -> str:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     root = tmp_path_factory.mktemp("build") / "proj"
     copy_build_kernel(root)
     res = _cli(root, "--json", "-j", "2")
@@ -61,7 +63,7 @@ def built(tmp_path_factory):
     return root, json.loads(res.stdout)
 
 
-def test_host_variant_layout_and_metadata(built):
+def test_host_variant_layout_and_metadata(built: tuple[Path, dict[str, Any]]) -> None:
     root, report = built
     [r] = report["variants"]
     assert r["name"] == _host_variant() and r["result"] == "built"
@@ -80,7 +82,7 @@ def test_host_variant_layout_and_metadata(built):
     assert report["compiler_invocations"] == 4  # nvcc object, glibc compat object, binding, link
 
 
-def test_so_exports_its_init_and_has_no_rpath(built):
+def test_so_exports_its_init_and_has_no_rpath(built: tuple[Path, dict[str, Any]]) -> None:
     root, report = built
     [r] = report["variants"]
     so = root / r["out_dir"] / f"{r['id']}.abi3.so"
@@ -104,7 +106,7 @@ def test_so_exports_its_init_and_has_no_rpath(built):
     assert not any("mini_revision" in s or "mini_scale_launch" in s for s in exported)
 
 
-def test_loads_with_get_local_kernel_in_a_fresh_process(built):
+def test_loads_with_get_local_kernel_in_a_fresh_process(built: tuple[Path, dict[str, Any]]) -> None:
     root, report = built
     [r] = report["variants"]
     code = (
@@ -121,7 +123,7 @@ def test_loads_with_get_local_kernel_in_a_fresh_process(built):
     assert "scale(Tensor x, float s) -> Tensor" in res.stdout
 
 
-def test_an_exception_thrown_inside_the_extension_reaches_python(built):
+def test_an_exception_thrown_inside_the_extension_reaches_python(built: tuple[Path, dict[str, Any]]) -> None:
     """No GPU needed: scale() on a CPU tensor fails its TORCH_CHECK inside the extension. The C++ exception must
     unwind through the extension's frames (its landing pads call _Unwind_Resume) and arrive as a RuntimeError;
     an extension carrying a private unwinder dies with SIGSEGV/SIGABRT here instead."""
@@ -149,7 +151,7 @@ def test_an_exception_thrown_inside_the_extension_reaches_python(built):
     assert rep is not None and rep.unwinder == () and not rep.error
 
 
-def test_second_build_is_a_cache_hit_with_no_compiler(built):
+def test_second_build_is_a_cache_hit_with_no_compiler(built: tuple[Path, dict[str, Any]]) -> None:
     root, report = built
     out = root / report["variants"][0]["out_dir"]
     before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
@@ -160,7 +162,7 @@ def test_second_build_is_a_cache_hit_with_no_compiler(built):
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
 
 
-def test_build_all_after_the_host_build_is_a_cache_hit_and_reports_the_rest(built):
+def test_build_all_after_the_host_build_is_a_cache_hit_and_reports_the_rest(built: tuple[Path, dict[str, Any]]) -> None:
     root, report = built
     from toolkit.build.matrix import load_matrix
 
@@ -180,7 +182,7 @@ def test_build_all_after_the_host_build_is_a_cache_hit_and_reports_the_rest(buil
             assert v["engine"].startswith("github-actions "), v  # the summary names who builds it instead
 
 
-def test_edited_variant_dir_is_rebuilt_from_cache_without_compiling(built):
+def test_edited_variant_dir_is_rebuilt_from_cache_without_compiling(built: tuple[Path, dict[str, Any]]) -> None:
     root, report = built
     out = root / report["variants"][0]["out_dir"]
     (out / "__init__.py").write_text("# tampered\n")
@@ -191,7 +193,9 @@ def test_edited_variant_dir_is_rebuilt_from_cache_without_compiling(built):
     ).read_text()
 
 
-def test_vendored_header_change_recompiles_object_and_renames_namespace(built, tmp_path):
+def test_vendored_header_change_recompiles_object_and_renames_namespace(
+    built: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
     root, report = built
     proj = tmp_path / "p"
     shutil.copytree(root, proj, ignore=shutil.ignore_patterns("build"))  # keeps .cache: warm cache
@@ -207,7 +211,9 @@ def test_vendored_header_change_recompiles_object_and_renames_namespace(built, t
     assert meta["provenance"]["ggml-vendor"]["dirty"] is True  # vendor/ no longer matches the lock
 
 
-def test_failed_build_keeps_previous_variant_and_shows_the_error(built, tmp_path):
+def test_failed_build_keeps_previous_variant_and_shows_the_error(
+    built: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
     root, report = built
     proj = tmp_path / "p"
     shutil.copytree(root, proj)
@@ -225,7 +231,7 @@ def test_failed_build_keeps_previous_variant_and_shows_the_error(built, tmp_path
     assert "1 compiler invocation(s)" in res.stdout  # fail fast: nothing else compiled for a failed variant
 
 
-def test_ctrl_c_leaves_no_half_written_variant(tmp_path):
+def test_ctrl_c_leaves_no_half_written_variant(tmp_path: Path) -> None:
     proj = tmp_path / "p"
     copy_build_kernel(proj)
     env = dict(os.environ, GGML_VENDOR_BUILD_CACHE=str(tmp_path / "cold-cache"))
@@ -248,7 +254,7 @@ def test_ctrl_c_leaves_no_half_written_variant(tmp_path):
     assert not any(tmp_dir.iterdir())  # compiler scratch cleaned up
 
 
-def test_two_clean_builds_at_different_paths_are_byte_identical_stripped_and_path_free(tmp_path):
+def test_two_clean_builds_at_different_paths_are_byte_identical_stripped_and_path_free(tmp_path: Path) -> None:
     """Issue 20 item 8: what ships carries no debug info and names no builder path (project, torch, python,
     toolkit, cache, nvcc's tmpxft files); two clean builds of one tree, in two directories, are identical."""
     sos = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,7 @@ from tests.helpers.fixture_repos import tiny_project_inputs
 from tests.helpers.zig_toolchain import make_toolchain
 from toolkit.build import zig as z
 from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
-from toolkit.build.host_status import status
+from toolkit.build.host_status import Status, status
 from toolkit.build.matrix import Source, parse_name
 from toolkit.build.provision import cross_platform, cudart_install, torch_install
 
@@ -23,29 +24,30 @@ ARM_TORCH = TorchEnv("", "2.14.1+cu130", "/envs/torch214-cu130-aarch64/torch", c
 ROW = "torch214-cxx11-cu130-aarch64-linux"
 
 
-def _host(**kw) -> HostFacts:
-    base = dict(os="linux", cpu="x86_64", toolkits=(NVCC,), envs=(HOST_TORCH,), cross_cpus=("aarch64",))
+def _host(**kw: Any) -> HostFacts:
+    base: dict[str, Any] = dict(os="linux", cpu="x86_64", toolkits=(NVCC,), envs=(HOST_TORCH,), cross_cpus=("aarch64",))
     base.update(kw)
     return HostFacts(**base)
 
 
-def _st(host: HostFacts, **kw):
+def _st(host: HostFacts, **kw: Any) -> Status:
     return status(parse_name(ROW), host, enabled_backends=("cuda",), index="PyPI", **kw)
 
 
-def test_without_a_cross_toolchain_the_row_needs_an_arm64_host_and_says_what_would_help():
+def test_without_a_cross_toolchain_the_row_needs_an_arm64_host_and_says_what_would_help() -> None:
     st = _st(_host(cross_cpus=()))
     assert not st.buildable and "needs an aarch64 host" in st.reason and "libstdc++-12-dev-arm64-cross" in st.reason
 
 
-def test_cross_row_is_buildable_with_the_aarch64_torch_tree_and_cudart():
+def test_cross_row_is_buildable_with_the_aarch64_torch_tree_and_cudart() -> None:
     host = _host(envs=(HOST_TORCH, ARM_TORCH), cudart={"aarch64-13.0": "/tc/cudart-13.0.3-aarch64/nvidia/cu13/lib"})
     st = _st(host)
     assert st.buildable and st.env == ARM_TORCH  # never the host's x86_64 torch of the same version
+    assert st.toolkit is not None
     assert st.toolkit.compiler == "/tk/bin/nvcc" and st.toolkit.cudart_dir.endswith("aarch64/nvidia/cu13/lib")
 
 
-def test_cross_row_provisions_torch_and_cudart_from_sources():
+def test_cross_row_provisions_torch_and_cudart_from_sources() -> None:
     st = _st(
         _host(),
         torch_source=Source("torch", "2.14.1"),
@@ -55,7 +57,7 @@ def test_cross_row_provisions_torch_and_cudart_from_sources():
     assert "torch 2.14.1 (cu130, aarch64)" in st.reason and "libcudart 13.0.3 (aarch64)" in st.reason
 
 
-def test_cross_installs_use_the_target_platform_tags():
+def test_cross_installs_use_the_target_platform_tags() -> None:
     t = torch_install("2.14", "cu130", "2.14.1", "pypi", Path("/envs"), cpu="aarch64")
     assert t.path == Path("/envs/torch214-cu130-aarch64") and not t.venv and t.no_deps
     cmd = t.commands(Path("/stage"))[0]
@@ -65,7 +67,7 @@ def test_cross_installs_use_the_target_platform_tags():
     assert c.requirement == "cuda-toolkit[cudart]==13.0.3" and c.path == Path("/tc/cudart-13.0.3-aarch64")
 
 
-def test_cross_libstdcxx_is_found_in_the_debian_cross_layout(tmp_path):
+def test_cross_libstdcxx_is_found_in_the_debian_cross_layout(tmp_path: Path) -> None:
     assert z.cross_libstdcxx("aarch64", tmp_path) is None
     inc = tmp_path / "aarch64-linux-gnu" / "include" / "c++" / "12"
     (inc / "aarch64-linux-gnu").mkdir(parents=True)
@@ -75,11 +77,12 @@ def test_cross_libstdcxx_is_found_in_the_debian_cross_layout(tmp_path):
     (lib / "libstdc++.so.6").write_text("")
     (lib / "libgcc_s.so.1").write_text("")
     std = z.cross_libstdcxx("aarch64", tmp_path)
+    assert std is not None
     assert std.version == "12" and std.include_dirs == (str(inc), str(inc / "aarch64-linux-gnu"), str(inc / "backward"))
     assert std.libgcc_s.endswith("libgcc_s.so.1")
 
 
-def test_aarch64_wrapper_targets_aarch64_and_drops_m64(tmp_path):
+def test_aarch64_wrapper_targets_aarch64_and_drops_m64(tmp_path: Path) -> None:
     zig = tmp_path / "zig"
     zig.write_text('#!/bin/sh\nif [ "$1" = version ]; then echo 0.14.1; exit 0; fi\nprintf \'%s\\n\' "$@"\n')
     zig.chmod(0o755)
@@ -91,7 +94,7 @@ def test_aarch64_wrapper_targets_aarch64_and_drops_m64(tmp_path):
     assert dm == "aarch64-linux-gnu"
 
 
-def test_plan_uses_the_cross_toolchain_and_the_target_cudart(tmp_path):
+def test_plan_uses_the_cross_toolchain_and_the_target_cudart(tmp_path: Path) -> None:
     from dataclasses import replace
 
     from toolkit.build.host_status import Status
@@ -114,7 +117,7 @@ def test_plan_uses_the_cross_toolchain_and_the_target_cudart(tmp_path):
 
 
 @pytest.mark.parametrize("cpu", ["aarch64"])
-def test_platform_tags_stop_at_manylinux_2_28(cpu):
+def test_platform_tags_stop_at_manylinux_2_28(cpu: str) -> None:
     tags = cross_platform(cpu)
     assert tags[0] == f"manylinux_2_28_{cpu}" and not any("2_3" in t for t in tags)
 
@@ -123,7 +126,7 @@ def test_platform_tags_stop_at_manylinux_2_28(cpu):
 
 SYSTEM_NVCC = Toolkit("cuda", "13.0", "/usr/local/cuda", "/usr/local/cuda/bin/nvcc", "13.0.88", cpus=("x86_64",))
 PYPI_NVCC = Toolkit("cuda", "13.0", "/tc/cuda-13.0.3/nvidia/cu13", "/tc/cuda-13.0.3/nvidia/cu13/bin/nvcc", "13.0.88")
-SOURCES = dict(
+SOURCES: dict[str, Any] = dict(
     torch_source=Source("torch", "2.14.1"), toolkit_source=Source("cuda-toolkit[nvcc,cccl,cudart]", "13.0.3")
 )
 
@@ -137,7 +140,7 @@ def _fake_toolkit(root: Path, profile: str, targets: tuple[str, ...]) -> Path:
     return root
 
 
-def test_toolkit_cpus_follow_the_layout_nvcc_profile_reads(tmp_path):
+def test_toolkit_cpus_follow_the_layout_nvcc_profile_reads(tmp_path: Path) -> None:
     from toolkit.build.envs import toolkit_cpus
 
     system = _fake_toolkit(tmp_path / "sys", 'INCLUDES += "-I$(TOP)/$(_TARGET_DIR_)/include"\n', ("x86_64-linux",))
@@ -151,7 +154,7 @@ def test_toolkit_cpus_follow_the_layout_nvcc_profile_reads(tmp_path):
     assert not Toolkit("cuda", "13.0", "/s", "/s/bin/nvcc", cpus=("x86_64",)).targets("aarch64")
 
 
-def test_cross_row_with_only_a_system_toolkit_provisions_the_pypi_toolkit_not_just_cudart():
+def test_cross_row_with_only_a_system_toolkit_provisions_the_pypi_toolkit_not_just_cudart() -> None:
     st = _st(_host(toolkits=(SYSTEM_NVCC,)), **SOURCES)
     assert [k for k, _ in st.provision] == ["toolkit", "cudart", "torch"], st
     # the x86_64 row of the same host keeps the system toolkit
@@ -165,22 +168,22 @@ def test_cross_row_with_only_a_system_toolkit_provisions_the_pypi_toolkit_not_ju
     assert x86.buildable and x86.toolkit == SYSTEM_NVCC
 
 
-def test_cross_row_builds_with_the_provisioned_toolkit_beside_the_system_one():
+def test_cross_row_builds_with_the_provisioned_toolkit_beside_the_system_one() -> None:
     host = _host(
         toolkits=(SYSTEM_NVCC, PYPI_NVCC),
         envs=(HOST_TORCH, ARM_TORCH),
         cudart={"aarch64-13.0": "/tc/cudart-13.0.3-aarch64/nvidia/cu13/lib"},
     )
     st = _st(host, **SOURCES)
-    assert st.buildable and st.toolkit.compiler == PYPI_NVCC.compiler, st
+    assert st.buildable and st.toolkit is not None and st.toolkit.compiler == PYPI_NVCC.compiler, st
 
 
-def test_cross_row_without_sources_names_the_header_layout():
+def test_cross_row_without_sources_names_the_header_layout() -> None:
     st = _st(_host(toolkits=(SYSTEM_NVCC,)))
     assert not st.buildable and "whose headers serve aarch64" in st.reason, st.reason
 
 
-def test_what_variants_lists_is_what_provisioning_installs():
+def test_what_variants_lists_is_what_provisioning_installs() -> None:
     from toolkit.build.provision import installs_for
 
     st = _st(_host(toolkits=(SYSTEM_NVCC,)), **SOURCES)

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 from tests.helpers import BUILD_KERNEL_OUT, built_variants, copy_build_kernel
 from toolkit.build.envs import probe_nix
@@ -35,7 +35,7 @@ esac
 """
 
 
-def _fake_nix(tmp_path: Path, body: str, monkeypatch, features: str = "nix-command flakes") -> Path:
+def _fake_nix(tmp_path: Path, body: str, monkeypatch: pytest.MonkeyPatch, features: str = "nix-command flakes") -> Path:
     bindir = tmp_path / "fakebin"
     bindir.mkdir()
     nix = bindir / "nix"
@@ -47,7 +47,7 @@ def _fake_nix(tmp_path: Path, body: str, monkeypatch, features: str = "nix-comma
 
 
 @pytest.fixture()
-def project(tmp_path: Path, monkeypatch) -> Path:
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "proj"
     copy_build_kernel(root)
     monkeypatch.setenv("GGML_VENDOR_BUILD_CACHE", str(tmp_path / "cache"))
@@ -55,13 +55,13 @@ def project(tmp_path: Path, monkeypatch) -> Path:
     return root
 
 
-def _build(project: Path, *args: str):
+def _build(project: Path, *args: str) -> Result:
     from toolkit.cli import app
 
     return CliRunner().invoke(app, ["build", "-C", str(project), *args])
 
 
-def test_probe_reads_version_and_features(tmp_path, monkeypatch):
+def test_probe_reads_version_and_features(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     old = probe_nix(str(_fake_nix(tmp_path, NIX_DEBIAN_28, monkeypatch)))
     assert old.version == "2.8.0" and not old.usable and "too old" in old.problem
     (tmp_path / "fakebin").rename(tmp_path / "old")
@@ -75,7 +75,9 @@ def test_probe_reads_version_and_features(tmp_path, monkeypatch):
             assert "flakes" in info.problem and "disabled" in info.problem
 
 
-def test_a_nix_on_path_does_not_take_over_the_default_build(project, tmp_path, monkeypatch):
+def test_a_nix_on_path_does_not_take_over_the_default_build(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The reported bug: with Debian's nix-bin installed, every variant of the host's system went to nix.
     _fake_nix(tmp_path, NIX_DEBIAN_28, monkeypatch)
     res = _build(project, "--all", "--dry-run", "--json")
@@ -87,7 +89,9 @@ def test_a_nix_on_path_does_not_take_over_the_default_build(project, tmp_path, m
     assert "nix" not in {v["executor"] for v in json.loads(res.stdout)["variants"]}
 
 
-def test_engine_nix_refuses_an_unusable_nix_in_one_line(project, tmp_path, monkeypatch):
+def test_engine_nix_refuses_an_unusable_nix_in_one_line(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _fake_nix(tmp_path, NIX_DEBIAN_28, monkeypatch)
     res = _build(project, "--all", "--engine", "nix")
     assert res.exit_code == 7, res.output
@@ -98,7 +102,7 @@ def test_engine_nix_refuses_an_unusable_nix_in_one_line(project, tmp_path, monke
     assert built_variants(project) == []
 
 
-def test_engine_nix_refuses_nix_without_flakes(project, tmp_path, monkeypatch):
+def test_engine_nix_refuses_nix_without_flakes(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_nix(tmp_path, NIX_RECENT, monkeypatch, features="ca-derivations")
     res = _build(project, "--all", "--engine", "nix")
     assert res.exit_code == 7, res.output
@@ -106,7 +110,7 @@ def test_engine_nix_refuses_nix_without_flakes(project, tmp_path, monkeypatch):
     assert "experimental-features = nix-command flakes" in res.output and "nix.conf" in res.output
 
 
-def test_engine_nix_plans_the_host_system_only(project, tmp_path, monkeypatch):
+def test_engine_nix_plans_the_host_system_only(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_nix(tmp_path, NIX_RECENT, monkeypatch)
     res = _build(project, "--all", "--dry-run", "--json", "--engine", "nix")
     assert res.exit_code == 0, res.output
@@ -115,7 +119,9 @@ def test_engine_nix_plans_the_host_system_only(project, tmp_path, monkeypatch):
     assert executors["torch214-cxx11-cu130-aarch64-linux"] is None
 
 
-def test_a_failing_nix_build_names_its_step_and_log(project, tmp_path, monkeypatch):
+def test_a_failing_nix_build_names_its_step_and_log(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _fake_nix(tmp_path, NIX_RECENT, monkeypatch)
     res = _build(project, "--all", "--variant", HOST_ROW, "--engine", "nix", "--json")
     assert res.exit_code == 7, res.output
@@ -128,12 +134,12 @@ def test_a_failing_nix_build_names_its_step_and_log(project, tmp_path, monkeypat
     assert not (project / BUILD_KERNEL_OUT / HOST_ROW).exists()
 
 
-def test_unknown_engine_is_a_config_error(project):
+def test_unknown_engine_is_a_config_error(project: Path) -> None:
     res = _build(project, "--all", "--dry-run", "--engine", "docker")
     assert res.exit_code == 2 and "--engine 'docker'" in res.output
 
 
-def test_demo_with_a_failing_nix_names_the_step_and_log(tmp_path, monkeypatch):
+def test_demo_with_a_failing_nix_names_the_step_and_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The reported message was "failed at : [...] — full log:  —": step and log were empty for nix results.
     pytest.importorskip("torch", reason="the demo builds the variant of this interpreter's torch")
     from toolkit.demo import run_demo

@@ -19,14 +19,14 @@ ARGV = ["nvcc", "-c", "csrc/cuda/gdn.cu", "-o", "{out}", "-O3"]
 
 
 @pytest.fixture
-def tmpdir_root(tmp_path, monkeypatch):
+def tmpdir_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The stand-ins go under this test's tmp dir, not the machine's /tmp."""
     monkeypatch.setattr(fixedtu, "FIXED_BASE", tmp_path / "tmp")
     (tmp_path / "tmp").mkdir()
     return tmp_path / "tmp"
 
 
-def test_two_project_directories_compile_from_one_path(tmp_path, tmpdir_root):
+def test_two_project_directories_compile_from_one_path(tmp_path: Path, tmpdir_root: Path) -> None:
     one, two = tmp_path / "a" / "proj", tmp_path / "elsewhere" / "proj2"
     a, b = fixedtu.through_stand_in(list(ARGV), one), fixedtu.through_stand_in(list(ARGV), two)
     assert a[2] == b[2] and a[:2] == ["nvcc", "-c"] and a[3:-1] == ARGV[3:]
@@ -43,12 +43,12 @@ def test_two_project_directories_compile_from_one_path(tmp_path, tmpdir_root):
 
 
 @pytest.mark.parametrize("src", ["/elsewhere/k.cu", "../k.cu", 'csrc/we"ird.cu'])
-def test_a_source_that_cannot_be_named_so_is_compiled_as_given(tmp_path, tmpdir_root, src):
+def test_a_source_that_cannot_be_named_so_is_compiled_as_given(tmp_path: Path, tmpdir_root: Path, src: str) -> None:
     argv = ["nvcc", "-c", src, "-o", "x.o"]
     assert fixedtu.through_stand_in(list(argv), tmp_path / "proj") == argv
 
 
-def test_a_stand_in_directory_others_can_write_is_refused(tmp_path, tmpdir_root):
+def test_a_stand_in_directory_others_can_write_is_refused(tmp_path: Path, tmpdir_root: Path) -> None:
     root = fixedtu.stand_in_root()
     root.mkdir(parents=True)
     root.chmod(0o777)
@@ -56,7 +56,9 @@ def test_a_stand_in_directory_others_can_write_is_refused(tmp_path, tmpdir_root)
         fixedtu.through_stand_in(list(ARGV), tmp_path / "proj")
 
 
-def test_the_fixed_path_is_the_same_whatever_tmpdir_says(tmp_path, tmpdir_root, monkeypatch):
+def test_the_fixed_path_is_the_same_whatever_tmpdir_says(
+    tmp_path: Path, tmpdir_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A TMPDIR set per job or per session must not rename the translation units (nor miss the cache)."""
     roots, tags = set(), set()
     for name in ("job-1", "job-22"):
@@ -70,7 +72,9 @@ def test_the_fixed_path_is_the_same_whatever_tmpdir_says(tmp_path, tmpdir_root, 
     assert roots == {tmpdir_root / f"ggml-vendor-{os.getuid()}" / "tu"} and len(tags) == 1
 
 
-def test_without_a_usable_fixed_base_the_temp_dir_is_used_and_the_cache_key_says_so(tmp_path, monkeypatch):
+def test_without_a_usable_fixed_base_the_temp_dir_is_used_and_the_cache_key_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(fixedtu, "FIXED_BASE", tmp_path / "no-such-dir")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "fallback"))
     fallback = fixedtu.stand_in_root()
@@ -96,7 +100,9 @@ def _anonymous_names(obj: bytes) -> set[bytes]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not nvcc_available()[0], reason=nvcc_available()[1])
-def test_two_projects_compiled_at_once_through_one_stand_in_each_get_their_own_source(tmp_path, tmpdir_root):
+def test_two_projects_compiled_at_once_through_one_stand_in_each_get_their_own_source(
+    tmp_path: Path, tmpdir_root: Path
+) -> None:
     roots = {name: tmp_path / name / "proj" for name in ("a", "bb-elsewhere")}
     for name, root in roots.items():
         (root / "csrc").mkdir(parents=True)

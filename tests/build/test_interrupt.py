@@ -6,14 +6,17 @@ runner, the read-back and the printing are the real ones."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any, NoReturn
 
 import pytest
 from typer.testing import CliRunner
 
 from tests.helpers.fixture_repos import make_project
 from toolkit.build import outdir
+from toolkit.core.config import Config
 
 V1, V2 = "torch214-cxx11-cu130-x86_64-linux", "torch214-cxx11-cu130-aarch64-linux"
 
@@ -26,12 +29,12 @@ def _write_variant(out: Path, text: str) -> None:
     (out / "metadata.json").write_text(json.dumps({"version": 1, "digest": digest}))
 
 
-def _ctrl_c(*_a, **_k):  # type: ignore[no-untyped-def]
+def _ctrl_c(*_a: object, **_k: object) -> NoReturn:
     raise KeyboardInterrupt
 
 
 @pytest.mark.parametrize("lands", ["while printing", "before any variant", "between variants"])
-def test_ctrl_c_says_which_variants_build_holds(tmp_path, monkeypatch, lands) -> None:  # type: ignore[no-untyped-def]
+def test_ctrl_c_says_which_variants_build_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lands: str) -> None:
     import toolkit.build as build_stage
     from toolkit.cli import app
 
@@ -41,7 +44,7 @@ def test_ctrl_c_says_which_variants_build_holds(tmp_path, monkeypatch, lands) ->
     before = tuple((v, root / "build" / v, outdir.fingerprint(root / "build" / v)) for v in (V1, V2))
     planned = SimpleNamespace(plan=SimpleNamespace(project=SimpleNamespace(root=root)), before=before, notes=())
 
-    def execute(_plan, _log):  # type: ignore[no-untyped-def]
+    def execute(_plan: object, _log: object) -> SimpleNamespace:
         for i, v in enumerate((V1, V2)):
             if lands == "before any variant" or (lands == "between variants" and i == 1):
                 raise KeyboardInterrupt
@@ -61,7 +64,7 @@ def test_ctrl_c_says_which_variants_build_holds(tmp_path, monkeypatch, lands) ->
     assert last.startswith("interrupted:") and expected in last, res.output
 
 
-def test_a_variant_left_incomplete_is_named(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_variant_left_incomplete_is_named(tmp_path: Path) -> None:
     out = tmp_path / "build" / V1
     _write_variant(out, "old\n")
     was = outdir.fingerprint(out)
@@ -70,12 +73,12 @@ def test_a_variant_left_incomplete_is_named(tmp_path) -> None:  # type: ignore[n
     assert line.startswith(f"build/ holds no intact {V1}")
 
 
-def _stand_in(monkeypatch, roots: dict[str, Path], ctrl_c_planning: str | None = None) -> None:  # type: ignore[no-untyped-def]
+def _stand_in(monkeypatch: pytest.MonkeyPatch, roots: dict[str, Path], ctrl_c_planning: str | None = None) -> None:
     """build's plan and execute stood in for, per package (`roots`: package -> its build/<name>/): execute
     writes a new V1 and prints its report; a Ctrl-C lands while `ctrl_c_planning` (a package) is planned."""
     import toolkit.build as build_stage
 
-    def plan(cfg, _request, _log=None):  # type: ignore[no-untyped-def]
+    def plan(cfg: Config, _request: object, _log: object = None) -> SimpleNamespace:
         if cfg.name == ctrl_c_planning:
             raise KeyboardInterrupt
         out = roots[cfg.name] / V1
@@ -83,7 +86,7 @@ def _stand_in(monkeypatch, roots: dict[str, Path], ctrl_c_planning: str | None =
         project = SimpleNamespace(root=roots[cfg.name].parent)
         return SimpleNamespace(plan=SimpleNamespace(project=project), before=((V1, out, outdir.fingerprint(out)),))
 
-    def execute(planned, _log):  # type: ignore[no-untyped-def]
+    def execute(planned: SimpleNamespace, _log: object) -> SimpleNamespace:
         _write_variant(planned.before[0][1], "new\n")
         return SimpleNamespace(lines=lambda: ["built"])
 
@@ -91,7 +94,9 @@ def _stand_in(monkeypatch, roots: dict[str, Path], ctrl_c_planning: str | None =
     monkeypatch.setattr(build_stage, "execute", execute)
 
 
-def test_a_ctrl_c_in_a_later_package_says_what_the_earlier_one_built(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_ctrl_c_in_a_later_package_says_what_the_earlier_one_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`build` runs every package of a family: a Ctrl-C while the second is planned, once the first package's
     variant was replaced, says so (read back from disk), not "previous state kept"."""
     from tests.core.test_family import QUANT_TEMPLATES, SECOND
@@ -118,7 +123,9 @@ def test_a_ctrl_c_in_a_later_package_says_what_the_earlier_one_built(tmp_path, m
 
 
 @pytest.mark.parametrize("lands", ["as the project lock is released", "during the read-back, a second time"])
-def test_a_ctrl_c_after_the_report_is_still_read_back(tmp_path, monkeypatch, lands) -> None:  # type: ignore[no-untyped-def]
+def test_a_ctrl_c_after_the_report_is_still_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lands: str
+) -> None:
     """The report printed in full, a Ctrl-C while the command lets the project lock go (after the runner
     returned) says what build/ holds; so does one whose read-back a second Ctrl-C hits (it is not cut short)."""
     import contextlib
@@ -135,7 +142,7 @@ def test_a_ctrl_c_after_the_report_is_still_read_back(tmp_path, monkeypatch, lan
     real_lock = projectlock.project_lock
 
     @contextlib.contextmanager
-    def lock_then_ctrl_c(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def lock_then_ctrl_c(*args: Any, **kwargs: Any) -> Iterator[None]:
         with real_lock(*args, **kwargs):
             yield
         raise KeyboardInterrupt
@@ -144,7 +151,7 @@ def test_a_ctrl_c_after_the_report_is_still_read_back(tmp_path, monkeypatch, lan
     if lands.startswith("during"):
         real_read = outdir.variant_intact
 
-        def read_hit_by_a_second_ctrl_c(out):  # type: ignore[no-untyped-def]
+        def read_hit_by_a_second_ctrl_c(out: Path) -> bool:
             os.kill(os.getpid(), signal.SIGINT)
             return real_read(out)
 

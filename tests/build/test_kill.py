@@ -20,25 +20,26 @@ from tests.helpers import BUILD_KERNEL_OUT, copy_build_kernel
 from tests.helpers.kill import run_killed_at
 from toolkit.build import provision as pv
 from toolkit.build.cache import scratch_prefix
-from toolkit.build.local import clean_stale_stages, descendants, spawn_compiler
+from toolkit.build.local import descendants, spawn_compiler
+from toolkit.build.outdir import clean_stale_stages
 from toolkit.core import fs
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "build_kernel"
 
 
-def test_compilers_run_in_the_builds_process_group(tmp_path):
+def test_compilers_run_in_the_builds_process_group(tmp_path: Path) -> None:
     proc = spawn_compiler(["sh", "-c", "ps -o pgid= -o sid= -p $$"], tmp_path, tmp_path)
     out, _ = proc.communicate(timeout=30)
     pgid, sid = (int(x) for x in out.split())
     assert (pgid, sid) == (os.getpgid(0), os.getsid(0))  # a kill of our group reaches it
 
 
-def test_compiler_temp_files_go_to_the_step_scratch(tmp_path):
+def test_compiler_temp_files_go_to_the_step_scratch(tmp_path: Path) -> None:
     proc = spawn_compiler(["sh", "-c", 'echo "$TMPDIR"'], tmp_path, tmp_path / "scratch")
     assert proc.communicate(timeout=30)[0].strip() == str(tmp_path / "scratch")  # nvcc's tmpxft files
 
 
-def test_scratch_of_dead_runs_is_removed_and_live_ones_kept(tmp_path):
+def test_scratch_of_dead_runs_is_removed_and_live_ones_kept(tmp_path: Path) -> None:
     """The executor's step scratch (toolkit.core.fs names it) and its start-up cleanup of <cache>/tmp."""
     mine = fs.new_staging(tmp_path, scratch_prefix("obj-0123"))
     assert mine.name.startswith(f"obj-0123.{os.getpid()}-")
@@ -50,7 +51,7 @@ def test_scratch_of_dead_runs_is_removed_and_live_ones_kept(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [mine.name]
 
 
-def test_descendants_are_found_deepest_first():
+def test_descendants_are_found_deepest_first() -> None:
     proc = subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30 & wait"])
     try:
         deadline = time.monotonic() + 10
@@ -78,7 +79,7 @@ def _compilers_of(marker: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_sigkill_of_the_build_group_stops_its_compilers_and_the_next_run_cleans_up(tmp_path):
+def test_sigkill_of_the_build_group_stops_its_compilers_and_the_next_run_cleans_up(tmp_path: Path) -> None:
     from tests.helpers.machine import local_cuda_build_unavailable
 
     why = local_cuda_build_unavailable()
@@ -115,11 +116,11 @@ def tree(path: Path) -> dict[str, bytes] | None:
 
 
 @pytest.fixture(autouse=True)
-def _no_fsync(monkeypatch):
+def _no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(fs.NO_FSYNC_ENV, "1")  # power-loss safety only; a killed process loses nothing
 
 
-def _simulated_project(base: Path, monkeypatch) -> Path:
+def _simulated_project(base: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A Metal project built by the real executor against a simulated Xcode (tests/build/test_metal.py)."""
     from tests.build import test_metal as tm
 
@@ -134,7 +135,9 @@ def _build(root: Path, cache: Path) -> str:
 
 
 @pytest.mark.parametrize("mode", ["exchange", "journaled"])
-def test_sigkill_during_a_builds_output_swap_leaves_the_old_or_the_new_variant(tmp_path, monkeypatch, mode):
+def test_sigkill_during_a_builds_output_swap_leaves_the_old_or_the_new_variant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
     """build/<variant>/ exists (OLD); the package's __init__.py changes, so the next build re-assembles it
     from cached objects (NEW). Killed at every checkpoint of that run, build/<variant>/ is OLD or NEW, and
     the next run's start-up cleanup (the executor's own) leaves exactly OLD or NEW and no leftover."""
@@ -183,7 +186,9 @@ def _fake_pip(cmd: list[str]) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("start,mode", [("absent", "exchange"), ("leftover", "exchange"), ("leftover", "journaled")])
-def test_sigkill_during_a_provisions_install_swap_leaves_the_old_or_the_new_tree(tmp_path, monkeypatch, start, mode):
+def test_sigkill_during_a_provisions_install_swap_leaves_the_old_or_the_new_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, start: str, mode: str
+) -> None:
     """An install into the user cache killed at every checkpoint: the install dir is the old state (absent,
     or an older tool's half-made leftover) or the complete new install; the next provision completes it and
     leaves nothing beside it."""
@@ -205,7 +210,7 @@ def test_sigkill_during_a_provisions_install_swap_leaves_the_old_or_the_new_tree
         killed += 1
         seen = tree(item.path)
         if mode == "exchange" or seen is not None:
-            assert seen == old or (item.ready and "half/x" not in seen), f"checkpoint {n}: a mix of old and new"
+            assert seen == old or (item.ready and "half/x" not in (seen or {})), f"checkpoint {n}: a mix of old and new"
         pv.provision(item, runner=_fake_pip)  # the next run
         assert item.ready and sorted(p.name for p in base.iterdir()) == [item.path.name], f"checkpoint {n}"
     else:

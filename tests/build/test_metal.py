@@ -18,6 +18,10 @@ import pytest
 from tests.helpers import metallib_fixture
 from tests.helpers.machine import real_upstream_text
 from toolkit.build import metal, metallib
+from toolkit.build.host_status import Status
+from toolkit.build.inputs import ProjectInputs
+from toolkit.build.results import VariantResult
+from toolkit.build.steps import BuildPlan
 from toolkit.core import package_facts
 from toolkit.core.errors import BuildError, VendorStateError
 from toolkit.core.lock import Lock
@@ -85,7 +89,7 @@ def test_sources_for_both_layouts() -> None:
 
 def test_sources_refuse_what_cannot_build() -> None:
     with pytest.raises(VendorStateError, match="no lock"):
-        metal.metal_sources(None)
+        metal.metal_sources(None)  # type: ignore[arg-type]  # the missing lock under test
     with pytest.raises(VendorStateError, match="pins no Metal sources"):
         metal.metal_sources(make_lock({}, {}))
     with pytest.raises(VendorStateError, match="neither"):
@@ -121,13 +125,12 @@ def test_required_kernels_exist_in_the_real_monolith() -> None:
 METAL_ROW = "torch214-metal-aarch64-darwin"
 
 
-def _metal_inputs(root: Path):
+def _metal_inputs(root: Path) -> ProjectInputs:
     """The ProjectInputs of this repository's own [kernel.ggml_metal] section (build.toml as rendered)."""
     import tomlkit
 
     from toolkit import render
     from toolkit.build.inputs import _kernel_sections
-    from toolkit.build.steps import ProjectInputs
     from toolkit.core import config
 
     text = render.plan(config.load(REPO)).by_path()["build.toml"].content  # this repository's first package
@@ -152,7 +155,7 @@ def _metal_inputs(root: Path):
     )
 
 
-def _metal_plan(root: Path, status=None):
+def _metal_plan(root: Path, status: Status | None = None) -> BuildPlan:
     from toolkit.build.host_status import Status
     from toolkit.build.matrix import parse_name
     from toolkit.build.steps import make_plan
@@ -209,7 +212,7 @@ printf obj > "$out"
 """
 
 
-def simulated_xcode_project(base: Path, monkeypatch) -> Path:  # type: ignore[no-untyped-def]
+def simulated_xcode_project(base: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A Metal project under base/proj with fixture sources, and a simulated Xcode (xcrun, clang++) first on
     PATH whose calls are logged to base/calls; its metallib step hands out a fixture metallib."""
     root = base / "proj"
@@ -235,7 +238,7 @@ def simulated_xcode_project(base: Path, monkeypatch) -> Path:  # type: ignore[no
     return root
 
 
-def run_local_build(root: Path, cache: Path, *, jobs: int):  # type: ignore[no-untyped-def]
+def run_local_build(root: Path, cache: Path, *, jobs: int) -> VariantResult:
     """One run of the real local executor on the project's Metal plan (steps through the cache, the variant
     assembled into build/); asserts it built and returns its result."""
     from toolkit.build.cache import BuildCache
@@ -262,7 +265,9 @@ def run_local_build(root: Path, cache: Path, *, jobs: int):  # type: ignore[no-u
     return res
 
 
-def test_the_local_executor_runs_the_metal_steps_against_a_simulated_xcode(tmp_path: Path, monkeypatch) -> None:
+def test_the_local_executor_runs_the_metal_steps_against_a_simulated_xcode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The real executor on the real plan: compile and link simulated (no Metal compiler here), the embed step
     run for real on a fixture metallib, the variant assembled into build/."""
     root = simulated_xcode_project(tmp_path, monkeypatch)

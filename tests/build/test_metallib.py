@@ -8,6 +8,7 @@ import hashlib
 import shutil
 import struct
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -80,7 +81,7 @@ def test_parse_without_header_extension_or_target_os() -> None:
         (lambda b: b[:24] + struct.pack("<Q", 40) + b[32:], "lies inside the header"),
     ],
 )
-def test_parse_rejects_broken_containers(mutate, message: str) -> None:
+def test_parse_rejects_broken_containers(mutate: Callable[[bytes], bytes], message: str) -> None:
     data = build_fixture(GDN)
     with pytest.raises(MetallibError, match=message):
         parse(mutate(data))

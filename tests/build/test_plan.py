@@ -15,11 +15,11 @@ from tests.helpers import BUILD_KERNEL_SRC, built_variants, copy_build_kernel
 from toolkit.build.cache import BuildCache, parse_depfile
 from toolkit.build.capabilities import gencode_flags, sort_archs, supported_capabilities
 from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
-from toolkit.build.inputs import load_project, read_provenance
+from toolkit.build.inputs import KernelSection, load_project, read_provenance
 from toolkit.build.local import LocalExecutor, variant_intact
 from toolkit.build.matrix import parse_name
 from toolkit.build.stage import judge
-from toolkit.build.steps import KernelSection, make_plan
+from toolkit.build.steps import BuildPlan, Step, make_plan
 from toolkit.core.config import load
 from toolkit.core.errors import BuildError, ConfigError
 
@@ -60,13 +60,13 @@ HOST2 = HostFacts(
 
 
 @pytest.fixture
-def project(tmp_path):
+def project(tmp_path: Path) -> Path:
     root = tmp_path / "proj"
     copy_build_kernel(root)
     return root
 
 
-def _plan(root: Path, names: list[str], host: HostFacts = HOST2):
+def _plan(root: Path, names: list[str], host: HostFacts = HOST2) -> BuildPlan:
     cfg = load(root)
     proj = load_project(cfg)
     variants = tuple(parse_name(n) for n in names)
@@ -77,11 +77,11 @@ def _plan(root: Path, names: list[str], host: HostFacts = HOST2):
 TWO = ["torch214-cxx11-cu130-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux"]
 
 
-def test_torch_independent_objects_are_planned_once_for_two_torch_versions(project):
+def test_torch_independent_objects_are_planned_once_for_two_torch_versions(project: Path) -> None:
     plan = _plan(project, TWO)
     assert [v.status.buildable for v in plan.variants] == [True, True]
     steps = plan.steps_for(plan.buildable())
-    by_tool = {}
+    by_tool: dict[str, list[Step]] = {}
     for s in steps:
         by_tool.setdefault(s.label.split()[0], []).append(s)
     assert len(by_tool["nvcc"]) == 1  # scale.cu once, shared
@@ -94,7 +94,7 @@ def test_torch_independent_objects_are_planned_once_for_two_torch_versions(proje
     assert sum(len(v.steps) for v in plan.variants) == 8 and len(steps) == 6
 
 
-def test_kernel_object_flags_come_from_build_toml_and_have_no_torch(project):
+def test_kernel_object_flags_come_from_build_toml_and_have_no_torch(project: Path) -> None:
     plan = _plan(project, TWO[:1])
     nvcc = next(s for s in plan.steps.values() if s.tool == "nvcc")
     argv = " ".join(nvcc.argv)
@@ -104,7 +104,7 @@ def test_kernel_object_flags_come_from_build_toml_and_have_no_torch(project):
     assert nvcc.argv[0] == NVCC.compiler and nvcc.inputs == ("csrc/cuda/scale.cu",)
 
 
-def test_binding_flags_per_torch_version(project):
+def test_binding_flags_per_torch_version(project: Path) -> None:
     plan = _plan(
         project,
         ["torch214-cxx11-cu130-x86_64-linux"],
@@ -126,6 +126,7 @@ def test_binding_flags_per_torch_version(project):
     ):
         assert flag in bind.argv, flag
     assert "-I/gen" not in bind.argv  # registration.h is the rendered one next to the binding
+    assert v.link is not None
     link = plan.steps[v.link]
     assert "-ltorch_cuda" in link.argv and "-lc10_cuda" in link.argv and "-lcudart" in link.argv
     assert not any("rpath" in a for a in link.argv)
@@ -136,7 +137,7 @@ def test_binding_flags_per_torch_version(project):
     assert "-std=c++17" in b11.argv
 
 
-def test_torch_dependent_kernel_section_is_compiled_per_torch(project):
+def test_torch_dependent_kernel_section_is_compiled_per_torch(project: Path) -> None:
     text = (project / BUILD_KERNEL_SRC / "build.toml").read_text().replace("depends = []", 'depends = ["torch"]')
     (project / BUILD_KERNEL_SRC / "build.toml").write_text(text)
     plan = _plan(project, TWO)
@@ -145,7 +146,7 @@ def test_torch_dependent_kernel_section_is_compiled_per_torch(project):
     assert any("-I/envs/2.13.0+cu130/torch/include" in s.argv for s in nvcc)
 
 
-def test_capabilities_gencode_and_toolkit_intersection():
+def test_capabilities_gencode_and_toolkit_intersection() -> None:
     assert gencode_flags(("9.0a", "12.0+PTX")) == (
         "-gencode=arch=compute_90a,code=sm_90a",
         "-gencode=arch=compute_120,code=sm_120",
@@ -158,7 +159,7 @@ def test_capabilities_gencode_and_toolkit_intersection():
         gencode_flags(("sm_80",))
 
 
-def test_no_supported_capability_makes_the_variant_unbuildable_with_reason(project):
+def test_no_supported_capability_makes_the_variant_unbuildable_with_reason(project: Path) -> None:
     text = (
         (project / BUILD_KERNEL_SRC / "build.toml")
         .read_text()
@@ -170,7 +171,7 @@ def test_no_supported_capability_makes_the_variant_unbuildable_with_reason(proje
     assert not v.status.buildable and "5.0" in v.status.reason and "cuda 13.0.88" in v.status.reason
 
 
-def test_offhost_variants_are_planned_with_symbolic_tools(project):
+def test_offhost_variants_are_planned_with_symbolic_tools(project: Path) -> None:
     plan = _plan(project, ["torch213-cxx11-cu126-x86_64-linux"])
     v = plan.variants[0]
     assert not v.status.buildable and "12.6" in v.status.reason
@@ -179,7 +180,7 @@ def test_offhost_variants_are_planned_with_symbolic_tools(project):
     assert steps[0].argv[0] == "<cuda 12.6>/bin/nvcc"
 
 
-def test_rocm_and_metal_sections_plan_their_toolchains(project):
+def test_rocm_and_metal_sections_plan_their_toolchains(project: Path) -> None:
     text = (project / BUILD_KERNEL_SRC / "build.toml").read_text()
     text = text.replace('backends = ["cuda"]', 'backends = ["cuda", "rocm", "metal"]')
     text += (
@@ -206,6 +207,7 @@ def test_rocm_and_metal_sections_plan_their_toolchains(project):
     r_steps = [plan.steps[s] for s in rocm.steps]
     hip = next(s for s in r_steps if s.tool == "hipcc")
     assert "--offload-arch=gfx942" in hip.argv and "-DGGML_USE_HIP" in hip.argv and "-Wno-unused" in hip.argv
+    assert rocm.link is not None and metal.link is not None
     assert rocm.archs == ("gfx1100", "gfx942") and "-lamdhip64" in plan.steps[rocm.link].argv
     assert hip.argv.count("-DGGML_USE_HIP") >= 1 and any("gfx942 compiles wave64" in n for n in rocm.notes)
     assert any("gfx1100 compiles wave32" in n for n in rocm.notes)
@@ -221,7 +223,7 @@ def test_rocm_and_metal_sections_plan_their_toolchains(project):
     assert metal.ops_id.startswith("_mini_kernel_metal_")
 
 
-def test_uid_is_deterministic_and_follows_every_input(project, tmp_path):
+def test_uid_is_deterministic_and_follows_every_input(project: Path, tmp_path: Path) -> None:
     cfg = load(project)
     a = load_project(cfg).source_id
     assert load_project(cfg).source_id == a
@@ -236,25 +238,25 @@ def test_uid_is_deterministic_and_follows_every_input(project, tmp_path):
     assert load_project(cfg).source_id not in (a, b)
 
 
-def test_invalid_build_toml_is_rejected_by_kernels_parser(project):
+def test_invalid_build_toml_is_rejected_by_kernels_parser(project: Path) -> None:
     text = (project / BUILD_KERNEL_SRC / "build.toml").read_text().replace("edition = 5", "edition = 5\ncolour = 1")
     (project / BUILD_KERNEL_SRC / "build.toml").write_text(text)
     with pytest.raises(BuildError, match="rejected by kernels"):
         load_project(load(project))
 
 
-def test_missing_build_toml_says_render_first(project):
+def test_missing_build_toml_says_render_first(project: Path) -> None:
     (project / BUILD_KERNEL_SRC / "build.toml").unlink()
     with pytest.raises(BuildError, match="render"):
         load_project(load(project))
 
 
-def test_depfile_parsing():
+def test_depfile_parsing() -> None:
     text = "out.o: a.cu vendor/x\\ y.h \\\n /usr/include/z.h\n"
     assert parse_depfile(text) == ["a.cu", "vendor/x y.h", "/usr/include/z.h"]
 
 
-def test_cache_entry_is_invalidated_when_a_recorded_project_dependency_changes(project, tmp_path):
+def test_cache_entry_is_invalidated_when_a_recorded_project_dependency_changes(project: Path, tmp_path: Path) -> None:
     cache = BuildCache(tmp_path / "c", project)
     art = tmp_path / "a.o"
     art.write_bytes(b"obj")
@@ -267,7 +269,7 @@ def test_cache_entry_is_invalidated_when_a_recorded_project_dependency_changes(p
     assert BuildCache(tmp_path / "c", project).lookup("obj", "k" * 64) is None
 
 
-def _executor(plan, project, tmp_path) -> LocalExecutor:  # type: ignore[no-untyped-def]
+def _executor(plan: BuildPlan, project: Path, tmp_path: Path) -> LocalExecutor:
     return LocalExecutor(
         plan,
         BuildCache(tmp_path / "c", project),
@@ -278,7 +280,7 @@ def _executor(plan, project, tmp_path) -> LocalExecutor:  # type: ignore[no-unty
     )
 
 
-def test_metadata_is_strict_kernels_metadata_with_provenance(project, tmp_path):
+def test_metadata_is_strict_kernels_metadata_with_provenance(project: Path, tmp_path: Path) -> None:
     plan = _plan(project, TWO[:1])
     ex = _executor(plan, project, tmp_path)
     meta = ex.metadata(plan.variants[0])
@@ -295,7 +297,7 @@ def test_metadata_is_strict_kernels_metadata_with_provenance(project, tmp_path):
     assert read_provenance(project).vendor_dirty is True
 
 
-def test_the_rendered_ops_py_gets_the_namespace(project, tmp_path):
+def test_the_rendered_ops_py_gets_the_namespace(project: Path, tmp_path: Path) -> None:
     plan = _plan(project, TWO[:1])
     ex = _executor(plan, project, tmp_path)
     v = plan.variants[0]
@@ -307,7 +309,9 @@ def test_the_rendered_ops_py_gets_the_namespace(project, tmp_path):
     assert ex._python_files(plan.variants[0])["_ops.py"] == f'NAME = "{plan.variants[0].ops_id}"\n'.encode()
 
 
-def test_every_package_brings_its_registration_h_and_ops_py_and_the_build_supplies_none(project, tmp_path):
+def test_every_package_brings_its_registration_h_and_ops_py_and_the_build_supplies_none(
+    project: Path, tmp_path: Path
+) -> None:
     """Every package's render writes both (the tool's toolkit/data/package): the build uses those, adds no
     include dir of its own for them, and refuses a tree without them rather than making them up."""
     plan = _plan(project, TWO[:1])
@@ -325,7 +329,7 @@ def test_every_package_brings_its_registration_h_and_ops_py_and_the_build_suppli
     assert f"from . import {plan.variants[0].ops_id}" in ex._python_files(plan.variants[0])["_ops.py"].decode()
 
 
-def test_variant_intact_detects_edits_and_extra_files(tmp_path):
+def test_variant_intact_detects_edits_and_extra_files(tmp_path: Path) -> None:
     import base64
     import hashlib
 
@@ -342,7 +346,7 @@ def test_variant_intact_detects_edits_and_extra_files(tmp_path):
     assert not variant_intact(d)
 
 
-def test_kernel_section_torch_dependency_flag():
+def test_kernel_section_torch_dependency_flag() -> None:
     assert KernelSection("k", "cuda", ("torch",), ()).torch_dependent
     assert not KernelSection("k", "cuda", (), ()).torch_dependent
 
@@ -350,7 +354,7 @@ def test_kernel_section_torch_dependency_flag():
 # --- the command, without compiling ---------------------------------------------------------------------
 
 
-def test_build_dry_run_json_lists_the_matrix_and_writes_nothing(project):
+def test_build_dry_run_json_lists_the_matrix_and_writes_nothing(project: Path) -> None:
     from toolkit.cli import app
 
     def tree() -> dict[str, int]:
@@ -368,7 +372,7 @@ def test_build_dry_run_json_lists_the_matrix_and_writes_nothing(project):
     assert built_variants(project) == []
 
 
-def test_build_unknown_variant_glob_exits_2(project):
+def test_build_unknown_variant_glob_exits_2(project: Path) -> None:
     from toolkit.cli import app
 
     res = CliRunner().invoke(app, ["build", "-C", str(project), "--variant", "torch299-*"])
@@ -376,7 +380,7 @@ def test_build_unknown_variant_glob_exits_2(project):
     assert "matches no variant" in res.output
 
 
-def test_build_with_nothing_buildable_exits_10_and_writes_nothing(project):
+def test_build_with_nothing_buildable_exits_10_and_writes_nothing(project: Path) -> None:
     from toolkit.cli import app
 
     # (the system toolchain cannot cross-build: with zig and an aarch64 libstdc++ these rows are buildable)
@@ -389,7 +393,7 @@ def test_build_with_nothing_buildable_exits_10_and_writes_nothing(project):
 # --- torch environments ---------------------------------------------------------------------------------
 
 
-def test_managed_envs_are_discovered_without_importing_torch(tmp_path):
+def test_managed_envs_are_discovered_without_importing_torch(tmp_path: Path) -> None:
     from toolkit.build.envs import discover_envs
 
     venv = tmp_path / "torch213-cu130"
@@ -402,7 +406,7 @@ def test_managed_envs_are_discovered_without_importing_torch(tmp_path):
     assert [(e.version, e.compute, e.python) for e in envs] == [("2.13.0+cu130", "cu130", str(venv / "bin" / "python"))]
 
 
-def test_env_creation_is_atomic(tmp_path):
+def test_env_creation_is_atomic(tmp_path: Path) -> None:
     import sys
 
     from toolkit.build.torchenvs import EnvPlan, create_env, plan_env
@@ -421,7 +425,7 @@ def test_env_creation_is_atomic(tmp_path):
     assert (good_path / "bin" / "python").is_file() and sorted(p.name for p in tmp_path.iterdir()) == ["good"]
 
 
-def test_compiles_map_every_builder_prefix_and_the_link_strips():
+def test_compiles_map_every_builder_prefix_and_the_link_strips() -> None:
     """Issue 20 item 8, GPU-free: the command lines that make the shipped .so reproducible and path-free."""
     from tests.helpers.fixture_repos import tiny_project_inputs
     from toolkit.build.host_status import Status

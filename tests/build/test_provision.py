@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from typer.testing import CliRunner
 from tests.helpers import built_variants, copy_build_kernel
 from toolkit.build import provision as pv
 from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
-from toolkit.build.host_status import status
+from toolkit.build.host_status import Status, status
 from toolkit.build.matrix import Source, parse_name
 from toolkit.core.errors import BuildError
 
@@ -25,7 +26,13 @@ TORCH214 = TorchEnv("/py", "2.14.1+cu130", "/site/torch", cuda="13.0")
 HOST = HostFacts(os="linux", cpu="x86_64", toolkits=(NVCC130,), envs=(TORCH214,), cxx="/usr/bin/g++")
 
 
-def _st(name: str, host=HOST, torch_src=None, toolkit_src=None, blocked=None):
+def _st(
+    name: str,
+    host: HostFacts = HOST,
+    torch_src: Source | None = None,
+    toolkit_src: Source | None = None,
+    blocked: Callable[[Source], str] | None = None,
+) -> Status:
     return status(
         parse_name(name),
         host,
@@ -37,20 +44,20 @@ def _st(name: str, host=HOST, torch_src=None, toolkit_src=None, blocked=None):
     )
 
 
-def test_a_missing_torch_with_a_source_is_provisionable_not_buildable():
+def test_a_missing_torch_with_a_source_is_provisionable_not_buildable() -> None:
     st = _st("torch213-cxx11-cu130-x86_64-linux", torch_src=Source("torch", "2.13.0"))
     assert not st.buildable and st.provision == (("torch", Source("torch", "2.13.0")),)
     assert "torch 2.13.0 (cu130) from PyPI" in st.reason and st.label == "provisionable (local)"
 
 
-def test_a_missing_toolkit_and_torch_are_both_provisioned():
+def test_a_missing_toolkit_and_torch_are_both_provisioned() -> None:
     host = HostFacts(os="linux", cpu="x86_64", toolkits=(), envs=(TORCH214,))
     tk = Source("cuda-toolkit[nvcc,cccl,cudart]", "13.2.2")
     st = _st("torch215-cxx11-cu132-x86_64-linux", host, Source("torch", "2.15.0"), tk)
     assert [k for k, _ in st.provision] == ["toolkit", "torch"]
 
 
-def test_a_constraint_that_excludes_the_version_is_the_reason(tmp_path, monkeypatch):
+def test_a_constraint_that_excludes_the_version_is_the_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cons = tmp_path / "c.txt"
     cons.write_text("torch<=2.14.1  # capped here\n")
     monkeypatch.setenv("PIP_CONSTRAINT", str(cons))
@@ -65,10 +72,10 @@ def test_a_constraint_that_excludes_the_version_is_the_reason(tmp_path, monkeypa
     assert not st.buildable and not st.provision and "excludes torch 2.15.0" in st.reason
 
 
-def test_failed_install_leaves_nothing_and_names_package_version_index(tmp_path):
+def test_failed_install_leaves_nothing_and_names_package_version_index(tmp_path: Path) -> None:
     item = pv.toolkit_install("cuda", "cuda-toolkit[nvcc,cccl,cudart]", "13.0.99", "pypi", tmp_path)
 
-    def runner(cmd):
+    def runner(cmd: list[str]) -> tuple[int, str]:
         assert "cuda-toolkit[nvcc,cccl,cudart]==13.0.99" in cmd and "--index-url" not in cmd
         target = Path(cmd[cmd.index("--target") + 1])
         (target / "nvidia").mkdir(parents=True)  # a half-made tree, as an interrupted pip leaves it
@@ -82,11 +89,11 @@ def test_failed_install_leaves_nothing_and_names_package_version_index(tmp_path)
     assert list(tmp_path.iterdir()) == []  # nothing half-installed
 
 
-def test_wrong_torch_flavour_is_refused_and_removed(tmp_path):
+def test_wrong_torch_flavour_is_refused_and_removed(tmp_path: Path) -> None:
     item = pv.torch_install("2.13", "cu130", "2.13.0", "pypi", tmp_path)
     assert item.requirement == "torch==2.13.0,!=2.13.0+cpu" and item.no_deps
 
-    def runner(cmd):
+    def runner(cmd: list[str]) -> tuple[int, str]:
         if "venv" in cmd:
             Path(cmd[-1], "bin").mkdir(parents=True)
             return 0, ""
@@ -101,11 +108,11 @@ def test_wrong_torch_flavour_is_refused_and_removed(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_completed_install_is_reused_and_a_killed_one_is_cleaned(tmp_path):
+def test_a_completed_install_is_reused_and_a_killed_one_is_cleaned(tmp_path: Path) -> None:
     item = pv.toolkit_install("cuda", "cuda-toolkit[nvcc,cccl,cudart]", "13.0.3", "pypi", tmp_path)
-    calls = []
+    calls: list[list[str]] = []
 
-    def runner(cmd):
+    def runner(cmd: list[str]) -> tuple[int, str]:
         calls.append(cmd)
         root = Path(cmd[cmd.index("--target") + 1]) / "nvidia" / "cu13"
         (root / "bin").mkdir(parents=True)
@@ -123,7 +130,9 @@ def test_a_completed_install_is_reused_and_a_killed_one_is_cleaned(tmp_path):
     assert pv.provisioned_cuda_roots(tmp_path) == [item.path / "nvidia" / "cu13"]
 
 
-def test_build_all_with_an_unprovisionable_version_is_one_line_and_installs_nothing(tmp_path, monkeypatch):
+def test_build_all_with_an_unprovisionable_version_is_one_line_and_installs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Real pip, no network: --no-index and no find-links through pip's own environment variables.
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", "")
@@ -149,7 +158,7 @@ def test_build_all_with_an_unprovisionable_version_is_one_line_and_installs_noth
     assert built_variants(proj) == []
 
 
-def test_dry_run_lists_provisionable_rows_without_installing(tmp_path, monkeypatch):
+def test_dry_run_lists_provisionable_rows_without_installing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GGML_VENDOR_ENVS", str(tmp_path / "envs"))
     monkeypatch.setenv("GGML_VENDOR_BUILD_CACHE", str(tmp_path / "cache"))
     proj = tmp_path / "proj"
@@ -183,7 +192,7 @@ def _fake_env_commands(path: Path, version: str, cuda: str | None) -> tuple[tupl
     return ((sys.executable, "-c", make),)
 
 
-def test_create_envs_refuses_and_removes_a_cpu_build_found_through_pip_config(tmp_path):
+def test_create_envs_refuses_and_removes_a_cpu_build_found_through_pip_config(tmp_path: Path) -> None:
     """Issue 20 item 3: the PyTorch index unreachable, pip's find-links supplied 2.13.0+cpu."""
     from toolkit.build.torchenvs import EnvPlan, create_env, plan_env
 
@@ -197,8 +206,9 @@ def test_create_envs_refuses_and_removes_a_cpu_build_found_through_pip_config(tm
     assert list(tmp_path.iterdir()) == []  # nothing kept
 
 
-def test_create_envs_checks_the_local_tag_and_replaces_a_wrong_existing_env(tmp_path):
-    from toolkit.build.torchenvs import EnvPlan, create_env, torch_build_problem
+def test_create_envs_checks_the_local_tag_and_replaces_a_wrong_existing_env(tmp_path: Path) -> None:
+    from toolkit.build.torchenvs import EnvPlan, create_env
+    from toolkit.build.torchtree import torch_build_problem
 
     path = tmp_path / "torch213-cu126"
     # a right CUDA version under another local tag is refused too

@@ -13,20 +13,21 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.helpers import BUILD_KERNEL, render_source
 from tests.helpers.machine import binding_build_unavailable, local_cuda_build_unavailable
 
-pytestmark = pytest.mark.slow
+pytestmark: pytest.MarkDecorator | list[pytest.MarkDecorator] = pytest.mark.slow
 
 _SKIP = binding_build_unavailable() or local_cuda_build_unavailable()
 if _SKIP:
     pytestmark = [pytest.mark.slow, pytest.mark.skip(reason=_SKIP)]
 
 
-def _variants(root: Path, doc: dict) -> dict[str, tuple[bytes, dict]]:
+def _variants(root: Path, doc: dict[str, Any]) -> dict[str, tuple[bytes, dict[str, Any]]]:
     """variant -> (its .so's bytes, its metadata.json digest)."""
     out = {}
     for r in doc["variants"]:
@@ -40,7 +41,9 @@ def _variants(root: Path, doc: dict) -> dict[str, tuple[bytes, dict]]:
     return out
 
 
-def test_two_clean_builds_in_two_directories_are_byte_identical(built_binding, tmp_path):
+def test_two_clean_builds_in_two_directories_are_byte_identical(
+    built_binding: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
     first_root, first_doc = built_binding
     # Another directory, of another length, with its own cold build cache: nothing is shared with the first.
     second_root = tmp_path / "somewhere-else" / "deeper" / "proj"
@@ -86,7 +89,7 @@ void mini_fill_launch(float * dst, float v, int64_t n, void * stream) {
 """
 
 
-def _clean_build(root: Path, cache: Path, envs: Path, tmpdir: Path) -> dict[str, tuple[bytes, dict]]:
+def _clean_build(root: Path, cache: Path, envs: Path, tmpdir: Path) -> dict[str, tuple[bytes, dict[str, Any]]]:
     """Copy the miniature package to `root` with ANONYMOUS_KERNEL added, render and build it with `cache`
     as its (cold) build cache and `tmpdir` as TMPDIR; its variants' bytes and digests."""
     shutil.copytree(BUILD_KERNEL, root)
@@ -111,7 +114,7 @@ def _clean_build(root: Path, cache: Path, envs: Path, tmpdir: Path) -> dict[str,
     return _variants(root, doc)
 
 
-def test_the_package_built_clean_in_two_directories_is_byte_identical(tmp_path):
+def test_the_package_built_clean_in_two_directories_is_byte_identical(tmp_path: Path) -> None:
     envs = tmp_path / "envs"
     first = _clean_build(tmp_path / "a" / "proj", tmp_path / "cache-a", envs, tmp_path / "tmp-a")
     second = _clean_build(

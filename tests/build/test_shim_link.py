@@ -6,6 +6,7 @@ Skipped, with the reason, where nvcc, the vendored tree or the cuBLAS headers ar
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,8 @@ def test_gdn_unit_and_shim_leave_no_ggml_symbol_undefined(tmp_path: Path) -> Non
         pytest.skip("vendor/ggml is not populated (run `ggml-vendor sync`)")
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not on PATH")
-    from raw_ggml import loader  # the harness's nvcc and cuBLAS-header discovery
+    # the harness's nvcc and cuBLAS-header discovery (benchmarks/ is a folder of scripts: imported by name)
+    loader = importlib.import_module("raw_ggml.loader")
 
     nvcc = loader._nvcc()
     try:

@@ -5,23 +5,26 @@ any torch from the floor on; under a torch below the floor it falls back to the 
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from toolkit.build.binding_link import stable_source, torch_target_version
-from toolkit.build.matrix import ConfigError, parse_matrix, parse_name
+from toolkit.build.matrix import parse_matrix, parse_name
+from toolkit.core.errors import ConfigError
 from toolkit.core.kernels_client import client_version, parse_variant
 
 ROOT = Path(__file__).resolve().parents[2]
 STABLE = "torch-stable-abi210-cu130-x86_64-linux"
 
 
-def _resolver():
+def _resolver() -> ModuleType:
     try:
         from kernels._internals import variants as kv
     except ImportError:
         from kernels import variants as kv
-    return kv
+    module: ModuleType = kv
+    return module
 
 
 # The row the shipped matrices will carry once the stable binary passes verify (their comment says why not yet).

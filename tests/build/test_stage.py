@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 from tests.helpers import copy_build_kernel
 from toolkit.build import stage
 from toolkit.build.envs import HostFacts, Toolkit, discover_envs
+from toolkit.build.inputs import ProjectInputs
+from toolkit.build.steps import BuildPlan
 from toolkit.core.config import load
 from toolkit.core.stage import Plan, Report
 
@@ -40,7 +43,7 @@ def _snapshot(*dirs: Path) -> dict[str, tuple[int, int]]:
 
 
 @pytest.fixture()
-def project(tmp_path, monkeypatch):
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "proj"
     copy_build_kernel(root)
     with open(root / "variants" / "matrix.toml", "a") as fh:
@@ -54,8 +57,10 @@ def project(tmp_path, monkeypatch):
     return root
 
 
-def test_plan_with_all_provisioning_and_create_envs_writes_and_installs_nothing(project, tmp_path, monkeypatch):
-    def refuse(*a, **k):
+def test_plan_with_all_provisioning_and_create_envs_writes_and_installs_nothing(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*a: object, **k: object) -> NoReturn:
         raise AssertionError("plan ran an install")
 
     monkeypatch.setattr(stage, "provision", refuse)
@@ -76,14 +81,14 @@ def test_plan_with_all_provisioning_and_create_envs_writes_and_installs_nothing(
     assert doc["provisioning"] and doc["create_envs"]
 
 
-def test_all_implies_provisioning_in_the_stage_and_no_provision_opts_out(project):
+def test_all_implies_provisioning_in_the_stage_and_no_provision_opts_out(project: Path) -> None:
     cfg = load(project)
     assert stage.plan(cfg, stage.Request(all_variants=True, host=HOST)).installs
     assert not stage.plan(cfg, stage.Request(all_variants=True, provision=False, host=HOST)).installs
     assert not stage.plan(cfg, stage.Request(patterns=(ROW,), host=HOST)).installs  # a row asked for by name
 
 
-def test_execute_runs_the_planned_installs_then_plans_again(project, monkeypatch):
+def test_execute_runs_the_planned_installs_then_plans_again(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ran = []
     monkeypatch.setattr(stage, "provision", lambda item, say=None: ran.append(item))
     planned = stage.plan(load(project), stage.Request(patterns=(ROW,), provision=True, host=HOST))
@@ -93,16 +98,16 @@ def test_execute_runs_the_planned_installs_then_plans_again(project, monkeypatch
     assert ran == list(planned.installs)
 
 
-def test_nothing_to_build_is_the_stages_refusal_exit_10(project):
+def test_nothing_to_build_is_the_stages_refusal_exit_10(project: Path) -> None:
     planned = stage.plan(load(project), stage.Request(patterns=("*-aarch64-*",), toolchain="system", host=HOST))
     with pytest.raises(stage.NothingToBuildError) as exc:
         stage.execute(planned)
     assert exc.value.exit_code == 10
 
 
-def test_report_follows_the_protocol():
-    from toolkit.build.local import VariantResult
+def test_report_follows_the_protocol() -> None:
     from toolkit.build.report import BuildReport
+    from toolkit.build.results import VariantResult
 
     ok = BuildReport([VariantResult("a", "built", out_dir="build/a", id="_x")])
     bad = BuildReport([VariantResult("b", "failed", reason="nvcc a.cu: nvcc exited with status 1")], log_dir="/logs")
@@ -114,7 +119,7 @@ def test_report_follows_the_protocol():
 # --- what plans and reports print (issue 20 item 6) ---------------------------------------------------------
 
 
-def _symbolic(names: list[str], project=None):
+def _symbolic(names: list[str], project: ProjectInputs | None = None) -> BuildPlan:
     from tests.helpers.fixture_repos import tiny_project_inputs
     from toolkit.build.host_status import Status
     from toolkit.build.matrix import parse_name
@@ -124,7 +129,7 @@ def _symbolic(names: list[str], project=None):
     return make_plan(project or tiny_project_inputs(), judged, cxx="c++", cxx_id="g++ 12")
 
 
-def test_an_aarch64_row_shares_no_step_with_the_x86_64_row():
+def test_an_aarch64_row_shares_no_step_with_the_x86_64_row() -> None:
     plan = _symbolic(["torch214-cxx11-cu130-x86_64-linux", "torch214-cxx11-cu130-aarch64-linux"])
     x86, arm = plan.variants
     assert x86.steps and arm.steps and not set(x86.steps) & set(arm.steps)
@@ -133,11 +138,11 @@ def test_an_aarch64_row_shares_no_step_with_the_x86_64_row():
     assert set(two.variants[0].steps) & set(two.variants[1].steps)
 
 
-def test_rocm_plan_lines_are_literal_and_reasons_wrap_whole(project):
+def test_rocm_plan_lines_are_literal_and_reasons_wrap_whole(project: Path) -> None:
     from dataclasses import replace
 
     from tests.helpers.fixture_repos import tiny_project_inputs
-    from toolkit.build.steps import KernelSection
+    from toolkit.build.inputs import KernelSection
 
     proj = tiny_project_inputs()
     proj = replace(
@@ -150,9 +155,9 @@ def test_rocm_plan_lines_are_literal_and_reasons_wrap_whole(project):
     assert not any("\\[" in ln for ln in lines)  # no markup escapes printed as text
 
 
-def test_report_prints_every_reason_whole_below_a_table_that_fits_80_columns():
-    from toolkit.build.local import VariantResult
+def test_report_prints_every_reason_whole_below_a_table_that_fits_80_columns() -> None:
     from toolkit.build.report import BuildReport
+    from toolkit.build.results import VariantResult
 
     reason = "needs torch 2.13 for CUDA 12.6 from https://download.pytorch.org/whl/cu126 " + "and more words " * 12
     rep = BuildReport(
@@ -169,7 +174,7 @@ def test_report_prints_every_reason_whole_below_a_table_that_fits_80_columns():
     assert " ".join(reason.split()) in text and "built by github-actions ubuntu-24.04-arm" in text
 
 
-def test_a_shared_step_is_counted_for_its_first_variant_only():
+def test_a_shared_step_is_counted_for_its_first_variant_only() -> None:
     from toolkit.build.local import LocalExecutor, StepResult
     from toolkit.build.steps import Step
 
@@ -185,7 +190,7 @@ def test_a_shared_step_is_counted_for_its_first_variant_only():
     assert counts[1] < len(plan.variants[1].steps)  # the shared object is not counted again
 
 
-def test_the_build_stage_imports_nothing_from_ci():
+def test_the_build_stage_imports_nothing_from_ci() -> None:
     """Issue 18: build imported ci (inside a function, for the engine labels) and ci imports build; the labels
     now live in build/engines.py. Every import statement of build/, deferred ones included, is read."""
     import ast
@@ -201,7 +206,7 @@ def test_the_build_stage_imports_nothing_from_ci():
     assert found == []
 
 
-def test_no_function_in_the_build_stage_is_over_60_lines():
+def test_no_function_in_the_build_stage_is_over_60_lines() -> None:
     import ast
 
     import toolkit.build as b
@@ -209,6 +214,6 @@ def test_no_function_in_the_build_stage_is_over_60_lines():
     long = []
     for path in sorted(Path(b.__file__).parent.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
-                long.append(f"{path.name}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)")
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (node.end_lineno or 0) - node.lineno >= 60:
+                long.append(f"{path.name}:{node.lineno} {node.name} ({(node.end_lineno or 0) - node.lineno + 1} lines)")
     assert long == []

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from tests.helpers import copy_build_kernel
 from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
-from toolkit.build.host_status import pick_toolkit, status
-from toolkit.build.matrix import Variant, load_matrix, parse_matrix, parse_name
+from toolkit.build.host_status import Status, pick_toolkit, status
+from toolkit.build.matrix import Matrix, Variant, load_matrix, parse_matrix, parse_name
 from toolkit.build.torchtree import read_torch_version
 from toolkit.core.errors import ConfigError
 from toolkit.core.kernels_client import parse_variant
@@ -26,7 +26,7 @@ def _names(path: Path = DEFAULT) -> set[str]:
     return {v.name for v in load_matrix(path).variants}
 
 
-def test_default_matrix_is_kernel_builders_required_set_plus_pypis_current_torch():
+def test_default_matrix_is_kernel_builders_required_set_plus_pypis_current_torch() -> None:
     expected = (
         {
             f"torch{t}-cxx11-cu{c}-{cpu}-linux"
@@ -46,7 +46,7 @@ def test_default_matrix_is_kernel_builders_required_set_plus_pypis_current_torch
     assert _names() == expected
 
 
-def test_names_parse_back_and_agree_with_kernels_parser():
+def test_names_parse_back_and_agree_with_kernels_parser() -> None:
     pytest.importorskip("kernels", reason="kernels is not installed: the client's own parser cannot be asked")
     for v in load_matrix(DEFAULT).variants:
         assert parse_name(v.name) == v
@@ -69,12 +69,12 @@ def test_names_parse_back_and_agree_with_kernels_parser():
         "torch-cuda",
     ],
 )
-def test_parse_name_rejects_names_outside_the_grammar(bad):
+def test_parse_name_rejects_names_outside_the_grammar(bad: str) -> None:
     with pytest.raises(ConfigError):
         parse_name(bad)
 
 
-def _matrix(text: str):
+def _matrix(text: str) -> Matrix:
     return parse_matrix(text, Path("m.toml"))
 
 
@@ -94,13 +94,13 @@ def _matrix(text: str):
         ("torch=[", "not valid TOML"),
     ],
 )
-def test_bad_matrix_is_one_clear_error(text, fragment):
+def test_bad_matrix_is_one_clear_error(text: str, fragment: str) -> None:
     with pytest.raises(ConfigError) as exc:
         _matrix(text)
     assert fragment in str(exc.value)
 
 
-def test_row_torch_overrides_default_and_duplicates_collapse():
+def test_row_torch_overrides_default_and_duplicates_collapse() -> None:
     m = _matrix(
         'torch=["2.13","2.14"]\n'
         '[[build]]\nbackend="cuda"\ntoolkits=["13.0"]\nsystems=["x86_64-linux"]\n'
@@ -109,7 +109,7 @@ def test_row_torch_overrides_default_and_duplicates_collapse():
     assert [v.name for v in m.variants] == ["torch213-cxx11-cu130-x86_64-linux", "torch214-cxx11-cu130-x86_64-linux"]
 
 
-def test_select_by_glob_and_unknown_glob_is_an_error():
+def test_select_by_glob_and_unknown_glob_is_an_error() -> None:
     m = load_matrix(DEFAULT)
     sel = m.select(["torch214-*-x86_64-linux"])
     assert {v.name for v in sel} == {
@@ -123,7 +123,7 @@ def test_select_by_glob_and_unknown_glob_is_an_error():
         m.select(["torch299-*"])
 
 
-def test_torch_index_is_per_backend_with_compute_substituted(tmp_path):
+def test_torch_index_is_per_backend_with_compute_substituted(tmp_path: Path) -> None:
     f = tmp_path / "m.toml"
     f.write_text(
         '[torch-index]\ncuda = "https://idx.example/{compute}"\n[[build]]\nbackend = "cuda"\n'
@@ -132,15 +132,18 @@ def test_torch_index_is_per_backend_with_compute_substituted(tmp_path):
     assert load_matrix(f).index_for(parse_name("torch213-cxx11-cu126-x86_64-linux")) == "https://idx.example/cu126"
 
 
-def test_default_sources_are_pypi_pairs_with_no_url():
+def test_default_sources_are_pypi_pairs_with_no_url() -> None:
     m = load_matrix(DEFAULT)
     # PyPI is pip's default index: no URL is written for it (only the PyTorch index, for the rows PyPI lacks)
     assert all("pypi" not in url for url in re.findall(r"https?://[^\"\s]+", DEFAULT.read_text()))
     src = m.torch_source(parse_name("torch213-cxx11-cu130-x86_64-linux"))
+    assert src is not None
     assert (src.package, src.version, src.index) == ("torch", "2.13.0", "pypi")
-    assert m.torch_source(parse_name("torch215-cxx11-cu132-aarch64-linux")).version == "2.15.0"
+    src215 = m.torch_source(parse_name("torch215-cxx11-cu132-aarch64-linux"))
+    assert src215 is not None and src215.version == "2.15.0"
     assert m.torch_source(parse_name("torch213-cxx11-cu126-x86_64-linux")) is None  # not on PyPI
     tk = m.toolkit_source(parse_name("torch214-cxx11-cu132-x86_64-linux"))
+    assert tk is not None
     assert (tk.package, tk.version) == ("cuda-toolkit[nvcc,cccl,cudart]", "13.2.2")
     assert m.toolkit_source(parse_name("torch214-cxx11-cu126-x86_64-linux")) is None  # no nvcc wheel for 12.x
     assert m.index_for(parse_name("torch213-cxx11-cu126-x86_64-linux")).endswith("/cu126")  # [torch-index]
@@ -156,7 +159,7 @@ def test_default_sources_are_pypi_pairs_with_no_url():
         ("[sources.wheels]\nx = 1", "unknown key 'wheels'"),
     ],
 )
-def test_bad_sources_are_one_clear_error(tmp_path, body, fragment):
+def test_bad_sources_are_one_clear_error(tmp_path: Path, body: str, fragment: str) -> None:
     f = tmp_path / "m.toml"
     f.write_text(
         '[[build]]\nbackend = "cuda"\ntoolkits = ["13.0"]\ntorch = ["2.13"]\nsystems = ["x86_64-linux"]\n' + body
@@ -165,7 +168,7 @@ def test_bad_sources_are_one_clear_error(tmp_path, body, fragment):
         load_matrix(f)
 
 
-def test_metal_torch_comes_from_pypi_without_a_url():
+def test_metal_torch_comes_from_pypi_without_a_url() -> None:
     m = load_matrix(DEFAULT)
     metal = parse_name("torch214-metal-aarch64-darwin")
     assert "metal" not in m.torch_index and m.index_for(metal) == "PyPI"
@@ -184,13 +187,13 @@ HOST = HostFacts(os="linux", cpu="x86_64", toolkits=(NVCC130,), envs=(TORCH214,)
 ENABLED = ("cuda", "metal", "rocm")
 
 
-def _status(name: str, host: HostFacts = HOST, enabled=ENABLED, engine: str = "auto"):
+def _status(name: str, host: HostFacts = HOST, enabled: tuple[str, ...] = ENABLED, engine: str = "auto") -> Status:
     return status(
         parse_name(name), host, enabled_backends=enabled, index="https://idx/{c}".format(c="x"), engine=engine
     )
 
 
-def test_host_variant_is_buildable_locally_with_its_toolkit_and_env():
+def test_host_variant_is_buildable_locally_with_its_toolkit_and_env() -> None:
     st = _status("torch214-cxx11-cu130-x86_64-linux")
     assert st.buildable and st.executor == "local" and st.toolkit == NVCC130 and st.env == TORCH214
 
@@ -205,21 +208,21 @@ def test_host_variant_is_buildable_locally_with_its_toolkit_and_env():
         ("torch213-cxx11-cu130-x86_64-linux", "needs torch 2.13 for CUDA 13.0 from https://idx/x"),
     ],
 )
-def test_each_unbuildable_variant_says_exactly_why(name, fragment):
+def test_each_unbuildable_variant_says_exactly_why(name: str, fragment: str) -> None:
     st = _status(name)
     assert not st.buildable and fragment in st.reason, st.reason
 
 
-def test_cu132_with_nvcc_130_needs_a_cu132_torch_not_a_new_toolkit():
+def test_cu132_with_nvcc_130_needs_a_cu132_torch_not_a_new_toolkit() -> None:
     # nvcc 13.0 can build cu132 (same major, older minor), so the missing piece reported is the torch build.
     st = _status("torch214-cxx11-cu132-x86_64-linux")
     assert not st.buildable and "needs torch 2.14 for CUDA 13.2" in st.reason
     host = HostFacts("linux", "x86_64", (NVCC130,), (TORCH214, TorchEnv("/p2", "2.14.0+cu132", "/t2", cuda="13.2")))
     st = _status("torch214-cxx11-cu132-x86_64-linux", host)
-    assert st.buildable and st.toolkit == NVCC130 and st.env.cuda == "13.2"
+    assert st.buildable and st.toolkit == NVCC130 and st.env is not None and st.env.cuda == "13.2"
 
 
-def test_toolkit_choice_prefers_exact_minor_and_never_a_newer_one():
+def test_toolkit_choice_prefers_exact_minor_and_never_a_newer_one() -> None:
     t126 = Toolkit("cuda", "12.6", "/c126", "/c126/bin/nvcc")
     t128 = Toolkit("cuda", "12.8", "/c128", "/c128/bin/nvcc")
     t132 = Toolkit("cuda", "13.2", "/c132", "/c132/bin/nvcc")
@@ -230,12 +233,12 @@ def test_toolkit_choice_prefers_exact_minor_and_never_a_newer_one():
     assert pick_toolkit(parse_name("torch214-cxx11-cu130-x86_64-linux"), (t132,)) is None
 
 
-def test_disabled_backend_is_reported_before_anything_else():
+def test_disabled_backend_is_reported_before_anything_else() -> None:
     st = _status("torch214-metal-aarch64-darwin", enabled=("cuda",))
     assert not st.buildable and "backend metal is not enabled" in st.reason
 
 
-def test_nix_builds_every_variant_of_the_host_system_only_when_asked_for():
+def test_nix_builds_every_variant_of_the_host_system_only_when_asked_for() -> None:
     host = HostFacts("linux", "x86_64", (), (), nix="/nix/bin/nix")
     assert _status("torch213-cxx11-cu126-x86_64-linux", host, engine="nix").executor == "nix"
     assert not _status("torch213-cxx11-cu126-aarch64-linux", host, engine="nix").buildable
@@ -243,7 +246,7 @@ def test_nix_builds_every_variant_of_the_host_system_only_when_asked_for():
     assert _status("torch213-cxx11-cu126-x86_64-linux", host).executor != "nix"
 
 
-def test_torch_version_is_read_without_importing_torch(tmp_path):
+def test_torch_version_is_read_without_importing_torch(tmp_path: Path) -> None:
     (tmp_path / "version.py").write_text(
         "from typing import Optional\n__version__ = '2.13.0+cu126'\ncuda: Optional[str] = '12.6'\nhip: Optional[str] = None\n"
     )
@@ -255,7 +258,7 @@ def test_torch_version_is_read_without_importing_torch(tmp_path):
 # --- the command ------------------------------------------------------------------------------------------
 
 
-def test_variants_command_lists_the_whole_matrix_with_statuses():
+def test_variants_command_lists_the_whole_matrix_with_statuses() -> None:
     from toolkit.cli import app
 
     res = CliRunner().invoke(app, ["variants", "-C", str(REPO), "-p", "ggml-attn-kernels", "--json"])
@@ -281,7 +284,7 @@ def test_variants_command_lists_the_whole_matrix_with_statuses():
     )
 
 
-def test_variants_command_bad_glob_exits_with_config_error():
+def test_variants_command_bad_glob_exits_with_config_error() -> None:
     from toolkit.cli import app
 
     res = CliRunner().invoke(app, ["variants", "-C", str(REPO), "--variant", "nope*"])
@@ -289,13 +292,13 @@ def test_variants_command_bad_glob_exits_with_config_error():
     assert "matches no variant" in res.output
 
 
-def test_variant_name_property_examples():
+def test_variant_name_property_examples() -> None:
     assert Variant("2.14", "cuda", "13.0", "x86_64", "linux").name == "torch214-cxx11-cu130-x86_64-linux"
     assert Variant("2.14", "metal", None, "aarch64", "darwin").name == "torch214-metal-aarch64-darwin"
     assert Variant("2.13", "rocm", "7.1", "x86_64", "linux").name == "torch213-cxx11-rocm71-x86_64-linux"
 
 
-def test_rocm_index_template_spells_the_toolkit_version_with_its_dot(tmp_path):
+def test_rocm_index_template_spells_the_toolkit_version_with_its_dot(tmp_path: Path) -> None:
     """The PyTorch wheel index names ROCm directories rocm7.2 (not rocm72, the variant's compute tag)."""
     f = tmp_path / "m.toml"
     f.write_text(
@@ -305,7 +308,7 @@ def test_rocm_index_template_spells_the_toolkit_version_with_its_dot(tmp_path):
     assert load_matrix(f).index_for(parse_name("torch214-cxx11-rocm72-x86_64-linux")) == "https://idx.example/rocm7.2"
 
 
-def test_variants_text_prints_every_reason_whole_within_80_columns():
+def test_variants_text_prints_every_reason_whole_within_80_columns() -> None:
     """Issue 20 item 6: the table held the reasons and cut nearly all of them off in a pipe."""
     from toolkit.cli import app
 
@@ -334,7 +337,7 @@ ROW = '[[build]]\nbackend="cuda"\ntoolkits=["13.0"]\nsystems=["x86_64-linux"]\n'
         ("shema = 1\n", "shema", "schema"),
     ],
 )
-def test_misspelt_tables_and_keys_are_refused_naming_the_nearest_valid_one(extra, key, near):
+def test_misspelt_tables_and_keys_are_refused_naming_the_nearest_valid_one(extra: str, key: str, near: str) -> None:
     """Issue 18: `[sourcs.torch]` used to be ignored, silently turning a provisionable row into "elsewhere"."""
     text = ('torch=["2.14"]\n' + extra + ROW) if not extra.startswith("[") else ('torch=["2.14"]\n' + ROW + extra)
     with pytest.raises(ConfigError) as exc:
@@ -344,7 +347,7 @@ def test_misspelt_tables_and_keys_are_refused_naming_the_nearest_valid_one(extra
     assert len(line.splitlines()) == 1
 
 
-def test_a_misspelt_matrix_table_exits_2_through_the_cli(tmp_path):
+def test_a_misspelt_matrix_table_exits_2_through_the_cli(tmp_path: Path) -> None:
     from toolkit.cli import app
 
     proj = tmp_path / "p"

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from tests.helpers.machine import local_cuda_build_unavailable
 from toolkit.build.zig import ZIG_VERSION, find_zig
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "build_kernel"
-pytestmark = pytest.mark.slow
+pytestmark: pytest.MarkDecorator | list[pytest.MarkDecorator] = pytest.mark.slow
 
 
 def _why_not() -> str | None:
@@ -34,18 +35,19 @@ def _why_not() -> str | None:
     return None
 
 
-if _why_not():
-    pytestmark = [pytest.mark.slow, pytest.mark.skip(reason=_why_not())]
+_WHY_NOT = _why_not()
+if _WHY_NOT:
+    pytestmark = [pytest.mark.slow, pytest.mark.skip(reason=_WHY_NOT)]
 
 
-def _cli(root: Path, *args: str) -> subprocess.CompletedProcess:
+def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "toolkit.cli", "build", "-C", str(root), *args], capture_output=True, text=True
     )
 
 
 @pytest.fixture(scope="module")
-def zig_built(tmp_path_factory):
+def zig_built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], Path]:
     root = tmp_path_factory.mktemp("zig") / "proj"
     copy_build_kernel(root)
     res = _cli(root, "--toolchain", "zig", "--json", "-j", "2")
@@ -64,14 +66,14 @@ def _versions(so: Path) -> dict[str, tuple[int, ...]]:
     return top
 
 
-def test_symbol_versions_are_manylinux_2_28(zig_built):
+def test_symbol_versions_are_manylinux_2_28(zig_built: tuple[Path, dict[str, Any], Path]) -> None:
     _, _, so = zig_built
     top = _versions(so)
     assert top["GLIBC"] <= (2, 28), top
     assert top.get("GLIBCXX", (0,)) <= (3, 4, 25) and top.get("CXXABI", (0,)) <= (1, 3, 11), top
 
 
-def test_no_private_unwinder_and_exceptions_reach_python(zig_built):
+def test_no_private_unwinder_and_exceptions_reach_python(zig_built: tuple[Path, dict[str, Any], Path]) -> None:
     root, r, so = zig_built
     defined = subprocess.run(["nm", "-D", "--defined-only", str(so)], capture_output=True, text=True).stdout
     assert "_Unwind_" not in defined  # libgcc_s linked by path, not zig's static libunwind
@@ -87,7 +89,7 @@ def test_no_private_unwinder_and_exceptions_reach_python(zig_built):
     assert "caught:" in res.stdout and "contiguous float32 CUDA tensor" in res.stdout
 
 
-def test_provenance_records_the_toolchain(zig_built):
+def test_provenance_records_the_toolchain(zig_built: tuple[Path, dict[str, Any], Path]) -> None:
     root, r, _ = zig_built
     meta = json.loads((root / r["out_dir"] / "metadata.json").read_text())
     tc = meta["provenance"]["ggml-vendor"]["toolchain"]
@@ -96,7 +98,9 @@ def test_provenance_records_the_toolchain(zig_built):
     assert meta["provenance"]["ggml-vendor"]["toolkit"].startswith("cuda 13.")
 
 
-def test_switching_toolchain_recompiles_and_switching_back_is_a_cache_hit(zig_built):
+def test_switching_toolchain_recompiles_and_switching_back_is_a_cache_hit(
+    zig_built: tuple[Path, dict[str, Any], Path],
+) -> None:
     root, _, _ = zig_built
     res = _cli(root, "--toolchain", "zig", "--json")
     assert res.returncode == 0 and json.loads(res.stdout)["compiler_invocations"] == 0

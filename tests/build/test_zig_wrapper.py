@@ -35,11 +35,11 @@ def _run(tc: z.ZigToolchain, *args: str) -> list[str]:
     return subprocess.run([tc.cxx, *args], capture_output=True, text=True, check=True).stdout.splitlines()
 
 
-def test_dumpmachine_is_answered_by_the_wrapper(toolchain):
+def test_dumpmachine_is_answered_by_the_wrapper(toolchain: z.ZigToolchain) -> None:
     assert _run(toolchain, "-dumpmachine") == ["x86_64-linux-gnu"]
 
 
-def test_compile_targets_glibc_228_with_libstdcxx_headers_and_drops_gcc_only_flags(toolchain):
+def test_compile_targets_glibc_228_with_libstdcxx_headers_and_drops_gcc_only_flags(toolchain: z.ZigToolchain) -> None:
     argv = _run(toolchain, "-c", "a.cpp", "-o", "a.o", "-fno-gnu-unique", "-fPIC")
     assert argv[:3] == ["c++", "-target", "x86_64-linux-gnu.2.28"]
     assert "-nostdinc++" in argv and "-fno-gnu-unique" not in argv
@@ -53,14 +53,14 @@ def test_compile_targets_glibc_228_with_libstdcxx_headers_and_drops_gcc_only_fla
     assert "-nostdlib++" not in argv  # compile only: no link inputs
 
 
-def test_link_adds_libstdcxx_and_libgcc_s_by_path_never_lgcc_s(toolchain):
+def test_link_adds_libstdcxx_and_libgcc_s_by_path_never_lgcc_s(toolchain: z.ZigToolchain) -> None:
     argv = _run(toolchain, "-shared", "-o", "x.so", "a.o", "-ltorch")
     assert argv[-3:] == ["-nostdlib++", toolchain.libstdcxx, toolchain.libgcc_s]
     assert Path(argv[-1]).name == "libgcc_s.so.1"
     assert "-lgcc_s" not in argv
 
 
-def test_identity_follows_zig_and_wrapper_content(tmp_path, toolchain):
+def test_identity_follows_zig_and_wrapper_content(tmp_path: Path, toolchain: z.ZigToolchain) -> None:
     again = make_toolchain(toolchain.zig, "x86_64", base=tmp_path / "toolchains")
     assert again.identity == toolchain.identity and again.wrapper_dir == toolchain.wrapper_dir
     other = tmp_path / "other" / "zig"
@@ -75,7 +75,7 @@ def test_identity_follows_zig_and_wrapper_content(tmp_path, toolchain):
     assert "/" not in prov["libstdc++"]  # no local paths in published metadata
 
 
-def test_planned_steps_carry_the_toolchain_identity_and_nvcc_ccbin(toolchain):
+def test_planned_steps_carry_the_toolchain_identity_and_nvcc_ccbin(toolchain: z.ZigToolchain) -> None:
     from toolkit.build.envs import Toolkit, TorchEnv
     from toolkit.build.host_status import Status
     from toolkit.build.matrix import parse_name

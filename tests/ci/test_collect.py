@@ -15,15 +15,18 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
 
 from tests.helpers import BUILD_KERNEL_OUT, built_variants, copy_build_kernel
+from tests.helpers.fixture_repos import locked
 from tests.helpers.hubserver.variants import compile_so, make_variant, provenance, write_metadata
 from toolkit.core import config
+from toolkit.core.config import Config
 from toolkit.core.hashing import sha256_file
-from toolkit.core.lock import read_lock
 from toolkit.verify import VerifyOptions, stamp_verdict, tree_sha256, verify_build
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "build_kernel"
@@ -35,7 +38,7 @@ RUNNER_VERIFY = VerifyOptions(smoke=False, check_vendor=False)
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed (fixture variants)")
 
 
-def _cli(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def _cli(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)],
         capture_output=True,
@@ -46,13 +49,13 @@ def _cli(root: Path, *args: str, env: dict | None = None) -> subprocess.Complete
 
 
 @pytest.fixture
-def proj(tmp_path: Path):  # type: ignore[no-untyped-def]
+def proj(tmp_path: Path) -> Config:
     root = tmp_path / "checkout"
     copy_build_kernel(root)
     return config.load(root)
 
 
-def _identity(cfg) -> dict:  # type: ignore[no-untyped-def]
+def _identity(cfg: Config) -> dict[str, str]:
     from toolkit import __version__
     from toolkit.build.inputs import load_project
 
@@ -60,8 +63,8 @@ def _identity(cfg) -> dict:  # type: ignore[no-untyped-def]
     return {"lock-sha256": sha256_file(cfg.vendor_dir / "UPSTREAM"), "source-id": proj.source_id, "uid": proj.uid}
 
 
-def _prov(cfg, **override) -> dict:  # type: ignore[no-untyped-def]
-    lock = read_lock(cfg.vendor_dir)
+def _prov(cfg: Config, **override: Any) -> dict[str, Any]:
+    lock = locked(cfg.vendor_dir)
     ident = _identity(cfg)
     prov = provenance(commit=lock.commit, url=lock.upstream)
     prov["ggml-vendor"].update({"lock-sha256": ident["lock-sha256"], "source-id": ident["source-id"]})
@@ -73,7 +76,9 @@ def _prov(cfg, **override) -> dict:  # type: ignore[no-untyped-def]
     return prov
 
 
-def _artifact(cfg, out: Path, variant: str, *, name: str | None = None, as_zip: bool = False, **prov) -> Path:  # type: ignore[no-untyped-def]
+def _artifact(
+    cfg: Config, out: Path, variant: str, *, name: str | None = None, as_zip: bool = False, **prov: Any
+) -> Path:
     """What one job uploads: its variant built and verified on its runner, packed as `name` (default: the
     variant's name) under `out`."""
     runner = out.parent / f"runner-{name or variant}" / "build"
@@ -102,14 +107,15 @@ def _snapshot(d: Path) -> dict[str, bytes]:
     )
 
 
-def _record(build: Path) -> dict:
-    return json.loads((build / ".verified.json").read_text())["variants"]
+def _record(build: Path) -> dict[str, Any]:
+    variants: dict[str, Any] = json.loads((build / ".verified.json").read_text())["variants"]
+    return variants
 
 
 # --- merging ---------------------------------------------------------------------------------------------
 
 
-def test_collects_artifact_dirs_and_zips_keeps_records_and_verify_passes(proj, tmp_path: Path) -> None:
+def test_collects_artifact_dirs_and_zips_keeps_records_and_verify_passes(proj: Config, tmp_path: Path) -> None:
     arts = tmp_path / "artifacts"  # what download-artifact writes: one entry per artifact
     _artifact(proj, arts, V1)
     _artifact(proj, arts, V2, as_zip=True)
@@ -130,7 +136,7 @@ def test_collects_artifact_dirs_and_zips_keeps_records_and_verify_passes(proj, t
     assert _record(build)[V2]["collected"]["artifact"] == V2
 
 
-def test_dry_run_checks_everything_and_changes_nothing(proj, tmp_path: Path) -> None:
+def test_dry_run_checks_everything_and_changes_nothing(proj: Config, tmp_path: Path) -> None:
     art = _artifact(proj, tmp_path / "a", V1)
     res = _cli(proj.root, "collect", str(art), "--dry-run")
     assert res.returncode == 0, res.stderr
@@ -138,7 +144,7 @@ def test_dry_run_checks_everything_and_changes_nothing(proj, tmp_path: Path) -> 
     assert built_variants(proj.root) == []  # build/<name>/ holds its rendered src/ alone
 
 
-def test_replaces_its_variants_and_keeps_the_others(proj, tmp_path: Path) -> None:
+def test_replaces_its_variants_and_keeps_the_others(proj: Config, tmp_path: Path) -> None:
     first = _artifact(proj, tmp_path / "first", V1, name="old")
     keep = _artifact(proj, tmp_path / "first", V0)
     assert _cli(proj.root, "collect", str(first), str(keep)).returncode == 0
@@ -164,7 +170,9 @@ def test_replaces_its_variants_and_keeps_the_others(proj, tmp_path: Path) -> Non
     assert _snapshot(proj.build_dir / V0) == kept_before and _record(proj.build_dir)[V0]["collected"]["artifact"] == V0
 
 
-def test_an_interrupted_merge_leaves_the_previous_build(proj, tmp_path: Path, monkeypatch) -> None:
+def test_an_interrupted_merge_leaves_the_previous_build(
+    proj: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from toolkit.ci import collect as collect_mod
 
     assert _cli(proj.root, "collect", str(_artifact(proj, tmp_path / "old", V1, name="old"))).returncode == 0
@@ -173,7 +181,7 @@ def test_an_interrupted_merge_leaves_the_previous_build(proj, tmp_path: Path, mo
     _artifact(proj, arts, V1)
     _artifact(proj, arts, V2)
 
-    def boom(*a, **k):  # type: ignore[no-untyped-def]
+    def boom(*a: object, **k: object) -> NoReturn:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(collect_mod, "_merge_records", boom)  # after both variants were swapped in
@@ -184,7 +192,9 @@ def test_an_interrupted_merge_leaves_the_previous_build(proj, tmp_path: Path, mo
 
 
 @pytest.mark.parametrize("lands", ["while printing", "before the swap"])
-def test_ctrl_c_says_what_build_holds_read_back(proj, tmp_path: Path, monkeypatch, lands) -> None:  # type: ignore[no-untyped-def]
+def test_ctrl_c_says_what_build_holds_read_back(
+    proj: Config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lands: str
+) -> None:
     """Issue 33 item 3: a Ctrl-C once the plan is made says what build/ holds, read back from disk."""
     from typer.testing import CliRunner
 
@@ -192,7 +202,7 @@ def test_ctrl_c_says_what_build_holds_read_back(proj, tmp_path: Path, monkeypatc
     from toolkit.cli import app
     from toolkit.commands import collect as collect_command
 
-    def ctrl_c(*a, **k):  # type: ignore[no-untyped-def]
+    def ctrl_c(*a: object, **k: object) -> NoReturn:
         raise KeyboardInterrupt
 
     if lands == "while printing":
@@ -214,7 +224,7 @@ def test_ctrl_c_says_what_build_holds_read_back(proj, tmp_path: Path, monkeypatc
         assert not (proj.build_dir / V1).exists()
 
 
-def test_plan_and_execute_follow_the_stage_protocol(proj, tmp_path: Path) -> None:
+def test_plan_and_execute_follow_the_stage_protocol(proj: Config, tmp_path: Path) -> None:
     """The plan checks and decides, writing nothing (build/ is not even created); execute carries it out and
     refuses a variant whose artifact changed after the plan checked it (build/ then untouched)."""
     from toolkit.ci import collect as collect_mod
@@ -243,43 +253,43 @@ def test_plan_and_execute_follow_the_stage_protocol(proj, tmp_path: Path) -> Non
 # --- refusals --------------------------------------------------------------------------------------------
 
 
-def _rewrite_record(art: Path, variant: str, **changes) -> None:  # type: ignore[no-untyped-def]
+def _rewrite_record(art: Path, variant: str, **changes: Any) -> None:
     doc = json.loads((art / ".verified.json").read_text())
     doc["variants"][variant].update(changes)
     (art / ".verified.json").write_text(json.dumps(doc))
 
 
-def _redigest(cfg, art: Path, variant: str) -> None:  # type: ignore[no-untyped-def]
+def _redigest(cfg: Config, art: Path, variant: str) -> None:
     meta = json.loads((art / variant / "metadata.json").read_text())
     write_metadata(
         art / variant, ident=meta["id"], backend="cuda", archs=["8.0"], prov=meta["provenance"], name=cfg.name
     )
 
 
-def _missing_file(cfg, arts: Path) -> None:  # type: ignore[no-untyped-def]
+def _missing_file(cfg: Config, arts: Path) -> None:
     (_artifact(cfg, arts, V2) / V2 / "_ops.py").unlink()
 
 
-def _altered_file(cfg, arts: Path) -> None:  # type: ignore[no-untyped-def]
+def _altered_file(cfg: Config, arts: Path) -> None:
     p = _artifact(cfg, arts, V2) / V2 / "__init__.py"
     p.write_text(p.read_text() + "# edited after the build\n")
 
 
-def _changed_after_verify(cfg, arts: Path) -> None:  # type: ignore[no-untyped-def]
+def _changed_after_verify(cfg: Config, arts: Path) -> None:
     art = _artifact(cfg, arts, V2)
     (art / V2 / "__init__.py").write_text((art / V2 / "__init__.py").read_text() + "# rebuilt, not re-verified\n")
     _redigest(cfg, art, V2)  # complete and self-consistent, but not what the runner verified
 
 
-def _failed_on_runner(cfg, arts: Path) -> None:  # type: ignore[no-untyped-def]
+def _failed_on_runner(cfg: Config, arts: Path) -> None:
     _rewrite_record(_artifact(cfg, arts, V2), V2, ok=False, failures=[f"[fail] {V2}: archs: no sm_80 cubin"])
 
 
-def _no_record(cfg, arts: Path) -> None:  # type: ignore[no-untyped-def]
+def _no_record(cfg: Config, arts: Path) -> None:
     (_artifact(cfg, arts, V2) / ".verified.json").unlink()
 
 
-def _private_unwinder(cfg, arts: Path) -> None:  # type: ignore[no-untyped-def]
+def _private_unwinder(cfg: Config, arts: Path) -> None:
     """Verified by a runner whose verify did not know this check: collect's own re-check catches it."""
     from tests.helpers.hubserver.variants import build_fatbin
 
@@ -295,23 +305,28 @@ def _private_unwinder(cfg, arts: Path) -> None:  # type: ignore[no-untyped-def]
     _rewrite_record(art, V2, tree_sha256=tree_sha256(art / V2))
 
 
-CASES = {
+def _foreign(cfg: Config, arts: Path, variant: str, prov: dict[str, Any]) -> Path:
+    """An artifact whose provenance says other sources (`prov`: ggml-vendor provenance keys as the build wrote them)."""
+    return _artifact(cfg, arts, variant, **prov)
+
+
+CASES: dict[str, tuple[Callable[[Config, Path], object], str, str, str]] = {
     "missing-file": (_missing_file, V2, "incomplete", "missing _ops.py"),
     "altered-file": (_altered_file, V2, "incomplete", "__init__.py does not match its digest"),
     "other-sources": (
-        lambda c, a: _artifact(c, a, V2, **{"source-id": "0" * 64}),
+        lambda c, a: _foreign(c, a, V2, {"source-id": "0" * 64}),
         V2,
         "foreign",
         "built from other sources",
     ),
     "other-lock": (
-        lambda c, a: _artifact(c, a, V2, **{"lock-sha256": "f" * 64}),
+        lambda c, a: _foreign(c, a, V2, {"lock-sha256": "f" * 64}),
         V2,
         "foreign",
         "another vendor/UPSTREAM",
     ),
     "no-provenance": (
-        lambda c, a: _artifact(c, a, V2, **{"source-id": None}),
+        lambda c, a: _foreign(c, a, V2, {"source-id": None}),
         V2,
         "foreign",
         "records no lock-sha256/source-id",
@@ -331,8 +346,9 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_a_bad_artifact_is_refused_by_name_and_build_is_untouched(proj, tmp_path: Path, case: str) -> None:
-    from toolkit.ci.collect import CollectError, collect
+def test_a_bad_artifact_is_refused_by_name_and_build_is_untouched(proj: Config, tmp_path: Path, case: str) -> None:
+    from toolkit.ci.collect import collect
+    from toolkit.core.errors import CollectError
 
     make, artifact, kind, reason = CASES[case]
     collect(proj, [_artifact(proj, tmp_path / "before", V0)])
@@ -350,7 +366,7 @@ def test_a_bad_artifact_is_refused_by_name_and_build_is_untouched(proj, tmp_path
     assert _snapshot(proj.build_dir) == before
 
 
-def test_cli_refusal_is_one_line_exit_11_with_the_json_report(proj, tmp_path: Path) -> None:
+def test_cli_refusal_is_one_line_exit_11_with_the_json_report(proj: Config, tmp_path: Path) -> None:
     arts = tmp_path / "artifacts"
     _artifact(proj, arts, V1)
     _missing_file(proj, arts)
@@ -388,7 +404,7 @@ def _corrupt_the_deflate_stream(zpath: Path, member_suffix: str) -> None:
     zpath.write_bytes(bytes(data))
 
 
-def test_a_zip_with_a_corrupt_deflate_stream_is_refused_in_one_line(proj, tmp_path: Path) -> None:
+def test_a_zip_with_a_corrupt_deflate_stream_is_refused_in_one_line(proj: Config, tmp_path: Path) -> None:
     arts = tmp_path / "artifacts"
     _artifact(proj, arts, V1)
     zpath = _deflated(_artifact(proj, arts, V2, as_zip=True))
@@ -401,7 +417,7 @@ def test_a_zip_with_a_corrupt_deflate_stream_is_refused_in_one_line(proj, tmp_pa
     assert built_variants(proj.root) == []  # build/<name>/ holds its rendered src/ alone
 
 
-def test_a_truncated_zip_among_the_artifacts_is_refused_not_skipped(proj, tmp_path: Path) -> None:
+def test_a_truncated_zip_among_the_artifacts_is_refused_not_skipped(proj: Config, tmp_path: Path) -> None:
     arts = tmp_path / "artifacts"
     _artifact(proj, arts, V1)
     zpath = _artifact(proj, arts, V2, as_zip=True)
@@ -415,7 +431,7 @@ def test_a_truncated_zip_among_the_artifacts_is_refused_not_skipped(proj, tmp_pa
 
 
 @pytest.mark.parametrize("as_zip", [False, True])
-def test_a_named_pipe_in_a_variant_is_refused(proj, tmp_path: Path, as_zip: bool) -> None:
+def test_a_named_pipe_in_a_variant_is_refused(proj: Config, tmp_path: Path, as_zip: bool) -> None:
     arts = tmp_path / "artifacts"
     art = _artifact(proj, arts, V1)
     os.mkfifo(art / V1 / "pipe")
@@ -441,7 +457,7 @@ def test_a_named_pipe_in_a_variant_is_refused(proj, tmp_path: Path, as_zip: bool
     assert built_variants(proj.root) == []  # build/<name>/ holds its rendered src/ alone
 
 
-def test_a_symbolic_link_in_an_artifact_is_refused_by_verify_s_rule(proj, tmp_path: Path) -> None:
+def test_a_symbolic_link_in_an_artifact_is_refused_by_verify_s_rule(proj: Config, tmp_path: Path) -> None:
     """collect, verify and publish share one rule for what a variant may hold (toolkit.verify's
     non_regular): a link to a file outside is refused in one line naming it, nothing of it copied."""
     art = _artifact(proj, tmp_path / "artifacts", V1)
@@ -456,7 +472,7 @@ def test_a_symbolic_link_in_an_artifact_is_refused_by_verify_s_rule(proj, tmp_pa
     assert built_variants(proj.root) == []  # build/<name>/ holds its rendered src/ alone
 
 
-def test_collected_files_are_copies_not_links_to_the_artifact(proj, tmp_path: Path) -> None:
+def test_collected_files_are_copies_not_links_to_the_artifact(proj: Config, tmp_path: Path) -> None:
     art = _artifact(proj, tmp_path / "a", V1)
     assert _cli(proj.root, "collect", str(art)).returncode == 0
     shipped = proj.build_dir / V1 / "__init__.py"
@@ -468,7 +484,7 @@ def test_collected_files_are_copies_not_links_to_the_artifact(proj, tmp_path: Pa
     assert stamp_verdict(proj.build_dir, proj.build_dir / V1) == (True, "")
 
 
-def test_staging_left_by_killed_runs_is_removed_and_a_live_one_kept(proj, tmp_path: Path) -> None:
+def test_staging_left_by_killed_runs_is_removed_and_a_live_one_kept(proj: Config, tmp_path: Path) -> None:
     build = proj.build_dir
     dead = build / ".collect-999999999-0badcafe"  # named like any run's staging, its process long gone
     (dead / "a0" / V1).mkdir(parents=True)
@@ -489,7 +505,7 @@ def test_staging_left_by_killed_runs_is_removed_and_a_live_one_kept(proj, tmp_pa
         alive.wait(timeout=30)
 
 
-def _changed_artifact(cfg, out: Path) -> Path:  # type: ignore[no-untyped-def]
+def _changed_artifact(cfg: Config, out: Path) -> Path:
     """A newer build of V1 (one more file), complete and verified on its runner."""
     new = _artifact(cfg, out, V1)
     (new / V1 / "extra.txt").write_text("new build\n")
@@ -500,7 +516,9 @@ def _changed_artifact(cfg, out: Path) -> Path:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize(("exchange", "kill_at"), [(True, 1), (False, 1), (False, 2), (False, 3)])
-def test_a_collect_killed_mid_swap_never_loses_the_variant(proj, tmp_path: Path, exchange: bool, kill_at: int) -> None:
+def test_a_collect_killed_mid_swap_never_loses_the_variant(
+    proj: Config, tmp_path: Path, exchange: bool, kill_at: int
+) -> None:
     """SIGKILL at each step of the variant swap (the atomic exchange, or the journaled two-rename fallback):
     build/ holds the old or the new variant, complete (after the fallback's second step, once the next run
     has rolled the swap back), and the next collect finishes cleanly."""
@@ -522,7 +540,7 @@ def test_a_collect_killed_mid_swap_never_loses_the_variant(proj, tmp_path: Path,
     assert stamp_verdict(proj.build_dir, proj.build_dir / V1) == (True, "")
 
 
-def test_the_next_run_puts_back_a_variant_a_kill_left_moved_aside(proj, tmp_path: Path) -> None:
+def test_the_next_run_puts_back_a_variant_a_kill_left_moved_aside(proj: Config, tmp_path: Path) -> None:
     assert _cli(proj.root, "collect", str(_artifact(proj, tmp_path / "old", V1, name="old"))).returncode == 0
     old = _snapshot(proj.build_dir / V1)
     env = {**os.environ, "GGML_VENDOR_KILL_AT": "2", "GGML_VENDOR_NO_EXCHANGE": "1"}
@@ -538,7 +556,9 @@ def test_the_next_run_puts_back_a_variant_a_kill_left_moved_aside(proj, tmp_path
 
 
 @pytest.mark.parametrize("command", [("verify",), ("status",), ("publish", "--dry-run"), ("build", "--dry-run")])
-def test_any_next_command_puts_back_a_variant_a_kill_left_moved_aside(proj, tmp_path: Path, command) -> None:
+def test_any_next_command_puts_back_a_variant_a_kill_left_moved_aside(
+    proj: Config, tmp_path: Path, command: tuple[str, ...]
+) -> None:
     """Issue 33 item 8: the journaled fallback's gap (killed between its two renames) is closed by whatever
     command runs next in the project, not only by the next collect."""
     assert _cli(proj.root, "collect", str(_artifact(proj, tmp_path / "old", V1, name="old"))).returncode == 0
@@ -552,7 +572,7 @@ def test_any_next_command_puts_back_a_variant_a_kill_left_moved_aside(proj, tmp_
     assert not list(proj.build_dir.glob("*.journal"))  # (dead runs' staging goes with the next collect)
 
 
-def test_another_commit_is_refused(proj, tmp_path: Path) -> None:
+def test_another_commit_is_refused(proj: Config, tmp_path: Path) -> None:
     root = proj.root
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
@@ -564,7 +584,7 @@ def test_another_commit_is_refused(proj, tmp_path: Path) -> None:
     assert built_variants(proj.root) == []  # build/<name>/ holds its rendered src/ alone
 
 
-def test_not_an_artifact(proj, tmp_path: Path) -> None:
+def test_not_an_artifact(proj: Config, tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     res = _cli(proj.root, "collect", str(tmp_path / "empty"), str(tmp_path / "nope"))
     assert res.returncode == 11
@@ -712,7 +732,7 @@ def test_two_runners_collected_verified_published_and_loaded(tmp_path: Path) -> 
         assert not any("/resolve/" in p and "cu132" in p for p in paths)
 
 
-def test_without_the_lock_there_is_nothing_to_compare_with(proj, tmp_path: Path) -> None:
+def test_without_the_lock_there_is_nothing_to_compare_with(proj: Config, tmp_path: Path) -> None:
     art = _artifact(proj, tmp_path / "a", V1)
     (proj.vendor_dir / "UPSTREAM").unlink()
     res = _cli(proj.root, "collect", str(art))

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, requires, version
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from packaging.requirements import Requirement
@@ -20,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 STACKS = REPO / ".ci" / "stacks.py"
 
 
-def _module():  # type: ignore[no-untyped-def]
+def _module() -> ModuleType:
     spec = importlib.util.spec_from_file_location("ci_stacks", STACKS)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -29,7 +30,7 @@ def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _steps(doc: dict) -> dict[str, dict]:
+def _steps(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s.get("id", s.get("name", "")): s for s in doc["jobs"]["update"]["steps"]}
 
 
@@ -81,7 +82,7 @@ def test_ci_check_catches_a_stale_update_workflow(tmp_path: Path) -> None:
     assert res.returncode == 6 and "is missing" in res.stderr
 
 
-def _run_step(step: dict, cwd: Path, env: dict[str, str]) -> None:
+def _run_step(step: dict[str, Any], cwd: Path, env: dict[str, str]) -> None:
     proc = subprocess.run(
         ["bash", "-e", "-c", step["run"]], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
     )

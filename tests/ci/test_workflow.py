@@ -10,11 +10,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from tests.helpers.project import set_backends
+from toolkit.build.engines import PYPI_CUDA
 from toolkit.build.matrix import parse_name
 from toolkit.ci import workflow
 from toolkit.core import config
@@ -27,7 +29,7 @@ SECOND = "gguf-kernels"
 PACKAGES = {name: (f"{name}-", f"build/{name}") for name in (PACKAGE, SECOND)}
 
 
-def _cli(root: Path, *args: str) -> subprocess.CompletedProcess:
+def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)], capture_output=True, text=True, timeout=300
     )
@@ -42,7 +44,7 @@ def _project(tmp_path: Path) -> Path:
     return root
 
 
-def _jobs(doc: dict, package: str = PACKAGE) -> dict[str, dict]:
+def _jobs(doc: dict[str, Any], package: str = PACKAGE) -> dict[str, dict[str, Any]]:
     """The variant jobs of `package` (their ids start with its name)."""
     prefix = PACKAGES[package][0]
     return {k: v for k, v in doc["jobs"].items() if not k.endswith("collect") and k.startswith(prefix)}
@@ -107,15 +109,15 @@ def test_every_job_builds_verifies_and_uploads_its_variant_on_a_matching_runner(
             assert "--provision ${{ matrix.create-envs }}" in runs
             if v.backend == "rocm":
                 assert row["container"].startswith("rocm/") and job["container"]["image"] == "${{ matrix.container }}"
-            if v.backend == "cuda" and v.toolkit not in workflow.PYPI_CUDA:
-                assert row["container"].startswith("nvidia/cuda:" + v.toolkit)
-            if v.backend == "cuda" and v.toolkit in workflow.PYPI_CUDA:
+            if v.backend == "cuda" and v.toolkit not in PYPI_CUDA:
+                assert row["container"].startswith(f"nvidia/cuda:{v.toolkit}")
+            if v.backend == "cuda" and v.toolkit in PYPI_CUDA:
                 assert "container" not in row and "container" not in job
     collect = doc["jobs"][f"{prefix}collect"]
     assert sorted(collect["needs"]) == sorted(_jobs(doc, package))  # its own jobs only
     steps = collect["steps"]
-    runs = [s.get("run", "") for s in steps]
-    assert runs.index(f"ggml-vendor collect --package {package} artifacts") < runs.index(
+    collect_runs = [s.get("run", "") for s in steps]
+    assert collect_runs.index(f"ggml-vendor collect --package {package} artifacts") < collect_runs.index(
         f"ggml-vendor verify --package {package} --no-smoke"
     )
     [publish] = [s for s in steps if s.get("run") == f"ggml-vendor publish --package {package}"]

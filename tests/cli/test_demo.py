@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,7 +101,9 @@ def test_the_plan_of_this_project_lists_what_the_demo_runs(tmp_path: Path) -> No
     assert config.load(make_workspace(REPO_ROOT, tmp_path / "ws")).package_names() == plan.packages
 
 
-def test_a_host_with_nothing_to_build_fails_the_build_with_the_stage_s_line(tmp_path: Path, monkeypatch) -> None:
+def test_a_host_with_nothing_to_build_fails_the_build_with_the_stage_s_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The build stage refuses a host that can build none of the selected variants (NothingToBuildError); the
     demo's build task fails with that one line, and the stages after it are skipped."""
     from dataclasses import replace
@@ -173,13 +176,17 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert loaded["ops"], "no op registered under the build's namespace"
 
 
-def test_the_second_package_is_synced_rendered_and_planned_on_the_miniature(tmp_path: Path, monkeypatch) -> None:
+def test_the_second_package_is_synced_rendered_and_planned_on_the_miniature(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The first package's compile/verify/publish/load are stubbed (the slow end-to-end test runs them): what is
     # checked is that the miniature's gguf stand-ins carry gguf-kernels' closure through sync, render and the
     # build plan, and that what the stand-ins cannot do is skipped, saying why.
     from toolkit.demo import tasks
 
-    stub = lambda ctx: ("stubbed", {})  # noqa: E731
+    def stub(ctx: object) -> tuple[str, dict[str, Any]]:
+        return ("stubbed", {})
+
     monkeypatch.setattr(
         tasks, "PACKAGE_TASKS", (("render", tasks._render),) + tuple((n, stub) for n in tasks.STAGES[3:])
     )

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("module", ["typer", "rich.console"])
-def test_ctrl_c_while_importing_is_one_line_and_130(tmp_path, module) -> None:
+def test_ctrl_c_while_importing_is_one_line_and_130(tmp_path: Path, module: str) -> None:
     code = "import sys; from toolkit.cli import main; sys.argv[1:] = ['status', '-C', sys.argv[1]]; main()"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
@@ -68,7 +68,7 @@ runpy.run_module("toolkit.cli", run_name="__main__", alter_sys=True)
 
 
 @pytest.mark.parametrize("how", ["script", "python -m"])
-def test_ctrl_c_while_the_entry_module_itself_imports_is_one_line_and_130(tmp_path, how) -> None:
+def test_ctrl_c_while_the_entry_module_itself_imports_is_one_line_and_130(tmp_path: Path, how: str) -> None:
     """Issue 33 item 4: the window before main() (the entry module's own imports) is caught as well."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     how = how.split()[-1]

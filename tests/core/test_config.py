@@ -93,7 +93,9 @@ cuda = ["src/ggml-cuda/fattn-vec.cuh"]
 """
 
 
-def test_a_one_package_pyproject_migrates_with_one_line_of_notice(repo_root: Path, tmp_path: Path, capfd) -> None:
+def test_a_one_package_pyproject_migrates_with_one_line_of_notice(
+    repo_root: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "pyproject.toml").write_text(LEGACY)
     (tmp_path / "templates").mkdir()
     shutil.copy(repo_root / "templates" / "ggml-attn-kernels" / "facts.py", tmp_path / "templates" / "facts.py")

@@ -12,15 +12,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
-from tests.helpers.fixture_repos import FA_CUDA, GDN_CUDA, METAL, SSM_CUDA, make_project
+from tests.helpers.fixture_repos import FA_CUDA, GDN_CUDA, METAL, SSM_CUDA, FixtureRepo, locked, make_project
 from tests.helpers.project import demo_family_source
 from toolkit.cli import app
 from toolkit.core import config
+from toolkit.core.config import Config
 from toolkit.core.errors import ConfigError
-from toolkit.core.lock import read_lock
+from toolkit.core.lock import Lock, read_lock
 from toolkit.core.package_table import Entry
+from toolkit.render.stage import RenderedFile
 from toolkit.sync.closure import compute_closure
 from toolkit.sync.execution import execute
 from toolkit.sync.project_plan import SyncRequest, prepare
@@ -43,7 +45,7 @@ QUANT_CUDA = FA_CUDA | QUANT_ONLY
 pytestmark = pytest.mark.usefixtures("isolated_upstream_cache")  # a fresh upstream cache per test, no mirror
 
 
-def family(tmp_path: Path, up, extra: str = SECOND) -> Path:  # type: ignore[no-untyped-def]
+def family(tmp_path: Path, up: FixtureRepo, extra: str = SECOND) -> Path:
     root = make_project(tmp_path / "proj", str(up.path))
     with (root / "pyproject.toml").open("a") as fh:
         fh.write(extra)
@@ -53,7 +55,7 @@ def family(tmp_path: Path, up, extra: str = SECOND) -> Path:  # type: ignore[no-
     return root
 
 
-def edited(tmp_path: Path, up, old: str, new: str) -> Path:  # type: ignore[no-untyped-def]
+def edited(tmp_path: Path, up: FixtureRepo, old: str, new: str) -> Path:
     root = family(tmp_path, up)
     text = (root / "pyproject.toml").read_text()
     assert old in text, old
@@ -64,7 +66,7 @@ def edited(tmp_path: Path, up, old: str, new: str) -> Path:  # type: ignore[no-u
 # --- config --------------------------------------------------------------------------------------------
 
 
-def test_packages_load_in_order_with_defaults(tmp_path, up):
+def test_packages_load_in_order_with_defaults(tmp_path: Path, up: FixtureRepo) -> None:
     cfg = config.load(family(tmp_path, up))
     assert [p.name for p in cfg.packages] == ["fixture-kernels", "fixture-quant"]
     first, second = cfg.packages
@@ -92,7 +94,7 @@ def test_packages_load_in_order_with_defaults(tmp_path, up):
     assert second.key("quant") == "fixture-quant:quant" and first.key("flash_attn") == "fixture-kernels:flash_attn"
 
 
-def test_selected_filters_and_names_the_nearest(tmp_path, up):
+def test_selected_filters_and_names_the_nearest(tmp_path: Path, up: FixtureRepo) -> None:
     cfg = config.load(family(tmp_path, up))
     assert [c.name for c in cfg.selected(())] == ["fixture-kernels", "fixture-quant"]
     assert [c.name for c in cfg.selected(["fixture-quant"])] == ["fixture-quant"]
@@ -100,7 +102,7 @@ def test_selected_filters_and_names_the_nearest(tmp_path, up):
         cfg.selected(["fixture-qant"])
 
 
-def test_all_entries_is_every_package_with_qualified_keys(tmp_path, up):
+def test_all_entries_is_every_package_with_qualified_keys(tmp_path: Path, up: FixtureRepo) -> None:
     cfg = config.load(family(tmp_path, up))
     keys = [(k, b) for k, b, _ in cfg.all_entries()]
     assert keys == [
@@ -137,7 +139,7 @@ def test_all_entries_is_every_package_with_qualified_keys(tmp_path, up):
         ('backends = ["cuda"]\n', 'backends = ["cuda"]\ntemplates = "../out"\n', "path inside the project"),
     ],
 )
-def test_bad_package_config_is_one_line_exit_2(tmp_path, up, old, new, match):
+def test_bad_package_config_is_one_line_exit_2(tmp_path: Path, up: FixtureRepo, old: str, new: str, match: str) -> None:
     root = edited(tmp_path, up, old, new)
     with pytest.raises(ConfigError, match=match):
         config.load(root)
@@ -146,13 +148,13 @@ def test_bad_package_config_is_one_line_exit_2(tmp_path, up, old, new, match):
     assert len([line for line in res.output.splitlines() if line.strip()]) <= 3, res.output  # one error, wrapped
 
 
-def test_unknown_shared_key_names_the_nearest(tmp_path, up):
+def test_unknown_shared_key_names_the_nearest(tmp_path: Path, up: FixtureRepo) -> None:
     root = edited(tmp_path, up, 'license = "MIT"', 'license = "MIT"\ncuda-arch = ["9.0"]')
     with pytest.raises(ConfigError, match=r"unknown key 'cuda-arch' \(did you mean 'cuda-archs'\?\)"):
         config.load(root)
 
 
-def test_package_named_like_the_first_is_refused(tmp_path, up):
+def test_package_named_like_the_first_is_refused(tmp_path: Path, up: FixtureRepo) -> None:
     root = family(tmp_path, up, SECOND.replace("fixture-quant", "fixture-kernels"))
     with pytest.raises(ConfigError, match='Key "fixture-kernels" already exists'):  # TOML itself refuses it
         config.load(root)
@@ -161,13 +163,15 @@ def test_package_named_like_the_first_is_refused(tmp_path, up):
 # --- one pin: the union closure ------------------------------------------------------------------------
 
 
-def test_union_closure_vendors_each_file_once_and_records_who_needs_it(tmp_path, up):
+def test_union_closure_vendors_each_file_once_and_records_who_needs_it(tmp_path: Path, up: FixtureRepo) -> None:
     cfg = config.load(family(tmp_path, up))
     prep = prepare(cfg, SyncRequest(rev="v1"))
+    assert prep.plan is not None
     closure = prep.plan.closure
     assert len(closure.files) == len(set(closure.files))
     assert set(closure.files) == GDN_CUDA | FA_CUDA | SSM_CUDA | METAL | QUANT_ONLY
-    assert set(closure.for_op("fixture-quant:quant", "cuda").files) == QUANT_CUDA
+    quant = closure.for_op("fixture-quant:quant", "cuda")
+    assert quant is not None and set(quant.files) == QUANT_CUDA
     assert closure.needed_by["src/ggml-cuda/fattn-mma.cuh"] == ("fixture-quant:quant/cuda",)
     assert closure.needed_by["src/ggml-cuda/fattn-common.cuh"] == (
         "fixture-kernels:flash_attn/cuda",
@@ -187,14 +191,14 @@ def test_union_closure_vendors_each_file_once_and_records_who_needs_it(tmp_path,
     assert '[packages."fixture-quant"]' in (cfg.vendor_dir / "UPSTREAM").read_text()
 
 
-def test_one_package_lock_has_no_package_table(tmp_path, up):
+def test_one_package_lock_has_no_package_table(tmp_path: Path, up: FixtureRepo) -> None:
     cfg = config.load(make_project(tmp_path / "one", str(up.path)))
     execute(prepare(cfg, SyncRequest(rev="v1")))
     assert "[packages." not in (cfg.vendor_dir / "UPSTREAM").read_text()
-    assert read_lock(cfg.vendor_dir).packages == {}
+    assert locked(cfg.vendor_dir).packages == {}
 
 
-def test_union_closure_is_pure_over_a_reader():
+def test_union_closure_is_pure_over_a_reader() -> None:
     files = {
         "a.cu": b'#include "common.h"\n#include "only_a.h"\n',
         "b.cu": b'#include "common.h"\n',
@@ -242,17 +246,17 @@ def with_quant_templates(root: Path) -> Path:
 
 
 @pytest.fixture
-def synced(tmp_path, up):  # type: ignore[no-untyped-def]
+def synced(tmp_path: Path, up: FixtureRepo) -> Config:
     cfg = config.load(with_quant_templates(family(tmp_path, up)))
     execute(prepare(cfg, SyncRequest(rev="v1")))
     return cfg
 
 
-def cli(cfg, *args: str):  # type: ignore[no-untyped-def]
+def cli(cfg: Config, *args: str) -> Result:
     return runner.invoke(app, [*args, "-C", str(cfg.root)])
 
 
-def test_render_plan_per_package(synced):
+def test_render_plan_per_package(synced: Config) -> None:
     from toolkit import render
 
     quant = synced.for_package("fixture-quant")
@@ -278,7 +282,7 @@ def test_render_plan_per_package(synced):
     assert {f.path for f in first.files} == {"torch-ext/registration.h", "torch-ext/fixture_kernels/_ops.py"}
 
 
-def test_render_cli_filters_by_package(synced):
+def test_render_cli_filters_by_package(synced: Config) -> None:
     res = cli(synced, "render", "-p", "fixture-quant")
     assert res.exit_code == 0, res.output
     assert (synced.root / "build/fixture-quant/src/build.toml").is_file()
@@ -300,13 +304,13 @@ def test_render_cli_filters_by_package(synced):
     assert res.exit_code == 2 and "did you mean 'fixture-quant'" in res.output
 
 
-def _unreproducible(monkeypatch, package: str) -> None:  # type: ignore[no-untyped-def]
+def _unreproducible(monkeypatch: pytest.MonkeyPatch, package: str) -> None:
     """Make `package`'s torch_binding.cpp render differently every time (a template reading a clock would)."""
     from toolkit.render import stage
 
     real, count = stage.render_files, iter(range(10**6))
 
-    def render_files(config, lock, edition):  # type: ignore[no-untyped-def]
+    def render_files(config: Config, lock: Lock | None, edition: int) -> tuple[RenderedFile, ...]:
         files = real(config, lock, edition)
         if config.name != package:
             return files
@@ -318,7 +322,7 @@ def _unreproducible(monkeypatch, package: str) -> None:  # type: ignore[no-untyp
     monkeypatch.setattr(stage, "render_files", render_files)
 
 
-def test_stale_second_package_names_itself(synced, monkeypatch):
+def test_stale_second_package_names_itself(synced: Config, monkeypatch: pytest.MonkeyPatch) -> None:
     assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
     target = synced.root / "build/fixture-quant/src/torch-ext/torch_binding.cpp"
     target.write_text(target.read_text() + "// hand edit\n")
@@ -334,7 +338,7 @@ def test_stale_second_package_names_itself(synced, monkeypatch):
     )
 
 
-def test_build_plan_per_package_lands_under_build_package(synced):
+def test_build_plan_per_package_lands_under_build_package(synced: Config) -> None:
     import json
 
     assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
@@ -351,7 +355,7 @@ def test_build_plan_per_package_lands_under_build_package(synced):
     ).resolve()
 
 
-def test_verify_and_status_per_package(synced):
+def test_verify_and_status_per_package(synced: Config) -> None:
     import json
 
     res = cli(synced, "verify", "--dry-run", "--json", "-p", "fixture-quant")
@@ -371,7 +375,7 @@ def tree(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_init_dry_run_writes_nothing(tmp_path, up):
+def test_init_dry_run_writes_nothing(tmp_path: Path, up: FixtureRepo) -> None:
     root = make_project(tmp_path / "proj", str(up.path))
     before = tree(root)
     res = runner.invoke(
@@ -384,7 +388,7 @@ def test_init_dry_run_writes_nothing(tmp_path, up):
     assert tree(root) == before
 
 
-def test_init_adds_a_package_that_syncs_and_renders(tmp_path, up):
+def test_init_adds_a_package_that_syncs_and_renders(tmp_path: Path, up: FixtureRepo) -> None:
     root = make_project(tmp_path / "proj", str(up.path))
     before = (root / "pyproject.toml").read_text()
     res = runner.invoke(
@@ -412,7 +416,7 @@ def test_init_adds_a_package_that_syncs_and_renders(tmp_path, up):
         root / "tests/packages/test_fixture_new.py"
     ).is_file()
     execute(prepare(cfg, SyncRequest(rev="v1")))
-    assert set(read_lock(cfg.vendor_dir).package_files("fixture-new")) >= QUANT_CUDA
+    assert set(locked(cfg.vendor_dir).package_files("fixture-new")) >= QUANT_CUDA
     res = runner.invoke(app, ["render", "-p", "fixture-new", "-C", str(root)])
     assert res.exit_code == 0, res.output
     unit = (root / "build/fixture-new/src/csrc/cuda/quant_kernels.cu").read_text()
@@ -429,9 +433,9 @@ def test_init_adds_a_package_that_syncs_and_renders(tmp_path, up):
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/packages/test_fixture_new.py"]
     ok = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    binding = root / "templates/fixture-new/torch-ext/torch_binding.cpp.j2"
-    binding.write_text(
-        binding.read_text().replace("{%- for op in ops %}", "{%- for op in [] %}").replace("{{ op }}:", "-")
+    template = root / "templates/fixture-new/torch-ext/torch_binding.cpp.j2"
+    template.write_text(
+        template.read_text().replace("{%- for op in ops %}", "{%- for op in [] %}").replace("{{ op }}:", "-")
     )
     bad = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 1, bad.stdout + bad.stderr
@@ -449,7 +453,9 @@ def test_init_adds_a_package_that_syncs_and_renders(tmp_path, up):
         (["fixture-new", "--op", "quant=src/x.cu", "--hub-repo", "someone/fixture-kernels"], "share the Hub repo"),
     ],
 )
-def test_init_refusals_are_one_line_exit_2_and_write_nothing(tmp_path, up, args, match):
+def test_init_refusals_are_one_line_exit_2_and_write_nothing(
+    tmp_path: Path, up: FixtureRepo, args: list[str], match: str
+) -> None:
     root = make_project(tmp_path / "proj", str(up.path))
     before = tree(root)
     res = runner.invoke(app, ["init", *args, "-C", str(root)])
@@ -458,7 +464,7 @@ def test_init_refusals_are_one_line_exit_2_and_write_nothing(tmp_path, up, args,
     assert tree(root) == before
 
 
-def test_init_refuses_a_dangling_link_and_a_way_out_of_the_project(tmp_path, up):
+def test_init_refuses_a_dangling_link_and_a_way_out_of_the_project(tmp_path: Path, up: FixtureRepo) -> None:
     root = make_project(tmp_path / "proj", str(up.path))
     (root / "templates" / "fixture-new").symlink_to(tmp_path / "nowhere")  # dangling
     before = tree(root)
@@ -517,7 +523,7 @@ def test_a_ctrl_c_of_init_says_whether_the_package_was_added_read_back(tmp_path,
 # --- the demo on a family -----------------------------------------------------------------------------------
 
 
-def test_demo_workspace_keeps_what_the_miniature_serves(tmp_path, repo_root):
+def test_demo_workspace_keeps_what_the_miniature_serves(tmp_path: Path, repo_root: Path) -> None:
     from toolkit.demo.workspace import make_workspace, missing_in_miniature
 
     src = demo_family_source(tmp_path, repo_root)
@@ -529,7 +535,7 @@ def test_demo_workspace_keeps_what_the_miniature_serves(tmp_path, repo_root):
     assert cfg.hub_repo == "ggml-demo/ggml-attn-kernels"
 
 
-def test_demo_reports_a_skipped_package_and_runs_the_others(tmp_path, repo_root):
+def test_demo_reports_a_skipped_package_and_runs_the_others(tmp_path: Path, repo_root: Path) -> None:
     from toolkit.demo import run_demo
 
     src = demo_family_source(tmp_path, repo_root)  # no templates/: the first package's render fails
@@ -544,7 +550,7 @@ def test_demo_reports_a_skipped_package_and_runs_the_others(tmp_path, repo_root)
     assert not report.ok
 
 
-def test_a_package_names_its_own_conformance_cases(synced):
+def test_a_package_names_its_own_conformance_cases(synced: Config) -> None:
     from toolkit.verify import conformance
 
     # the first package's GDN/FA cases live with it (templates/<name>/conformance.py), not in the tool
@@ -558,7 +564,7 @@ def test_a_package_names_its_own_conformance_cases(synced):
     compile(conformance._CHILD, "<conformance child>", "exec")  # the child that loads it parses
 
 
-def test_json_of_several_packages_keeps_the_failing_one(synced, monkeypatch):
+def test_json_of_several_packages_keeps_the_failing_one(synced: Config, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
     assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
@@ -585,7 +591,7 @@ cuda = ["src/ggml-cuda/fattn.cu"]
 """
 
 
-def test_a_later_package_verifies_and_publishes_to_its_own_repo(tmp_path):
+def test_a_later_package_verifies_and_publishes_to_its_own_repo(tmp_path: Path) -> None:
     import json
 
     from tests.helpers.hubserver import HubServer, HubState
@@ -621,7 +627,7 @@ def test_a_later_package_verifies_and_publishes_to_its_own_repo(tmp_path):
         assert res.exit_code == 2 and "several packages are selected" in res.output
 
 
-def test_a_later_package_entry_missing_at_the_pin_names_its_table(tmp_path, up):
+def test_a_later_package_entry_missing_at_the_pin_names_its_table(tmp_path: Path, up: FixtureRepo) -> None:
     root = edited(tmp_path, up, 'cuda = ["src/ggml-cuda/fattn.cu"]', 'cuda = ["src/ggml-cuda/no-such.cu"]')
     res = runner.invoke(app, ["sync", "--rev", "v1", "-C", str(root)])
     assert res.exit_code == 3, res.output
@@ -667,13 +673,15 @@ def _first_rendered(root: Path) -> Path:
     return root
 
 
-def _uid(cfg) -> str:  # type: ignore[no-untyped-def]
+def _uid(cfg: Config) -> str:
     from toolkit.build.inputs import load_project
 
     return load_project(cfg, store=False).source_id
 
 
-def test_each_package_uid_hashes_its_own_closure_and_the_first_keeps_its_one_package_value(synced, tmp_path, up):
+def test_each_package_uid_hashes_its_own_closure_and_the_first_keeps_its_one_package_value(
+    synced: Config, tmp_path: Path, up: FixtureRepo
+) -> None:
     assert cli(synced, "render", "-p", "fixture-quant").exit_code == 0
     _first_rendered(synced.root)
     quant = synced.for_package("fixture-quant")
@@ -697,7 +705,7 @@ def test_each_package_uid_hashes_its_own_closure_and_the_first_keeps_its_one_pac
     assert _uid(synced) != first and _uid(quant) != second
 
 
-def test_a_later_package_stages_its_own_kernel_builder_tree(synced, tmp_path):
+def test_a_later_package_stages_its_own_kernel_builder_tree(synced: Config, tmp_path: Path) -> None:
     # The nix executor hands kernel-builder one package's tree with a flake of its own: every package's
     # rendered tree (build/<name>/src/) reaches vendor/ as ../../../vendor, so the staged copy holds vendor/ beside
     # build.toml and the build.toml's paths are rewritten to it.

@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
 
@@ -48,12 +49,12 @@ def _swap_in_child(parent: Path, kill_at: int) -> int:
 
 
 @pytest.fixture(autouse=True)
-def _no_fsync(monkeypatch):
+def _no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(fs.NO_FSYNC_ENV, "1")
 
 
 @pytest.mark.parametrize("mode", ["exchange", "journaled", "absent"])
-def test_swap_dir_sigkilled_at_every_checkpoint(tmp_path, monkeypatch, mode):
+def test_swap_dir_sigkilled_at_every_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
     if mode == "journaled":
         monkeypatch.setenv(fs.NO_EXCHANGE_ENV, "1")
     killed = 0
@@ -82,7 +83,7 @@ def test_swap_dir_sigkilled_at_every_checkpoint(tmp_path, monkeypatch, mode):
     assert killed >= (3 if mode != "journaled" else 5), "too few checkpoints exercised"
 
 
-def test_journaled_swap_is_rolled_back_after_the_first_rename(tmp_path, monkeypatch):
+def test_journaled_swap_is_rolled_back_after_the_first_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Killed between the fallback's two renames: target is gone until recover_swap puts the old tree back."""
     monkeypatch.setenv(fs.NO_EXCHANGE_ENV, "1")
     write_tree(tmp_path / "target", OLD)
@@ -97,7 +98,7 @@ def test_journaled_swap_is_rolled_back_after_the_first_rename(tmp_path, monkeypa
     assert tree(tmp_path / "target") == OLD and not fs.journal_path(tmp_path / "target").exists()
 
 
-def test_recover_swap_leaves_a_live_writers_journal(tmp_path):
+def test_recover_swap_leaves_a_live_writers_journal(tmp_path: Path) -> None:
     target = tmp_path / "target"
     old = tmp_path / f"{fs.old_prefix(target)}1-ab"
     write_tree(old, OLD)
@@ -105,7 +106,7 @@ def test_recover_swap_leaves_a_live_writers_journal(tmp_path):
     assert fs.recover_swap(target) == [] and not target.exists() and old.is_dir()
 
 
-def test_stale_staging_removes_only_dead_runs(tmp_path):
+def test_stale_staging_removes_only_dead_runs(tmp_path: Path) -> None:
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(dead.stdout)
     mine = fs.new_staging(tmp_path, ".x.stage-")
@@ -125,7 +126,7 @@ def test_stale_staging_removes_only_dead_runs(tmp_path):
     assert fs.stale_staging(tmp_path, ".x.stage-", only_dead=False) == [mine.name] and not mine.exists()
 
 
-def test_atomic_write_keeps_mode_and_leaves_no_temp(tmp_path):
+def test_atomic_write_keeps_mode_and_leaves_no_temp(tmp_path: Path) -> None:
     path = tmp_path / "deep" / "file.txt"
     fs.atomic_write(path, b"one")
     assert path.read_bytes() == b"one"
@@ -136,7 +137,7 @@ def test_atomic_write_keeps_mode_and_leaves_no_temp(tmp_path):
     assert sorted(p.name for p in path.parent.iterdir()) == ["file.txt"]
 
 
-def test_atomic_write_killed_mid_write_keeps_the_old_bytes(tmp_path):
+def test_atomic_write_killed_mid_write_keeps_the_old_bytes(tmp_path: Path) -> None:
     path = tmp_path / "f.bin"
     path.write_bytes(b"old")
     pid = os.fork()
@@ -144,11 +145,11 @@ def test_atomic_write_killed_mid_write_keeps_the_old_bytes(tmp_path):
         # die inside the write: after the temp file exists, before the rename
         real = fs.write_new
 
-        def dying(p, data):  # type: ignore[no-untyped-def]
-            real(p, data[:3])
+        def dying(path: Path, data: bytes) -> None:
+            real(path, data[:3])
             os.kill(os.getpid(), signal.SIGKILL)
 
-        fs.write_new = dying  # type: ignore[assignment]
+        fs.write_new = dying
         fs.atomic_write(path, b"new bytes" * 1000)
         os._exit(0)
     os.waitpid(pid, 0)
@@ -156,11 +157,11 @@ def test_atomic_write_killed_mid_write_keeps_the_old_bytes(tmp_path):
     assert fs.stale_staging(tmp_path, ".f.bin.tmp-") != [] and sorted(os.listdir(tmp_path)) == ["f.bin"]
 
 
-def test_atomic_write_failure_removes_its_temp(tmp_path, monkeypatch):
+def test_atomic_write_failure_removes_its_temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "f"
     path.write_bytes(b"old")
 
-    def boom(src, dst):  # type: ignore[no-untyped-def]
+    def boom(src: object, dst: object) -> NoReturn:
         raise OSError("disk on fire")
 
     monkeypatch.setattr(os, "replace", boom)
@@ -175,7 +176,7 @@ def _umask() -> int:
     return mask
 
 
-def _staged_in_child(target: Path, kill_at: int, **kw) -> int:  # type: ignore[no-untyped-def]
+def _staged_in_child(target: Path, kill_at: int, **kw: Any) -> int:
     """fs.staged(target) filled with NEW in a forked child that SIGKILLs itself at checkpoint `kill_at`."""
 
     def fill() -> None:
@@ -186,7 +187,9 @@ def _staged_in_child(target: Path, kill_at: int, **kw) -> int:  # type: ignore[n
 
 
 @pytest.mark.parametrize("mode", ["exchange", "journaled", "absent"])
-def test_staged_sigkilled_at_every_checkpoint_is_recovered_by_the_next_staged(tmp_path, monkeypatch, mode):
+def test_staged_sigkilled_at_every_checkpoint_is_recovered_by_the_next_staged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
     """The build's and provisioning's swap: killed anywhere, target is old or new; the next `staged` (or
     `recover`) for the target leaves only the target."""
     if mode == "journaled":
@@ -218,7 +221,7 @@ def test_staged_sigkilled_at_every_checkpoint_is_recovered_by_the_next_staged(tm
     assert killed >= (4 if mode == "journaled" else 2)
 
 
-def test_staged_leaves_target_alone_on_error_and_keep_existing_keeps_theirs(tmp_path):
+def test_staged_leaves_target_alone_on_error_and_keep_existing_keeps_theirs(tmp_path: Path) -> None:
     target = tmp_path / "t"
     write_tree(target, OLD)
     with pytest.raises(RuntimeError), fs.staged(target) as stage:
@@ -230,7 +233,7 @@ def test_staged_leaves_target_alone_on_error_and_keep_existing_keeps_theirs(tmp_
     assert tree(target) == OLD and os.listdir(tmp_path) == ["t"]
 
 
-def test_scratch_is_removed_after_the_block_and_dead_runs_scratch_before_it(tmp_path):
+def test_scratch_is_removed_after_the_block_and_dead_runs_scratch_before_it(tmp_path: Path) -> None:
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     (tmp_path / f"obj.{int(dead.stdout)}-00ff").mkdir()
     with fs.scratch(tmp_path, "obj.") as path:
@@ -239,7 +242,9 @@ def test_scratch_is_removed_after_the_block_and_dead_runs_scratch_before_it(tmp_
     assert os.listdir(tmp_path) == []
 
 
-def test_recover_dir_rolls_back_an_interrupted_swap_and_removes_dead_staging(tmp_path, monkeypatch):
+def test_recover_dir_rolls_back_an_interrupted_swap_and_removes_dead_staging(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The build's start-up cleanup of build/: found by the journal's name, whatever the variant."""
     monkeypatch.setenv(fs.NO_EXCHANGE_ENV, "1")
     write_tree(tmp_path / "target", OLD)

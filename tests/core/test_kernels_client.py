@@ -51,7 +51,9 @@ def test_the_installed_client_is_in_the_declared_range() -> None:
         ("torch214-metal-aarch64-darwin", "metal", "darwin", "2.14", None),
     ],
 )
-def test_legacy_names_parse_the_same_on_every_client(name, backend, os, torch, toolkit) -> None:
+def test_legacy_names_parse_the_same_on_every_client(
+    name: str, backend: str, os: str, torch: str, toolkit: str | None
+) -> None:
     v = parse_variant(name)
     assert (v.is_arch, v.framework, v.backend, v.os) == (True, "torch", backend, os)
     assert (v.framework_version, v.backend_version) == (torch, toolkit)
@@ -98,7 +100,8 @@ def _rendered_build_toml() -> str:
     from toolkit import render
     from toolkit.core import config
 
-    return render.plan(config.load(REPO)).by_path()["build.toml"].content
+    content: str = render.plan(config.load(REPO)).by_path()["build.toml"].content
+    return content
 
 
 def test_build_toml_is_validated_by_the_clients_parser(tmp_path: Path) -> None:
@@ -113,7 +116,7 @@ def test_build_toml_is_validated_by_the_clients_parser(tmp_path: Path) -> None:
         validate_build_toml(bad, None)
 
 
-def test_a_missing_data_module_names_what_to_install(monkeypatch) -> None:
+def test_a_missing_data_module_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "kernels._rust", None)  # as on an install without the compiled part
     with pytest.raises(KernelsBindingError, match="install a kernels release in the range pyproject.toml declares"):
         kernels_type("Metadata")

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from tests.helpers.fixture_repos import locked
 from toolkit.core.errors import VendorStateError
 from toolkit.core.lock import LicenseInfo, Lock, LockedFile, LockedPatch, parse_lock, read_lock, render_lock
 from toolkit.sync.licenses import license_inventory
 
 
-def sample(**over) -> Lock:
+def sample(**over: Any) -> Lock:
     files = (
         LockedFile("src/b.h", "b" * 64, "1" * 40, "included by src/a.cu:3", ("op/cuda",)),
         LockedFile("LICENSE", "c" * 64, "2" * 40, "always ships (license notice)"),
         LockedFile("src/a.cu", "a" * 64, "3" * 40, "entry of op/cuda", ("op/cuda",), ("0001-fix.patch",)),
     )
-    base = dict(
+    base: dict[str, Any] = dict(
         upstream="https://example.invalid/ggml",
         layout="ggml",
         commit="f" * 40,
@@ -39,7 +43,7 @@ def sample(**over) -> Lock:
     return Lock(**base)
 
 
-def test_round_trip_and_stable_bytes():
+def test_round_trip_and_stable_bytes() -> None:
     lock = sample()
     text = render_lock(lock)
     back = parse_lock(text)
@@ -47,13 +51,14 @@ def test_round_trip_and_stable_bytes():
     assert back.files == {"src/b.h": "b" * 64, "LICENSE": "c" * 64, "src/a.cu": "a" * 64}
     assert back.commit == "f" * 40 and back.layout == "ggml" and back.tool_version == "0.1.0"
     assert back.subject == 'say "hi" \\ ünïcode'
-    assert back.info("src/a.cu").patched_by == ("0001-fix.patch",)
+    info = back.info("src/a.cu")
+    assert info is not None and info.patched_by == ("0001-fix.patch",)
     assert [p.verdict for p in back.patches] == ["applied", "already-upstream"]
     assert back.closure("op", "cuda") == ("src/a.cu", "src/b.h")
     assert back.llama_cpp_commit == "a" * 40
 
 
-def test_files_sorted_whatever_the_input_order():
+def test_files_sorted_whatever_the_input_order() -> None:
     a = sample()
     b = sample(file_info=tuple(reversed(a.file_info)))
     assert render_lock(a) == render_lock(b)
@@ -61,28 +66,28 @@ def test_files_sorted_whatever_the_input_order():
     assert text.index('[files."LICENSE"]') < text.index('[files."src/a.cu"]') < text.index('[files."src/b.h"]')
 
 
-def test_lock_is_readable_toml_with_reasons():
+def test_lock_is_readable_toml_with_reasons() -> None:
     text = render_lock(sample())
     assert 'reason = "included by src/a.cu:3"' in text
     assert "[upstream]" in text and 'url = "https://example.invalid/ggml"' in text
     assert not any(len(line) > 160 for line in text.splitlines())
 
 
-def test_read_lock_none_without_file(tmp_path):
+def test_read_lock_none_without_file(tmp_path: Path) -> None:
     assert read_lock(tmp_path) is None
     (tmp_path / "UPSTREAM").write_text(render_lock(sample()))
-    assert read_lock(tmp_path).commit == "f" * 40
+    assert locked(tmp_path).commit == "f" * 40
 
 
 @pytest.mark.parametrize("text", ["not toml [[[", "[upstream]\nurl = 'x'\n", "schema = 1\n"])
-def test_malformed_lock_is_one_clear_error(tmp_path, text):
+def test_malformed_lock_is_one_clear_error(tmp_path: Path, text: str) -> None:
     (tmp_path / "UPSTREAM").write_text(text)
     with pytest.raises(VendorStateError) as exc:
         read_lock(tmp_path)
     assert "is not a valid lock" in exc.value.one_line() and "\n" not in exc.value.one_line()
 
 
-def test_license_inventory():
+def test_license_inventory() -> None:
     inv = license_inventory(
         {
             "LICENSE": b"MIT License\n\nCopyright (c) 2024-2026 The fixture authors\n\nPermission is hereby granted, free of "
@@ -101,7 +106,7 @@ def test_license_inventory():
     assert by["src/y.h"].spdx == ("Apache-2.0 WITH LLVM-exception",)
 
 
-def test_notices_stay_in_the_vendored_file_and_are_read_back_only_from_the_pinned_bytes(tmp_path):
+def test_notices_stay_in_the_vendored_file_and_are_read_back_only_from_the_pinned_bytes(tmp_path: Path) -> None:
     from toolkit.core.hashing import sha256_bytes
 
     license_bytes = b"MIT License\n\nCopyright (c) 2024 The fixture authors\n"
@@ -113,8 +118,8 @@ def test_notices_stay_in_the_vendored_file_and_are_read_back_only_from_the_pinne
     assert "The fixture authors" not in text and "copyright-lines = [3]" in text
     (tmp_path / "UPSTREAM").write_text(text)
     (tmp_path / "ggml").mkdir()
-    assert read_lock(tmp_path).licenses[0].copyright == ()  # file not vendored: nothing to read back
+    assert locked(tmp_path).licenses[0].copyright == ()  # file not vendored: nothing to read back
     (tmp_path / "ggml" / "LICENSE").write_bytes(license_bytes)
-    assert read_lock(tmp_path).licenses[0].copyright == ("Copyright (c) 2024 The fixture authors",)
+    assert locked(tmp_path).licenses[0].copyright == ("Copyright (c) 2024 The fixture authors",)
     (tmp_path / "ggml" / "LICENSE").write_bytes(license_bytes.replace(b"2024", b"1999"))
-    assert read_lock(tmp_path).licenses[0].copyright == ()  # edited bytes are not the pinned notice
+    assert locked(tmp_path).licenses[0].copyright == ()  # edited bytes are not the pinned notice

@@ -28,7 +28,7 @@ class _Record:
         return self.a * 2
 
 
-def test_keys_in_the_order_named_with_converters_and_properties():
+def test_keys_in_the_order_named_with_converters_and_properties() -> None:
     r = _Record("x", (1, 2), (_Inner(3),))
     doc = fields_json(r, "twice b a inner", b=list, inner=json_list)
     assert list(doc) == ["twice", "b", "a", "inner"]
@@ -36,11 +36,11 @@ def test_keys_in_the_order_named_with_converters_and_properties():
     assert fields_json(r, "b")["b"] == (1, 2)  # no converter: the value as it is
 
 
-def test_a_converter_for_a_key_not_written_is_an_error():
+def test_a_converter_for_a_key_not_written_is_an_error() -> None:
     with pytest.raises(TypeError, match="inners"):
         fields_json(_Record("x", (), ()), "a inner", inners=json_list)
 
 
-def test_a_misspelt_key_is_an_error():
+def test_a_misspelt_key_is_an_error() -> None:
     with pytest.raises(AttributeError):
         fields_json(_Record("x", (), ()), "a c")

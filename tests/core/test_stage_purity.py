@@ -152,7 +152,7 @@ def _close_network(monkeypatch: pytest.MonkeyPatch, watch: Watch) -> None:
 def _refuse_installs(monkeypatch: pytest.MonkeyPatch, watch: Watch) -> None:
     real_init = subprocess.Popen.__init__
 
-    def init(self: subprocess.Popen, args: Any, *a: Any, **k: Any) -> None:
+    def init(self: subprocess.Popen[Any], args: Any, *a: Any, **k: Any) -> None:
         argv = [str(x) for x in args] if isinstance(args, (list, tuple)) else str(args).split()
         why = _installs_or_fetches(argv)
         if why:
@@ -347,7 +347,11 @@ def _edited(p: Project) -> Callable[[], None]:
     path = p.cfg.vendor_dir / "ggml" / GDN
     text = path.read_text()
     path.write_text(text + "// ours\n")
-    return lambda: path.write_text(text)
+
+    def restore() -> None:
+        path.write_text(text)
+
+    return restore
 
 
 def _saved(p: Project) -> Callable[[], None]:
@@ -356,7 +360,12 @@ def _saved(p: Project) -> Callable[[], None]:
 
     restore = _edited(p)
     wf.execute_save(wf.plan_save(p.cfg, "purity", "cuda: a comment"))
-    return lambda: (wf.execute_drop(wf.plan_drop(p.cfg, "purity")), restore())  # type: ignore[func-returns-value]
+
+    def undo() -> None:
+        wf.execute_drop(wf.plan_drop(p.cfg, "purity"))
+        restore()
+
+    return undo
 
 
 def _saves(p: Project, plan: Any) -> None:

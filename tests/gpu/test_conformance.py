@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ def _gpu_ready() -> None:
         pytest.skip("vendor/ is not populated: run ggml-vendor sync first")
 
 
-def _cli(root: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
+def _cli(root: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess[str]:
     # the build cache of this checkout: objects the flip does not touch (flash attention, the shim) are hits
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     env = {"GGML_VENDOR_BUILD_CACHE": str(REPO / ".cache" / "build"), **os.environ, "PYTHONPATH": path}
@@ -47,7 +48,7 @@ def _cli(root: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedPro
 PACKAGE = ("-p", "ggml-attn-kernels")
 
 
-def _conformance_rows(root: Path) -> list[dict]:
+def _conformance_rows(root: Path) -> list[dict[str, Any]]:
     proc = _cli(root, "verify", *PACKAGE, "--json", "--host-toolchain")  # a local build: manylinux ceilings waived
     doc = json.loads(proc.stdout)
     return [f for v in doc["variants"] for f in v["findings"] if f["check"] == "conformance"]
@@ -55,7 +56,7 @@ def _conformance_rows(root: Path) -> list[dict]:
 
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_gate_fails_when_the_state_indexing_is_flipped(tmp_path):
+def test_gate_fails_when_the_state_indexing_is_flipped(tmp_path: Path) -> None:
     """A copy of this project whose vendored gated_delta_net.cu reads and writes the state [key][value]
     (no declaration touched: sync's signature fingerprints would not notice) builds, and verify fails."""
     _gpu_ready()

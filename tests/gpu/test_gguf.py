@@ -23,7 +23,10 @@ block's scale, sub-block or min shows up far above both.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -39,12 +42,12 @@ X_DTYPES = ("float32", "float16", "bfloat16")
 
 
 @pytest.fixture(scope="module")
-def torch(cuda_torch):  # type: ignore[no-untyped-def]
+def torch(cuda_torch: ModuleType) -> ModuleType:
     return cuda_torch
 
 
 @pytest.fixture(scope="module")
-def gk(torch):  # type: ignore[no-untyped-def]
+def gk(torch: ModuleType) -> ModuleType:
     """The gguf_kernels module under test."""
     pytest.importorskip("gguf", reason="needs ggml-org's gguf package (pip install gguf) for the references")
     module, why = R.load_build(REPO, build_missing=True)
@@ -53,13 +56,13 @@ def gk(torch):  # type: ignore[no-untyped-def]
     return module
 
 
-def poison(torch, nbytes: int) -> None:
+def poison(torch: ModuleType, nbytes: int) -> None:
     """Fill caching-allocator blocks with NaN so the op's next outputs come from them."""
     blocks = [torch.full((nbytes // 4 + 1024,), float("nan"), device="cuda") for _ in range(3)]
     del blocks
 
 
-def to_cuda(torch, a: np.ndarray):  # type: ignore[no-untyped-def]
+def to_cuda(torch: ModuleType, a: np.ndarray) -> Any:
     return torch.from_numpy(np.ascontiguousarray(a)).cuda()
 
 
@@ -68,7 +71,15 @@ def rng_for(*key: object) -> np.random.Generator:
     return np.random.default_rng(zlib.crc32(repr(key).encode()))
 
 
-def check_gemv(torch, y, w: np.ndarray, x: np.ndarray, what: str, name=None, blocks=None) -> None:  # type: ignore[no-untyped-def]
+def check_gemv(
+    torch: ModuleType,
+    y: Any,
+    w: np.ndarray,
+    x: np.ndarray,
+    what: str,
+    name: str | None = None,
+    blocks: np.ndarray | None = None,
+) -> None:
     ref, ref_q8, tol = R.gemv_reference(w, x, name, blocks)
     got = y.double().cpu().numpy()
     assert got.shape == ref.shape, (what, got.shape, ref.shape)
@@ -88,7 +99,7 @@ def check_gemv(torch, y, w: np.ndarray, x: np.ndarray, what: str, name=None, blo
 # ---- the API transformers reads ----------------------------------------------------------------------------
 
 
-def test_api_surface(gk) -> None:  # type: ignore[no-untyped-def]
+def test_api_surface(gk: ModuleType) -> None:
     for name in ("mul_mat_vec", "dequantize", "get_rows", "mul_mat_id"):
         assert callable(getattr(gk, name)), name
     assert gk.MAX_GEMV_ROWS == 8  # ggml's MMVQ_MAX_BATCH_SIZE, what transformers assumes
@@ -101,13 +112,14 @@ def test_api_surface(gk) -> None:  # type: ignore[no-untyped-def]
 # ---- dequantize / get_rows --------------------------------------------------------------------------------
 
 
-def _tol(torch, dtype):  # type: ignore[no-untyped-def]
-    return {torch.float32: 2e-6, torch.float16: 2**-10, torch.bfloat16: 2**-7}[dtype]
+def _tol(torch: ModuleType, dtype: Any) -> float:
+    tol: float = {torch.float32: 2e-6, torch.float16: 2**-10, torch.bfloat16: 2**-7}[dtype]
+    return tol
 
 
 @pytest.mark.parametrize("dtype", X_DTYPES)
 @pytest.mark.parametrize("name", ALL_TYPES)
-def test_dequantize(torch, gk, name: str, dtype: str) -> None:  # type: ignore[no-untyped-def]
+def test_dequantize(torch: ModuleType, gk: ModuleType, name: str, dtype: str) -> None:
     rng = rng_for("deq", name, dtype)
     rows, cols = 7, 3 * 256
     blocks = R.make_blocks(name, rows, cols, rng)
@@ -123,7 +135,7 @@ def test_dequantize(torch, gk, name: str, dtype: str) -> None:  # type: ignore[n
 
 @pytest.mark.parametrize("dtype", ("float32", "bfloat16"))
 @pytest.mark.parametrize("name", ALL_TYPES)
-def test_get_rows(torch, gk, name: str, dtype: str) -> None:  # type: ignore[no-untyped-def]
+def test_get_rows(torch: ModuleType, gk: ModuleType, name: str, dtype: str) -> None:
     rng = rng_for("rows", name, dtype)
     rows, cols = 37, 512
     blocks = R.make_blocks(name, rows, cols, rng)
@@ -138,7 +150,7 @@ def test_get_rows(torch, gk, name: str, dtype: str) -> None:  # type: ignore[no-
     torch.testing.assert_close(out.float().cpu(), want, rtol=_tol(torch, dt), atol=_tol(torch, dt) * scale)
 
 
-def test_get_rows_empty_and_int32_ids(torch, gk) -> None:  # type: ignore[no-untyped-def]
+def test_get_rows_empty_and_int32_ids(torch: ModuleType, gk: ModuleType) -> None:
     rng = rng_for("rows-empty")
     blocks = to_cuda(torch, R.make_blocks("Q4_K", 5, 256, rng))
     empty = gk.get_rows(blocks, torch.empty(0, dtype=torch.long, device="cuda"), 12, 256, torch.float32)
@@ -154,7 +166,7 @@ def test_get_rows_empty_and_int32_ids(torch, gk) -> None:  # type: ignore[no-unt
 
 @pytest.mark.parametrize("m", range(1, 9))
 @pytest.mark.parametrize("name", ALL_TYPES)
-def test_mul_mat_vec(torch, gk, name: str, m: int) -> None:  # type: ignore[no-untyped-def]
+def test_mul_mat_vec(torch: ModuleType, gk: ModuleType, name: str, m: int) -> None:
     # N = 131: odd, so not a multiple of the 2 rows per CUDA block mmvq uses for M >= 2; K = 1024 spans
     # several loop trips of the kernel's block stride.
     rng = rng_for("mmv", name, m)
@@ -169,7 +181,7 @@ def test_mul_mat_vec(torch, gk, name: str, m: int) -> None:  # type: ignore[no-u
 
 
 @pytest.mark.parametrize(("n", "k"), ((37, 256 * 23), (16, 256), (300, 14336)))
-def test_mul_mat_vec_q4_k_one_row(torch, gk, n: int, k: int) -> None:  # type: ignore[no-untyped-def]
+def test_mul_mat_vec_q4_k_one_row(torch: ModuleType, gk: ModuleType, n: int, k: int) -> None:
     # M = 1 Q4_K takes a kernel of its own on Hopper (vendor/patches/0006): 4 super-blocks per warp and loop
     # trip, 16 rows per CUDA block, the weight loads software pipelined. 23 super-blocks: 6 trips, the last
     # one partial; 37 rows: the last block partial, a warp's second row past the end; 256: one super-block.
@@ -184,7 +196,7 @@ def test_mul_mat_vec_q4_k_one_row(torch, gk, n: int, k: int) -> None:  # type: i
 
 @pytest.mark.parametrize("dtype", ("float16", "bfloat16"))
 @pytest.mark.parametrize("name", ("Q4_0", "Q8_0", "Q4_K", "Q6_K"))
-def test_mul_mat_vec_half_inputs(torch, gk, name: str, dtype: str) -> None:  # type: ignore[no-untyped-def]
+def test_mul_mat_vec_half_inputs(torch: ModuleType, gk: ModuleType, name: str, dtype: str) -> None:
     rng = rng_for("mmv-half", name, dtype)
     n, k, m = 257, 4096, 3
     blocks = R.make_blocks(name, n, k, rng)
@@ -195,7 +207,7 @@ def test_mul_mat_vec_half_inputs(torch, gk, name: str, dtype: str) -> None:  # t
     check_gemv(torch, y, w, xt.float().cpu().numpy(), f"{name} x {dtype}", name, blocks)
 
 
-def test_mul_mat_vec_strided_x_and_row_slice(torch, gk) -> None:  # type: ignore[no-untyped-def]
+def test_mul_mat_vec_strided_x_and_row_slice(torch: ModuleType, gk: ModuleType) -> None:
     """A column slice of a wider activation, and a row chunk of the weight (what transformers' loops pass)."""
     rng = rng_for("mmv-views")
     n, k = 300, 512
@@ -208,7 +220,7 @@ def test_mul_mat_vec_strided_x_and_row_slice(torch, gk) -> None:  # type: ignore
     check_gemv(torch, y, w[100:233], wide[:, k:], "Q5_K views")
 
 
-def test_byte_offset_blocks(torch, gk) -> None:  # type: ignore[no-untyped-def]
+def test_byte_offset_blocks(torch: ModuleType, gk: ModuleType) -> None:
     """Blocks viewed at an odd byte offset: ggml's kernels read them with 4-byte loads, so the raw op refuses them
     naming the alignment, and the module's functions copy them and give the aligned result bit for bit."""
     rng = rng_for("offset")
@@ -232,7 +244,7 @@ def test_byte_offset_blocks(torch, gk) -> None:  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize(("tokens", "n"), ((1, 67), (1, 64), (3, 67), (8, 67), (9, 67), (11, 67)))
 @pytest.mark.parametrize("per_slot_x", (False, True))
 @pytest.mark.parametrize("name", ("Q4_0", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q6_K", "IQ4_XS"))
-def test_mul_mat_id(torch, gk, name: str, tokens: int, n: int, per_slot_x: bool) -> None:  # type: ignore[no-untyped-def]
+def test_mul_mat_id(torch: ModuleType, gk: ModuleType, name: str, tokens: int, n: int, per_slot_x: bool) -> None:
     # 9 and 11 tokens: more than one launch of ggml's MoE gemv (8 tokens at most per launch, fewer for some
     # types on pre-Ada GPUs). One token with N = 67 (and 9 = 8 + 1) is the case the binding pads to two tokens
     # (gguf_launchers.h: ggml's one-token launch bounds its rows by N * n_used); N = 64 takes ggml's
@@ -254,7 +266,7 @@ def test_mul_mat_id(torch, gk, name: str, tokens: int, n: int, per_slot_x: bool)
             check_gemv(torch, y[t, u][None], w[e], xs, f"{name} token {t} slot {u}", name, blocks[e])
 
 
-def test_mul_mat_id_transformers_calls(torch, gk) -> None:  # type: ignore[no-untyped-def]
+def test_mul_mat_id_transformers_calls(torch: ModuleType, gk: ModuleType) -> None:
     """The two calls of transformers' GgufExperts.forward: (T, K) x with (T, top_k) ids, then (T*top_k, I) x
     with (T*top_k, 1) ids."""
     rng = rng_for("mmid-hf")
@@ -282,7 +294,7 @@ def test_mul_mat_id_transformers_calls(torch, gk) -> None:  # type: ignore[no-un
 # ---- bad input: one Python error naming the argument, never a crash -----------------------------------------
 
 
-def bad_calls(torch, gk):  # type: ignore[no-untyped-def]
+def bad_calls(torch: ModuleType, gk: ModuleType) -> list[tuple[str, Callable[[], object], type[Exception], list[str]]]:
     rng = rng_for("bad")
     q4k = to_cuda(torch, R.make_blocks("Q4_K", 16, 256, rng))
     x = torch.randn(2, 256, device="cuda")
@@ -326,7 +338,7 @@ def bad_calls(torch, gk):  # type: ignore[no-untyped-def]
     ]  # fmt: skip
 
 
-def test_bad_input_raises_naming_the_argument(torch, gk) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_raises_naming_the_argument(torch: ModuleType, gk: ModuleType) -> None:
     failures = []
     for what, call, exc, words in bad_calls(torch, gk):
         try:

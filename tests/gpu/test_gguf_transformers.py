@@ -22,8 +22,12 @@ difference.
 
 from __future__ import annotations
 
+import importlib
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -31,7 +35,8 @@ pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
-import gguf_logit_gap  # noqa: E402  (benchmarks/: the reference gemvs and the per-call audit)
+# benchmarks/ is a folder of scripts, not a package: its modules are imported by name, as ModuleType.
+gguf_logit_gap = importlib.import_module("gguf_logit_gap")  # the reference gemvs and the per-call audit
 
 PROMPT = 12  # > MAX_GEMV_ROWS: the prefill takes transformers' dequantize + matmul path
 NEW = 24
@@ -40,9 +45,13 @@ LOGIT_REL_TOL = 0.05  # q8_1 rounding of x alone, through 4 layers and the head:
 # carries a 1e-6 per-call difference to ~5 points of the worst step (docs/benchmarks.md), so the value is loose.
 LOGIT_GGML_TOL = 0.3
 
+# The module fixture `setup`: torch, our gguf_kernels build, transformers' GGUF kernel module, the GGUF file, and
+# the written tensors' ggml types by name.
+Setup = tuple[ModuleType, ModuleType, Any, Path, dict[str, str]]  # transformers' module: the test sets its cache
+
 
 @pytest.fixture(scope="module")
-def setup(cuda_torch, tmp_path_factory):  # type: ignore[no-untyped-def]
+def setup(cuda_torch: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Setup:
     torch = cuda_torch
     pytest.importorskip("gguf", reason="needs ggml-org's gguf package (pip install gguf) to write the file")
     pytest.importorskip("accelerate", reason="transformers loads GGUF files only with accelerate installed")
@@ -56,34 +65,34 @@ def setup(cuda_torch, tmp_path_factory):  # type: ignore[no-untyped-def]
     gk, why = gguf_reference.load_build(REPO, build_missing=True)
     if gk is None:
         pytest.skip(why)
-    import gguf_model
+    gguf_model = importlib.import_module("gguf_model")
 
     file = tmp_path_factory.mktemp("gguf") / "tiny-qwen35.gguf"
     written = gguf_model.write(file)
     return torch, gk, hf_kernels, file, written
 
 
-def load(setup, packed: bool):  # type: ignore[no-untyped-def]
+def load(setup: Setup, packed: bool) -> Any:
     """The model packed or dequantized, as the benchmark loads it (benchmarks/gguf_gdn.py: sdpa attention). The
     packed model's layers read transformers' module-level kernel cache on every forward, so it keeps our kernel
     after the packed load; the dequantized model never consults it."""
     _, gk, _, file, _ = setup
-    import gguf_gdn
+    gguf_gdn = importlib.import_module("gguf_gdn")
 
     return gguf_gdn.load(file, gk, packed)
 
 
 @pytest.fixture(scope="module")
-def models(setup):  # type: ignore[no-untyped-def]
+def models(setup: Setup) -> tuple[Any, Any]:
     deq = load(setup, packed=False)
     return deq, load(setup, packed=True)  # packed last: the kernel stays in transformers' cache
 
 
-def weight_bytes(model) -> int:  # type: ignore[no-untyped-def]
+def weight_bytes(model: Any) -> int:
     return sum(t.numel() * t.element_size() for t in [*model.parameters(), *model.buffers()])
 
 
-def test_weights_stay_packed(setup, models) -> None:  # type: ignore[no-untyped-def]
+def test_weights_stay_packed(setup: Setup, models: tuple[Any, Any]) -> None:
     from transformers.integrations.gguf.utils import GgufEmbedding, GgufLinear
 
     _, _, _, _, written = setup
@@ -99,15 +108,15 @@ def test_weights_stay_packed(setup, models) -> None:  # type: ignore[no-untyped-
     assert ratio < 0.35, f"packed weights are {ratio:.2f} of the dequantized model's"
 
 
-def teacher_forced_logits(model, prompt, tokens):  # type: ignore[no-untyped-def]
+def teacher_forced_logits(model: Any, prompt: Any, tokens: Any) -> Any:
     """Logits after the prompt, then after each of `tokens`, one token per forward (the decode path): the
     benchmark's own (benchmarks/gguf_gdn.py), kept on the prompt's device."""
-    import gguf_gdn
+    gguf_gdn = importlib.import_module("gguf_gdn")
 
     return gguf_gdn.teacher_forced(model, prompt, tokens).to(prompt.device)
 
 
-def run_with(setup, packed, ops, prompt, tokens):  # type: ignore[no-untyped-def]
+def run_with(setup: Setup, packed: Any, ops: tuple[Callable[..., Any], ...], prompt: Any, tokens: Any) -> Any:
     """The packed model's teacher-forced logits with its kernel's ops swapped for `ops`, then our build again."""
     _, gk, hf_kernels, _, _ = setup
     try:
@@ -117,14 +126,15 @@ def run_with(setup, packed, ops, prompt, tokens):  # type: ignore[no-untyped-def
         hf_kernels._gguf_kernel = hf_kernels.GgufKernel(gk)
 
 
-def rel_worst(lp, ld) -> float:  # type: ignore[no-untyped-def]
+def rel_worst(lp: Any, ld: Any) -> float:
     finite = ld.isfinite()
     d0, p0 = ld.where(finite, 0.0), lp.where(finite, 0.0)
-    return ((p0 - d0).norm(dim=-1) / d0.norm(dim=-1)).max().item()
+    worst: float = ((p0 - d0).norm(dim=-1) / d0.norm(dim=-1)).max().item()
+    return worst
 
 
 @pytest.fixture(scope="module")
-def forced(setup, models):  # type: ignore[no-untyped-def]
+def forced(setup: Setup, models: tuple[Any, Any]) -> tuple[Any, Any, Any, Any, Any]:
     """The test's prompt, the dequantized model's greedy tokens and both models' teacher-forced logits."""
     torch = setup[0]
     deq, packed = models
@@ -142,7 +152,9 @@ def forced(setup, models):  # type: ignore[no-untyped-def]
     return prompt, ref, got, ld, lp
 
 
-def test_packed_path_is_exact_with_an_exact_gemv(setup, models, forced) -> None:  # type: ignore[no-untyped-def]
+def test_packed_path_is_exact_with_an_exact_gemv(
+    setup: Setup, models: tuple[Any, Any], forced: tuple[Any, Any, Any, Any, Any]
+) -> None:
     """Everything but the gemv is exact: with mul_mat_vec swapped for gguf's numpy dequantization + a float64
     matmul (our dequantize for the 12-token prefill and get_rows for the embedding kept), the packed model's
     logits are the dequantized model's up to float32 rounding (measured 5.6e-7 on an H200). Any layout,
@@ -156,7 +168,9 @@ def test_packed_path_is_exact_with_an_exact_gemv(setup, models, forced) -> None:
     assert rel_worst(lp, ld) <= 1e-5
 
 
-def test_every_gemv_call_is_ggml_arithmetic(setup, models, forced) -> None:  # type: ignore[no-untyped-def]
+def test_every_gemv_call_is_ggml_arithmetic(
+    setup: Setup, models: tuple[Any, Any], forced: tuple[Any, Any, Any, Any, Any]
+) -> None:
     """Each mul_mat_vec call the packed model makes (every layer, every decode step) returns what ggml's gemv
     arithmetic gives for that x: gguf_logit_gap.Reference.arith, float64, q8_1-rounded x and for Q4_0/Q4_1 the
     offset or min meeting q8_1's fp16 sum of the unrounded x (vecdotq.cuh). Measured on an H200: within 3.2e-6
@@ -176,7 +190,9 @@ def test_every_gemv_call_is_ggml_arithmetic(setup, models, forced) -> None:  # t
     assert all(err == 0.0 for err in audit.unpack.values()), audit.unpack  # ggml's dequantizers are exact
 
 
-def test_greedy_tokens_and_logits_follow_dequantized(setup, models, forced) -> None:  # type: ignore[no-untyped-def]
+def test_greedy_tokens_and_logits_follow_dequantized(
+    setup: Setup, models: tuple[Any, Any], forced: tuple[Any, Any, Any, Any, Any]
+) -> None:
     """The logit gap, bounded by its mechanism (docs/benchmarks.md, "the logit gap"): ggml's Q4_0/Q4_1 gemv lets
     the q8_1 rounding of x meet the weight codes while the block's offset or min meets the sum of the unrounded
     x, so the rounding no longer cancels against the offset: 1.6-6.7% per call on this model against 0.6-1.1%
@@ -192,7 +208,7 @@ def test_greedy_tokens_and_logits_follow_dequantized(setup, models, forced) -> N
     assert torch.equal(ld.argmax(-1).cpu(), ref.cpu())
     exact = gguf_logit_gap.Reference(torch)
 
-    def offsets_exact(blocks, x, t, n):  # type: ignore[no-untyped-def]
+    def offsets_exact(blocks: Any, x: Any, t: int, n: int) -> Any:
         return (exact.exact if t in gguf_logit_gap.OFFSET_TYPES else gk.mul_mat_vec)(blocks, x, t, n)
 
     lq = run_with(setup, packed, (offsets_exact, gk.dequantize, gk.get_rows), prompt, ref)
@@ -220,14 +236,14 @@ def test_greedy_tokens_and_logits_follow_dequantized(setup, models, forced) -> N
 
 
 @pytest.fixture(scope="module")
-def with_gdn(setup, tmp_path_factory):  # type: ignore[no-untyped-def]
+def with_gdn(setup: Setup, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """benchmarks/gguf_gdn.py's child run on the test's GGUF file, ggml-attn-kernels served by the local test Hub:
     the dequantized model with transformers' torch functions, then the dequantized and the packed model with
     ggml-attn-kernels' GDN functions and attention function (KernelConfig, as the README switches them on)."""
     import os
     import subprocess
 
-    import gguf_gdn
+    gguf_gdn = importlib.import_module("gguf_gdn")
 
     torch, _, _, file, _ = setup
     variant = gguf_gdn.first_package_variant(REPO)
@@ -243,7 +259,7 @@ def with_gdn(setup, tmp_path_factory):  # type: ignore[no-untyped-def]
             timeout=600,
         )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-4000:]
-    res = torch.load(tmp / "out.pt", weights_only=False)
+    res: dict[str, Any] = torch.load(tmp / "out.pt", weights_only=False)
     eos = res["eos"]
     for row in ("torch", "dequantized+gdn", "packed+gdn"):
         for key in [k for k in res[row] if k.startswith("logits")]:
@@ -252,8 +268,8 @@ def with_gdn(setup, tmp_path_factory):  # type: ignore[no-untyped-def]
     return res
 
 
-def test_gdn_layers_are_the_ones_running(with_gdn) -> None:  # type: ignore[no-untyped-def]
-    import gguf_gdn
+def test_gdn_layers_are_the_ones_running(with_gdn: dict[str, Any]) -> None:
+    gguf_gdn = importlib.import_module("gguf_gdn")
 
     switched = {**gguf_gdn.SWITCHED, "attention": [gguf_gdn.REPO_ID, "flash_attn_forward"]}
     assert with_gdn["dequantized+gdn"]["used"] == switched
@@ -262,7 +278,7 @@ def test_gdn_layers_are_the_ones_running(with_gdn) -> None:  # type: ignore[no-u
     assert with_gdn["packed+gdn"]["gemv_linears"] > 0  # still packed with our gemv beside the GDN layers
 
 
-def test_gdn_layers_follow_the_torch_functions(with_gdn) -> None:  # type: ignore[no-untyped-def]
+def test_gdn_layers_follow_the_torch_functions(with_gdn: dict[str, Any]) -> None:
     """The dequantized model with ggml's GDN kernels switched on, along the torch baseline's greedy tokens: its
     logits are the baseline's to float32 rounding (the GDN ops are float32 against transformers' float32 torch
     recurrence: 1e-6 per call, tests/test_layers_cuda.py), so 1e-4 of the worst step."""
@@ -273,7 +289,7 @@ def test_gdn_layers_follow_the_torch_functions(with_gdn) -> None:  # type: ignor
     assert rel <= 1e-4
 
 
-def test_packed_with_gdn_follows_dequantized_with_gdn(with_gdn) -> None:  # type: ignore[no-untyped-def]
+def test_packed_with_gdn_follows_dequantized_with_gdn(with_gdn: dict[str, Any]) -> None:
     """Packed + GDN against dequantized + GDN, along the latter's greedy tokens. With the gemv exact (gguf's numpy
     dequantization, float64 matmul) the two are the same model to float32 rounding and greedy decoding must
     give the same tokens; with ggml's gemv the logit gap is the one measured without the GDN layers (ggml's

@@ -17,12 +17,17 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
 from tests.helpers.machine import ATTN_BUILD
 from toolkit.verify.conformance import load_cases
+
+Refs = dict[str, Callable[..., Any]]  # transformers' torch functions by role (chunk, recurrent, ...)
 
 pytestmark = pytest.mark.gpu
 
@@ -32,24 +37,25 @@ gdn_reference = load_cases(REPO / "templates" / "ggml-attn-kernels" / "reference
 
 
 @pytest.fixture(scope="module")
-def torch(cuda_torch):  # type: ignore[no-untyped-def]
+def torch(cuda_torch: ModuleType) -> ModuleType:
     return cuda_torch
 
 
 @pytest.fixture(scope="module")
-def kernel(cuda_kernel):  # type: ignore[no-untyped-def]
+def kernel(cuda_kernel: ModuleType) -> ModuleType:
     return cuda_kernel
 
 
-def _reference(obj):
+def _reference(obj: Any) -> Callable[..., Any]:
     """transformers' torch function behind its Hub hook (a kernels Func module, or a plain wrapper)."""
     if hasattr(type(obj), "forward") and getattr(type(obj).forward, "__closure__", None):
         obj = type(obj).forward.__closure__[0].cell_contents
-    return inspect.unwrap(obj)
+    fn: Callable[..., Any] = inspect.unwrap(obj)
+    return fn
 
 
 @pytest.fixture(scope="module")
-def refs(torch):
+def refs(torch: ModuleType) -> Refs:
     try:
         from transformers.models.kimi_linear import modeling_kimi_linear as kimi
         from transformers.models.qwen3_5 import modeling_qwen3_5 as qwen
@@ -63,15 +69,18 @@ def refs(torch):
     }
 
 
-def rel_err(x, ref) -> float:
+def rel_err(x: Any, ref: Any) -> float:
     x, ref = x.double(), ref.double()
-    return ((x - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+    err: float = ((x - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+    return err
 
 
-def inputs(torch, B, T, Hk, H, D, dtype, kda=False, seed=0):
+def inputs(
+    torch: ModuleType, B: int, T: int, Hk: int, H: int, D: int, dtype: Any, kda: bool = False, seed: int = 0
+) -> tuple[Any, Any, Any, Any, Any, Any]:
     gen = torch.Generator(device="cuda").manual_seed(seed)
 
-    def rnd(*s):
+    def rnd(*s: int) -> Any:
         return torch.randn(*s, device="cuda", generator=gen)
 
     F = torch.nn.functional
@@ -89,7 +98,9 @@ TOL = {"float32": 1e-4, "bfloat16": 2e-2}
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("T", [1, 4, 64])
 @pytest.mark.parametrize("grouped", [False, True])
-def test_gdn_layers_match_transformers(torch, kernel, refs, dtype, T, grouped) -> None:
+def test_gdn_layers_match_transformers(
+    torch: ModuleType, kernel: ModuleType, refs: Refs, dtype: str, T: int, grouped: bool
+) -> None:
     B, Hk, H, D = 2, 2, 4, 128
     dt = getattr(torch, dtype)
     q, k, v, g, beta, s0 = inputs(torch, B, T, Hk, H, D, dt, seed=T * 7 + grouped)
@@ -119,7 +130,7 @@ def test_gdn_layers_match_transformers(torch, kernel, refs, dtype, T, grouped) -
         assert rel_err(s, s_ref) < 1e-4, (type(ours).__name__, rel_err(s, s_ref))
 
 
-def test_gdn_without_l2norm_and_without_final_state(torch, kernel, refs) -> None:
+def test_gdn_without_l2norm_and_without_final_state(torch: ModuleType, kernel: ModuleType, refs: Refs) -> None:
     F = torch.nn.functional
     q, k, v, g, beta, s0 = inputs(torch, 3, 4, 4, 4, 64, torch.float32, seed=5)
     q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
@@ -131,7 +142,9 @@ def test_gdn_without_l2norm_and_without_final_state(torch, kernel, refs) -> None
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_gdn_state_carried_over_calls_like_a_generate_loop(torch, kernel, refs, dtype) -> None:
+def test_gdn_state_carried_over_calls_like_a_generate_loop(
+    torch: ModuleType, kernel: ModuleType, refs: Refs, dtype: str
+) -> None:
     """prefill (chunk, T=64, no state) -> 3 decode steps (recurrent) -> a T=4 verify (chunk), through
     transformers' own cache layer, equals one torch recurrence over all 71 tokens."""
     from transformers.cache_utils import LinearAttentionLayer
@@ -170,12 +183,12 @@ def test_gdn_state_carried_over_calls_like_a_generate_loop(torch, kernel, refs, 
 TF32_STATE_TOL = 2e-3
 
 
-def _l2norm64(x):
+def _l2norm64(x: Any) -> Any:
     x = x.double()
     return x / (x * x).sum(-1, keepdim=True).add(1e-6).sqrt()
 
 
-def layer_reference64(torch, q, k, v, g, beta):
+def layer_reference64(torch: ModuleType, q: Any, k: Any, v: Any, g: Any, beta: Any) -> tuple[Any, Any]:
     """transformers' chunk_gated_delta_rule call (l2 norm in the kernel, grouped q/k heads, no initial state) in
     float64 on the call's own inputs: (out [B, T, H, D], final state [B, H, key, value])."""
     B, _, H, D = v.shape
@@ -188,7 +201,9 @@ def layer_reference64(torch, q, k, v, g, beta):
 
 
 @pytest.mark.parametrize("B,T,H", [(1, 2048, 32), (8, 1000, 32), (1, 32768, 4)])
-def test_gdn_bf16_chunked_prefill_is_as_close_to_float64_as_bf16_rounding_allows(torch, kernel, B, T, H) -> None:
+def test_gdn_bf16_chunked_prefill_is_as_close_to_float64_as_bf16_rounding_allows(
+    torch: ModuleType, kernel: ModuleType, B: int, T: int, H: int
+) -> None:
     """The model's prefill call in bf16 (strong decay on some heads), one sequence and eight (256 sequence-heads,
     which the single-tf32 form takes too) and a 32K-token call: the bf16 output is within 1.5x of the float64
     result's own bf16 rounding error, and the float32 final state within TF32_STATE_TOL."""
@@ -208,7 +223,9 @@ def test_gdn_bf16_chunked_prefill_is_as_close_to_float64_as_bf16_rounding_allows
     assert err_s < TF32_STATE_TOL, err_s
 
 
-def test_gdn_bf16_chunked_prefill_without_the_layers_norm_keeps_float32_products(torch, kernel) -> None:
+def test_gdn_bf16_chunked_prefill_without_the_layers_norm_keeps_float32_products(
+    torch: ModuleType, kernel: ModuleType
+) -> None:
     """Without use_qk_l2norm_in_kernel the keys' norms are the caller's, which the single-tf32 form's f16 W and Kd
     (vendor/patches/0008) cannot vouch for, so the binding keeps the float32-accurate products: the float32 final
     state of a chunked bf16 call lands near float32's error of float64, well under the single-tf32 form's ~4e-4."""
@@ -230,7 +247,9 @@ def test_gdn_bf16_chunked_prefill_without_the_layers_norm_keeps_float32_products
 
 
 @pytest.mark.parametrize("v_scale", [2.0**17, 2.0**-20])
-def test_gdn_bf16_chunked_prefill_is_as_accurate_at_any_scale_of_v(torch, kernel, v_scale) -> None:
+def test_gdn_bf16_chunked_prefill_is_as_accurate_at_any_scale_of_v(
+    torch: ModuleType, kernel: ModuleType, v_scale: float
+) -> None:
     """The single-tf32 form keeps some operands in f16 (W and Kd: patch 0008), which only the keys, gates and
     beta shape, so v's magnitude must not matter: v times 2^17 (D = U - W h has v's magnitude, mostly past f16's
     largest value, 65504) or times 2^-20 (below f16's smallest normal value, 2^-14) comes out as accurately as at
@@ -253,7 +272,9 @@ def test_gdn_bf16_chunked_prefill_is_as_accurate_at_any_scale_of_v(torch, kernel
 
 
 @pytest.mark.parametrize("B,T", [(1, 2048), (2, 1000)])
-def test_gdn_long_bf16_prefill_then_decode_like_the_models(torch, kernel, refs, B, T) -> None:
+def test_gdn_long_bf16_prefill_then_decode_like_the_models(
+    torch: ModuleType, kernel: ModuleType, refs: Refs, B: int, T: int
+) -> None:
     """The prefill call Qwen3.5 makes (bf16 q/k/v/beta, float32 g, l2 norm in the kernel, 16 q/k heads repeated to
     32 value heads, no initial state, final state out) is long enough for the op's chunked path; four decode steps
     carry its state on. Against transformers' torch recurrence on the same inputs."""
@@ -279,7 +300,9 @@ def test_gdn_long_bf16_prefill_then_decode_like_the_models(torch, kernel, refs, 
 
 @pytest.mark.parametrize("T", [1, 45, 300])
 @pytest.mark.parametrize("qk", ["views", "repeated"])
-def test_gdn_layer_reads_token_major_views_like_the_models_conv_output(torch, kernel, refs, T, qk) -> None:
+def test_gdn_layer_reads_token_major_views_like_the_models_conv_output(
+    torch: ModuleType, kernel: ModuleType, refs: Refs, T: int, qk: str
+) -> None:
     """Qwen3.5's layer hands q/k/v over as views of its causal conv's [batch, channels, tokens] output transposed
     to [batch, tokens, channels] (token stride 1, elements `tokens` apart; the preparation's tiled kernel), q and
     k as such views too or, when the model repeats their heads, as contiguous copies: the same values as
@@ -306,7 +329,7 @@ def test_gdn_layer_reads_token_major_views_like_the_models_conv_output(torch, ke
     assert rel_err(o_t, o_ref) < TOL["bfloat16"] and rel_err(s_t, s_ref) < TF32_STATE_TOL
 
 
-def test_gdn_state_from_a_key_value_buffer_is_converted(torch, kernel, refs) -> None:
+def test_gdn_state_from_a_key_value_buffer_is_converted(torch: ModuleType, kernel: ModuleType, refs: Refs) -> None:
     q, k, v, g, beta, s0 = inputs(torch, 2, 1, 4, 4, 128, torch.float32, seed=9)
     o_ref, s_ref = refs["recurrent"](q, k, v, g, beta, initial_state=s0, output_final_state=True)
     kept = s0.clone()
@@ -318,7 +341,7 @@ def test_gdn_state_from_a_key_value_buffer_is_converted(torch, kernel, refs) -> 
 
 
 @pytest.mark.parametrize("T", [1, 4, 64])
-def test_kda_layers_match_transformers(torch, kernel, refs, T) -> None:
+def test_kda_layers_match_transformers(torch: ModuleType, kernel: ModuleType, refs: Refs, T: int) -> None:
     B, H, D = 2, 4, 128
     q, k, v, g, beta, s0 = inputs(torch, B, T, H, H, D, torch.bfloat16, kda=True, seed=T)
     o_ref, s_ref = refs["recurrent_kda"](q, k, v, g, beta, s0.clone(), True, use_qk_l2norm_in_kernel=True)
@@ -347,7 +370,9 @@ def test_kda_layers_match_transformers(torch, kernel, refs, T) -> None:
         (8, 2, 128, 1, 50, False, "float32"),  # float32 K/V: SDPA
     ],
 )
-def test_flash_attn_forward_matches_transformers_sdpa(torch, kernel, H, Hkv, D, n_q, n_kv, masked, dtype) -> None:
+def test_flash_attn_forward_matches_transformers_sdpa(
+    torch: ModuleType, kernel: ModuleType, H: int, Hkv: int, D: int, n_q: int, n_kv: int, masked: bool, dtype: str
+) -> None:
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     dt = getattr(torch, dtype)
@@ -361,9 +386,8 @@ def test_flash_attn_forward_matches_transformers_sdpa(torch, kernel, H, Hkv, D, 
         mask[1, :, :, :7] = False
         mask &= torch.arange(n_kv, device="cuda") <= torch.arange(n_kv - n_q, n_kv, device="cuda")[:, None]
 
-    class Attn(torch.nn.Module):
-        is_causal = True
-        num_key_value_groups = H // Hkv
+    # a stand-in for transformers' attention module (what the forward reads off it)
+    Attn = type("Attn", (torch.nn.Module,), {"is_causal": True, "num_key_value_groups": H // Hkv})
 
     out, w = kernel.flash_attn_forward(Attn(), q, k, v, mask, dropout=0.0, scaling=D**-0.5)
     ref, _ = sdpa_attention_forward(Attn(), q.float(), k.float(), v.float(), mask, dropout=0.0, scaling=D**-0.5)
@@ -410,7 +434,7 @@ GENERATE = textwrap.dedent(r"""
 """)
 
 
-def _tiny_qwen35(torch, path: Path) -> None:
+def _tiny_qwen35(torch: ModuleType, path: Path) -> None:
     from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 
     cfg = Qwen3_5TextConfig(
@@ -430,7 +454,9 @@ def _tiny_qwen35(torch, path: Path) -> None:
     Qwen3_5ForCausalLM(cfg).save_pretrained(path)
 
 
-def test_tiny_qwen35_from_the_local_hub_generates_the_torch_tokens(torch, kernel, tmp_path) -> None:
+def test_tiny_qwen35_from_the_local_hub_generates_the_torch_tokens(
+    torch: ModuleType, kernel: ModuleType, tmp_path: Path
+) -> None:
     import transformers
     from packaging.version import Version
 
@@ -496,7 +522,9 @@ def test_tiny_qwen35_from_the_local_hub_generates_the_torch_tokens(torch, kernel
 
 
 @pytest.mark.parametrize("Hk,kda", [(2, False), (4, False), (4, True)])
-def test_gdn_one_call_path_equals_the_traced_path(torch, kernel, monkeypatch, Hk, kda) -> None:
+def test_gdn_one_call_path_equals_the_traced_path(
+    torch: ModuleType, kernel: ModuleType, monkeypatch: pytest.MonkeyPatch, Hk: int, kda: bool
+) -> None:
     """Eager CUDA calls take the one-call op (gated_delta_rule_); torch.compile traces the Python adaptation.
     Both must give the same answer: grouped GQA, l2 norm, bf16 inputs, the caller's state left as it was."""
     layers = kernel.layers
@@ -517,7 +545,9 @@ def test_gdn_one_call_path_equals_the_traced_path(torch, kernel, monkeypatch, Hk
 
 @pytest.mark.parametrize("l2norm", [False, True])
 @pytest.mark.parametrize("dtype", ["float16", "float32"])
-def test_gdn_one_call_prepares_strided_mixed_dtype_inputs(torch, kernel, monkeypatch, l2norm, dtype) -> None:
+def test_gdn_one_call_prepares_strided_mixed_dtype_inputs(
+    torch: ModuleType, kernel: ModuleType, monkeypatch: pytest.MonkeyPatch, l2norm: bool, dtype: str
+) -> None:
     """The one-call op's preparation kernel (csrc/cuda/gdn_prep.cu) reads q, k and v at any strides and dtype:
     here views of one fused projection (as transformers' split of mixed_qkv gives them), g in bfloat16 and a
     strided beta. Its answer must be the traced (ATen) path's; float32 without the norm takes no preparation."""
@@ -551,7 +581,7 @@ def test_gdn_one_call_prepares_strided_mixed_dtype_inputs(torch, kernel, monkeyp
     assert rel_err(s1, s2) < 1e-5
 
 
-def test_gdn_one_call_refuses_bad_input_before_any_launch(torch, kernel) -> None:
+def test_gdn_one_call_refuses_bad_input_before_any_launch(torch: ModuleType, kernel: ModuleType) -> None:
     """What the preparation kernel would read out of bounds or misread is refused first, with a message."""
     op = kernel.ops.gated_delta_rule_
     B, T, H, D = 1, 1, 4, 128

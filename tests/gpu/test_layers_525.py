@@ -25,7 +25,10 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -38,7 +41,7 @@ _refs = load_cases(REPO / "templates" / "ggml-attn-kernels" / "reference.py")
 gdn_reference = _refs.gdn_reference
 
 
-def _transformers_525():
+def _transformers_525() -> ModuleType:
     try:
         import transformers
     except ImportError as exc:
@@ -51,44 +54,48 @@ def _transformers_525():
 
 
 @pytest.fixture(scope="module")
-def torch(cuda_torch):  # type: ignore[no-untyped-def]
+def torch(cuda_torch: ModuleType) -> ModuleType:
     return cuda_torch
 
 
 @pytest.fixture(scope="module")
-def kernel(cuda_kernel):  # type: ignore[no-untyped-def]
+def kernel(cuda_kernel: ModuleType) -> ModuleType:
     return cuda_kernel
 
 
-def _torch_function(hooked):
+def _torch_function(hooked: Any) -> Callable[..., Any]:
     """transformers' torch function behind a Hub hook (kernels' Func module holds it as the closure's `func`)."""
     fwd = type(hooked).forward
     cells = dict(zip(fwd.__code__.co_freevars, (c.cell_contents for c in fwd.__closure__ or ())))
-    return inspect.unwrap(cells.get("func", hooked))
+    fn: Callable[..., Any] = inspect.unwrap(cells.get("func", hooked))
+    return fn
 
 
 @pytest.fixture(scope="module")
-def qwen(torch):
+def qwen(torch: ModuleType) -> ModuleType:
     _transformers_525()
     from transformers.models.qwen3_5 import modeling_qwen3_5
 
     return modeling_qwen3_5
 
 
-def _l2norm64(x):
+def _l2norm64(x: Any) -> Any:
     x = x.double()
     return x / (x * x).sum(-1, keepdim=True).add(1e-6).sqrt()
 
 
-def rel_err(x, ref) -> float:
+def rel_err(x: Any, ref: Any) -> float:
     x, ref = x.double(), ref.double()
-    return ((x - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+    err: float = ((x - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+    return err
 
 
-def gdn_inputs(torch, B, T, Hk, H, D, dtype, seed, kda=False):
+def gdn_inputs(
+    torch: ModuleType, B: int, T: int, Hk: int, H: int, D: int, dtype: Any, seed: int, kda: bool = False
+) -> tuple[Any, Any, Any, Any, Any, Any]:
     gen = torch.Generator(device="cuda").manual_seed(seed)
 
-    def rnd(*s):
+    def rnd(*s: int) -> Any:
         return torch.randn(*s, device="cuda", generator=gen)
 
     F = torch.nn.functional
@@ -99,7 +106,9 @@ def gdn_inputs(torch, B, T, Hk, H, D, dtype, seed, kda=False):
     return q, k, v, g, beta, state
 
 
-def ref64(torch, q, k, v, g, beta, state_kv, gqa="grouped"):
+def ref64(
+    torch: ModuleType, q: Any, k: Any, v: Any, g: Any, beta: Any, state_kv: Any, gqa: str = "grouped"
+) -> tuple[Any, Any]:
     """transformers' call (l2 norm in the kernel) in float64: (out, final state [B, H, key, value])."""
     out, s = gdn_reference(torch, _l2norm64(q), _l2norm64(k), v, g, beta, state_kv.transpose(-1, -2), gqa=gqa)
     return out, s.transpose(-1, -2)
@@ -116,7 +125,16 @@ TOL = {"float32": 1e-4, "bfloat16": 2e-2}
 @pytest.mark.parametrize("path", sorted(PATHS))
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("traced", [False, True])
-def test_unrepeated_qk_prefill_reads_key_head_h_div_rep(torch, kernel, monkeypatch, Hk, H, path, dtype, traced):
+def test_unrepeated_qk_prefill_reads_key_head_h_div_rep(
+    torch: ModuleType,
+    kernel: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    Hk: int,
+    H: int,
+    path: str,
+    dtype: str,
+    traced: bool,
+) -> None:
     T, D = PATHS[path]
     dt = getattr(torch, dtype)
     q, k, v, g, beta, s0 = gdn_inputs(torch, 1, T, Hk, H, D, dt, seed=T + H)
@@ -136,7 +154,9 @@ def test_unrepeated_qk_prefill_reads_key_head_h_div_rep(torch, kernel, monkeypat
 
 @pytest.mark.parametrize("Hk,H", [(2, 8), (4, 16)])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_unrepeated_qk_decode_steps_carry_the_state(torch, kernel, Hk, H, dtype) -> None:
+def test_unrepeated_qk_decode_steps_carry_the_state(
+    torch: ModuleType, kernel: ModuleType, Hk: int, H: int, dtype: str
+) -> None:
     """A prefill then 4 one-token decode calls, each fed the state the previous call returned (as the cache does)."""
     dt, D, T, steps = getattr(torch, dtype), 128, 40, 4
     q, k, v, g, beta, _ = gdn_inputs(torch, 2, T + steps, Hk, H, D, dt, seed=H)
@@ -158,7 +178,7 @@ def test_unrepeated_qk_decode_steps_carry_the_state(torch, kernel, Hk, H, dtype)
 
 
 @pytest.mark.parametrize("Hk,H", [(2, 8), (4, 16)])
-def test_unrepeated_qk_kda(torch, kernel, Hk, H) -> None:
+def test_unrepeated_qk_kda(torch: ModuleType, kernel: ModuleType, Hk: int, H: int) -> None:
     """Kimi's per-key-channel gates with grouped q/k heads, chunk then decode."""
     D, T = 128, 24
     q, k, v, g, beta, s0 = gdn_inputs(torch, 1, T + 1, Hk, H, D, torch.float32, seed=3, kda=True)
@@ -170,7 +190,7 @@ def test_unrepeated_qk_kda(torch, kernel, Hk, H) -> None:
     assert rel_err(st, ref_st) < 1e-4
 
 
-def test_the_layers_never_write_the_state_they_are_handed(torch, kernel) -> None:
+def test_the_layers_never_write_the_state_they_are_handed(torch: ModuleType, kernel: ModuleType) -> None:
     """transformers 5.25 keeps the states it hands over (the cache snapshots its buffer after the call; a speculative
     step keeps every token's state in a list), so each call's final state is a tensor of its own."""
     q, k, v, g, beta, _ = gdn_inputs(torch, 2, 3, 2, 8, 128, torch.bfloat16, seed=5)
@@ -189,7 +209,7 @@ def test_the_layers_never_write_the_state_they_are_handed(torch, kernel) -> None
     assert all(not torch.equal(a, b) for a, b in zip(states, states[1:]))
 
 
-def test_a_chunk_call_with_no_tokens_returns_the_initial_state(torch, kernel) -> None:
+def test_a_chunk_call_with_no_tokens_returns_the_initial_state(torch: ModuleType, kernel: ModuleType) -> None:
     """5.25 calls the chunk hook with no tokens when every token's state is kept (verify length == tokens to keep)."""
     q, k, v, g, beta, s0 = gdn_inputs(torch, 2, 0, 2, 8, 128, torch.bfloat16, seed=1)
     out, st = kernel.layers.chunk_gated_delta_rule()(
@@ -202,7 +222,7 @@ def test_a_chunk_call_with_no_tokens_returns_the_initial_state(torch, kernel) ->
 # ---- rollback through transformers' own cache and model ------------------------------------------------------
 
 
-def _tiny_model(torch, transformers, dtype):
+def _tiny_model(torch: ModuleType, transformers: ModuleType, dtype: Any) -> tuple[Any, Any]:
     cfg = transformers.Qwen3_5TextConfig(
         vocab_size=256,
         hidden_size=256,
@@ -233,7 +253,7 @@ class Switch:
         "causal_conv1d_forward": "causal_conv1d_forward",
     }
 
-    def __init__(self, qwen, kernel) -> None:
+    def __init__(self, qwen: ModuleType, kernel: ModuleType) -> None:
         import types
 
         self.qwen, self.kernel, self.types = qwen, kernel, types
@@ -247,7 +267,7 @@ class Switch:
             else:
                 ref = self.refs[name]
 
-                def fwd(_self, *args, _ref=ref, **kwargs):
+                def fwd(_self: object, *args: Any, _ref: Callable[..., Any] = ref, **kwargs: Any) -> Any:
                     return _ref(*args, **kwargs)
 
             inst.forward = self.types.MethodType(fwd, inst)
@@ -257,7 +277,7 @@ class Switch:
             vars(getattr(self.qwen, name)).pop("forward", None)
 
 
-def _speculative_round(torch, model, cache, prompt, draft, accept: int):
+def _speculative_round(torch: ModuleType, model: Any, cache: Any, prompt: Any, draft: Any, accept: int) -> Any:
     """Prefill, then one verify forward of len(draft) tokens with past recording on, then `crop` of the rejected."""
     with torch.no_grad():
         model(prompt, cache=cache, use_cache=True)
@@ -267,14 +287,16 @@ def _speculative_round(torch, model, cache, prompt, draft, accept: int):
     return logits
 
 
-def _cache_states(cache, layers):
+def _cache_states(cache: Any, layers: list[int]) -> list[tuple[Any, Any]]:
     return [
         (cache.layers[i].conv_states[0].float().clone(), cache.layers[i].recurrent_states[0].clone()) for i in layers
     ]
 
 
 @pytest.mark.parametrize("accept", [0, 1, 3])
-def test_a_speculative_step_that_rejects_tokens_leaves_the_torch_references_cache(torch, kernel, qwen, accept):
+def test_a_speculative_step_that_rejects_tokens_leaves_the_torch_references_cache(
+    torch: ModuleType, kernel: ModuleType, qwen: ModuleType, accept: int
+) -> None:
     transformers = _transformers_525()
     from transformers import DynamicCache
 
@@ -307,7 +329,7 @@ def test_a_speculative_step_that_rejects_tokens_leaves_the_torch_references_cach
 # ---- causal_conv1d_forward: ggml's ssm_conv against transformers' torch conv in float64 -----------------------
 
 
-def _conv(torch, C, K, bias, seed):
+def _conv(torch: ModuleType, C: int, K: int, bias: bool, seed: int) -> tuple[Any, Any]:
     torch.manual_seed(seed)
     conv = torch.nn.Conv1d(C, C, K, groups=C, padding=K - 1, bias=bias, device="cuda")
     conv64 = torch.nn.Conv1d(C, C, K, groups=C, padding=K - 1, bias=bias, device="cuda", dtype=torch.float64)
@@ -315,7 +337,7 @@ def _conv(torch, C, K, bias, seed):
     return conv, conv64
 
 
-def _linear_cache(transformers, C, K):
+def _linear_cache(transformers: ModuleType, C: int, K: int) -> Any:  # a DynamicCache: its layers are read untyped
     """transformers' own cache of one linear-attention layer (what a Qwen3.5 model makes)."""
     from transformers import DynamicCache
 
@@ -328,7 +350,9 @@ def _linear_cache(transformers, C, K):
 @pytest.mark.parametrize("C,K", [(256, 4), (384, 3)])
 @pytest.mark.parametrize("prompt", [2, 37, 300])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_causal_conv1d_forward_matches_transformers_in_float64(torch, kernel, qwen, C, K, prompt, dtype) -> None:
+def test_causal_conv1d_forward_matches_transformers_in_float64(
+    torch: ModuleType, kernel: ModuleType, qwen: ModuleType, C: int, K: int, prompt: int, dtype: str
+) -> None:
     transformers = _transformers_525()
     ref_fn = _torch_function(qwen.causal_conv1d_forward)
     ours = kernel.layers.causal_conv1d_forward()
@@ -357,7 +381,9 @@ def test_causal_conv1d_forward_matches_transformers_in_float64(torch, kernel, qw
 
 
 @pytest.mark.parametrize("activation", [None, "silu"])
-def test_causal_conv1d_forward_with_bias(torch, kernel, qwen, activation) -> None:
+def test_causal_conv1d_forward_with_bias(
+    torch: ModuleType, kernel: ModuleType, qwen: ModuleType, activation: str | None
+) -> None:
     _transformers_525()
     ref_fn = _torch_function(qwen.causal_conv1d_forward)
     conv, conv64 = _conv(torch, 128, 4, bias=True, seed=1)
@@ -367,7 +393,9 @@ def test_causal_conv1d_forward_with_bias(torch, kernel, qwen, activation) -> Non
     assert rel_err(got, want) < 1e-5
 
 
-def test_causal_conv1d_forward_falls_back_where_ggml_has_no_kernel(torch, kernel, qwen) -> None:
+def test_causal_conv1d_forward_falls_back_where_ggml_has_no_kernel(
+    torch: ModuleType, kernel: ModuleType, qwen: ModuleType
+) -> None:
     """A channel count that is not a multiple of ggml's block, and a kernel size it lacks: transformers' torch steps."""
     _transformers_525()
     ref_fn = _torch_function(qwen.causal_conv1d_forward)
@@ -379,7 +407,7 @@ def test_causal_conv1d_forward_falls_back_where_ggml_has_no_kernel(torch, kernel
         assert rel_err(got, ref_fn(conv64, x.double(), None, 0, activation="silu")) < 1e-5
 
 
-def test_ssm_conv_refuses_an_x_without_room_for_its_long_kernel(torch, kernel) -> None:
+def test_ssm_conv_refuses_an_x_without_room_for_its_long_kernel(torch: ModuleType, kernel: ModuleType) -> None:
     """ggml's long-sequence kernel reads past x's last row; the op refuses an x whose buffer ends there."""
     x = torch.randn(1, 128, 3 + 40, device="cuda")  # 40 tokens: the long kernel, 24 columns past the end
     w = torch.randn(128, 4, device="cuda")
@@ -434,7 +462,7 @@ GENERATE = textwrap.dedent(r"""
 """)
 
 
-def _tiny_qwen35_hk_lt_hv(torch, transformers, path: Path) -> None:
+def _tiny_qwen35_hk_lt_hv(torch: ModuleType, transformers: ModuleType, path: Path) -> None:
     cfg = transformers.Qwen3_5TextConfig(
         vocab_size=512,
         hidden_size=256,
@@ -452,7 +480,9 @@ def _tiny_qwen35_hk_lt_hv(torch, transformers, path: Path) -> None:
     transformers.Qwen3_5ForCausalLM(cfg).save_pretrained(path)
 
 
-def test_tiny_qwen35_switched_the_documented_way_generates_the_torch_tokens(torch, kernel, tmp_path) -> None:
+def test_tiny_qwen35_switched_the_documented_way_generates_the_torch_tokens(
+    torch: ModuleType, kernel: ModuleType, tmp_path: Path
+) -> None:
     """transformers 5.25 + the local test Hub: `from_pretrained(kernel_config=KernelConfig({...conv included}),
     attn_implementation=repo)` on a Qwen3.5 with Hk < Hv gives the torch fallback's 128 greedy tokens in float32, and
     our ops did run (profiled by name: the prefill's and the decode's gated delta rule, ggml's ssm_conv)."""

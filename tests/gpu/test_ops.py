@@ -17,6 +17,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -35,16 +37,16 @@ FA_TOL = 2e-3  # f16 K/V products accumulated as ggml does; measured ~1e-4 or be
 
 
 @pytest.fixture(scope="module")
-def torch(cuda_torch):  # type: ignore[no-untyped-def]
+def torch(cuda_torch: ModuleType) -> ModuleType:
     return cuda_torch
 
 
 @pytest.fixture(scope="module")
-def op(cuda_kernel):  # type: ignore[no-untyped-def]
+def op(cuda_kernel: ModuleType) -> ModuleType:
     return cuda_kernel
 
 
-def poison(torch, *shapes, dtype=None) -> None:
+def poison(torch: ModuleType, *shapes: tuple[int, ...], dtype: Any = None) -> None:
     """Fill blocks of the caching allocator with NaN so that the op's next outputs are allocated from them."""
     dtype = dtype or torch.float32
     blocks = [torch.full(s, float("nan"), device="cuda", dtype=dtype) for s in shapes]
@@ -54,11 +56,13 @@ def poison(torch, *shapes, dtype=None) -> None:
 # ---- gated delta net ------------------------------------------------------------------------------------
 
 
-def gdn_inputs(torch, B, T, Hk, H, D, kda=False, seed=0):
+def gdn_inputs(
+    torch: ModuleType, B: int, T: int, Hk: int, H: int, D: int, kda: bool = False, seed: int = 0
+) -> tuple[Any, Any, Any, Any, Any, Any]:
     gen = torch.Generator(device="cuda").manual_seed(seed)
     F = torch.nn.functional
 
-    def randn(*s):
+    def randn(*s: int) -> Any:
         return torch.randn(*s, device="cuda", generator=gen)
 
     q = F.normalize(randn(B, T, Hk, D), dim=-1)
@@ -88,7 +92,9 @@ GDN_CASES = [
 
 
 @pytest.mark.parametrize("B,T,Hk,H,D,kda", GDN_CASES)
-def test_gdn_matches_float64_reference_with_every_output_written(torch, op, B, T, Hk, H, D, kda):
+def test_gdn_matches_float64_reference_with_every_output_written(
+    torch: ModuleType, op: ModuleType, B: int, T: int, Hk: int, H: int, D: int, kda: bool
+) -> None:
     q, k, v, g, beta, state = gdn_inputs(torch, B, T, Hk, H, D, kda, seed=B * 1000 + T * 10 + D)
     ref_out, ref_state = gdn_reference(torch, q, k, v, g, beta, state)
     state_before = state.clone()
@@ -103,7 +109,7 @@ def test_gdn_matches_float64_reference_with_every_output_written(torch, op, B, T
     assert torch.equal(state, state_before)  # the functional op leaves the input state alone
 
 
-def test_gdn_gqa_is_tiled_not_grouped(torch, op):
+def test_gdn_gqa_is_tiled_not_grouped(torch: ModuleType, op: ModuleType) -> None:
     B, T, Hk, H, D = 2, 4, 2, 8, 64
     q, k, v, g, beta, state = gdn_inputs(torch, B, T, Hk, H, D, seed=7)
     out, _ = op.gated_delta_net(q, k, v, g, beta, state)
@@ -116,7 +122,7 @@ def test_gdn_gqa_is_tiled_not_grouped(torch, op):
 
 
 @pytest.mark.parametrize("kda", [False, True])
-def test_gdn_state_carried_across_calls_equals_one_call(torch, op, kda):
+def test_gdn_state_carried_across_calls_equals_one_call(torch: ModuleType, op: ModuleType, kda: bool) -> None:
     B, T, H, D = 2, 24, 4, 128
     q, k, v, g, beta, state = gdn_inputs(torch, B, T, H, H, D, kda, seed=11)
     whole_out, whole_state = op.gated_delta_net(q, k, v, g, beta, state)
@@ -136,7 +142,7 @@ def test_gdn_state_carried_across_calls_equals_one_call(torch, op, kda):
 CHUNK_FORCED = os.environ.get("GGML_CUDA_GDN_CHUNKED") == "1"
 
 
-def strong_decay_gates(torch, g, strengths=(1.0, 8.0, 40.0)):
+def strong_decay_gates(torch: ModuleType, g: Any, strengths: tuple[float, ...] = (1.0, 8.0, 40.0)) -> Any:
     """g scaled per head: mild (exp(g) ~ 0.95), strong and very strong decay (exp(g) down to ~1e-50 per token)."""
     H = g.shape[2]
     scale = torch.tensor([strengths[h % len(strengths)] for h in range(H)], device=g.device)
@@ -155,7 +161,9 @@ CHUNK_CASES = [
 
 
 @pytest.mark.parametrize("B,T,Hk,H", CHUNK_CASES)
-def test_gdn_chunked_prefill_matches_float64_with_strong_decay(torch, op, B, T, Hk, H):
+def test_gdn_chunked_prefill_matches_float64_with_strong_decay(
+    torch: ModuleType, op: ModuleType, B: int, T: int, Hk: int, H: int
+) -> None:
     q, k, v, g, beta, state = gdn_inputs(torch, B, T, Hk, H, 128, seed=B * 31 + T)
     g = strong_decay_gates(torch, g)
     ref_out, ref_state = gdn_reference(torch, q, k, v, g, beta, state)
@@ -167,7 +175,7 @@ def test_gdn_chunked_prefill_matches_float64_with_strong_decay(torch, op, B, T, 
     assert rel_err(final, ref_state) < GDN_TOL
 
 
-def test_gdn_chunked_prefill_at_32k_tokens_matches_float64(torch, op):
+def test_gdn_chunked_prefill_at_32k_tokens_matches_float64(torch: ModuleType, op: ModuleType) -> None:
     B, T, H = 1, 32768, 2
     q, k, v, g, beta, state = gdn_inputs(torch, B, T, H, H, 128, seed=32768)
     g = strong_decay_gates(torch, g, strengths=(1.0, 0.05))  # one head keeps memory over thousands of tokens
@@ -177,7 +185,7 @@ def test_gdn_chunked_prefill_at_32k_tokens_matches_float64(torch, op):
     assert rel_err(final, ref_state) < GDN_TOL
 
 
-def test_gdn_chunked_prefill_equals_the_token_sequential_path(torch, op):
+def test_gdn_chunked_prefill_equals_the_token_sequential_path(torch: ModuleType, op: ModuleType) -> None:
     """One 640-token call (chunked where enabled) against the same tokens fed one per call (always the
     token-sequential kernels), and both against float64."""
     B, T, H = 2, 640, 4
@@ -196,7 +204,7 @@ def test_gdn_chunked_prefill_equals_the_token_sequential_path(torch, op):
     assert rel_err(whole_out, seq_out.double()) < GDN_TOL
 
 
-def test_gdn_state_carried_from_chunked_prefill_into_decode(torch, op):
+def test_gdn_state_carried_from_chunked_prefill_into_decode(torch: ModuleType, op: ModuleType) -> None:
     B, T, H, steps = 2, 300, 16, 6  # few enough sequences x heads for the chunked path; the decode steps are not
     q, k, v, g, beta, state = gdn_inputs(torch, B, T + steps, 8, H, 128, seed=306)
     g = strong_decay_gates(torch, g)
@@ -214,7 +222,7 @@ def test_gdn_state_carried_from_chunked_prefill_into_decode(torch, op):
     assert rel_err(st, ref_state) < GDN_TOL
 
 
-def _gdn_in_a_process(mode: str | None, cases: str) -> dict:
+def _gdn_in_a_process(mode: str | None, cases: str) -> dict[tuple[int, int, int], list[Any]]:
     """gated_delta_net outputs of `cases` (B x T x H) computed in a fresh process with GGML_CUDA_GDN_CHUNKED=mode."""
     code = textwrap.dedent(f"""
         import sys, torch, kernels
@@ -236,12 +244,12 @@ def _gdn_in_a_process(mode: str | None, cases: str) -> dict:
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
     import torch as torch_mod
 
-    data = torch_mod.load(out)
+    data: dict[tuple[int, int, int], list[Any]] = torch_mod.load(out)
     out.unlink()
     return data
 
 
-def test_gdn_default_dispatch_chunks_long_calls_and_leaves_short_ones(torch, op):
+def test_gdn_default_dispatch_chunks_long_calls_and_leaves_short_ones(torch: ModuleType, op: ModuleType) -> None:
     """By default the op picks the chunked path for a long prefill of few sequence-heads and the token-sequential
     kernels for a short call or many sequence-heads (B=8 x H=32, where the vector kernel is faster): the default's
     outputs are bit-identical to the forced-on process at B=1 T=4096 and to the forced-off one at T = 8 and at
@@ -256,7 +264,7 @@ def test_gdn_default_dispatch_chunks_long_calls_and_leaves_short_ones(torch, op)
         assert all(torch.equal(a, b) for a, b in zip(default[key], off[key])), key
 
 
-def test_gdn_chunked_path_enabled_in_a_fresh_process_passes_the_same_tests(torch, op):
+def test_gdn_chunked_path_enabled_in_a_fresh_process_passes_the_same_tests(torch: ModuleType, op: ModuleType) -> None:
     if CHUNK_FORCED:
         pytest.skip("this is the process with the chunked path enabled")
     argv = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", __file__, "-rs", "-k",
@@ -269,7 +277,7 @@ def test_gdn_chunked_path_enabled_in_a_fresh_process_passes_the_same_tests(torch
     assert passed and int(passed[-1].split(" passed")[0].split()[-1]) >= 7, tail  # none skipped away
 
 
-def test_gdn_inplace_updates_the_state_and_matches_functional(torch, op):
+def test_gdn_inplace_updates_the_state_and_matches_functional(torch: ModuleType, op: ModuleType) -> None:
     B, T, Hk, H, D = 2, 6, 4, 8, 128
     q, k, v, g, beta, state = gdn_inputs(torch, B, T, Hk, H, D, seed=5)
     f_out, f_state = op.gated_delta_net(q, k, v, g, beta, state.clone())
@@ -281,7 +289,7 @@ def test_gdn_inplace_updates_the_state_and_matches_functional(torch, op):
     assert torch.equal(out, f_out) and torch.equal(state, f_state)
 
 
-def test_gdn_reads_strided_views_of_a_fused_projection_in_place(torch, op):
+def test_gdn_reads_strided_views_of_a_fused_projection_in_place(torch: ModuleType, op: ModuleType) -> None:
     B, T, H, D = 2, 3, 4, 64
     _, _, _, g, beta, state = gdn_inputs(torch, B, T, H, H, D, seed=3)
     qkv = torch.nn.functional.normalize(torch.randn(B, T, 3, H, D, device="cuda"), dim=-1)
@@ -299,7 +307,9 @@ def test_gdn_reads_strided_views_of_a_fused_projection_in_place(torch, op):
 
 
 @pytest.mark.parametrize("B,H,D", [(2, 4, 64), (8, 32, 128)])  # the one-column kernel and the vectorised path
-def test_gdn_strided_and_misaligned_views_match_the_reference(torch, op, B, H, D):
+def test_gdn_strided_and_misaligned_views_match_the_reference(
+    torch: ModuleType, op: ModuleType, B: int, H: int, D: int
+) -> None:
     """q/k/v as views of a fused projection (row strides of 3 heads); then shifted by one float, so that no
     16-byte vector load is possible and the launcher must fall back to the one-column kernel."""
     T = 3
@@ -317,13 +327,13 @@ def test_gdn_strided_and_misaligned_views_match_the_reference(torch, op, B, H, D
         assert rel_err(out, ref_out) < GDN_TOL and rel_err(final, ref_state) < GDN_TOL, shift
 
 
-def test_gdn_zero_tokens_returns_the_state(torch, op):
+def test_gdn_zero_tokens_returns_the_state(torch: ModuleType, op: ModuleType) -> None:
     q, k, v, g, beta, state = gdn_inputs(torch, 2, 0, 4, 4, 32, seed=1)
     out, final = op.gated_delta_net(q, k, v, g, beta, state)
     assert out.shape == (2, 0, 4, 32) and torch.equal(final, state)
 
 
-def test_gdn_supports_is_exact(torch, op):
+def test_gdn_supports_is_exact(torch: ModuleType, op: ModuleType) -> None:
     for d in (16, 32, 64, 128):
         assert op.supports_gated_delta_net(d)
     for d in (0, 8, 48, 96, 256):
@@ -333,7 +343,7 @@ def test_gdn_supports_is_exact(torch, op):
             op.gated_delta_net(q, k, v, g, beta, state)
 
 
-def test_gdn_bad_arguments_name_the_argument(torch, op):
+def test_gdn_bad_arguments_name_the_argument(torch: ModuleType, op: ModuleType) -> None:
     q, k, v, g, beta, state = gdn_inputs(torch, 2, 3, 4, 4, 64, seed=2)
     cases = [
         (TypeError, r"\bq must be float32", (q.half(), k, v, g, beta, state)),
@@ -370,7 +380,9 @@ def test_gdn_bad_arguments_name_the_argument(torch, op):
 # ---- flash attention ------------------------------------------------------------------------------------
 
 
-def fa_inputs(torch, B, H, Hkv, n_q, n_kv, D, dtype=None, seed=0):
+def fa_inputs(
+    torch: ModuleType, B: int, H: int, Hkv: int, n_q: int, n_kv: int, D: int, dtype: Any = None, seed: int = 0
+) -> tuple[Any, Any, Any]:
     gen = torch.Generator(device="cuda").manual_seed(seed)
     dtype = dtype or torch.float16
     q = torch.randn(B, H, n_q, D, device="cuda", generator=gen)
@@ -379,7 +391,7 @@ def fa_inputs(torch, B, H, Hkv, n_q, n_kv, D, dtype=None, seed=0):
     return q, k, v
 
 
-def causal_like_mask(torch, B, n_q, n_kv, seed=0):
+def causal_like_mask(torch: ModuleType, B: int, n_q: int, n_kv: int, seed: int = 0) -> tuple[Any, Any]:
     """Additive mask: a random quarter of the positions masked (never all of a row)."""
     gen = torch.Generator(device="cuda").manual_seed(seed + 99)
     keep = torch.rand(B, 1, n_q, n_kv, device="cuda", generator=gen) > 0.25
@@ -389,7 +401,7 @@ def causal_like_mask(torch, B, n_q, n_kv, seed=0):
 
 @pytest.mark.parametrize("n_kv", [1, 100, 256, 1000, 4096])
 @pytest.mark.parametrize("masked", [False, True])
-def test_fa_matches_float64_softmax_for_any_n_kv(torch, op, n_kv, masked):
+def test_fa_matches_float64_softmax_for_any_n_kv(torch: ModuleType, op: ModuleType, n_kv: int, masked: bool) -> None:
     B, H, Hkv, n_q, D = 2, 16, 4, 1, 128
     q, k, v = fa_inputs(torch, B, H, Hkv, n_q, n_kv, D, seed=n_kv)
     mask = causal_like_mask(torch, B, n_q, n_kv, seed=n_kv)[0] if masked else None
@@ -417,7 +429,9 @@ FA_CASES = [
 
 
 @pytest.mark.parametrize("B,H,Hkv,n_q,n_kv,D,dtype", FA_CASES)
-def test_fa_shapes_gqa_and_kv_types(torch, op, B, H, Hkv, n_q, n_kv, D, dtype):
+def test_fa_shapes_gqa_and_kv_types(
+    torch: ModuleType, op: ModuleType, B: int, H: int, Hkv: int, n_q: int, n_kv: int, D: int, dtype: str
+) -> None:
     q, k, v = fa_inputs(torch, B, H, Hkv, n_q, n_kv, D, getattr(torch, dtype), seed=B + H + n_kv)
     mask, _ = causal_like_mask(torch, B, n_q, n_kv, seed=n_q)
     scale = 0.7 / math.sqrt(D)
@@ -448,7 +462,9 @@ FA_GQA_CASES = [
 
 
 @pytest.mark.parametrize("B,H,Hkv,n_kv,D,dtype", FA_GQA_CASES)
-def test_fa_single_query_gqa_groups_match_float64(torch, op, B, H, Hkv, n_kv, D, dtype):
+def test_fa_single_query_gqa_groups_match_float64(
+    torch: ModuleType, op: ModuleType, B: int, H: int, Hkv: int, n_kv: int, D: int, dtype: str
+) -> None:
     q, k, v = fa_inputs(torch, B, H, Hkv, 1, n_kv, D, getattr(torch, dtype), seed=H * 7 + n_kv)
     mask, _ = causal_like_mask(torch, B, 1, n_kv, seed=n_kv)
     scale = 1.0 / math.sqrt(D)
@@ -471,7 +487,7 @@ def test_fa_single_query_gqa_groups_match_float64(torch, op, B, H, Hkv, n_kv, D,
     assert rel_err(op.flash_attn(q_view, k, v, mask, scale), fa_reference(torch, q, k, v, mask, scale)) < FA_TOL
 
 
-def test_fa_gqa_is_grouped(torch, op):
+def test_fa_gqa_is_grouped(torch: ModuleType, op: ModuleType) -> None:
     q, k, v = fa_inputs(torch, 1, 16, 4, 1, 512, 128, seed=4)
     out = op.flash_attn(q, k, v)
     grouped = fa_reference(torch, q, k, v, None, 1 / math.sqrt(128))
@@ -479,7 +495,7 @@ def test_fa_gqa_is_grouped(torch, op):
     assert rel_err(out, grouped) < FA_TOL and rel_err(out, tiled) > 1e-1
 
 
-def test_fa_reads_a_preallocated_cache_in_place_and_masks_the_tail(torch, op):
+def test_fa_reads_a_preallocated_cache_in_place_and_masks_the_tail(torch: ModuleType, op: ModuleType) -> None:
     """A cache allocated to a capacity that is a multiple of 256 and sliced to n_kv: no copy of K/V is made
     (peak memory grows by far less than one K), the positions past n_kv are masked."""
     B, H, Hkv, D, cap, n_kv = 1, 16, 4, 256, 4096, 1000
@@ -516,7 +532,7 @@ def test_fa_reads_a_preallocated_cache_in_place_and_masks_the_tail(torch, op):
 
 
 @pytest.mark.parametrize("mask_dtype", ["float32", "bfloat16", "bool", "broadcast"])
-def test_fa_mask_forms(torch, op, mask_dtype):
+def test_fa_mask_forms(torch: ModuleType, op: ModuleType, mask_dtype: str) -> None:
     B, H, Hkv, n_q, n_kv, D = 2, 8, 2, 2, 700, 128
     q, k, v = fa_inputs(torch, B, H, Hkv, n_q, n_kv, D, seed=21)
     additive, keep = causal_like_mask(torch, B, n_q, n_kv, seed=21)
@@ -530,7 +546,7 @@ def test_fa_mask_forms(torch, op, mask_dtype):
     assert rel_err(out, fa_reference(torch, q, k, v, additive, 1 / math.sqrt(D))) < FA_TOL
 
 
-def test_fa_q_dtypes_and_strided_q(torch, op):
+def test_fa_q_dtypes_and_strided_q(torch: ModuleType, op: ModuleType) -> None:
     q, k, v = fa_inputs(torch, 1, 16, 4, 1, 512, 128, seed=9)
     ref = fa_reference(torch, q, k, v, None, 1 / math.sqrt(128))
     assert (
@@ -541,7 +557,7 @@ def test_fa_q_dtypes_and_strided_q(torch, op):
     assert rel_err(op.flash_attn(q_t, k, v), ref) < FA_TOL
 
 
-def test_fa_supports_is_exact(torch, op):
+def test_fa_supports_is_exact(torch: ModuleType, op: ModuleType) -> None:
     assert op.supports_flash_attn(1, 128, 128) and op.supports_flash_attn(19, 256, 256)
     assert op.supports_flash_attn(1, 64, 64)
     for n_q, dk, dv in [(20, 128, 128), (0, 128, 128), (1, 96, 96), (1, 128, 64), (1, 512, 512), (1, 80, 80)]:
@@ -554,7 +570,7 @@ def test_fa_supports_is_exact(torch, op):
                 op.flash_attn(q, k, v)
 
 
-def test_fa_bad_arguments_name_the_argument(torch, op):
+def test_fa_bad_arguments_name_the_argument(torch: ModuleType, op: ModuleType) -> None:
     q, k, v = fa_inputs(torch, 2, 8, 4, 1, 300, 128, seed=3)
     mask, _ = causal_like_mask(torch, 2, 1, 300)
     cases = [
@@ -589,12 +605,12 @@ def test_fa_bad_arguments_name_the_argument(torch, op):
 # ---- torch.compile, CUDA graphs, a fresh process -----------------------------------------------------------
 
 
-def test_torch_compile_fullgraph_traces_both_ops(torch, op):
+def test_torch_compile_fullgraph_traces_both_ops(torch: ModuleType, op: ModuleType) -> None:
     B, T, H, D = 1, 1, 8, 128
     q, k, v, g, beta, state = gdn_inputs(torch, B, T, H, H, D, seed=31)
     fq, fk, fv = fa_inputs(torch, 1, 16, 4, 1, 512, 128, seed=31)
 
-    def step(q, k, v, g, beta, state, fq, fk, fv):
+    def step(q: Any, k: Any, v: Any, g: Any, beta: Any, state: Any, fq: Any, fk: Any, fv: Any) -> tuple[Any, Any, Any]:
         out, new_state = op.gated_delta_net(q, k, v, g, beta, state)
         attn = op.flash_attn(fq, fk, fv) if op.supports_flash_attn(1, 128, 128) else fq
         return out * 2, new_state, attn
@@ -605,7 +621,7 @@ def test_torch_compile_fullgraph_traces_both_ops(torch, op):
     for a, b in zip(got, want):
         assert torch.equal(a, b)
 
-    def inplace_step(q, k, v, g, beta, state):
+    def inplace_step(q: Any, k: Any, v: Any, g: Any, beta: Any, state: Any) -> Any:
         out, _ = op.gated_delta_net(q, k, v, g, beta, state, inplace=True)
         return out
 
@@ -615,7 +631,7 @@ def test_torch_compile_fullgraph_traces_both_ops(torch, op):
     assert torch.equal(out_c, out_e) and torch.equal(s1, s2)
 
 
-def test_cuda_graph_capture_and_replay(torch, op):
+def test_cuda_graph_capture_and_replay(torch: ModuleType, op: ModuleType) -> None:
     q, k, v, g, beta, state = gdn_inputs(torch, 1, 1, 16, 16, 128, seed=41)
     fq, fk, fv = fa_inputs(torch, 1, 16, 4, 1, 4096, 128, seed=41)
     op.gated_delta_net(q, k, v, g, beta, state)  # warm-up outside capture (occupancy and PDL caches)
@@ -636,7 +652,7 @@ def test_cuda_graph_capture_and_replay(torch, op):
     assert rel_err(attn, fa_reference(torch, fq, fk, fv, None, 1 / math.sqrt(128))) < FA_TOL
 
 
-def test_a_fresh_process_loads_the_variant_through_kernels(torch, op):
+def test_a_fresh_process_loads_the_variant_through_kernels(torch: ModuleType, op: ModuleType) -> None:
     script = textwrap.dedent(f"""
         import math, torch, kernels
         from pathlib import Path

@@ -10,8 +10,17 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolkit.build.inputs import ProjectInputs
+    from toolkit.core.config import Config
+    from toolkit.core.lock import Lock
+    from toolkit.sync.project_plan import SyncRequest
+    from toolkit.sync.report import SyncReport
 
 MIT = """MIT License
 
@@ -270,7 +279,7 @@ def build_upstream(path: Path, layout: str = "ggml") -> FixtureRepo:
     git(path, "tag", "v2")
     git(path, "branch", "release", "v2")
 
-    def side(branch: str, label: str, message: str, change) -> None:  # type: ignore[no-untyped-def]
+    def side(branch: str, label: str, message: str, change: Callable[[], object]) -> None:
         repo.checkout(repo.commits["v1"], new_branch=branch)
         change()
         repo.commit(label, message)
@@ -293,14 +302,16 @@ def build_upstream(path: Path, layout: str = "ggml") -> FixtureRepo:
         "vendors: cuda.h becomes a link out of the tree",
         lambda: repo.symlink("src/ggml-cuda/vendors/cuda.h", "../../../../../outside-secret.h"),
     )
+
+    def link_inside() -> None:
+        repo.write({"src/ggml-cuda/vendors/cuda-real.h": "#pragma once\n// the real one\n"})
+        repo.symlink("src/ggml-cuda/vendors/cuda.h", "cuda-real.h")
+
     side(
         "symlink-inside",
         "symlink-inside",
         "vendors: cuda.h becomes a link inside the tree",
-        lambda: (
-            repo.write({"src/ggml-cuda/vendors/cuda-real.h": "#pragma once\n// the real one\n"}),
-            repo.symlink("src/ggml-cuda/vendors/cuda.h", "cuda-real.h"),
-        ),
+        link_inside,
     )
     side("no-license", "no-license", "drop the license file", lambda: repo.remove("LICENSE"))
     side("no-metal", "no-metal", "metal: remove the monolith", lambda: repo.remove("src/ggml-metal/ggml-metal.metal"))
@@ -331,7 +342,7 @@ def build_upstream(path: Path, layout: str = "ggml") -> FixtureRepo:
     return repo
 
 
-def sync_project(cfg, req=None, **kw):  # type: ignore[no-untyped-def]
+def sync_project(cfg: Config, req: SyncRequest | None = None, **kw: Any) -> SyncReport:
     """Sync `cfg` as `ggml-vendor sync` does: under the project lock (shared for a dry run), the sync stage's
     plan, then its execute (a dry run: the plan's report). `req` is a SyncRequest, or its fields as `kw`."""
     from toolkit import sync
@@ -347,6 +358,15 @@ def sync_project(cfg, req=None, **kw):  # type: ignore[no-untyped-def]
 # The first package's op facts (kernel names, fingerprinted regions, behaviour functions): a fixture project
 # declares the same ops, so it carries the same facts file beside its (absent) templates.
 FACTS_FILE = Path(__file__).resolve().parents[2] / "templates" / "ggml-attn-kernels" / "facts.py"
+
+
+def locked(vendor_dir: Path) -> Lock:
+    """The lock under `vendor_dir`, which the test expects to be there (read_lock's None fails the test)."""
+    from toolkit.core.lock import read_lock
+
+    lock = read_lock(vendor_dir)
+    assert lock is not None, f"no lock under {vendor_dir}"
+    return lock
 
 
 def make_project(path: Path, upstream: str) -> Path:
@@ -392,9 +412,9 @@ def make_patch(old_path: str, old: str, new: str, *, prefix: str = "") -> str:
     )
 
 
-def tiny_project_inputs(torch_src: str = "b.cpp", kernel_src: str = "a.cu"):  # type: ignore[no-untyped-def]
+def tiny_project_inputs(torch_src: str = "b.cpp", kernel_src: str = "a.cu") -> ProjectInputs:
     """A one-binding, one-CUDA-kernel ProjectInputs for build-plan tests that construct the host by hand."""
-    from toolkit.build.steps import KernelSection, ProjectInputs
+    from toolkit.build.inputs import KernelSection, ProjectInputs
 
     return ProjectInputs(
         root=Path("/p"),

@@ -7,6 +7,7 @@ re-exported, plus the loader of the build under test (the tool's own build of th
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
 from toolkit.verify.conformance import load_cases
 
@@ -44,7 +45,7 @@ def build(repo: Path) -> None:
         raise BuildFailed(f"ggml-vendor build -p gguf-kernels failed (exit {res.returncode}): {last}")
 
 
-def load_build(repo, build_missing: bool = False):  # type: ignore[no-untyped-def]
+def load_build(repo: Path, build_missing: bool = False) -> tuple[ModuleType | None, str]:
     """The gguf_kernels module under test, and why not when there is none: the CUDA variant for this torch that
     `ggml-vendor build -p gguf-kernels` wrote under build/gguf-kernels/ (built here first, through the tool, when
     `build_missing` and there is none), loaded with kernels.get_local_kernel (the path a user's code takes).

@@ -12,9 +12,9 @@ def set_backends(root: Path, backends: list[str]) -> None:
 
     path = root / "pyproject.toml"
     doc = tomlkit.parse(path.read_text())
-    table = doc["tool"]["ggml-vendor"]  # type: ignore[index]
-    table["backends"] = backends  # type: ignore[index]
-    for package in table.get("packages", {}).values():  # type: ignore[union-attr]
+    table = doc["tool"]["ggml-vendor"]
+    table["backends"] = backends
+    for package in table.get("packages", {}).values():
         if "backends" in package:
             package["backends"] = [b for b in package["backends"] if b in backends]
     path.write_text(tomlkit.dumps(doc))
@@ -26,9 +26,9 @@ def first_package_pyproject(text: str) -> str:
     import tomlkit
 
     doc = tomlkit.parse(text)
-    packages = doc["tool"]["ggml-vendor"]["packages"]  # type: ignore[index]
-    for name in list(packages)[1:]:  # type: ignore[arg-type]
-        del packages[name]  # type: ignore[union-attr]
+    packages = doc["tool"]["ggml-vendor"]["packages"]
+    for name in list(packages)[1:]:
+        del packages[name]
     return tomlkit.dumps(doc)
 
 

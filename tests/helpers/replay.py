@@ -110,6 +110,7 @@ def real_history(src: Path, commits: tuple[str, ...], dest: Path) -> tuple[Path,
         parent = git(dest, *args, env={**env, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})
         pins.append(parent)
         ggml_of[parent] = c
+    assert parent is not None, f"no commits replayed from {src}"
     git(dest, "update-ref", "refs/heads/master", parent)
     git(dest, "symbolic-ref", "HEAD", "refs/heads/master")
     return dest, pins, ggml_of

@@ -32,7 +32,8 @@ JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 
 
 def load_releases(path: Path = RELEASES) -> dict[str, Any]:
-    return json.loads(path.read_text())["projects"]
+    projects: dict[str, Any] = json.loads(path.read_text())["projects"]
+    return projects
 
 
 def _version(filename: str) -> str:
@@ -48,7 +49,8 @@ class IndexState:
     requests: list[str] = field(default_factory=list)
 
     def metadata(self, project: str, filename: str) -> str | None:
-        return self.projects.get(project, {}).get("metadata", {}).get(_version(filename))
+        meta: str | None = self.projects.get(project, {}).get("metadata", {}).get(_version(filename))
+        return meta
 
 
 def _wheel(filename: str, metadata: str) -> bytes:
@@ -108,7 +110,7 @@ class _Handler(BaseHTTPRequestHandler):
                 links.append(f'<a href="{html.escape(href)}"{attrs}>{html.escape(f["filename"])}</a><br/>')
             page = "<!DOCTYPE html><html><body><h1>Links for " + project + "</h1>" + "".join(links) + "</body></html>"
             return self._send(200, page.encode(), "text/html")
-        doc = {"meta": {"api-version": "1.1"}, "name": project, "files": []}
+        doc: dict[str, Any] = {"meta": {"api-version": "1.1"}, "name": project, "files": []}
         for f in files:
             meta = self.state.metadata(project, f["filename"])
             row = {k: v for k, v in f.items() if k != "invented"}

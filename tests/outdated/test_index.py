@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tomlkit
@@ -49,9 +50,9 @@ def _declare(root: Path, kernels: str, transformers: str) -> None:
     """The project's client requirements: kernels a dependency, transformers in two extras (as ours are)."""
     path = root / "pyproject.toml"
     doc = tomlkit.parse(path.read_text())
-    project = doc["project"]  # type: ignore[index]
-    project["dependencies"] = [d for d in project["dependencies"] if not d.startswith("kernels")] + [kernels]  # type: ignore[index]
-    project["optional-dependencies"] = {"test": ["pytest>=8", transformers], "transformers": [transformers]}  # type: ignore[index]
+    project = doc["project"]
+    project["dependencies"] = [d for d in project["dependencies"] if not d.startswith("kernels")] + [kernels]
+    project["optional-dependencies"] = {"test": ["pytest>=8", transformers], "transformers": [transformers]}
     path.write_text(tomlkit.dumps(doc))
     git(root, "commit", "-qam", "client ranges")
 
@@ -70,7 +71,7 @@ def _one_release_behind(root: Path) -> None:
 
 
 @pytest.fixture
-def project(tmp_path: Path, history) -> Path:
+def project(tmp_path: Path, history: tuple[Path, dict[str, str]]) -> Path:
     repo, pins = history
     root = pinned_project(tmp_path / "proj", repo, pins["p3"])  # the upstream is current: only the index moves
     _declare(root, *PINS)
@@ -220,7 +221,7 @@ def test_a_bad_index_is_one_line_exit_13_nothing_written(project: Path, how: str
         res = _outdated(project, "http://127.0.0.1:9/simple/")
         assert "cannot reach the package index" in res.stderr
     else:
-        projects = {} if how == "missing project" else None
+        projects: dict[str, Any] | None = {} if how == "missing project" else None
         with serve_index("malformed", projects) as (url, _):
             res = _outdated(project, url)
             upd = cli(project, "update", "--torch", "--index-url", url)

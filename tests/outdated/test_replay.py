@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.fixture_repos import git, tree_state
+from tests.helpers.fixture_repos import git, locked, tree_state
 from tests.helpers.replay import (
     FA,
     GDN,
@@ -64,7 +64,9 @@ def project(tmp_path: Path, history: tuple[Path, dict[str, str]]) -> Path:
     return pinned_project(tmp_path / "proj", repo, pins["p0"], _patches(repo, pins))
 
 
-def test_outdated_lists_the_commits_the_drift_and_the_patch_health(project: Path, history) -> None:
+def test_outdated_lists_the_commits_the_drift_and_the_patch_health(
+    project: Path, history: tuple[Path, dict[str, str]]
+) -> None:
     repo, pins = history
     res = cli(project, "outdated", "--skip", "torch", "--skip", "clients", "-p", "ggml-attn-kernels", "--json")
     assert res.returncode == Outdated.exit_code, res.stderr
@@ -91,7 +93,7 @@ def test_outdated_lists_the_commits_the_drift_and_the_patch_health(project: Path
     assert git(project, "status", "--porcelain") == ""
 
 
-def test_outdated_is_current_at_the_head_and_exits_0(tmp_path: Path, history) -> None:
+def test_outdated_is_current_at_the_head_and_exits_0(tmp_path: Path, history: tuple[Path, dict[str, str]]) -> None:
     repo, pins = history
     root = pinned_project(tmp_path / "p", repo, pins["p3"])
     res = cli(root, "outdated", "--skip", "torch", "--skip", "clients")
@@ -99,7 +101,9 @@ def test_outdated_is_current_at_the_head_and_exits_0(tmp_path: Path, history) ->
     assert "upstream: current" in res.stdout and "everything is current" in res.stdout
 
 
-def test_update_latest_moves_the_pin_rebases_and_renders_a_clean_tree(project: Path, history) -> None:
+def test_update_latest_moves_the_pin_rebases_and_renders_a_clean_tree(
+    project: Path, history: tuple[Path, dict[str, str]]
+) -> None:
     repo, pins = history
     body = project / "body.md"
     res = cli(project, "update", "--latest", "--report-file", str(body))
@@ -124,7 +128,9 @@ def test_update_latest_moves_the_pin_rebases_and_renders_a_clean_tree(project: P
     assert "- [ ] bodies changed for ggml-attn-kernels:gated_delta_net" in text
 
 
-def test_a_conflicting_patch_stops_the_update_and_changes_nothing(tmp_path: Path, history) -> None:
+def test_a_conflicting_patch_stops_the_update_and_changes_nothing(
+    tmp_path: Path, history: tuple[Path, dict[str, str]]
+) -> None:
     repo, pins = history
     gdn = gdn_at(repo, pins["p0"])
     clash = patch_of(
@@ -170,7 +176,7 @@ def test_an_unreachable_upstream_is_one_line_exit_3(project: Path, tmp_path: Pat
     assert tree_state(project) == before
 
 
-def test_update_dry_run_plans_and_writes_nothing(project: Path, history) -> None:
+def test_update_dry_run_plans_and_writes_nothing(project: Path, history: tuple[Path, dict[str, str]]) -> None:
     repo, pins = history
     before = tree_state(project)
     res = cli(project, "update", "--dry-run", "--json")
@@ -205,7 +211,7 @@ def test_real_replay_outdated_then_update(tmp_path: Path) -> None:
     assert ops["gated_delta_net"] == "signature changed (breaking)"
     res = cli(root, "update", "--latest", "--report-file", str(tmp_path / "body.md"))
     assert res.returncode == 0, res.stdout + res.stderr
-    assert read_lock(root / "vendor").commit == pins[-1]  # type: ignore[union-attr]
+    assert locked(root / "vendor").commit == pins[-1]
     for check in (["sync", "--check"], ["render", "--check"]):
         done = cli(root, *check)
         assert done.returncode == 0, (check, done.stdout + done.stderr)
@@ -219,7 +225,9 @@ def test_real_replay_outdated_then_update(tmp_path: Path) -> None:
         assert moved["upstream"]["pin"] == moved["upstream"]["head"]
 
 
-def test_a_url_upstream_is_fetched_with_its_history_into_the_tool_cache(project: Path, history, tmp_path: Path) -> None:
+def test_a_url_upstream_is_fetched_with_its_history_into_the_tool_cache(
+    project: Path, history: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
     repo, pins = history
     git(repo, "config", "uploadpack.allowFilter", "true")  # what a hosting server allows: filtered fetches
     before = tree_state(project)

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ from tests.helpers.machine import binding_build_unavailable
 from tests.helpers.script import run_result_script
 
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
+pytestmark: pytest.MarkDecorator | list[pytest.MarkDecorator] = pytest.mark.slow
 
 _SKIP = binding_build_unavailable()
 if _SKIP:
@@ -32,7 +33,7 @@ if _SKIP:
 
 
 @pytest.fixture(scope="module")
-def built(built_binding) -> tuple[Path, dict]:
+def built(built_binding: tuple[Path, dict[str, Any]]) -> tuple[Path, dict[str, Any]]:
     return built_binding
 
 
@@ -108,12 +109,12 @@ CHECKS = textwrap.dedent(r"""
 
 
 @pytest.fixture(scope="module")
-def checks(built) -> dict:
+def checks(built: tuple[Path, dict[str, Any]]) -> dict[str, Any]:
     root, _ = built
     return run_result_script(CHECKS, str(root), timeout=600)
 
 
-def test_the_variant_is_built_with_the_binding(built) -> None:
+def test_the_variant_is_built_with_the_binding(built: tuple[Path, dict[str, Any]]) -> None:
     root, report = built
     [variant] = report["variants"]
     assert variant["result"] == "built"
@@ -124,7 +125,7 @@ def test_the_variant_is_built_with_the_binding(built) -> None:
     assert json.loads((out / "metadata.json").read_text())["backend"] == {"type": "cuda", "archs": ["8.0"]}
 
 
-def test_the_extension_defines_the_shim_and_exports_only_its_init(built) -> None:
+def test_the_extension_defines_the_shim_and_exports_only_its_init(built: tuple[Path, dict[str, Any]]) -> None:
     root, report = built
     [variant] = report["variants"]
     so = root / variant["out_dir"] / f"{variant['id']}.abi3.so"
@@ -145,7 +146,7 @@ def test_the_extension_defines_the_shim_and_exports_only_its_init(built) -> None
         assert sym not in undefined, sym
 
 
-def test_ops_are_registered_under_the_variant_namespace(checks) -> None:
+def test_ops_are_registered_under_the_variant_namespace(checks: dict[str, Any]) -> None:
     assert checks["name"].startswith("_ggml_attn_kernels_cuda_")
     assert checks["registered"] == [
         "flash_attn",
@@ -170,7 +171,7 @@ def test_ops_are_registered_under_the_variant_namespace(checks) -> None:
     ]
 
 
-def test_supports_answers_from_the_compiled_instances(checks) -> None:
+def test_supports_answers_from_the_compiled_instances(checks: dict[str, Any]) -> None:
     from toolkit.core import package_facts
 
     facts = package_facts.load(
@@ -192,14 +193,14 @@ def test_supports_answers_from_the_compiled_instances(checks) -> None:
     assert {k for k, ok in checks["conv"].items() if ok} == {"4,128", "4,8192", "3,256", "5,128", "9,128", "15,128"}
 
 
-def test_fake_implementations_give_shapes(checks) -> None:
+def test_fake_implementations_give_shapes(checks: dict[str, Any]) -> None:
     assert checks["gdn_shapes"] == [[2, 5, 8, 128], [2, 8, 128, 128]]
     assert checks["kda_shape"] == [2, 5, 8, 128]
     assert checks["fa_shape"] == [2, 3, 16, 256] and checks["fa_dtype"] == "torch.float32"
     assert checks["conv_shape"] == [2, 7, 256]  # (n_seqs, n_tokens, channels): ggml's token-major rows
 
 
-def test_bad_arguments_raise_naming_the_argument(checks) -> None:
+def test_bad_arguments_raise_naming_the_argument(checks: dict[str, Any]) -> None:
     e = checks["errors"]
     assert e["q_dtype"].startswith("TypeError: gated_delta_net: q must be float32")
     assert e["state_shape"].startswith("ValueError: gated_delta_net: state must have shape")
@@ -217,5 +218,5 @@ def test_bad_arguments_raise_naming_the_argument(checks) -> None:
     assert e["cpu_conv"].startswith("ValueError: ssm_conv: x is a CPU tensor")
 
 
-def test_torch_compile_fullgraph_traces_the_ops(checks) -> None:
+def test_torch_compile_fullgraph_traces_the_ops(checks: dict[str, Any]) -> None:
     assert checks["compiled_shapes"] == [[2, 5, 8, 128], [2, 8, 128, 128], [1, 1, 16, 256]]

@@ -5,14 +5,17 @@ reads, and its test helpers (the q8_1 reference, the GGUF model writer) do what 
 from __future__ import annotations
 
 import ast
+import importlib
 import sys
 from pathlib import Path
 
 import pytest
 
 from toolkit.core import config as config_mod
+from toolkit.core.config import Config
 from toolkit.core.lock import read_lock
 from toolkit.render import stage as render_stage
+from toolkit.render.stage import RenderPlan
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -26,11 +29,11 @@ ENTRIES = {
 
 
 @pytest.fixture(scope="module")
-def cfg():  # type: ignore[no-untyped-def]
+def cfg() -> Config:
     return config_mod.load(REPO).for_package(PACKAGE)
 
 
-def test_declared_beside_the_first_package(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_declared_beside_the_first_package(cfg: Config) -> None:
     assert cfg.module == "gguf_kernels"
     assert cfg.hub_repo.endswith("/gguf-kernels")
     assert cfg.backends == ("cuda", "metal")  # Metal: tests/packages/test_gguf_metal.py
@@ -53,13 +56,13 @@ def test_one_pin_holds_both_closures() -> None:
     assert "ggml-attn-kernels:gated_delta_net/cuda" in users and f"{PACKAGE}:mul_mat_vec/cuda" in users
 
 
-def rendered(plan) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def rendered(plan: RenderPlan) -> dict[str, str]:
     """Rendered files by path relative to the package's source tree (build/gguf-kernels/src/)."""
     prefix = "packages/gguf-kernels/"
     return {f.path.removeprefix(prefix): f.content for f in plan.files}
 
 
-def test_renders_clean_cuda_and_metal(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_renders_clean_cuda_and_metal(cfg: Config) -> None:
     plan = render_stage.plan(cfg)
     files = rendered(plan)
     paths = set(files)
@@ -89,7 +92,7 @@ def test_renders_clean_cuda_and_metal(cfg) -> None:  # type: ignore[no-untyped-d
     assert '#include "ggml-cuda/mmvq.cu"' in mmvq and "mul_mat_vec_q_switch_type(" in mmvq
 
 
-def test_python_api_is_what_transformers_reads(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_python_api_is_what_transformers_reads(cfg: Config) -> None:
     """GgufKernel reads mul_mat_vec, dequantize, get_rows, mul_mat_id, GEMV_TYPES; transformers assumes
     MAX_GEMV_ROWS = 8."""
     plan = render_stage.plan(cfg)
@@ -147,9 +150,8 @@ def test_offset_types_reference_differs_from_plain_rounding() -> None:
 
 
 def test_gguf_model_writer_makes_a_qwen35_file(tmp_path: Path) -> None:
-    pytest.importorskip("gguf", reason="needs ggml-org's gguf package")
-    import gguf
-    import gguf_model
+    gguf = pytest.importorskip("gguf", reason="needs ggml-org's gguf package")
+    gguf_model = importlib.import_module("gguf_model")  # benchmarks/gguf_model.py: benchmarks/ is a folder of scripts
 
     path = tmp_path / "m.gguf"
     written = gguf_model.write(path, gguf_model.Shape(vocab=512, hidden=256, intermediate=512, layers=4))
@@ -166,9 +168,8 @@ def test_gguf_model_writer_makes_a_qwen35_file(tmp_path: Path) -> None:
 def test_gguf_model_kquant_blocks_reach_their_target(tmp_path: Path, fast: bool) -> None:
     """Every K-quant block's largest |w| is 4 x the intended std (fast: scaled without drawing the weights)."""
     np = pytest.importorskip("numpy")
-    pytest.importorskip("gguf", reason="needs ggml-org's gguf package")
-    import gguf
-    import gguf_model
+    gguf = pytest.importorskip("gguf", reason="needs ggml-org's gguf package")
+    gguf_model = importlib.import_module("gguf_model")  # benchmarks/gguf_model.py: benchmarks/ is a folder of scripts
 
     path = tmp_path / "m.gguf"
     gguf_model.write(path, gguf_model.Shape(vocab=512, hidden=256, intermediate=512, layers=4, fast=fast))

@@ -18,6 +18,8 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,18 +48,19 @@ LOOKUP = textwrap.dedent(r"""
 """)
 
 
-def _lookup(env: dict) -> dict:
+def _lookup(env: dict[str, str]) -> dict[str, Any]:
     res = subprocess.run([sys.executable, "-c", LOOKUP], env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     line = next(x for x in res.stdout.splitlines() if x.startswith("RESULT "))
-    return json.loads(line[len("RESULT ") :])
+    result: dict[str, Any] = json.loads(line[len("RESULT ") :])
+    return result
 
 
 @pytest.fixture(scope="module")
 def transformers_version() -> str:
     try:
         import transformers
-        from transformers.utils import is_kernels_available
+        from transformers.utils.import_utils import is_kernels_available
     except ImportError as exc:
         pytest.skip(f"transformers is not importable: {exc}")
     if not is_kernels_available():
@@ -66,7 +69,7 @@ def transformers_version() -> str:
 
 
 def test_local_kernels_line_serves_our_build_to_transformers_gguf_lookup(
-    built_binding, transformers_version, tmp_path
+    built_binding: tuple[Path, dict[str, Any]], transformers_version: str, tmp_path: Path
 ) -> None:
     root, _ = built_binding
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "KERNELS_CACHE": str(tmp_path / "k")}

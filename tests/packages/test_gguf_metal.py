@@ -28,10 +28,11 @@ from tests.helpers.machine import metal_blockers
 from toolkit.build import metal, metallib
 from toolkit.core import config as config_mod
 from toolkit.core import package_facts
+from toolkit.core.config import Config
 from toolkit.core.errors import UpstreamError
 from toolkit.core.lock import Lock, read_lock
 from toolkit.render import stage as render
-from toolkit.sync.closure import compute_closure
+from toolkit.sync.closure import Closure, compute_closure
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "gguf-kernels"
@@ -43,11 +44,11 @@ SPLIT = "src/ggml-metal/kernels/"
 
 
 @pytest.fixture(scope="module")
-def cfg():  # type: ignore[no-untyped-def]
+def cfg() -> Config:
     return config_mod.load(REPO).for_package(PACKAGE)
 
 
-def key(cfg, op: str) -> str:  # type: ignore[no-untyped-def]
+def key(cfg: Config, op: str) -> str:
     return cfg.lock_key(op)
 
 
@@ -73,13 +74,13 @@ MONO_TREE = {
 }
 
 
-def closure_of(cfg, tree: dict[str, str]):  # type: ignore[no-untyped-def]
+def closure_of(cfg: Config, tree: dict[str, str]) -> Closure:
     """sync's closure of the package's Metal entries over a miniature tree."""
     entries = [(key(cfg, op.name), "metal", e) for op in cfg.ops for e in op.entries.get("metal", ())]
     return compute_closure(entries, lambda p: tree[p].encode() if p in tree else None, where="the fixture")
 
 
-def lock_of(cfg, tree: dict[str, str], commit: str) -> Lock:  # type: ignore[no-untyped-def]
+def lock_of(cfg: Config, tree: dict[str, str], commit: str) -> Lock:
     closure = closure_of(cfg, tree)
     return Lock(
         upstream="https://github.com/ggml-org/ggml",
@@ -98,7 +99,7 @@ def lock_of(cfg, tree: dict[str, str], commit: str) -> Lock:  # type: ignore[no-
 LAYOUTS = {"monolith": (MONO_TREE, "d99724f2b141fed9e1a9f402213506c081433465"), "per-op": (PER_OP_TREE, "1" * 40)}
 
 
-def rendered(cfg, layout: str) -> tuple[dict[str, str], Lock]:  # type: ignore[no-untyped-def]
+def rendered(cfg: Config, layout: str) -> tuple[dict[str, str], Lock]:
     tree, commit = LAYOUTS[layout]
     lock = lock_of(cfg, tree, commit)
     plan = render.plan(cfg, lock, read_vendor_lock=False)  # validates build.toml with kernels' parser
@@ -108,7 +109,7 @@ def rendered(cfg, layout: str) -> tuple[dict[str, str], Lock]:  # type: ignore[n
 # ---- config and closure --------------------------------------------------------------------------------------
 
 
-def test_metal_entries_are_first_that_exists(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_metal_entries_are_first_that_exists(cfg: Config) -> None:
     assert "metal" in cfg.backends
     metal_ops = {op.name: [e.alternatives for e in op.entries["metal"]] for op in cfg.ops if "metal" in op.entries}
     assert set(metal_ops) == set(FACTS.METAL_OPS)
@@ -117,7 +118,7 @@ def test_metal_entries_are_first_that_exists(cfg) -> None:  # type: ignore[no-un
         assert entries[0][-1] == MONO and entries[0][0].startswith(SPLIT)
 
 
-def test_per_op_closure_follows_the_kernels_includes(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_per_op_closure_follows_the_kernels_includes(cfg: Config) -> None:
     closure = closure_of(cfg, PER_OP_TREE)
     per_op = {c.op: c for c in closure.ops}
     mv = per_op[key(cfg, "mul_mat_vec")]
@@ -131,13 +132,13 @@ def test_per_op_closure_follows_the_kernels_includes(cfg) -> None:  # type: igno
     assert all(closure.needed_by[p] for p in closure.files)
 
 
-def test_monolith_closure_at_the_pin(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_monolith_closure_at_the_pin(cfg: Config) -> None:
     closure = closure_of(cfg, MONO_TREE)
     assert {c.entries for c in closure.ops} == {(MONO,)}
     assert set(closure.files) == {MONO, IMPL, COMMON}
 
 
-def test_a_missing_kernel_header_is_an_error(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_a_missing_kernel_header_is_an_error(cfg: Config) -> None:
     broken = dict(PER_OP_TREE)
     del broken[SPLIT + "dequantize.h"]
     with pytest.raises(UpstreamError) as exc:
@@ -160,7 +161,7 @@ def test_the_pinned_lock_holds_the_metal_closures() -> None:
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_translation_unit_includes_each_entry_once(cfg, layout: str) -> None:  # type: ignore[no-untyped-def]
+def test_translation_unit_includes_each_entry_once(cfg: Config, layout: str) -> None:
     files, _ = rendered(cfg, layout)
     unit = files[FACTS.METAL_TU]
     includes = re.findall(r'^#include "([^"]+)"', unit, re.M)
@@ -170,7 +171,7 @@ def test_translation_unit_includes_each_entry_once(cfg, layout: str) -> None:  #
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_metal_section_is_valid_and_lists_the_closure(cfg, layout: str) -> None:  # type: ignore[no-untyped-def]
+def test_metal_section_is_valid_and_lists_the_closure(cfg: Config, layout: str) -> None:
     import tomlkit
 
     from toolkit.core.kernels_client import kernels_type
@@ -193,7 +194,7 @@ def test_metal_section_is_valid_and_lists_the_closure(cfg, layout: str) -> None:
     assert sec["include"][-1] == "csrc/metal"
 
 
-def test_metal_sources_of_one_package_leave_the_others_out(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_metal_sources_of_one_package_leave_the_others_out(cfg: Config) -> None:
     _, lock = rendered(cfg, "per-op")
     mixed = Lock(
         **{
@@ -207,7 +208,7 @@ def test_metal_sources_of_one_package_leave_the_others_out(cfg) -> None:  # type
     assert SPLIT + "fa.metal" in metal.metal_sources(mixed).entries  # None: every op of the lock
 
 
-def test_rendered_tree_is_reproducible_and_has_the_metal_sources(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_rendered_tree_is_reproducible_and_has_the_metal_sources(cfg: Config) -> None:
     plan = render.plan(cfg)
     paths = {f.path for f in plan.files}
     assert {FACTS.METAL_TU, *FACTS.METAL_HOST_SOURCES, *FACTS.METAL_HOST_HEADERS} <= paths
@@ -219,12 +220,12 @@ def test_rendered_tree_is_reproducible_and_has_the_metal_sources(cfg) -> None:  
 _ROW = re.compile(r'^\s*\{(\d+), "(\w+)", (\d+), (\d+), N_R0_(\w+), N_SG_(\w+), ([^,]+), (true|false)\},$', re.M)
 
 
-def binding_table(cfg) -> dict[int, tuple]:  # type: ignore[no-untyped-def]
+def binding_table(cfg: Config) -> dict[int, tuple[str, ...]]:
     files, _ = rendered(cfg, "monolith")
     return {int(m[0]): m[1:] for m in _ROW.findall(files["csrc/metal/gguf_metal.mm"])}
 
 
-def binding_kernel_names(cfg) -> set[str]:  # type: ignore[no-untyped-def]
+def binding_kernel_names(cfg: Config) -> set[str]:
     """The functions the binding can look up: its type table through the prefixes it builds names from."""
     files, _ = rendered(cfg, "monolith")
     mm = files["csrc/metal/gguf_metal.mm"]
@@ -233,7 +234,7 @@ def binding_kernel_names(cfg) -> set[str]:  # type: ignore[no-untyped-def]
     return {pre + row[0] + post for pre, post in patterns for row in binding_table(cfg).values()}
 
 
-def test_binding_table_is_the_facts(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_binding_table_is_the_facts(cfg: Config) -> None:
     table = binding_table(cfg)
     assert set(table) == set(FACTS.METAL_TYPES)
     for tid, (name, elems, nbytes, r0, sg, smem, by_nr0) in table.items():
@@ -245,7 +246,7 @@ def test_binding_table_is_the_facts(cfg) -> None:  # type: ignore[no-untyped-def
     assert {2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23} <= set(table)
 
 
-def test_metallib_kernel_list_is_what_the_facts_name(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_metallib_kernel_list_is_what_the_facts_name(cfg: Config) -> None:
     required = metal.required_kernels([op.name for op in cfg.ops], FACTS)
     assert set(required) == binding_kernel_names(cfg)
     assert len(required) == len(set(required)) + len(FACTS.METAL_TYPES)  # get_rows serves dequantize too
@@ -262,7 +263,7 @@ def _vendored(rel: str) -> str:
     return path.read_text()
 
 
-def test_pinned_monolith_defines_every_kernel_and_the_header_every_name(cfg) -> None:  # type: ignore[no-untyped-def]
+def test_pinned_monolith_defines_every_kernel_and_the_header_every_name(cfg: Config) -> None:
     source = _vendored(MONO)
     # A Metal function's name is its [[host_name]] when it has one, else the kernel's own name.
     host = set(re.findall(r'host_name\("(\w+)"\)', source)) | set(re.findall(r"^kernel void (\w+)\(", source, re.M))
@@ -318,7 +319,7 @@ def test_metal_binary_builds_on_macos() -> None:
         assert out.returncode == 0, out.stderr
 
 
-def test_binding_compiles_as_cpp_against_the_vendored_header(tmp_path: Path, cfg) -> None:  # type: ignore[no-untyped-def]
+def test_binding_compiles_as_cpp_against_the_vendored_header(tmp_path: Path, cfg: Config) -> None:
     """No Objective-C++ compiler here: the binding's C++ (kargs fields and types, N_R0/N_SG macros, the torch
     calls) is compiled with g++ against the vendored ggml-metal-impl.h and torch's headers. The runtime header is
     the rendered one with its one Objective-C type (id<MTLBuffer>) spelled as a pointer."""

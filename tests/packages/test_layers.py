@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.helpers.machine import binding_build_unavailable
 from tests.helpers.script import run_result_script
 
-pytestmark = pytest.mark.slow
+pytestmark: pytest.MarkDecorator | list[pytest.MarkDecorator] = pytest.mark.slow
 
 
 def _why_not() -> str | None:
@@ -178,13 +180,15 @@ CHECKS = textwrap.dedent(r"""
 
 
 @pytest.fixture(scope="module")
-def checks(built_binding) -> dict:
+def checks(built_binding: tuple[Path, dict[str, Any]]) -> dict[str, Any]:
     root, _ = built_binding
     return run_result_script(CHECKS, str(root), json.dumps(PAIRS), timeout=600)
 
 
 @pytest.mark.parametrize("ours,module,name", PAIRS)
-def test_layer_passes_kernels_validation_with_transformers_signature(checks, ours, module, name) -> None:
+def test_layer_passes_kernels_validation_with_transformers_signature(
+    checks: dict[str, Any], ours: str, module: str, name: str
+) -> None:
     got = checks["pairs"][f"{module}.{name}"]
     assert got["validate"] == "ok"
     # the name transformers asks the Hub for is the class name here (kernel_config maps it to "<repo>:<name>")
@@ -194,7 +198,7 @@ def test_layer_passes_kernels_validation_with_transformers_signature(checks, our
     assert got["members"] == ["can_torch_compile", "has_backward"]
 
 
-def test_flash_attn_forward_has_transformers_attention_signature(checks) -> None:
+def test_flash_attn_forward_has_transformers_attention_signature(checks: dict[str, Any]) -> None:
     assert checks["fa_params"] == checks["sdpa_params"]
     assert [p[0] for p in checks["fa_params"]] == [
         "module",
@@ -208,7 +212,7 @@ def test_flash_attn_forward_has_transformers_attention_signature(checks) -> None
     ]
 
 
-def test_layers_on_meta_tensors_shapes_dtypes_and_state_layout(checks) -> None:
+def test_layers_on_meta_tensors_shapes_dtypes_and_state_layout(checks: dict[str, Any]) -> None:
     meta = checks["meta"]
     assert meta["out"] == [[2, 5, 4, 128], "torch.bfloat16"]  # query's dtype
     assert meta["state"] == [[2, 4, 128, 128], "torch.float32"]  # transformers' [B, Hv, Dk, Dv]
@@ -222,7 +226,7 @@ def test_layers_on_meta_tensors_shapes_dtypes_and_state_layout(checks) -> None:
     assert meta["kda"] == [[2, 1, 4, 128], [2, 4, 128, 128]]
 
 
-def test_layers_refuse_what_ggml_cannot_do_with_a_clear_error(checks) -> None:
+def test_layers_refuse_what_ggml_cannot_do_with_a_clear_error(checks: dict[str, Any]) -> None:
     e = checks["errors"]
     assert e["cu_seqlens"].startswith("ValueError: chunk_gated_delta_rule: cu_seqlens (packed")
     assert e["dk_ne_dv"].startswith("ValueError: chunk_gated_delta_rule: key head dim 64 != value head dim 128")
@@ -230,7 +234,7 @@ def test_layers_refuse_what_ggml_cannot_do_with_a_clear_error(checks) -> None:
     assert e["head_dim"].startswith("ValueError: gated_delta_net") and "head_dim 96" in e["head_dim"]
 
 
-def test_a_decode_step_through_both_hooks_compiles_with_fullgraph(checks) -> None:
+def test_a_decode_step_through_both_hooks_compiles_with_fullgraph(checks: dict[str, Any]) -> None:
     assert checks["compiled"] == [
         [[2, 1, 4, 128], "torch.bfloat16"],
         [[2, 4, 128, 128], "torch.float32"],
@@ -238,7 +242,7 @@ def test_a_decode_step_through_both_hooks_compiles_with_fullgraph(checks) -> Non
     ]
 
 
-def test_flash_attn_forward_sdpa_path_equals_transformers_sdpa(checks) -> None:
+def test_flash_attn_forward_sdpa_path_equals_transformers_sdpa(checks: dict[str, Any]) -> None:
     cases = checks["fa_cpu"]
     assert set(cases) == {"prefill_causal_none", "decode_none", "bool_padding_mask", "static_cache_causal_none"}
     for label, (shape, weights_none, diff) in cases.items():
@@ -336,12 +340,12 @@ INDUCTOR = textwrap.dedent(r"""
 
 
 @pytest.fixture(scope="module")
-def inductor_checks(built_binding) -> dict:
+def inductor_checks(built_binding: tuple[Path, dict[str, Any]]) -> dict[str, Any]:
     root, _ = built_binding
     return run_result_script(INDUCTOR, str(root), timeout=900)
 
 
-def test_inductor_hands_the_cache_buffer_to_the_op_without_a_clone(inductor_checks) -> None:
+def test_inductor_hands_the_cache_buffer_to_the_op_without_a_clone(inductor_checks: dict[str, Any]) -> None:
     r = inductor_checks
     assert r["op_called"], "the compiled step no longer calls gated_delta_net"
     assert r["op_on_cache"], "gated_delta_net no longer reads the cache's buffer itself (a copy of the state)"
@@ -351,7 +355,7 @@ def test_inductor_hands_the_cache_buffer_to_the_op_without_a_clone(inductor_chec
     assert r["cache_strides"] == [65536, 16384, 1, 128]  # still the [value][key] buffer transformers holds
 
 
-def test_flash_attn_forward_converts_q_and_mask_in_the_traced_graph(inductor_checks) -> None:
+def test_flash_attn_forward_converts_q_and_mask_in_the_traced_graph(inductor_checks: dict[str, Any]) -> None:
     # bf16 q and transformers' bool mask reach the op as float32 and float16, converted where inductor fuses them
     assert inductor_checks["fa_traced_inputs"] == [["torch.float32", "torch.float16"]]
     assert inductor_checks["fa_out"] == [[2, 1, 16, 256], "torch.bfloat16"]

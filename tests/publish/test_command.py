@@ -9,7 +9,9 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
 
@@ -25,7 +27,9 @@ from tests.helpers.hubserver.variants import (
 )
 from tests.helpers.machine import requires_torch
 from toolkit.core import config
+from toolkit.core.config import Config
 from toolkit.core.errors import PublishError
+from toolkit.core.hashing import git_blob_id
 from toolkit.core.kernels_client import list_variants_argv
 from toolkit.publish.diff import (
     ADD,
@@ -35,10 +39,10 @@ from toolkit.publish.diff import (
     RemoteFile,
     batches,
     card_file,
-    git_blob_id,
     make_plan,
     plan_branch,
 )
+from toolkit.publish.stage import Plan, PublishResult
 from toolkit.testing.localhub import client_env
 from toolkit.verify import VerifyOptions, verify_build
 
@@ -110,7 +114,7 @@ def test_plan_card_and_batches() -> None:
 
 
 @pytest.fixture
-def project(tmp_path: Path):  # type: ignore[no-untyped-def]
+def project(tmp_path: Path) -> Config:
     root = write_project(tmp_path / "proj", hub_repo=REPO)
     cfg = config.load(root)
     make_variant(root / "build" / NAME)
@@ -119,12 +123,12 @@ def project(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def hub():  # type: ignore[no-untyped-def]
+def hub() -> Iterator[HubServer]:
     with HubServer(HubState(tokens=(TOKEN,))) as h:
         yield h
 
 
-def _publish(cfg, hub, *, dry_run: bool = False, **kw):  # type: ignore[no-untyped-def]
+def _publish(cfg: Config, hub: HubServer, *, dry_run: bool = False, **kw: Any) -> PublishResult:
     """The stage as the CLI runs it: plan, then (unless a dry run) execute that plan."""
     from toolkit import publish
 
@@ -133,18 +137,18 @@ def _publish(cfg, hub, *, dry_run: bool = False, **kw):  # type: ignore[no-untyp
     return plan.preview if dry_run else publish.execute(plan)
 
 
-def _publish_git(cfg, remote: str, *, dry_run: bool = False):  # type: ignore[no-untyped-def]
+def _publish_git(cfg: Config, remote: str, *, dry_run: bool = False) -> PublishResult:
     from toolkit import publish
 
     plan = publish.plan(cfg, publish.Request(to=remote, check_vendor=False))
     return plan.preview if dry_run else publish.execute(plan)
 
 
-def _writes(hub) -> list:  # type: ignore[no-untyped-def]
+def _writes(hub: HubServer) -> list[tuple[str, str, str | None]]:
     return [r for r in hub.state.requests if r[0] in ("POST", "PUT", "DELETE") and "validate-yaml" not in r[1]]
 
 
-def _load_in_fresh_process(hub, cache: Path, code: str) -> subprocess.CompletedProcess:  # type: ignore[no-untyped-def]
+def _load_in_fresh_process(hub: HubServer, cache: Path, code: str) -> subprocess.CompletedProcess[str]:
     env = client_env(hub.url, cache)
     env.pop("HF_TOKEN", None)
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
@@ -154,7 +158,7 @@ def _load_in_fresh_process(hub, cache: Path, code: str) -> subprocess.CompletedP
 
 
 @requires_torch
-def test_publish_then_get_kernel_in_a_fresh_process(project, hub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_publish_then_get_kernel_in_a_fresh_process(project: Config, hub: HubServer, tmp_path: Path) -> None:
     result = _publish(project, hub)
     assert result.status == "published" and result.verified["ok"]
     variant = host_variant_name()
@@ -192,7 +196,7 @@ def test_publish_then_get_kernel_in_a_fresh_process(project, hub, tmp_path: Path
 
 
 @requires_torch
-def test_kernels_cli_lists_what_was_published(project, hub, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_kernels_cli_lists_what_was_published(project: Config, hub: HubServer, tmp_path: Path) -> None:
     # kernels' own console script: `kernels variants --all-versions` from 0.18 (`kernels versions` before; it is
     # deprecated in 0.18 and removed in 0.20). Both ask for the tree of each version by its full ref.
     _publish(project, hub)
@@ -208,7 +212,7 @@ def test_kernels_cli_lists_what_was_published(project, hub, tmp_path: Path) -> N
     assert any("/tree/refs%2Fheads%2Fv1/build" in r[1] for r in hub.state.requests)
 
 
-def test_second_publish_is_a_no_op(project, hub) -> None:  # type: ignore[no-untyped-def]
+def test_second_publish_is_a_no_op(project: Config, hub: HubServer) -> None:
     first = _publish(project, hub)
     before = len(_writes(hub))
     commits_before = len(hub.state.history("kernel", REPO, "v1"))
@@ -220,7 +224,7 @@ def test_second_publish_is_a_no_op(project, hub) -> None:  # type: ignore[no-unt
     assert first.commits
 
 
-def test_dry_run_pushes_nothing(project, hub, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_dry_run_pushes_nothing(project: Config, hub: HubServer, capsys: pytest.CaptureFixture[str]) -> None:
     result = _publish(project, hub, dry_run=True)
     assert result.status == "dry-run"
     assert {a.action for a in result.plan.branches[0].actions} == {ADD}
@@ -230,7 +234,7 @@ def test_dry_run_pushes_nothing(project, hub, capsys) -> None:  # type: ignore[n
 # --- refusals: nothing pushed -----------------------------------------------------------------------------
 
 
-def test_refuses_unverified_and_changed_builds(project, hub) -> None:  # type: ignore[no-untyped-def]
+def test_refuses_unverified_and_changed_builds(project: Config, hub: HubServer) -> None:
     variant = project.build_dir / host_variant_name()
     (variant / "extra.py").write_text("x = 1\n")
     with pytest.raises(PublishError, match="unverified .*changed since it was verified"):
@@ -241,7 +245,7 @@ def test_refuses_unverified_and_changed_builds(project, hub) -> None:  # type: i
     assert hub.state.repos == {} and _writes(hub) == []
 
 
-def test_refuses_dirty_builds_mixed_versions_and_stubs(tmp_path: Path, hub) -> None:  # type: ignore[no-untyped-def]
+def test_refuses_dirty_builds_mixed_versions_and_stubs(tmp_path: Path, hub: HubServer) -> None:
     root = write_project(tmp_path / "p", hub_repo=REPO)
     cfg = config.load(root)
     make_variant(root / "build" / NAME, prov=provenance(dirty=True))
@@ -275,7 +279,9 @@ def test_refuses_dirty_builds_mixed_versions_and_stubs(tmp_path: Path, hub) -> N
     assert hub.state.repos == {} and _writes(hub) == []
 
 
-def test_refuses_without_a_token(project, hub, monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_refuses_without_a_token(
+    project: Config, hub: HubServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     from huggingface_hub import constants
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
@@ -286,7 +292,9 @@ def test_refuses_without_a_token(project, hub, monkeypatch, tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize("kind", ["link-out", "fifo", "variant-link"])
-def test_refuses_entries_that_are_not_regular_files_even_after_verify(project, hub, tmp_path: Path, kind) -> None:  # type: ignore[no-untyped-def]
+def test_refuses_entries_that_are_not_regular_files_even_after_verify(
+    project: Config, hub: HubServer, tmp_path: Path, kind: str
+) -> None:
     """Issue 33 item 6: a link made after verify passed (to a file outside the project with the very bytes
     verify hashed, or build/<variant> itself moved elsewhere and linked back) or a named pipe is refused;
     nothing is opened through it, nothing pushed."""
@@ -309,7 +317,7 @@ def test_refuses_entries_that_are_not_regular_files_even_after_verify(project, h
     assert _writes(hub) == []
 
 
-def test_rejected_token_is_reported_and_never_printed(project, hub) -> None:  # type: ignore[no-untyped-def]
+def test_rejected_token_is_reported_and_never_printed(project: Config, hub: HubServer) -> None:
     secret = "hf_" + "S3cr3t" * 6
     proc = subprocess.run(
         [sys.executable, "-m", "toolkit.cli", "publish", "-C", str(project.root), "--endpoint", hub.url],
@@ -327,7 +335,7 @@ def test_rejected_token_is_reported_and_never_printed(project, hub) -> None:  # 
     assert any(r[2] == f"Bearer {secret}" for r in hub.state.requests)
 
 
-def test_cli_publish_token_not_in_output_or_report(tmp_path: Path, hub) -> None:  # type: ignore[no-untyped-def]
+def test_cli_publish_token_not_in_output_or_report(tmp_path: Path, hub: HubServer) -> None:
 
     root = write_project(tmp_path / "p", hub_repo=REPO)
     write_lock(root, date="2026-01-01", subject="pin")
@@ -355,7 +363,7 @@ def test_cli_publish_token_not_in_output_or_report(tmp_path: Path, hub) -> None:
 # --- interruption, PRs, concurrency, stale files ---------------------------------------------------------
 
 
-def test_interrupted_publish_resumes_without_duplicates(project, hub) -> None:  # type: ignore[no-untyped-def]
+def test_interrupted_publish_resumes_without_duplicates(project: Config, hub: HubServer) -> None:
     hub.state.fail_next["commit"] = 0
     calls = {"n": 0}
 
@@ -383,12 +391,14 @@ def test_interrupted_publish_resumes_without_duplicates(project, hub) -> None:  
     assert _publish(project, hub).status == "up-to-date"
 
 
-def _ctrl_c(*_a, **_k):  # type: ignore[no-untyped-def]
+def _ctrl_c(*_a: object, **_k: object) -> NoReturn:
     raise KeyboardInterrupt
 
 
 @pytest.mark.parametrize("lands", ["while printing", "before any push", "between branches"])
-def test_ctrl_c_says_what_the_hub_holds_read_back(tmp_path: Path, hub, monkeypatch, lands) -> None:  # type: ignore[no-untyped-def]
+def test_ctrl_c_says_what_the_hub_holds_read_back(
+    tmp_path: Path, hub: HubServer, monkeypatch: pytest.MonkeyPatch, lands: str
+) -> None:
     """Issue 33 item 3: a Ctrl-C once the plan is made says what the Hub holds, read back from it, never
     "previous state kept" after the push."""
     from typer.testing import CliRunner
@@ -408,7 +418,7 @@ def test_ctrl_c_says_what_the_hub_holds_read_back(tmp_path: Path, hub, monkeypat
     else:
         real = hub_mod._push_branch
 
-        def first_branch_only(api, plan, branch, *rest):  # type: ignore[no-untyped-def]
+        def first_branch_only(api: Any, plan: Plan, branch: str, *rest: Any) -> tuple[list[str], list[str], str]:
             if branch == "main":
                 raise KeyboardInterrupt
             return real(api, plan, branch, *rest)
@@ -426,7 +436,7 @@ def test_ctrl_c_says_what_the_hub_holds_read_back(tmp_path: Path, hub, monkeypat
     assert expected in last, res.output
 
 
-def test_parent_commit_guard_refuses_a_moved_branch(project, hub) -> None:  # type: ignore[no-untyped-def]
+def test_parent_commit_guard_refuses_a_moved_branch(project: Config, hub: HubServer) -> None:
     _publish(project, hub)
     variant = project.build_dir / host_variant_name()
     (variant / "extra.py").write_text("EXTRA = 1\n")
@@ -452,7 +462,7 @@ def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
     return {str(p): (p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(root.rglob("*"))}
 
 
-def test_plan_only_reads_and_execute_pushes_exactly_its_batches(project, hub) -> None:  # type: ignore[no-untyped-def]
+def test_plan_only_reads_and_execute_pushes_exactly_its_batches(project: Config, hub: HubServer) -> None:
     from toolkit import publish
 
     before = _snapshot(project.root)
@@ -472,7 +482,7 @@ def test_plan_only_reads_and_execute_pushes_exactly_its_batches(project, hub) ->
     assert report.lines()[0].startswith(f"publish {REPO} (")
 
 
-def test_execute_refuses_a_branch_that_moved_since_the_plan(project, hub) -> None:  # type: ignore[no-untyped-def]
+def test_execute_refuses_a_branch_that_moved_since_the_plan(project: Config, hub: HubServer) -> None:
     from toolkit import publish
 
     _publish(project, hub)
@@ -491,7 +501,7 @@ def test_execute_refuses_a_branch_that_moved_since_the_plan(project, hub) -> Non
     assert repo.branches["v1"] == moved  # their push is kept, ours was not laid over it
 
 
-def test_create_pr_leaves_the_branch_alone(project, hub) -> None:  # type: ignore[no-untyped-def]
+def test_create_pr_leaves_the_branch_alone(project: Config, hub: HubServer) -> None:
     with pytest.raises(PublishError, match="--create-pr needs an existing repo"):
         _publish(project, hub, create_pr=True)
     _publish(project, hub)
@@ -509,7 +519,7 @@ def test_create_pr_leaves_the_branch_alone(project, hub) -> None:  # type: ignor
     assert result.verified["ok"]
 
 
-def test_stale_files_deleted_only_inside_reuploaded_variants(tmp_path: Path, hub) -> None:  # type: ignore[no-untyped-def]
+def test_stale_files_deleted_only_inside_reuploaded_variants(tmp_path: Path, hub: HubServer) -> None:
     root = write_project(tmp_path / "p", hub_repo=REPO)
     cfg = config.load(root)
     a = make_variant(root / "build" / NAME)
@@ -534,7 +544,7 @@ def test_stale_files_deleted_only_inside_reuploaded_variants(tmp_path: Path, hub
 # --- git transport -----------------------------------------------------------------------------------------
 
 
-def test_git_transport_to_a_bare_repository(project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_git_transport_to_a_bare_repository(project: Config, tmp_path: Path) -> None:
     from toolkit.publish.git import git_lfs_available
 
     ok, why = git_lfs_available()
@@ -564,7 +574,7 @@ def test_git_transport_to_a_bare_repository(project, tmp_path: Path) -> None:  #
     assert again.status == "up-to-date" and again.commits == ()
 
 
-def test_git_transport_refuses_a_remote_that_moved_since_the_plan(project, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_git_transport_refuses_a_remote_that_moved_since_the_plan(project: Config, tmp_path: Path) -> None:
     from toolkit import publish
     from toolkit.publish.git import git_lfs_available
 
@@ -618,6 +628,9 @@ def test_publish_collect_and_the_local_hub_have_no_function_over_60_lines() -> N
     long = []
     for f in files:
         for node in ast.walk(ast.parse(f.read_text())):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 60:  # type: ignore[operator]
-                long.append(f"{f.relative_to(base)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)")  # type: ignore[operator]
+            if (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and (node.end_lineno or 0) - node.lineno + 1 > 60
+            ):
+                long.append(f"{f.relative_to(base)}:{node.name} ({(node.end_lineno or 0) - node.lineno + 1} lines)")
     assert long == []

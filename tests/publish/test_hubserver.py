@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,19 +23,19 @@ from toolkit.verify import VerifyOptions, verify_build
 
 
 @pytest.fixture
-def hub():  # type: ignore[no-untyped-def]
+def hub() -> Iterator[HubServer]:
     with HubServer(HubState(tokens=("tok",))) as h, lfs_only(True):
         yield h
 
 
-def test_writes_need_a_known_token(hub) -> None:  # type: ignore[no-untyped-def]
+def test_writes_need_a_known_token(hub: HubServer) -> None:
     with pytest.raises(HfHubHTTPError) as exc:
         HfApi(endpoint=hub.url, token="wrong").create_repo("o/r", repo_type="kernel")
     assert exc.value.response.status_code == 401
     assert hub.state.repos == {}
 
 
-def test_errors_carry_hub_error_codes(hub) -> None:  # type: ignore[no-untyped-def]
+def test_errors_carry_hub_error_codes(hub: HubServer) -> None:
     api = HfApi(endpoint=hub.url, token="tok")
     with pytest.raises(RepositoryNotFoundError):
         api.list_repo_refs("o/missing", repo_type="kernel")
@@ -46,7 +47,7 @@ def test_errors_carry_hub_error_codes(hub) -> None:  # type: ignore[no-untyped-d
     assert api.repo_info("o/r", repo_type="kernel").sha == hub.state.repo("kernel", "o/r").branches["main"]
 
 
-def test_lfs_bytes_must_match_their_oid_and_commits_need_uploaded_objects(hub) -> None:  # type: ignore[no-untyped-def]
+def test_lfs_bytes_must_match_their_oid_and_commits_need_uploaded_objects(hub: HubServer) -> None:
     import httpx2
 
     data = b"\x7fELF" + os.urandom(64)
@@ -75,7 +76,7 @@ def test_lfs_bytes_must_match_their_oid_and_commits_need_uploaded_objects(hub) -
     assert entry.sha256 == oid  # stored through LFS, as the Hub stores binaries
 
 
-def test_cli_dry_run_prints_the_plan_and_pushes_nothing(tmp_path: Path, hub) -> None:  # type: ignore[no-untyped-def]
+def test_cli_dry_run_prints_the_plan_and_pushes_nothing(tmp_path: Path, hub: HubServer) -> None:
 
     root = write_project(tmp_path / "p", hub_repo="o/kern")
     v = make_variant(root / "build" / NAME)
@@ -100,7 +101,8 @@ def _closed_port() -> int:
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 @pytest.mark.parametrize("dry_run", [True, False])

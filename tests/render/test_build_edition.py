@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tomlkit
@@ -16,7 +17,7 @@ from toolkit.build.inputs import _kernel_sections
 from toolkit.build.nix import COPIED, NixPlan, _stage_project, render_flake, vendor_of
 from toolkit.core import build_edition
 from toolkit.core import config as config_mod
-from toolkit.core.kernels_client import kernels_type
+from toolkit.core.kernels_client import KERNELS_MINVER, kernels_type
 from toolkit.render import stage as render
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +38,7 @@ def _configs() -> list[config_mod.Config]:
     return list(config_mod.load(REPO).selected())
 
 
-def _data(text: str) -> dict:
+def _data(text: str) -> dict[str, Any]:
     """build.toml's keys and values (comments and layout dropped)."""
     return tomlkit.parse(text).unwrap()
 
@@ -63,7 +64,7 @@ PACKAGES = [c.package.name for c in _configs()]
 def test_the_edition_follows_the_minimum_client() -> None:
     # The rendered edition is data: the newest that kernels-minver reads. Raising the minimum client to a
     # release that reads edition 6 switches the edition.
-    assert build_edition.BUILD_EDITION == build_edition.edition_for(build_edition.KERNELS_MINVER)
+    assert build_edition.BUILD_EDITION == build_edition.edition_for(KERNELS_MINVER)
     assert [build_edition.edition_for(v) for v in ("0.17.2", "0.18.3", "0.19.1", "0.19.1.dev0")] == [5, 6, 6, 6]
     with pytest.raises(ValueError, match="older than every client"):
         build_edition.edition_for("0.16.2")

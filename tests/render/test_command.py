@@ -6,7 +6,9 @@ from __future__ import annotations
 import ast
 import re
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import tomlkit
@@ -29,7 +31,11 @@ SRC = Path("build/ggml-attn-kernels/src")  # where render writes the package's s
 
 
 def make_project(
-    tmp: Path, backends=("cuda",), archs=("8.0", "9.0"), templates: Path | None = None, name: str = "proj"
+    tmp: Path,
+    backends: Sequence[str] = ("cuda",),
+    archs: Sequence[str] = ("8.0", "9.0"),
+    templates: Path | None = None,
+    name: str = "proj",
 ) -> Path:
     root = tmp / name
     root.mkdir()
@@ -94,11 +100,13 @@ def test_a_hand_edited_file_is_stale_and_rendered_again_and_check_is_reproducibi
     assert "kFattnKqStride = 256" in target.read_text() and (root / SRC / "build.toml").is_file()
 
 
-def test_check_fails_naming_a_file_two_renders_disagree_on(tmp_path: Path, monkeypatch) -> None:
+def test_check_fails_naming_a_file_two_renders_disagree_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = make_project(tmp_path)
     real, count = render_context.build_context, iter(range(10**6))
 
-    def unstable(*args, **kwargs):  # a template reading a clock or a set's order would do this
+    def unstable(
+        *args: Any, **kwargs: Any
+    ) -> dict[str, Any]:  # a template reading a clock or a set's order would do this
         return {**real(*args, **kwargs), "cuda_flags": (f"-DRUN={next(count)}",)}
 
     monkeypatch.setattr(render_context, "build_context", unstable)
@@ -311,7 +319,9 @@ def test_include_spelling_follows_ggml_include_roots() -> None:
 
 
 @pytest.mark.parametrize("lands", ["while printing", "before any file", "after some files"])
-def test_ctrl_c_says_which_generated_files_are_written_read_back(tmp_path: Path, monkeypatch, lands) -> None:
+def test_ctrl_c_says_which_generated_files_are_written_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lands: str
+) -> None:
     """Issue 33 item 3: a Ctrl-C once render's plan is made says what the tree holds, read back from disk."""
     from toolkit.commands import render as render_command
     from toolkit.core import fs
@@ -320,7 +330,7 @@ def test_ctrl_c_says_which_generated_files_are_written_read_back(tmp_path: Path,
     calls = {"n": 0}
     real_write = fs.atomic_write
 
-    def some_then_ctrl_c(path, data):  # type: ignore[no-untyped-def]
+    def some_then_ctrl_c(path: Path, data: bytes) -> None:
         calls["n"] += 1
         if lands == "before any file" or calls["n"] > 2:
             raise KeyboardInterrupt

@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -210,12 +211,17 @@ def test_every_metal_entry_point_in_torch_binding_h_is_defined_once(tmp_path: Pa
     header = files["torch-ext/torch_binding.h"]
     block = header[header.index("\n#if defined(METAL_KERNEL)\n") + 1 :]
     block = block[: block.index("#endif")]
-    norm = lambda s: re.sub(r"\s+", " ", s).replace("( ", "(").replace(" )", ")").strip()  # noqa: E731
+
+    def norm(s: str) -> str:
+        return re.sub(r"\s+", " ", s).replace("( ", "(").replace(" )", ")").strip()
+
     decls = [norm(d) for d in re.findall(r"^([^#/\n][^;]*?\([^;]*?\));", block, re.M | re.S)]
     assert len(decls) == 5
     mm = "\n".join(t for p, t in files.items() if p.endswith(".mm"))
     for decl in decls:
-        name = re.search(r"(\w+)\(", decl).group(1)
+        found = re.search(r"(\w+)\(", decl)
+        assert found, decl
+        name = found.group(1)
         defs = [norm(m) for m in re.findall(rf"^[^\n/]*\b{name}\([^{{;]*\)\s*\{{", mm, re.M | re.S)]
         assert len(defs) == 1, f"{name}: defined {len(defs)} times in csrc/metal/*.mm"
         assert norm(defs[0][:-1]) == decl, f"{name}: definition does not match torch_binding.h"
@@ -226,7 +232,7 @@ def test_every_metal_entry_point_in_torch_binding_h_is_defined_once(tmp_path: Pa
 _SIZES = {"int32_t": 4, "float": 4, "uint64_t": 8}
 
 
-def facts_offsets(fields) -> list[tuple[str, int]]:
+def facts_offsets(fields: Iterable[tuple[str, str]]) -> list[tuple[str, int]]:
     """C layout of a struct of these scalar fields (natural alignment), which Metal's constant address
     space uses for these types too."""
     off, out = 0, []

@@ -19,6 +19,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -443,11 +444,11 @@ def harness(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return exe
 
 
-def _run(exe: Path, lines: list[str]) -> dict[str, dict]:
+def _run(exe: Path, lines: list[str]) -> dict[str, dict[str, Any]]:
     res = subprocess.run([str(exe)], input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     docs = [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     for d in docs:
         if "case" in d:
             out[d["case"]] = d
@@ -456,7 +457,7 @@ def _run(exe: Path, lines: list[str]) -> dict[str, dict]:
     return out
 
 
-def _assert_same(case: str, ggml: list[dict], ours: list[dict]) -> None:
+def _assert_same(case: str, ggml: list[dict[str, Any]], ours: list[dict[str, Any]]) -> None:
     assert [d["base"] for d in ours] == [d["base"] for d in ggml], f"{case}: kernels differ"
     for i, (g, o) in enumerate(zip(ggml, ours)):
         where = f"{case} dispatch {i} ({g['base']})"

@@ -5,23 +5,26 @@ what the committed results generate."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import record  # noqa: E402
-import report  # noqa: E402
-import suites  # noqa: E402
-from record import Row, Run  # noqa: E402
+# benchmarks/ is a folder of scripts, not a package: its modules are imported by name (untyped modules).
+record = importlib.import_module("record")
+report = importlib.import_module("report")
+suites = importlib.import_module("suites")
+Row, Run = record.Row, record.Run
 
 
-def _row(device: float | None, per_call: float | None, n_kv: int = 32768) -> Row:
+def _row(device: float | None, per_call: float | None, n_kv: int = 32768) -> Any:
     return Row({"op": "flash_attn", "impl": "op", "kv dtype": "float16", "n_kv": n_kv}, device, per_call)
 
 
@@ -35,18 +38,20 @@ def _row(device: float | None, per_call: float | None, n_kv: int = 32768) -> Row
         (150.0, 150.0, ["device 1.50×", "per call 1.50×"]),
     ],
 )
-def test_a_row_more_than_ten_percent_slower_than_its_record_is_a_regression(device, per_call, flags):
+def test_a_row_more_than_ten_percent_slower_than_its_record_is_a_regression(
+    device: float, per_call: float, flags: list[str]
+) -> None:
     judged = record.judge(_row(device, per_call), _row(100.0, 100.0))
     assert judged.regression == flags
 
 
-def test_no_record_or_a_missing_time_flags_nothing():
+def test_no_record_or_a_missing_time_flags_nothing() -> None:
     assert record.judge(_row(500.0, 500.0), None).regression == []
     assert record.judge(_row(500.0, None), _row(100.0, 100.0)).regression == ["device 5.00×"]
     assert record.judge(_row(None, 500.0), _row(100.0, None)).regression == []
 
 
-def test_the_record_is_the_newest_run_of_the_same_suite_on_the_same_gpu():
+def test_the_record_is_the_newest_run_of_the_same_suite_on_the_same_gpu() -> None:
     old = Run("attention", {"gpu": "GPU A"}, [_row(90.0, 90.0)])
     new = Run("attention", {"gpu": "GPU A"}, [_row(100.0, 100.0)])
     other_card = Run("attention", {"gpu": "GPU B"}, [_row(10.0, 10.0)])
@@ -59,7 +64,7 @@ def test_the_record_is_the_newest_run_of_the_same_suite_on_the_same_gpu():
     assert [j.regression for j in judged] == [["device 1.12×"], []]  # 512 has no record
 
 
-def test_every_suite_prints_the_same_columns_with_the_peer_and_the_flag():
+def test_every_suite_prints_the_same_columns_with_the_peer_and_the_flag() -> None:
     row = _row(121.0, 130.0)
     row.peer, row.peer_device_us, row.peer_per_call_us = "SDPA cuDNN", 110.0, 100.0
     lines = record.table_lines([record.judge(row, _row(100.0, 100.0))])
@@ -71,7 +76,7 @@ def test_every_suite_prints_the_same_columns_with_the_peer_and_the_flag():
     assert record.fmt_us(2500.0) == "2.50 ms" and record.fmt_us(3.2e6) == "3.20 s" and record.fmt_us(None) == "–"
 
 
-def test_a_run_round_trips_through_its_json_and_a_foreign_schema_is_refused(tmp_path):
+def test_a_run_round_trips_through_its_json_and_a_foreign_schema_is_refused(tmp_path: Path) -> None:
     run = Run("decode", {"gpu": "GPU A", "torch": "2.14"}, [_row(1.0, 2.0)], [record.Table("t", ["a"], [["1"]])])
     path = tmp_path / "decode.json"
     path.write_text(record.dump_runs([run]))
@@ -83,12 +88,12 @@ def test_a_run_round_trips_through_its_json_and_a_foreign_schema_is_refused(tmp_
         record.load_runs(path)
 
 
-def _stat(us: float) -> dict:
+def _stat(us: float) -> dict[str, Any]:
     return {"median": us, "p10": us, "p90": us, "n": 3, "note": ""}
 
 
-def test_attention_rows_put_the_fastest_sdpa_backend_beside_each_row_per_dtype():
-    def fa(impl, dtype, dev, call):
+def test_attention_rows_put_the_fastest_sdpa_backend_beside_each_row_per_dtype() -> None:
+    def fa(impl: str, dtype: str, dev: float, call: float) -> dict[str, Any]:
         return {"impl": impl, "D": 256, "heads": "16/4", "n_kv": 4096, "dtype": dtype, "hidden": _stat(dev)} | {
             "per_call": _stat(call)
         }
@@ -111,7 +116,7 @@ def test_attention_rows_put_the_fastest_sdpa_backend_beside_each_row_per_dtype()
     ]
 
 
-def test_decode_and_gguf_rows_name_their_peers():
+def test_decode_and_gguf_rows_name_their_peers() -> None:
     gdn = {"B": 1, "T": 1, "hidden": _stat(6.0), "loop": _stat(12.0)}
     _env, rows = suites.decode_rows({"results": [gdn | {"impl": "op"}, gdn | {"impl": "fla v-first", "loop": None}]})
     assert [(r.config["impl"], r.peer, r.peer_device_us, r.peer_per_call_us) for r in rows] == [
@@ -127,12 +132,12 @@ def test_decode_and_gguf_rows_name_their_peers():
     )
 
 
-def _main(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+def _main(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     return subprocess.run([sys.executable, "-m", "benchmarks", *args], capture_output=True, text=True, cwd=cwd, env=env)
 
 
-def test_run_reports_suites_that_do_not_fit_the_budget_as_skipped_for_time(tmp_path):
+def test_run_reports_suites_that_do_not_fit_the_budget_as_skipped_for_time(tmp_path: Path) -> None:
     proc = _main("run", "attention", "build", "--budget-s", "5", "--out", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert "attention: skipped for time" in proc.stdout and "build: skipped for time" in proc.stdout
@@ -142,7 +147,7 @@ def test_run_reports_suites_that_do_not_fit_the_budget_as_skipped_for_time(tmp_p
     }
 
 
-def test_run_refuses_an_unknown_suite_in_one_line(tmp_path):
+def test_run_refuses_an_unknown_suite_in_one_line(tmp_path: Path) -> None:
     proc = _main("run", "decodee", "--out", str(tmp_path))
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
@@ -151,7 +156,9 @@ def test_run_refuses_an_unknown_suite_in_one_line(tmp_path):
     assert not (tmp_path / "summary.json").exists()
 
 
-def test_a_suite_prints_the_table_and_writes_the_schema_from_its_script(tmp_path, monkeypatch, capsys):
+def test_a_suite_prints_the_table_and_writes_the_schema_from_its_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The whole path of one suite with a stand-in script that writes synthetic bench_fa JSON."""
     import importlib
 
@@ -188,7 +195,7 @@ def test_a_suite_prints_the_table_and_writes_the_schema_from_its_script(tmp_path
     assert len(record.load_runs(results / "attention.json")) == 2  # --record appended the run
 
 
-def test_a_generated_page_judges_each_run_against_the_runs_before_it(tmp_path):
+def test_a_generated_page_judges_each_run_against_the_runs_before_it(tmp_path: Path) -> None:
     runs = [
         Run("decode", {"gpu": "GPU A", "title": "first"}, [_row(100.0, 100.0)]),
         Run("decode", {"gpu": "GPU A", "title": "second", "date": "2026-12-05"}, [_row(120.0, 100.0)]),
@@ -202,7 +209,7 @@ def test_a_generated_page_judges_each_run_against_the_runs_before_it(tmp_path):
     assert report.render(tmp_path) == page  # reproducible to the byte
 
 
-def test_docs_benchmarks_md_is_what_the_committed_results_generate():
+def test_docs_benchmarks_md_is_what_the_committed_results_generate() -> None:
     page = ROOT / "docs" / "benchmarks.md"
     assert page.read_text(encoding="utf-8") == report.render(ROOT / "benchmarks" / "results"), (
         "docs/benchmarks.md differs from benchmarks/results/: run `python -m benchmarks report`"

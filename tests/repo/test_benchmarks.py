@@ -3,10 +3,12 @@ parameters match ggml's choice, the report renders a missing op as "not built", 
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,14 +18,16 @@ import torch.nn.functional as F  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import bench_fa  # noqa: E402
-import bench_gdn  # noqa: E402
-import record as records  # noqa: E402
-import suites  # noqa: E402
-from timing import Stat, rel_err  # noqa: E402
+# benchmarks/ is a folder of scripts, not a package: its modules are imported by name (untyped modules).
+bench_fa = importlib.import_module("bench_fa")
+bench_gdn = importlib.import_module("bench_gdn")
+records = importlib.import_module("record")
+suites = importlib.import_module("suites")
+timing = importlib.import_module("timing")
+Stat, rel_err = timing.Stat, timing.rel_err
 
 
-def ggml_style_recurrence(q, k, v, g, beta, state_vk):
+def ggml_style_recurrence(q: Any, k: Any, v: Any, g: Any, beta: Any, state_vk: Any) -> tuple[Any, Any]:
     """The recurrence as ggml's kernel states it ([value][key] state, output scaled), written independently."""
     B, T, H, D = q.shape
     s = state_vk.clone()
@@ -39,7 +43,7 @@ def ggml_style_recurrence(q, k, v, g, beta, state_vk):
 
 
 @pytest.mark.parametrize("verbatim", [False, True])
-def test_eager_baseline_is_the_gated_delta_rule(verbatim):
+def test_eager_baseline_is_the_gated_delta_rule(verbatim: bool) -> None:
     gen = torch.Generator().manual_seed(7)
     B, T, H, D = 2, 6, 3, 16
     q = F.normalize(torch.randn(B, T, H, D, generator=gen), dim=-1).double()
@@ -63,19 +67,21 @@ def test_eager_baseline_is_the_gated_delta_rule(verbatim):
     # docs/perf-reference.md §3: ggml's own parallel_blocks on the H200 (132 SMs) at n_kv 512 / 4096 / 32768.
     [(256, 16, 2, (2, 16, 16)), (128, 32, 3, (4, 12, 12))],
 )
-def test_parallel_blocks_matches_ggml_choice(head_dim, heads, occupancy, expected):
+def test_parallel_blocks_matches_ggml_choice(
+    head_dim: int, heads: int, occupancy: int, expected: tuple[int, ...]
+) -> None:
     got = tuple(
         bench_fa.parallel_blocks(occupancy, 132, n, head_dim=head_dim, n_heads=heads) for n in (512, 4096, 32768)
     )
     assert got == expected
 
 
-def test_parallel_blocks_never_exceeds_kv_tiles():
+def test_parallel_blocks_never_exceeds_kv_tiles() -> None:
     assert bench_fa.parallel_blocks(2, 132, 256) == 1
     assert bench_fa.parallel_blocks(8, 132, 1000) == 4
 
 
-def _row(impl, median, **extra):
+def _row(impl: str, median: float, **extra: object) -> dict[str, Any]:
     return {
         "impl": impl,
         "note": "",
@@ -87,11 +93,11 @@ def _row(impl, median, **extra):
     }
 
 
-def _gdn(impl, median, B, T):
+def _gdn(impl: str, median: float, B: int, T: int) -> dict[str, Any]:
     return dict(_row(impl, median), B=B, T=T, err_out=1e-7, err_state=1e-7)
 
 
-def test_gdn_report_says_not_built_and_prints_no_target_verdict():
+def test_gdn_report_says_not_built_and_prints_no_target_verdict() -> None:
     results = [_gdn("ggml unpatched", 6.0, 1, 1)]
     md = bench_gdn.render(results, {"op": "not built: no variant"}, {}, [(1, 1)])
     assert "| 1 | 1 | op | not built: no variant |" in md
@@ -99,7 +105,7 @@ def test_gdn_report_says_not_built_and_prints_no_target_verdict():
     assert "MET" not in md and "MISSED" not in md
 
 
-def test_gdn_report_judges_the_targets_from_the_numbers():
+def test_gdn_report_judges_the_targets_from_the_numbers() -> None:
     cases = [(1, 1), (32, 1), (32, 4)]
     results = [
         _gdn("ggml unpatched", 5.0, 1, 1),
@@ -122,12 +128,12 @@ def test_gdn_report_judges_the_targets_from_the_numbers():
     assert "B=32 T=1 ≤ 33.0 µs: op **30.0 µs**" in bench_gdn.render(results, {}, {}, cases)
 
 
-def _fa(impl, median, d, n_kv):
+def _fa(impl: str, median: float, d: int, n_kv: int) -> dict[str, Any]:
     return dict(_row(impl, median), D=d, heads="x", n_kv=n_kv, err=1e-7)
 
 
-def test_fa_report_states_the_gap_to_sdpa_honestly():
-    results = []
+def test_fa_report_states_the_gap_to_sdpa_honestly() -> None:
+    results: list[dict[str, Any]] = []
     for d in (256, 128):
         for n in bench_fa.N_KV:
             results += [_fa("ggml unpatched", 74.0, d, n), _fa("SDPA cuDNN", 63.0, d, n)]
@@ -140,7 +146,7 @@ def test_fa_report_states_the_gap_to_sdpa_honestly():
     assert "| 256, 16/4 | 512 | op | not built: x |" in md
 
 
-def test_fa_report_judges_the_op_against_sdpa_and_the_kernel_before_grouping():
+def test_fa_report_judges_the_op_against_sdpa_and_the_kernel_before_grouping() -> None:
     results = [
         _fa("ggml patched", 14.0, 256, 512),
         _fa(bench_fa.GROUPED, 12.0, 256, 512),
@@ -164,7 +170,7 @@ def test_fa_report_judges_the_op_against_sdpa_and_the_kernel_before_grouping():
     # H200: 132 SMs, 2 resident blocks of the grouped kernel. 16/4 heads at D=256 -> 4 groups; 32/8 -> 8.
     [(32768, 4, 64), (32768, 8, 32), (16384, 4, 64), (4096, 4, 32), (4096, 8, 32), (512, 4, 4), (100, 4, 1)],
 )
-def test_grouped_parallel_blocks_fill_one_wave_with_equal_shares(n_kv, groups, expected):
+def test_grouped_parallel_blocks_fill_one_wave_with_equal_shares(n_kv: int, groups: int, expected: int) -> None:
     pb = bench_fa.parallel_blocks_grouped(2, 132, n_kv, groups)
     assert pb == expected
     chunks = -(-n_kv // 128)
@@ -173,13 +179,13 @@ def test_grouped_parallel_blocks_fill_one_wave_with_equal_shares(n_kv, groups, e
 
 
 @pytest.mark.slow
-def test_raw_harness_compiles_against_the_vendored_sources(tmp_path):
+def test_raw_harness_compiles_against_the_vendored_sources(tmp_path: Path) -> None:
     vendor = ROOT / "vendor" / "ggml"
     if not (vendor / "src" / "ggml-cuda" / "gated_delta_net.cu").exists():
         pytest.skip("vendor/ggml is not populated (run `ggml-vendor sync`); the raw harness needs upstream sources")
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not on PATH")
-    from raw_ggml import loader
+    loader = importlib.import_module("raw_ggml.loader")
 
     try:
         lib = loader.build(vendor, tmp_path, quiet=True)
@@ -195,10 +201,10 @@ def test_raw_harness_compiles_against_the_vendored_sources(tmp_path):
     assert "ggml_" not in undefined
 
 
-def test_generate_report_ratios_rounds_and_token_agreement():
-    import bench_generate
+def test_generate_report_ratios_rounds_and_token_agreement() -> None:
+    bench_generate = importlib.import_module("bench_generate")
 
-    def mode(tok_s, diff, step_ms):
+    def mode(tok_s: float, diff: tuple[int, int] | None, step_ms: float) -> dict[str, Any]:
         return {
             "tok_s": tok_s,
             "tok_s_all": [tok_s - 1, tok_s, tok_s + 1],
@@ -223,8 +229,8 @@ def test_generate_report_ratios_rounds_and_token_agreement():
     assert bench_generate.first_diff([[1, 2]], [[1, 2]]) is None
 
 
-def test_generate_prompt_sweep_reports_first_token_and_decode_apart():
-    import bench_generate
+def test_generate_prompt_sweep_reports_first_token_and_decode_apart() -> None:
+    bench_generate = importlib.import_module("bench_generate")
 
     res = {
         4096: {
@@ -239,8 +245,8 @@ def test_generate_prompt_sweep_reports_first_token_and_decode_apart():
     assert "not run" in rows["ours-fa"]
 
 
-def test_compiled_rows_report_compile_counters_and_one_steady_step():
-    import bench_generate
+def test_compiled_rows_report_compile_counters_and_one_steady_step() -> None:
+    bench_generate = importlib.import_module("bench_generate")
 
     before = {"frames": 1, "graphs": 1, "graph_breaks": 0, "break_reasons": [], "cudagraph_skips": 0}
     after = {"frames": 2, "graphs": 2, "graph_breaks": 1, "break_reasons": ["x.item()"], "cudagraph_skips": 0}
@@ -264,10 +270,10 @@ def test_compiled_rows_report_compile_counters_and_one_steady_step():
     assert "| 74.3 |" in rows["fla"] and "| nan |" in rows["fla"]  # compiled, never timed: said, not invented
 
 
-def test_prefill_report_judges_ours_against_fla_chunk():
-    import bench_gdn_prefill as pre
+def test_prefill_report_judges_ours_against_fla_chunk() -> None:
+    pre = importlib.import_module("bench_gdn_prefill")
 
-    def row(impl, ms, B=1, T=512):
+    def row(impl: str, ms: float, B: int = 1, T: int = 512) -> dict[str, Any]:
         return {"B": B, "T": T, "impl": impl, "t": Stat(ms * 1000, ms * 900, ms * 1100), "err_out": 1e-3,
                 "err_state": 1e-6, "ref": "float64"}  # fmt: skip
 
@@ -282,15 +288,15 @@ def test_prefill_report_judges_ours_against_fla_chunk():
 
 
 @pytest.mark.parametrize("flag", ["--modes", "--compile-modes", "--sweep-modes"])
-def test_generate_refuses_unknown_modes_in_one_line(flag):
+def test_generate_refuses_unknown_modes_in_one_line(flag: str) -> None:
     bench = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_generate.py"
     r = subprocess.run([sys.executable, str(bench), flag, "torch,flaa"], capture_output=True, text=True)
     assert r.returncode == 2
     assert f"{flag}: unknown mode(s) flaa; choose from torch, fla, ours-gdn, ours-fa, ours" in r.stderr
 
 
-def test_fa_prints_a_row_more_than_ten_percent_slower_than_its_record_as_a_regression(tmp_path):
-    def row(impl, dtype, device, per_call):
+def test_fa_prints_a_row_more_than_ten_percent_slower_than_its_record_as_a_regression(tmp_path: Path) -> None:
+    def row(impl: str, dtype: str, device: float, per_call: float) -> dict[str, Any]:
         return dict(
             _fa(impl, device, 256, 32768), dtype=dtype, heads="16/4", per_call=Stat(per_call, per_call, per_call, 3)
         )

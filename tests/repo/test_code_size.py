@@ -24,14 +24,14 @@ def long_functions(root: Path = TOOLKIT) -> dict[str, dict[str, int]]:
     return found
 
 
-def test_no_function_over_60_lines():
+def test_no_function_over_60_lines() -> None:
     over = [
         f"toolkit/{rel}: {name} ({n} lines)" for rel, funcs in long_functions().items() for name, n in funcs.items()
     ]
     assert not over, f"functions over {MAX_LINES} lines (split them): {over}"
 
 
-def test_the_measure_catches_a_long_function(tmp_path: Path):
+def test_the_measure_catches_a_long_function(tmp_path: Path) -> None:
     body = "\n".join(f"    x{i} = {i}" for i in range(MAX_LINES))
     (tmp_path / "long.py").write_text(f"def too_long():\n{body}\n\n\ndef short():\n    return 1\n")
     assert long_functions(tmp_path) == {"long.py": {"too_long": MAX_LINES + 1}}

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 EXPLICIT_ID = re.compile(r"""<a\s+(?:id|name)=["']([^"']+)["']""")
 
 
-def _plain(inline) -> str:
+def _plain(inline: Token) -> str:
     """A heading's text as GitHub slugs it: text and code spans, markup dropped."""
     return "".join(c.content for c in inline.children or [] if c.type in ("text", "code_inline"))
 
@@ -54,7 +55,7 @@ def relative_links(path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
-def test_relative_links_resolve(doc: Path):
+def test_relative_links_resolve(doc: Path) -> None:
     broken = []
     for href in relative_links(doc):
         target, _, anchor = href.partition("#")
@@ -66,7 +67,7 @@ def test_relative_links_resolve(doc: Path):
     assert not broken, f"{doc.name}: " + "; ".join(broken)
 
 
-def test_slug_matches_github_for_the_headings_linked_here():
+def test_slug_matches_github_for_the_headings_linked_here() -> None:
     # Punctuation, backticks, dashes and symbols go; '_' and letters such as µ stay (GitHub's rule).
     assert github_slug("Build: provisioning, shared objects, no-op (benchmarks/bench_build.py)") == (
         "build-provisioning-shared-objects-no-op-benchmarksbench_buildpy"
@@ -74,7 +75,7 @@ def test_slug_matches_github_for_the_headings_linked_here():
     assert github_slug("Run 4 — 2026-12-01 20:10–20:30 UTC") == "run-4--2026-12-01-20102030-utc"
 
 
-def test_a_broken_anchor_is_caught(tmp_path: Path):
+def test_a_broken_anchor_is_caught(tmp_path: Path) -> None:
     (tmp_path / "a.md").write_text('# Title\n\n<a id="kept"></a>\n\n## Part two\n\n## Part two\n')
     assert anchors(tmp_path / "a.md") == {"title", "kept", "part-two", "part-two-1"}
     assert "missing" not in anchors(tmp_path / "a.md")

@@ -29,7 +29,7 @@ def test_script_without_an_output_folder_says_how_to_call_it() -> None:
     ]
 
 
-def _session(tmp_path: Path, body: str, **env: str) -> subprocess.CompletedProcess:
+def _session(tmp_path: Path, body: str, **env: str) -> subprocess.CompletedProcess[str]:
     script = f'set -uo pipefail\ncd "{REPO}"\nRESULTS="{tmp_path}/res"\nsource benchmarks/gpu.sh\n{body}'
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", **env})
 

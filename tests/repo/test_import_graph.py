@@ -138,11 +138,11 @@ def backward_imports(graph: dict[str, set[str]], chain: tuple[str, ...], helpers
     return [b for b in bad if not b.split(" imports ")[1].startswith(PROTOCOL)]
 
 
-def test_no_import_cycle_in_toolkit():
+def test_no_import_cycle_in_toolkit() -> None:
     assert cycles(import_graph()) == []
 
 
-def test_build_all_reads_one_way_from_the_command_to_the_compiler():
+def test_build_all_reads_one_way_from_the_command_to_the_compiler() -> None:
     graph = import_graph()
     assert set(BUILD_CHAIN) <= set(graph), "a module of the chain moved: update the chain and the doc"
     # what the chain calls: the build's own modules and the shared core (and sync, for the vendor check)
@@ -150,7 +150,7 @@ def test_build_all_reads_one_way_from_the_command_to_the_compiler():
     assert backward_imports(graph, BUILD_CHAIN, helpers) == []
 
 
-def test_the_chain_in_the_doc_is_the_tested_one():
+def test_the_chain_in_the_doc_is_the_tested_one() -> None:
     doc = (TOOLKIT.parent / "docs" / "architecture.md").read_text()
     section = doc.split("## Reading the build", 1)[1].split("\n## ", 1)[0]
     files = modules(TOOLKIT)
@@ -160,7 +160,7 @@ def test_the_chain_in_the_doc_is_the_tested_one():
     assert sorted(paths, key=section.index) == paths, "the doc lists the chain in another order"
 
 
-def test_the_measures_catch_a_cycle_and_a_call_back(tmp_path: Path):
+def test_the_measures_catch_a_cycle_and_a_call_back(tmp_path: Path) -> None:
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.fixture_repos import git, make_project, sync_project
+from tests.helpers.fixture_repos import git, locked, make_project, sync_project
 from tests.helpers.gdn_flip import flip_state_indexing
 from tests.helpers.project import first_package_pyproject
 from toolkit.core import config, ggml_facts
-from toolkit.core.lock import read_lock
 from toolkit.sync import behaviour
 from toolkit.sync.drift import BODY_CHANGED, SIGNATURE_CHANGED
+from toolkit.sync.drift_report import BehaviourDrift, Drift
 from toolkit.sync.embedded import mini_files
 from toolkit.sync.project_plan import SyncRequest
 
@@ -33,7 +33,7 @@ FA_KERNEL = "flash_attn: cuda kernel flash_attn_ext_vec"
 
 
 @pytest.fixture(autouse=True)
-def _env(tmp_path, monkeypatch):
+def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GGML_VENDOR_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("GGML_VENDOR_NO_FSYNC", "1")
     monkeypatch.delenv("GGML_VENDOR_MIRROR", raising=False)
@@ -42,18 +42,19 @@ def _env(tmp_path, monkeypatch):
 # --- the normaliser and the function finder -------------------------------------------------------------
 
 
-def test_comments_and_whitespace_do_not_count_but_code_does():
+def test_comments_and_whitespace_do_not_count_but_code_does() -> None:
     a = "template <int N>\n__global__ void k(float * x,\n    int n) {\n    x[0] = n; // one\n}\n"
     b = "template <int N>\n__global__ void k(float *x, int n)\n{\n  /* the same */ x[0]=n;\n}\n"
     c = "template <int N>\n__global__ void k(float * x, int n) {\n    x[1] = n;\n}\n"
     d = "template <int N>\n__global__ void k(float * x, long n) {\n    x[0] = n;\n}\n"
     pa, pb, pc, pd = (behaviour.print_of(t, "k") for t in (a, b, c, d))
+    assert pa is not None and pc is not None and pd is not None
     assert pa == pb  # formatting and comments
     assert pa[0] == pc[0] and pa[1] != pc[1]  # body only
     assert pa[0] != pd[0]  # declaration
 
 
-def test_calls_and_declarations_are_not_definitions():
+def test_calls_and_declarations_are_not_definitions() -> None:
     text = (
         "void f(int);\n"
         "static void g() { f(1); obj.f(2); ns::f(3); }\n"
@@ -103,7 +104,7 @@ def _commit_tree(repo: Path, files: dict[str, str], message: str, prefix: str = 
 
 
 @pytest.fixture(scope="module")
-def mini_history(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+def mini_history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
     """A llama.cpp-shaped miniature: p0 -> p1 (state transposed in kernel and reference, same declarations;
     a comment-only edit in the FA kernel) -> p2 (kernel reformatted only) -> p3 (a kernel parameter added)."""
     repo = tmp_path_factory.mktemp("mini-history") / "llama.cpp"
@@ -125,7 +126,7 @@ def mini_history(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     return repo, pins
 
 
-def _replay(tmp_path: Path, upstream: Path, pins: list[str]) -> list:
+def _replay(tmp_path: Path, upstream: Path, pins: list[str]) -> list[Drift]:
     root = tmp_path / "proj"
     root.mkdir()
     (root / "pyproject.toml").write_text(first_package_pyproject((REPO / "pyproject.toml").read_text()))
@@ -137,7 +138,7 @@ def _replay(tmp_path: Path, upstream: Path, pins: list[str]) -> list:
     config.set_value(root, "upstream", str(upstream))
     cfg = config.load(root)
     sync_project(cfg, SyncRequest(rev=pins[0]))
-    drifts = []
+    drifts: list[Drift] = []
     for rev in pins[1:]:
         rep = sync_project(cfg, SyncRequest(rev=rev, force=True))
         assert rep.drift is not None
@@ -145,11 +146,13 @@ def _replay(tmp_path: Path, upstream: Path, pins: list[str]) -> list:
     return drifts
 
 
-def _by_key(drift) -> dict:
+def _by_key(drift: Drift) -> dict[str, BehaviourDrift]:
     return {b.key: b for b in drift.behaviour}
 
 
-def test_mini_replay_flags_body_only_changes_for_review(tmp_path, mini_history):
+def test_mini_replay_flags_body_only_changes_for_review(
+    tmp_path: Path, mini_history: tuple[Path, dict[str, str]]
+) -> None:
     repo, pins = mini_history
     transpose, reformat, new_param = _replay(tmp_path, repo, [pins["p0"], pins["p1"], pins["p2"], pins["p3"]])
 
@@ -159,7 +162,7 @@ def test_mini_replay_flags_body_only_changes_for_review(tmp_path, mini_history):
     assert FA_KERNEL not in got  # a comment is not a behaviour change
     assert transpose.semantics_to_review == (GDN,) and transpose.breaking == ()
     assert not transpose.regions  # the signature fingerprints alone saw nothing: the issue's blind spot
-    assert [s for _, s in got[GDN_KERNEL].commits] == ["graph : transpose the state (mini/1)"]
+    assert [s for _, s in got[GDN_KERNEL].commits or ()] == ["graph : transpose the state (mini/1)"]
     assert "+    const float * s_in  = curr_state + state_offset + col;" in got[GDN_KERNEL].diff
     assert any("body changed: review semantics" in line for line in transpose.summary_lines())
     assert "body changed: review semantics" in transpose.to_markdown()
@@ -172,11 +175,13 @@ def test_mini_replay_flags_body_only_changes_for_review(tmp_path, mini_history):
     assert any("signature changed (breaking)" in line for line in new_param.summary_lines())
 
 
-def test_lock_records_behaviour_without_vendoring_the_reference(tmp_path, mini_history):
+def test_lock_records_behaviour_without_vendoring_the_reference(
+    tmp_path: Path, mini_history: tuple[Path, dict[str, str]]
+) -> None:
     repo, pins = mini_history
     cfg = config.load(make_project(tmp_path / "p", str(repo)))
     sync_project(cfg, SyncRequest(rev=pins["p0"]))
-    lock = read_lock(cfg.vendor_dir)
+    lock = locked(cfg.vendor_dir)
     cpu = GDN_CPU.replace("ggml-attn-kernels:", "fixture-kernels:")  # make_project's package
     assert lock.behaviour[cpu].path == ggml_facts.CPU_OPS_SOURCE
     assert len(lock.behaviour[cpu].body) == 64
@@ -194,7 +199,7 @@ def _git_dir(repo: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def real_llama_history(tmp_path_factory) -> tuple[Path, list[str], dict[str, str]]:
+def real_llama_history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str], dict[str, str]]:
     real = os.environ.get("GGML_VENDOR_REAL_UPSTREAM")
     if not real:
         pytest.skip("GGML_VENDOR_REAL_UPSTREAM is not set (point it at a ggml clone to replay real history)")
@@ -217,12 +222,15 @@ def real_llama_history(tmp_path_factory) -> tuple[Path, list[str], dict[str, str
         parent = git(dest, *args, env=env)
         pins.append(parent)
         subjects[parent] = c
+    assert parent is not None, f"no commits replayed from {src}"
     git(dest, "update-ref", "refs/heads/master", parent)
     return dest, pins, subjects
 
 
 @pytest.mark.real_upstream
-def test_real_replay_flags_the_silent_semantic_changes(tmp_path, real_llama_history):
+def test_real_replay_flags_the_silent_semantic_changes(
+    tmp_path: Path, real_llama_history: tuple[Path, list[str], dict[str, str]]
+) -> None:
     repo, pins, ggml_of = real_llama_history
     drifts = _replay(tmp_path, repo, pins)
     steps = {f"{ggml_of[d.old_commit][:8]}->{ggml_of[d.new_commit][:8]}": d for d in drifts}
@@ -237,7 +245,8 @@ def test_real_replay_flags_the_silent_semantic_changes(tmp_path, real_llama_hist
     assert GDN in steps["6dafac00->b41cee5e"].semantics_to_review
     assert GDN not in steps["6dafac00->b41cee5e"].breaking
     assert "curr_state[col * S_v + i]" in st[GDN_KERNEL].diff
-    assert st[GDN_KERNEL].commits and "b41cee5e" in st[GDN_KERNEL].commits[0][1]
+    commits = st[GDN_KERNEL].commits
+    assert commits and "b41cee5e" in commits[0][1]
 
     # the snapshot order (2026-06-10): same CUDA declaration, kernel and reference bodies changed
     so = _by_key(steps["7b28f950->390c2f40"])

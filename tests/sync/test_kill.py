@@ -10,13 +10,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.fixture_repos import build_upstream, make_patch, make_project, sync_project
+from tests.helpers.fixture_repos import FixtureRepo, build_upstream, make_patch, make_project, sync_project
 from tests.helpers.kill import run_killed_at
 from toolkit.core import config
+from toolkit.core.config import Config
 from toolkit.sync.project_plan import SyncRequest
 from toolkit.sync.vendor_tree import KILL_ENV, recover
 
@@ -30,13 +32,13 @@ def contents(vendor: Path) -> dict[str, bytes] | None:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FixtureRepo, dict[str, dict[str, bytes] | None]]]:
     """An upstream, plus the expected vendor/ contents at v1 and at v2 (from reference syncs)."""
     base = tmp_path_factory.mktemp("kill")
     mp = pytest.MonkeyPatch()
     mp.setenv("GGML_VENDOR_CACHE", str(base / "cache"))
     up = build_upstream(base / "up")
-    states = {}
+    states: dict[str, dict[str, bytes] | None] = {}
     for rev in ("v1", "v2"):
         cfg = config.load(make_project(base / f"ref-{rev}", str(up.path)))
         _write_patch(cfg)
@@ -47,7 +49,7 @@ def world(tmp_path_factory):
     mp.undo()
 
 
-def _write_patch(cfg) -> None:
+def _write_patch(cfg: Config) -> None:
     # a patch and a non-patch file ride along in vendor/patches: both must survive every swap
     text = "#pragma once\n#define QK8_0 32\n"
     (cfg.vendor_dir / "patches" / "0001-common.patch").write_text(
@@ -56,20 +58,26 @@ def _write_patch(cfg) -> None:
     (cfg.vendor_dir / "patches" / "series.txt").write_text("0001-common.patch\n")
 
 
-def _fork_sync(cfg, rev: str, kill_at: int) -> int:
+def _fork_sync(cfg: Config, rev: str, kill_at: int) -> int:
     """Run sync in a forked child that SIGKILLs itself at checkpoint `kill_at`; returns the wait status."""
     # replace_vendor starts the count at 1 itself
     return run_killed_at(kill_at, lambda: sync_project(cfg, SyncRequest(rev=rev)), reset=False)
 
 
 @pytest.fixture(autouse=True)
-def _no_fsync(monkeypatch):
+def _no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     # fsync only matters for power loss, not for a killed process; skipping it keeps ~100 syncs fast
     monkeypatch.setenv("GGML_VENDOR_NO_FSYNC", "1")
 
 
 @pytest.mark.parametrize("start,mode", [("v1", "exchange"), ("v1", "journaled"), ("empty", "exchange")])
-def test_sigkill_at_every_checkpoint(tmp_path, monkeypatch, world, mode, start):
+def test_sigkill_at_every_checkpoint(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    world: tuple[FixtureRepo, dict[str, dict[str, bytes] | None]],
+    mode: str,
+    start: str,
+) -> None:
     up, states = world
     if mode == "journaled":
         monkeypatch.setenv("GGML_VENDOR_NO_EXCHANGE", "1")
@@ -107,7 +115,7 @@ def test_sigkill_at_every_checkpoint(tmp_path, monkeypatch, world, mode, start):
     assert killed_at >= 10, "too few checkpoints were exercised"
 
 
-def test_sigkill_cli_subprocess(tmp_path, world):
+def test_sigkill_cli_subprocess(tmp_path: Path, world: tuple[FixtureRepo, dict[str, dict[str, bytes] | None]]) -> None:
     """The real command in a real subprocess: killed via the checkpoint hook and at random moments."""
     up, states = world
     env = {**os.environ, "PYTHONPATH": str(REPO)}

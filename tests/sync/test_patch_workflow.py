@@ -4,13 +4,24 @@ status, the drift report and the Hub card."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import NoReturn
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
-from tests.helpers.fixture_repos import GDN_CU_V1, make_patch, make_project, sync_project, tree_state
+from tests.helpers.fixture_repos import (
+    GDN_CU_V1,
+    FixtureRepo,
+    locked,
+    make_patch,
+    make_project,
+    sync_project,
+    tree_state,
+)
 from toolkit.cli import app
 from toolkit.core import config
+from toolkit.core.config import Config
 from toolkit.core.lock import read_lock
 from toolkit.sync.patches import describe, message_of
 from toolkit.sync.project_plan import SyncRequest
@@ -24,27 +35,27 @@ pytestmark = pytest.mark.usefixtures("isolated_upstream_cache")  # a fresh upstr
 
 
 @pytest.fixture
-def proj(tmp_path, up):
+def proj(tmp_path: Path, up: FixtureRepo) -> Config:
     cfg = config.load(make_project(tmp_path / "proj", str(up.path)))
     sync_project(cfg, SyncRequest(rev="v1"))
     return cfg
 
 
-def cli(cfg, *args):
+def cli(cfg: Config, *args: str) -> Result:
     return runner.invoke(app, [*args, "-C", str(cfg.root)])
 
 
-def gdn(cfg):
+def gdn(cfg: Config) -> Path:
     return cfg.vendor_dir / "ggml" / GDN
 
 
-def edit(cfg, old: str, new: str) -> None:
+def edit(cfg: Config, old: str, new: str) -> None:
     text = gdn(cfg).read_text()
     assert old in text
     gdn(cfg).write_text(text.replace(old, new))
 
 
-def assert_one_line_refusal(cfg, args, code: int, match: str) -> None:
+def assert_one_line_refusal(cfg: Config, args: list[str], code: int, match: str) -> None:
     before = tree_state(cfg.vendor_dir)
     res = cli(cfg, *args)
     assert res.exit_code == code, res.output
@@ -56,7 +67,7 @@ def assert_one_line_refusal(cfg, args, code: int, match: str) -> None:
 # --- save ----------------------------------------------------------------------------------------------
 
 
-def test_save_writes_a_format_patch_and_relocks(proj):
+def test_save_writes_a_format_patch_and_relocks(proj: Config) -> None:
     edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = 2.0f * q[0] * k[0];")
     res = cli(proj, "patch", "save", "scale", "-m", "cuda: scale the product\n\nWhy: a test. Before 10 us, after 5 us.")
     assert res.exit_code == 0, res.output
@@ -67,16 +78,17 @@ def test_save_writes_a_format_patch_and_relocks(proj):
     assert "Subject: [PATCH] cuda: scale the product" in text and "Before 10 us, after 5 us." in text
     assert f"diff --git a/{GDN} b/{GDN}" in text and "+    dst[0] = 2.0f * q[0] * k[0];" in text
     assert describe(data) == "cuda: scale the product"
-    lock = read_lock(proj.vendor_dir)
+    lock = locked(proj.vendor_dir)
     assert [(p.name, p.verdict) for p in lock.patches] == [("0001-scale.patch", "applied")]
-    assert lock.info(GDN).patched_by == ("0001-scale.patch",)
+    info = lock.info(GDN)
+    assert info is not None and info.patched_by == ("0001-scale.patch",)
     assert check_vendor_dir(proj.vendor_dir) == []  # edits and lock agree: clean
     # sync at the pin applies the saved patch and reproduces the edit: nothing to write
     assert sync_project(proj, SyncRequest()).status == "unchanged"
     assert "2.0f * q[0]" in gdn(proj).read_text()
 
 
-def test_save_refreshes_an_existing_patch_and_numbers_new_ones(proj):
+def test_save_refreshes_an_existing_patch_and_numbers_new_ones(proj: Config) -> None:
     edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = 2.0f * q[0] * k[0];")
     assert cli(proj, "patch", "save", "scale", "-m", "cuda: scale\n\nkeep this body").exit_code == 0
     edit(proj, "case 64: break;", "case 64: case 128: break;")
@@ -92,11 +104,11 @@ def test_save_refreshes_an_existing_patch_and_numbers_new_ones(proj):
     assert res.exit_code == 0, res.output
     second = (proj.vendor_dir / "patches" / "0002-abort-note.patch").read_text()
     assert "unsupported" in second and "2.0f" not in second  # only the new edit: 0001 is its baseline
-    assert [p.name for p in read_lock(proj.vendor_dir).patches] == ["0001-scale.patch", "0002-abort-note.patch"]
+    assert [p.name for p in locked(proj.vendor_dir).patches] == ["0001-scale.patch", "0002-abort-note.patch"]
     assert check_vendor_dir(proj.vendor_dir) == []
 
 
-def test_save_with_a_new_description_only_rewrites_the_message(proj):
+def test_save_with_a_new_description_only_rewrites_the_message(proj: Config) -> None:
     edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = 2.0f * q[0] * k[0];")
     assert cli(proj, "patch", "save", "scale", "-m", "old words").exit_code == 0
     before = (proj.vendor_dir / "patches" / "0001-scale.patch").read_text()
@@ -110,7 +122,7 @@ def test_save_with_a_new_description_only_rewrites_the_message(proj):
     assert_one_line_refusal(proj, ["patch", "save", "scale"], 5, "no edits to save")
 
 
-def test_save_refreshes_a_patch_that_a_later_patch_builds_on(proj):
+def test_save_refreshes_a_patch_that_a_later_patch_builds_on(proj: Config) -> None:
     """Issue 33 item 5: 0002 changes the line 0001 wrote. Refreshing 0001 (a new message, or a further edit
     of its own) diffs against the pin plus the patches before it, and 0002 is checked on top again."""
     edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = 2.0f * q[0] * k[0];")
@@ -141,7 +153,7 @@ def test_save_refreshes_a_patch_that_a_later_patch_builds_on(proj):
     assert_one_line_refusal(proj, ["patch", "save", "scale"], 5, "overlap what the later patch 0002-half.patch changes")
 
 
-def test_save_by_number_refreshes_a_patch_a_later_one_builds_on(proj):
+def test_save_by_number_refreshes_a_patch_a_later_one_builds_on(proj: Config) -> None:
     """Issue 33 item 5 as it was met: `patch save 0001 -m ...` in a series whose 0002 changes the line 0001
     wrote. The number designates 0001 (not a new patch named "0001"); only its message changes, 0002 stays
     byte for byte, and a number that names no patch is refused in one line."""
@@ -165,7 +177,7 @@ def test_save_by_number_refreshes_a_patch_a_later_one_builds_on(proj):
     assert sorted(p.name for p in patches.glob("*.patch")) == ["0001-scale.patch"]
 
 
-def test_save_words_a_later_patch_that_no_longer_applies_for_the_save(proj):
+def test_save_words_a_later_patch_that_no_longer_applies_for_the_save(proj: Config) -> None:
     """A later patch the series carries as already applied (0002 makes 0001's change again) stops applying
     once 0001 is refreshed: the refusal names it and the save, not a "new pin" sync would fix."""
     edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = q[0] * k[0];\n    // ours")
@@ -188,13 +200,15 @@ def test_save_words_a_later_patch_that_no_longer_applies_for_the_save(proj):
 
 
 @pytest.mark.parametrize("lands", ["after the write", "before the write"])
-def test_ctrl_c_of_save_says_what_vendor_holds_read_back(proj, monkeypatch, lands):
+def test_ctrl_c_of_save_says_what_vendor_holds_read_back(
+    proj: Config, monkeypatch: pytest.MonkeyPatch, lands: str
+) -> None:
     """Issue 33 item 3: a Ctrl-C of `patch save` once planned says truthfully whether the patch was saved."""
     from toolkit.sync import patch_workflow as wf
 
     real = wf.execute_save
 
-    def ctrl_c(plan):  # type: ignore[no-untyped-def]
+    def ctrl_c(plan: wf.SavePlan) -> NoReturn:
         if lands == "after the write":
             real(plan)
         raise KeyboardInterrupt
@@ -210,7 +224,7 @@ def test_ctrl_c_of_save_says_what_vendor_holds_read_back(proj, monkeypatch, land
         assert not saved and "vendor/ is as it was: nothing was written" in res.output, res.output
 
 
-def test_save_dry_run_writes_nothing(proj):
+def test_save_dry_run_writes_nothing(proj: Config) -> None:
     edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = 3.0f;")
     before = tree_state(proj.vendor_dir)
     res = cli(proj, "patch", "save", "three", "-m", "x", "--dry-run", "--json")
@@ -223,17 +237,17 @@ def test_save_dry_run_writes_nothing(proj):
 # --- bad input: one line, nothing written ----------------------------------------------------------------
 
 
-def test_save_without_edits_is_refused(proj):
+def test_save_without_edits_is_refused(proj: Config) -> None:
     assert_one_line_refusal(proj, ["patch", "save", "nothing", "-m", "x"], 5, "no edits to save")
 
 
-def test_save_with_edits_outside_the_vendored_files_is_refused(proj):
+def test_save_with_edits_outside_the_vendored_files_is_refused(proj: Config) -> None:
     edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = 0;")
     (proj.vendor_dir / "ggml" / "src" / "ggml-cuda" / "mine.cuh").write_text("#pragma once\n")
     assert_one_line_refusal(proj, ["patch", "save", "x", "-m", "x"], 5, "edits outside the vendored files")
 
 
-def test_save_on_a_dirty_pin_is_refused(proj):
+def test_save_on_a_dirty_pin_is_refused(proj: Config) -> None:
     edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = 0;")
     (proj.vendor_dir / "patches" / "0001-unsynced.patch").write_text(
         make_patch("src/ggml-cuda/gated_delta_net.cuh", "a\n", "b\n")
@@ -241,7 +255,9 @@ def test_save_on_a_dirty_pin_is_refused(proj):
     assert_one_line_refusal(proj, ["patch", "save", "x", "-m", "x"], 4, "the pin is dirty")
 
 
-def test_save_without_a_pin_or_with_a_bad_name_or_no_description_is_refused(tmp_path, up, proj):
+def test_save_without_a_pin_or_with_a_bad_name_or_no_description_is_refused(
+    tmp_path: Path, up: FixtureRepo, proj: Config
+) -> None:
     bare = config.load(make_project(tmp_path / "bare", str(up.path)))
     assert_one_line_refusal(bare, ["patch", "save", "x", "-m", "x"], 4, "no pin")
     edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = 0;")
@@ -253,13 +269,13 @@ def test_save_without_a_pin_or_with_a_bad_name_or_no_description_is_refused(tmp_
 # --- list ------------------------------------------------------------------------------------------------
 
 
-def _save(cfg, name: str, old: str, new: str, msg: str) -> None:
+def _save(cfg: Config, name: str, old: str, new: str, msg: str) -> None:
     edit(cfg, old, new)
     res = cli(cfg, "patch", "save", name, "-m", msg)
     assert res.exit_code == 0, res.output
 
 
-def test_list_health_at_the_pin_and_at_other_revisions_changes_nothing(proj):
+def test_list_health_at_the_pin_and_at_other_revisions_changes_nothing(proj: Config) -> None:
     # 0001 is what upstream did in v1b; 0002 edits the launcher line that v2 rewrites.
     _save(proj, "tweak", "q[0] * k[0]", "q[0] * k[0] + 1.0f", "cuda: add one")
     _save(proj, "stream", "cudaStream_t stream", "cudaStream_t s", "cuda: rename the stream")
@@ -280,7 +296,7 @@ def test_list_health_at_the_pin_and_at_other_revisions_changes_nothing(proj):
     assert tree_state(proj.vendor_dir) == before
 
 
-def test_sync_to_a_rev_where_a_saved_patch_conflicts_stops_naming_patch_and_hunk(proj):
+def test_sync_to_a_rev_where_a_saved_patch_conflicts_stops_naming_patch_and_hunk(proj: Config) -> None:
     _save(proj, "stream", "cudaStream_t stream", "cudaStream_t s", "cuda: rename the stream")
     before = tree_state(proj.vendor_dir)
     res = cli(proj, "sync", "--rev", "v2")
@@ -289,7 +305,7 @@ def test_sync_to_a_rev_where_a_saved_patch_conflicts_stops_naming_patch_and_hunk
     assert tree_state(proj.vendor_dir) == before
 
 
-def test_sync_reports_a_patch_upstream_absorbed_and_the_drift_report_lists_patches(proj):
+def test_sync_reports_a_patch_upstream_absorbed_and_the_drift_report_lists_patches(proj: Config) -> None:
     _save(proj, "tweak", "q[0] * k[0]", "q[0] * k[0] + 1.0f", "cuda: add one")
     res = cli(proj, "sync", "--rev", "v1b")
     assert res.exit_code == 0, res.output
@@ -307,16 +323,16 @@ def test_sync_reports_a_patch_upstream_absorbed_and_the_drift_report_lists_patch
 # --- drop ------------------------------------------------------------------------------------------------
 
 
-def test_drop_removes_and_unapplies(proj):
+def test_drop_removes_and_unapplies(proj: Config) -> None:
     _save(proj, "tweak", "q[0] * k[0]", "q[0] * k[0] + 1.0f", "cuda: add one")
     res = cli(proj, "patch", "drop", "tweak")
     assert res.exit_code == 0 and "dropped vendor/patches/0001-tweak.patch" in res.output, res.output
     assert not (proj.vendor_dir / "patches" / "0001-tweak.patch").exists()
     assert gdn(proj).read_text() == GDN_CU_V1
-    assert read_lock(proj.vendor_dir).patches == () and check_vendor_dir(proj.vendor_dir) == []
+    assert locked(proj.vendor_dir).patches == () and check_vendor_dir(proj.vendor_dir) == []
 
 
-def test_drop_refuses_unknown_names_and_unsaved_edits(proj):
+def test_drop_refuses_unknown_names_and_unsaved_edits(proj: Config) -> None:
     _save(proj, "tweak", "q[0] * k[0]", "q[0] * k[0] + 1.0f", "cuda: add one")
     assert_one_line_refusal(proj, ["patch", "drop", "nope"], 5, "no patch named 'nope'")
     edit(proj, "case 64", "case 32")
@@ -326,7 +342,7 @@ def test_drop_refuses_unknown_names_and_unsaved_edits(proj):
 # --- descriptions in status and the card -------------------------------------------------------------------
 
 
-def test_status_and_card_show_descriptions(proj):
+def test_status_and_card_show_descriptions(proj: Config) -> None:
     _save(proj, "tweak", "q[0] * k[0]", "q[0] * k[0] + 1.0f", "cuda: add one")
     doc = json.loads(cli(proj, "status", "--json").output)
     assert doc["patches"] == [
@@ -339,7 +355,7 @@ def test_status_and_card_show_descriptions(proj):
     assert "- `0001-tweak.patch`: cuda: add one (sha256 `" in card
 
 
-def test_describe_plain_diffs_and_folded_subjects():
+def test_describe_plain_diffs_and_folded_subjects() -> None:
     assert describe(b"Make it faster\n\n--- a/x\n+++ b/x\n") == "Make it faster"
     assert describe(b"--- a/x\n+++ b/x\n") == ""
     folded = b"From 0 Mon\nFrom: a <b>\nDate: now\nSubject: [PATCH] a long\n subject line\n\nbody\n---\n x | 1 +\n"
@@ -350,7 +366,7 @@ def test_describe_plain_diffs_and_folded_subjects():
 # --- save: odd files and odd edits ---------------------------------------------------------------------
 
 
-def test_save_refuses_a_symlink_out_of_the_tree(proj, tmp_path):
+def test_save_refuses_a_symlink_out_of_the_tree(proj: Config, tmp_path: Path) -> None:
     outside = tmp_path / "outside.cu"
     outside.write_text(gdn(proj).read_text() + "// a secret from outside the tree\n")
     gdn(proj).unlink()
@@ -359,13 +375,13 @@ def test_save_refuses_a_symlink_out_of_the_tree(proj, tmp_path):
     assert not list((proj.vendor_dir / "patches").glob("*.patch"))
 
 
-def test_save_refuses_a_directory_in_place_of_a_vendored_file(proj):
+def test_save_refuses_a_directory_in_place_of_a_vendored_file(proj: Config) -> None:
     gdn(proj).unlink()
     gdn(proj).mkdir()
     assert_one_line_refusal(proj, ["patch", "save", "x", "-m", "x"], 4, "is a directory")
 
 
-def test_save_refuses_a_fifo_without_hanging(proj):
+def test_save_refuses_a_fifo_without_hanging(proj: Config) -> None:
     import os
 
     gdn(proj).unlink()
@@ -373,13 +389,13 @@ def test_save_refuses_a_fifo_without_hanging(proj):
     assert_one_line_refusal(proj, ["patch", "save", "x", "-m", "x"], 4, "is a named pipe")
 
 
-def test_save_refuses_a_name_too_long_for_a_file(proj):
+def test_save_refuses_a_name_too_long_for_a_file(proj: Config) -> None:
     edit(proj, "dst[0] = q[0] * k[0];", "dst[0] = 2.0f * q[0] * k[0];")
     assert_one_line_refusal(proj, ["patch", "save", "a" * 300, "-m", "x"], 5, "is too long")
 
 
 @pytest.mark.parametrize("kind", ["crlf", "binary"])
-def test_save_keeps_crlf_and_binary_edits_exactly(proj, kind):
+def test_save_keeps_crlf_and_binary_edits_exactly(proj: Config, kind: str) -> None:
     if kind == "crlf":
         new = gdn(proj).read_bytes().replace(b"\n", b"\r\n")
     else:

@@ -5,22 +5,22 @@ first step, which execute carries out."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from tests.helpers.fixture_repos import git, make_project, sync_project, tree_state
+from tests.helpers.fixture_repos import FixtureRepo, git, locked, make_project, sync_project, tree_state
 from toolkit import sync
 from toolkit.cli import app
 from toolkit.core import config
-from toolkit.core.lock import read_lock
 from toolkit.sync.embedded import EMBEDDED
 from toolkit.sync.project_plan import SyncRequest
 
 pytestmark = pytest.mark.usefixtures("isolated_upstream_cache")  # a fresh upstream cache per test, no mirror
 
 
-def served(tmp_path, up):  # type: ignore[no-untyped-def]
+def served(tmp_path: Path, up: FixtureRepo) -> Path:
     repo = tmp_path / "served.git"
     git(tmp_path, "clone", "-q", "--bare", str(up.path), str(repo))
     git(repo, "config", "uploadpack.allowFilter", "true")
@@ -28,11 +28,13 @@ def served(tmp_path, up):  # type: ignore[no-untyped-def]
     return repo
 
 
-def state(*dirs):  # type: ignore[no-untyped-def]
+def state(*dirs: Path) -> list[dict[str, tuple[bytes, int]]]:
     return [tree_state(d) for d in dirs]
 
 
-def test_plans_of_a_url_upstream_write_and_fetch_nothing(tmp_path, up, isolated_upstream_cache):
+def test_plans_of_a_url_upstream_write_and_fetch_nothing(
+    tmp_path: Path, up: FixtureRepo, isolated_upstream_cache: Path
+) -> None:
     repo = served(tmp_path, up)
     cfg = config.load(make_project(tmp_path / "p", repo.resolve().as_uri()))
     sync_project(cfg, rev="v1")
@@ -49,10 +51,12 @@ def test_plans_of_a_url_upstream_write_and_fetch_nothing(tmp_path, up, isolated_
 
     (tmp_path / "unreachable.git").rename(repo)
     rep = sync.execute(sync.plan(cfg, SyncRequest(rev="v2")))  # execute runs the planned fetch
-    assert rep.status == "synced" and rep.fetch and read_lock(cfg.vendor_dir).commit == up.commits["v2"]
+    assert rep.status == "synced" and rep.fetch and locked(cfg.vendor_dir).commit == up.commits["v2"]
 
 
-def test_dry_run_of_a_fetch_first_plan_says_so_and_writes_nothing(tmp_path, up, isolated_upstream_cache):
+def test_dry_run_of_a_fetch_first_plan_says_so_and_writes_nothing(
+    tmp_path: Path, up: FixtureRepo, isolated_upstream_cache: Path
+) -> None:
     cfg = config.load(make_project(tmp_path / "p", served(tmp_path, up).resolve().as_uri()))
     before = state(cfg.root, isolated_upstream_cache.parent)
     res = CliRunner().invoke(app, ["sync", "--rev", "v1", "--dry-run", "--json", "-C", str(cfg.root)])
@@ -63,7 +67,7 @@ def test_dry_run_of_a_fetch_first_plan_says_so_and_writes_nothing(tmp_path, up, 
     assert not isolated_upstream_cache.exists()
 
 
-def test_embedded_first_use_is_a_planned_step(tmp_path, isolated_upstream_cache):
+def test_embedded_first_use_is_a_planned_step(tmp_path: Path, isolated_upstream_cache: Path) -> None:
     cfg = config.load(make_project(tmp_path / "p", "https://unreachable.invalid/ggml"))
     plan = sync.plan(cfg, SyncRequest(upstream=EMBEDDED))
     assert plan.plan is None and "embedded miniature" in plan.fetch
@@ -73,7 +77,7 @@ def test_embedded_first_use_is_a_planned_step(tmp_path, isolated_upstream_cache)
     assert plan.plan is not None and plan.plan.noop
 
 
-def test_plan_from_a_local_clone_writes_nothing(tmp_path, up):
+def test_plan_from_a_local_clone_writes_nothing(tmp_path: Path, up: FixtureRepo) -> None:
     cfg = config.load(make_project(tmp_path / "p", str(up.path)))
     sync_project(cfg, rev="v1")
     before = state(cfg.root, up.path)
@@ -83,7 +87,7 @@ def test_plan_from_a_local_clone_writes_nothing(tmp_path, up):
     assert state(cfg.root, up.path) == before
 
 
-def test_sync_status_and_patch_follow_the_stage_protocol(tmp_path, up):
+def test_sync_status_and_patch_follow_the_stage_protocol(tmp_path: Path, up: FixtureRepo) -> None:
     from toolkit.core.stage import Plan, Report, exit_code_of
     from toolkit.sync import patch_stage, patch_workflow
     from toolkit.sync import status as status_stage

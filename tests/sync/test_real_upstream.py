@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.fixture_repos import git, sync_project
+from tests.helpers.fixture_repos import git, locked, sync_project
 from toolkit.core import config
-from toolkit.core.lock import read_lock
+from toolkit.core.config import Config
+from toolkit.core.lock import Lock
 from toolkit.sync.project_plan import SyncRequest
 
 pytestmark = pytest.mark.real_upstream
@@ -63,7 +64,7 @@ def _objects_dir(repo: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def llama_shaped(real_repo, tmp_path_factory) -> Path:
+def llama_shaped(real_repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A llama.cpp-layout repository whose one commit holds the real ggml tree under ggml/ (objects shared)."""
     head = git(real_repo, f"--git-dir={_git_dir(real_repo)}", "rev-parse", "HEAD")
     if _has(real_repo, f"{head}:ggml/include/ggml.h"):
@@ -102,7 +103,7 @@ def _project(tmp: Path, upstream: Path) -> config.Config:
     return config.load(tmp)
 
 
-def _sync_twice(cfg) -> tuple[float, float, object]:
+def _sync_twice(cfg: Config) -> tuple[float, float, Lock]:
     t = time.perf_counter()
     first = sync_project(cfg, SyncRequest(rev="HEAD"))
     t1 = time.perf_counter() - t
@@ -110,10 +111,10 @@ def _sync_twice(cfg) -> tuple[float, float, object]:
     again = sync_project(cfg, SyncRequest(rev="HEAD"))
     t2 = time.perf_counter() - t
     assert first.status == "synced" and again.status == "unchanged" and again.written == ()
-    return t1, t2, read_lock(cfg.vendor_dir)
+    return t1, t2, locked(cfg.vendor_dir)
 
 
-def test_real_upstream_both_layouts(real_repo, llama_shaped, tmp_path):
+def test_real_upstream_both_layouts(real_repo: Path, llama_shaped: Path, tmp_path: Path) -> None:
     results = {}
     for layout, repo in (("ggml", real_repo), ("llama.cpp", llama_shaped)):
         cfg = _project(tmp_path / layout, repo)
@@ -162,7 +163,7 @@ def test_real_upstream_both_layouts(real_repo, llama_shaped, tmp_path):
         assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == f.blob, f.path
 
 
-def test_real_upstream_pin_move_drift(real_repo, tmp_path):
+def test_real_upstream_pin_move_drift(real_repo: Path, tmp_path: Path) -> None:
     """Moving the pin back 40 commits and forward again lists the subset's commits with subjects."""
     cfg = _project(tmp_path / "p", real_repo)
     sync_project(cfg, SyncRequest(rev="HEAD"))

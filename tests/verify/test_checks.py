@@ -8,6 +8,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -24,25 +25,27 @@ from tests.helpers.hubserver.variants import (
     write_project,
 )
 from toolkit.core import config
+from toolkit.core.config import Config
 from toolkit.core.errors import VerifyError
 from toolkit.verify import FAIL, PASS, SKIP, VerifyOptions, stamp_verdict, verify_build
 from toolkit.verify.archs import caps_of, check_archs, cuda_targets_of, parse_caps, parse_fatbin_section
 from toolkit.verify.binaries import check_gitattributes, gitattributes_covers, gitattributes_text
+from toolkit.verify.findings import Finding, VerifyReport
 from toolkit.verify.metal import check_metal, required_kernels
 
 NO_VENDOR = VerifyOptions(check_vendor=False, smoke=False)
 
 
-def _project(tmp_path: Path) -> tuple[object, Path]:
+def _project(tmp_path: Path) -> tuple[Config, Path]:
     root = write_project(tmp_path / "proj")
     return config.load(root), root / "build" / NAME
 
 
-def _by_check(report, check: str, variant: str | None = None) -> list:  # type: ignore[no-untyped-def]
+def _by_check(report: VerifyReport, check: str, variant: str | None = None) -> list[Finding]:
     return [f for v in report.variants if variant in (None, v.variant) for f in v.findings if f.check == check]
 
 
-def _status(report, check: str) -> set[str]:  # type: ignore[no-untyped-def]
+def _status(report: VerifyReport, check: str) -> set[str]:
     return {f.status for f in _by_check(report, check)}
 
 
@@ -128,7 +131,9 @@ def test_fatbin_parser_reads_real_nvcc_output(tmp_path: Path) -> None:
             "arch=compute_100f,code=sm_100f",
         ),
     )
-    targets = cuda_targets_of(so.read_bytes()).targets
+    contents = cuda_targets_of(so.read_bytes())
+    assert contents is not None
+    targets = contents.targets
     assert sorted(t.nvcc_name() for t in targets) == ["compute_90", "sm_100f", "sm_80", "sm_90a"]
     assert caps_of(targets) == ["8.0", "9.0a", "10.0f", "9.0+PTX (PTX only)"]
 
@@ -527,7 +532,9 @@ def test_a_tampered_variant_fails_verify_in_one_line_and_the_clients_load(tmp_pa
     assert proc.returncode != 0 and "digest" in proc.stderr.lower(), proc.stderr[-2000:]
 
 
-def test_a_ctrl_c_while_the_report_is_printed_says_the_verdicts_were_recorded(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_ctrl_c_while_the_report_is_printed_says_the_verdicts_were_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 33 item 3: verify writes its verdicts to build/.verified.json; a Ctrl-C after that (while the
     report is printed) says so, read back from disk, not "previous state kept"."""
     from typer.testing import CliRunner
@@ -539,7 +546,7 @@ def test_a_ctrl_c_while_the_report_is_printed_says_the_verdicts_were_recorded(tm
     vd = make_variant(build)
     assert not (build / ".verified.json").exists()
 
-    def printing_cut_short(*_a, **_k):  # type: ignore[no-untyped-def]
+    def printing_cut_short(*_a: object, **_k: object) -> NoReturn:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(verify_cmd, "_show", printing_cut_short)

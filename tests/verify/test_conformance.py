@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -29,44 +31,53 @@ R = CASES.R  # and their float64 references (templates/reference.py)
 
 
 @pytest.fixture(scope="module")
-def torch():
-    return pytest.importorskip("torch", reason="torch is not installed: the references need it")
+def torch() -> ModuleType:
+    torch: ModuleType = pytest.importorskip("torch", reason="torch is not installed: the references need it")
+    return torch
 
 
 class FaithfulOps:
     """The documented contract in float32 on the CPU, with optional deliberate mistakes."""
 
     def __init__(
-        self, torch, *, state="vk", gqa="tiled", gate="log", fa_gqa="grouped", honour_scale=True, conv="faithful"
-    ):
+        self,
+        torch: ModuleType,
+        *,
+        state: str = "vk",
+        gqa: str = "tiled",
+        gate: str = "log",
+        fa_gqa: str = "grouped",
+        honour_scale: bool = True,
+        conv: str = "faithful",
+    ) -> None:
         self.torch, self.state, self.gqa, self.gate = torch, state, gqa, gate
         self.fa_gqa, self.honour_scale, self.conv = fa_gqa, honour_scale, conv
 
-    def supports_ssm_conv(self, d_conv, channels):
+    def supports_ssm_conv(self, d_conv: int, channels: int) -> bool:
         return d_conv in (3, 4, 5, 9, 15) and channels % 128 == 0
 
-    def ssm_conv_input(self, n_seqs, channels, length, device):
+    def ssm_conv_input(self, n_seqs: int, channels: int, length: int, device: Any) -> Any:
         return self.torch.empty(n_seqs, channels, length)
 
-    def ssm_conv(self, x, weight, bias=None, *, silu=False):
+    def ssm_conv(self, x: Any, weight: Any, bias: Any = None, *, silu: bool = False) -> Any:
         flip = self.conv == "flipped"
         silu = silu and self.conv != "no-silu"
         return R.ssm_conv_reference(self.torch, x, weight, bias, silu=silu, flip=flip).float()
 
-    def supports_gated_delta_net(self, d):
+    def supports_gated_delta_net(self, d: int) -> bool:
         return d in (16, 32, 64, 128)
 
-    def supports_flash_attn(self, n_q, dk, dv):
+    def supports_flash_attn(self, n_q: int, dk: int, dv: int) -> bool:
         return 1 <= n_q <= 19 and dk == dv and dk in (64, 128, 256)
 
-    def gated_delta_net(self, q, k, v, g, beta, state):
+    def gated_delta_net(self, q: Any, k: Any, v: Any, g: Any, beta: Any, state: Any) -> tuple[Any, Any]:
         s = state.transpose(-1, -2) if self.state == "kv" else state
         out, final = R.gdn_reference(self.torch, q, k, v, g, beta, s, gqa=self.gqa, gate=self.gate)
         if self.state == "kv":
             final = final.transpose(-1, -2)
         return out.float(), final.float().contiguous()
 
-    def flash_attn(self, q, k, v, mask=None, scale=None):
+    def flash_attn(self, q: Any, k: Any, v: Any, mask: Any = None, scale: float | None = None) -> Any:
         import math
 
         if scale is None or not self.honour_scale:
@@ -74,18 +85,18 @@ class FaithfulOps:
         return R.fa_reference(self.torch, q, k.float(), v.float(), mask, scale, gqa=self.fa_gqa).float()
 
 
-def run_cases(torch, ops) -> dict:
+def run_cases(torch: ModuleType, ops: FaithfulOps) -> dict[str, Any]:
     return {
         "device": "cpu",
         "cases": [CASES.run_case(torch, ops, c, "cpu") for c in (*CASES.GDN_CASES, *CASES.FA_CASES, *CASES.CONV_CASES)],
     }
 
 
-def failed(doc) -> set[str]:
+def failed(doc: dict[str, Any]) -> set[str]:
     return {c["case"] for c in doc["cases"] if not c["ok"]}
 
 
-def test_the_cases_cover_the_documented_contract():
+def test_the_cases_cover_the_documented_contract() -> None:
     every = (*CASES.GDN_CASES, *CASES.FA_CASES, *CASES.CONV_CASES)
     covered = " ".join(c.covers for c in every)
     for part in ("[value][key]", "tiled", "KDA", "log-domain", "1/sqrt", "mask", "multiple of 256", "scale"):
@@ -105,7 +116,7 @@ def test_the_cases_cover_the_documented_contract():
     } <= contrasts
 
 
-def test_faithful_ops_pass_every_case(torch):
+def test_faithful_ops_pass_every_case(torch: ModuleType) -> None:
     doc = run_cases(torch, FaithfulOps(torch))
     assert failed(doc) == set(), [c for c in doc["cases"] if not c["ok"]]
     assert conf.summarise("v", doc).status == PASS
@@ -123,7 +134,9 @@ def test_faithful_ops_pass_every_case(torch):
         ({"conv": "no-silu"}, {"conv-prefill"}),
     ],
 )
-def test_each_wrong_contract_fails_its_cases(torch, mistake, expected):
+def test_each_wrong_contract_fails_its_cases(
+    torch: ModuleType, mistake: dict[str, str] | dict[str, bool], expected: set[str]
+) -> None:
     doc = run_cases(torch, FaithfulOps(torch, **mistake))
     assert expected <= failed(doc)
     finding = conf.summarise("v", doc)
@@ -131,9 +144,9 @@ def test_each_wrong_contract_fails_its_cases(torch, mistake, expected):
     assert "drift report" in finding.remedy
 
 
-def test_a_raising_op_fails_its_case_and_the_rest_still_run(torch):
+def test_a_raising_op_fails_its_case_and_the_rest_still_run(torch: ModuleType) -> None:
     class Broken(FaithfulOps):
-        def flash_attn(self, *a, **kw):
+        def flash_attn(self, *a: Any, **kw: Any) -> Any:
             raise RuntimeError("kernel launch failed")
 
     doc = run_cases(torch, Broken(torch))
@@ -141,7 +154,7 @@ def test_a_raising_op_fails_its_case_and_the_rest_still_run(torch):
     assert "kernel launch failed" in conf.summarise("v", doc).message
 
 
-def test_not_run_says_why_in_record_report_and_card(tmp_path):
+def test_not_run_says_why_in_record_report_and_card(tmp_path: Path) -> None:
     root = write_project(tmp_path / "proj", hub_repo="someone/kern")
     cfg = config.load(root)
     make_variant(root / "build" / NAME)
@@ -165,7 +178,7 @@ def test_not_run_says_why_in_record_report_and_card(tmp_path):
     assert f"conformance: {status}" in result.plan.card_text
 
 
-def test_publish_refuses_where_the_gate_could_have_run(tmp_path, monkeypatch):
+def test_publish_refuses_where_the_gate_could_have_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = write_project(tmp_path / "proj", hub_repo="someone/kern")
     cfg = config.load(root)
     make_variant(root / "build" / NAME)
@@ -180,7 +193,7 @@ def test_publish_refuses_where_the_gate_could_have_run(tmp_path, monkeypatch):
         preflight(cfg, None, check_vendor=False)
 
 
-def test_a_package_without_cases_is_not_run_and_says_why(tmp_path, monkeypatch):
+def test_a_package_without_cases_is_not_run_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Where the gate could run (a GPU host that loads the variant), a package whose facts name no cases module
     # gets SKIP naming that, not a pass.
     monkeypatch.setattr(conf, "runnable_here", lambda variant: (True, ""))

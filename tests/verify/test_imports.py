@@ -14,6 +14,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 
@@ -57,8 +58,14 @@ def _uses(names: list[str]) -> str:
     return decls + "void use_all(void) {" + "".join(f" u{i}();" for i in range(len(names))) + " }\n"
 
 
+class Libs(TypedDict):
+    ext: Path
+    pinned: Path
+    link: tuple[str, ...]  # linker arguments
+
+
 @pytest.fixture(scope="module")
-def libs(tmp_path_factory) -> dict[str, Path]:
+def libs(tmp_path_factory: pytest.TempPathFactory) -> Libs:
     d = tmp_path_factory.mktemp("imports")
     _stub(
         d / "sys",
@@ -81,10 +88,10 @@ def libs(tmp_path_factory) -> dict[str, Path]:
     )
     (d / "ext.c").write_text(_uses([IOS_INIT, BAD_ARRAY, OSTRINGSTREAM, OLD]))
     _run("gcc", "-shared", "-fPIC", "-o", d / "ext.so", d / "ext.c", *link)
-    return {"ext": d / "ext.so", "pinned": d / "pinned" / "torch" / "lib", "link": link}  # type: ignore[dict-item]
+    return {"ext": d / "ext.so", "pinned": d / "pinned" / "torch" / "lib", "link": link}
 
 
-def test_the_fixture_really_imports_them_unversioned(libs) -> None:
+def test_the_fixture_really_imports_them_unversioned(libs: Libs) -> None:
     if shutil.which("readelf") is None:
         pytest.skip("readelf is not installed (needed to prove what the fixture carries)")
     out = subprocess.run(["readelf", "-W", "--dyn-syms", libs["ext"]], capture_output=True, text=True).stdout
@@ -93,7 +100,7 @@ def test_the_fixture_really_imports_them_unversioned(libs) -> None:
         assert " UND " in line and "@" not in line.split()[-1], line
 
 
-def test_pinned_torch_exports_two_of_them_and_the_third_fails(libs) -> None:
+def test_pinned_torch_exports_two_of_them_and_the_third_fails(libs: Libs) -> None:
     rep = inspect_object(libs["ext"], (libs["pinned"],))
     assert rep is not None and not rep.error
     assert sorted(r.line() for r in rep.unversioned) == sorted(
@@ -115,7 +122,7 @@ def test_pinned_torch_exports_two_of_them_and_the_third_fails(libs) -> None:
     assert len(findings[1].details) == 4 and findings[1].to_json()["details"] == list(findings[1].details)
 
 
-def test_without_the_pinned_torch_nothing_proves_torch_exports_them(libs) -> None:
+def test_without_the_pinned_torch_nothing_proves_torch_exports_them(libs: Libs) -> None:
     rep = inspect_object(libs["ext"], ())
     assert rep is not None
     assert sorted(t.symbol for t in rep.too_new) == sorted([IOS_INIT, BAD_ARRAY, OSTRINGSTREAM])
@@ -129,7 +136,7 @@ def test_without_the_pinned_torch_nothing_proves_torch_exports_them(libs) -> Non
     assert [f.status for f in findings if f.check == "symbols"] == ["warn"]
 
 
-def test_a_pinned_torch_exporting_all_of_them_passes(libs, tmp_path: Path) -> None:
+def test_a_pinned_torch_exporting_all_of_them_passes(libs: Libs, tmp_path: Path) -> None:
     _stub(tmp_path / "torch" / "lib", "libtorch_cpu.so", [OSTRINGSTREAM, BAD_ARRAY, IOS_INIT])
     findings = check_symbols("v", [libs["ext"]], torch_lib_dirs=(tmp_path / "torch" / "lib",))
     assert [(f.check, f.status) for f in findings] == [("symbols", PASS), ("imports", PASS)]
@@ -146,7 +153,9 @@ def _fake_env(envs: Path, libdir_src: Path) -> None:
     (envs / "torch213-cu130" / "bin" / "python").write_text("")
 
 
-def test_verify_resolves_against_the_variants_build_environment(libs, tmp_path: Path, monkeypatch) -> None:
+def test_verify_resolves_against_the_variants_build_environment(
+    libs: Libs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     envs = tmp_path / "envs"
     _fake_env(envs, libs["pinned"])
     monkeypatch.setenv("GGML_VENDOR_ENVS", str(envs))

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,7 +65,7 @@ _STUBS = {
 
 
 @pytest.fixture(scope="module")
-def objs(tmp_path_factory) -> dict[str, Path]:
+def objs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Every object the tests inspect, compiled once."""
     d = tmp_path_factory.mktemp("symobjs")
     out: dict[str, Path] = {}
@@ -127,13 +128,13 @@ def _bad(path: Path) -> list[str]:
     return [t.line() for t in rep.too_new]
 
 
-def test_fixture_really_carries_the_glibc_2_38_verneed(objs) -> None:
+def test_fixture_really_carries_the_glibc_2_38_verneed(objs: dict[str, Path]) -> None:
     text = _readelf("-V", objs["isoc23"])
     assert "File: libc.so.6" in text and "Name: GLIBC_2.38" in text
     assert "__isoc23_strtol@GLIBC_2.38" in _readelf("--dyn-syms", objs["isoc23"])
 
 
-def test_isoc23_strtol_at_glibc_2_38_is_caught_naming_symbol_version_and_library(objs) -> None:
+def test_isoc23_strtol_at_glibc_2_38_is_caught_naming_symbol_version_and_library(objs: dict[str, Path]) -> None:
     assert _bad(objs["isoc23"]) == ["__isoc23_strtol@GLIBC_2.38 (from libc.so.6)"]
     [f] = check_symbols("v", [objs["isoc23"]])
     assert f.status == FAIL and f.check == "symbols"
@@ -141,7 +142,7 @@ def test_isoc23_strtol_at_glibc_2_38_is_caught_naming_symbol_version_and_library
     assert "manylinux_2_28" in f.message
 
 
-def test_parser_agrees_with_readelf_on_every_import(objs) -> None:
+def test_parser_agrees_with_readelf_on_every_import(objs: dict[str, Path]) -> None:
     for name in ("isoc23", "dlsym234", "cxx_new", "cxx_clean"):
         listed = set()
         for line in _readelf("--dyn-syms", objs[name]).splitlines():
@@ -165,7 +166,7 @@ def test_parser_agrees_with_readelf_on_every_import(objs) -> None:
         ("cxx_clean", []),
     ],
 )
-def test_ceilings_per_family(objs, name: str, expected: list[str]) -> None:
+def test_ceilings_per_family(objs: dict[str, Path], name: str, expected: list[str]) -> None:
     assert _bad(objs[name]) == expected
 
 
@@ -179,7 +180,7 @@ def _host_libc_version_of(symbol: str) -> str | None:
     return None
 
 
-def test_an_unversioned_import_is_judged_by_the_library_that_would_supply_it(objs) -> None:
+def test_an_unversioned_import_is_judged_by_the_library_that_would_supply_it(objs: dict[str, Path]) -> None:
     """strlcpy without a version (no glibc table): this host's libc either defines it at GLIBC_2.38, beyond the
     policy, or not at all (glibc < 2.38); either way the import cannot resolve on a manylinux_2_28 system."""
     version = _host_libc_version_of("strlcpy")
@@ -210,7 +211,7 @@ def test_version_ceilings() -> None:
 
 
 @pytest.mark.parametrize("name", ["unwind_exported", "unwind_hidden", "unwind_hidden_stripped"])
-def test_a_private_unwind_resume_is_caught(objs, name: str) -> None:
+def test_a_private_unwind_resume_is_caught(objs: dict[str, Path], name: str) -> None:
     if name not in objs:
         pytest.skip("strip is not installed")
     rep = inspect_object(objs[name])
@@ -220,7 +221,7 @@ def test_a_private_unwind_resume_is_caught(objs, name: str) -> None:
     assert "defines its own unwinder" in findings[0].message and "crashes" in findings[0].message
 
 
-def test_clean_cxx_objects_pass_stripped_or_not(objs) -> None:
+def test_clean_cxx_objects_pass_stripped_or_not(objs: dict[str, Path]) -> None:
     clean = [objs["cxx_clean"], objs["old_ok"]] + ([objs["cxx_clean_stripped"]] if "cxx_clean_stripped" in objs else [])
     [f] = check_symbols("v", clean)
     assert f.status == PASS and f"{len(clean)} ELF binaries" in f.message
@@ -231,7 +232,7 @@ def test_clean_cxx_objects_pass_stripped_or_not(objs) -> None:
 # --- through verify ------------------------------------------------------------------------------------
 
 
-def _relink(variant_dir: Path, **kw) -> None:  # type: ignore[no-untyped-def]
+def _relink(variant_dir: Path, **kw: Any) -> None:
     """Replace the variant's extension with one compiled with extra code/link args, metadata re-digested."""
     import json
 
@@ -242,7 +243,9 @@ def _relink(variant_dir: Path, **kw) -> None:  # type: ignore[no-untyped-def]
                    prov=meta["provenance"])  # fmt: skip
 
 
-def test_verify_fails_a_variant_with_a_too_new_import_and_publish_cannot_ship_it(objs, tmp_path: Path) -> None:
+def test_verify_fails_a_variant_with_a_too_new_import_and_publish_cannot_ship_it(
+    objs: dict[str, Path], tmp_path: Path
+) -> None:
     root = write_project(tmp_path / "proj")
     cfg, build = config.load(root), root / "build" / NAME
     v = make_variant(build)
@@ -318,7 +321,9 @@ def test_lld_linked_imports_that_kernel_abi_check_misses_are_caught(tmp_path: Pa
 
 
 @pytest.mark.slow
-def test_zig_with_lgcc_s_links_a_private_unwinder_that_kills_every_exception(objs, tmp_path: Path) -> None:
+def test_zig_with_lgcc_s_links_a_private_unwinder_that_kills_every_exception(
+    objs: dict[str, Path], tmp_path: Path
+) -> None:
     """`-lgcc_s` makes zig link its own static libunwind: the .so then aborts on the first exception thrown
     through it. Linking libgcc_s by path does not. verify tells them apart, stripped or not."""
     zig = _zig()

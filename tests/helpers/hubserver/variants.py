@@ -15,6 +15,7 @@ import subprocess
 import sysconfig
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from toolkit import __version__
 from toolkit.core.kernels_client import KERNELS_MINVER
@@ -202,14 +203,14 @@ def write_lock(root: Path, *, date: str = "", subject: str = "") -> Path:
 def provenance(
     *,
     commit: str = FAKE_UPSTREAM_COMMIT,
-    patches: list[dict] | None = None,
+    patches: list[dict[str, Any]] | None = None,
     dirty: bool = False,
     url: str = "https://github.com/ggml-org/ggml",
     checkout_dirty: bool | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """`dirty`: vendor/ differed from the lock; `checkout_dirty`: the repository had uncommitted changes
     (provenance.kernel, which build writes when the project is a git checkout; None: not a checkout)."""
-    prov: dict = {
+    prov: dict[str, Any] = {
         "kernel-builder": {"version": f"ggml-vendor {__version__}"},
         "ggml-vendor": {
             "tool-version": __version__,
@@ -231,11 +232,11 @@ def write_metadata(
     archs: list[str] | None,
     version: int = 1,
     name: str = NAME,
-    prov: dict | None = None,
+    prov: dict[str, Any] | None = None,
     digest: bool = True,
     **extra: object,
 ) -> None:
-    meta: dict = {
+    meta: dict[str, Any] = {
         "name": name,
         "id": ident,
         "version": version,
@@ -254,7 +255,7 @@ def write_metadata(
     (path / "metadata.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
 
 
-_SO_CACHE: dict[tuple, bytes] = {}
+_SO_CACHE: dict[tuple[object, ...], bytes] = {}
 
 
 def make_variant(
@@ -268,7 +269,7 @@ def make_variant(
     gencode: tuple[str, ...] = (),
     fatbin_targets: list[list[tuple[int, str, bool]]] | None = None,
     version: int = 1,
-    prov: dict | None = None,
+    prov: dict[str, Any] | None = None,
     static_cudart: bool = False,
     module: str = MODULE,
     name: str = NAME,
