@@ -20,7 +20,7 @@ import pytest
 
 from tests.helpers import BUILD_KERNEL_OUT, BUILD_KERNEL_SRC, built_variants, copy_build_kernel, render_source
 from tests.helpers.machine import local_cuda_build_unavailable
-from toolkit.build.envs import discover_envs
+from toolkit.build.torchenvs import discover_envs
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "build_kernel"
 pytestmark: pytest.MarkDecorator | list[pytest.MarkDecorator] = pytest.mark.slow

@@ -13,10 +13,11 @@ import pytest
 from tests.helpers.fixture_repos import tiny_project_inputs
 from tests.helpers.zig_toolchain import make_toolchain
 from toolkit.build import zig as z
-from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
+from toolkit.build.envs import HostFacts, Toolkit
 from toolkit.build.host_status import Status, status
 from toolkit.build.matrix import Source, parse_name
 from toolkit.build.provision import cross_platform, cudart_install, torch_install
+from toolkit.build.torchenvs import TorchEnv
 
 NVCC = Toolkit("cuda", "13.0", "/tk", "/tk/bin/nvcc", "13.0.88", ("sm_80", "sm_90"))
 HOST_TORCH = TorchEnv("/py", "2.14.1+cu130", "/site/torch", cuda="13.0")

@@ -242,10 +242,10 @@ def run_local_build(root: Path, cache: Path, *, jobs: int) -> VariantResult:
     """One run of the real local executor on the project's Metal plan (steps through the cache, the variant
     assembled into build/); asserts it built and returns its result."""
     from toolkit.build.cache import BuildCache
-    from toolkit.build.envs import TorchEnv
     from toolkit.build.host_status import Status
     from toolkit.build.inputs import read_provenance
     from toolkit.build.local import LocalExecutor
+    from toolkit.build.torchenvs import TorchEnv
 
     env = TorchEnv(
         "/py", "2.14.1", "/t/torch", include_dirs=("/t/include",), lib_dir="/t/lib", python_include="/py/inc"

@@ -15,9 +15,10 @@ from typer.testing import CliRunner
 
 from tests.helpers import built_variants, copy_build_kernel
 from toolkit.build import provision as pv
-from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
+from toolkit.build.envs import HostFacts, Toolkit
 from toolkit.build.host_status import Status, status
 from toolkit.build.matrix import Source, parse_name
+from toolkit.build.torchenvs import TorchEnv
 from toolkit.core.errors import BuildError
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "build_kernel"

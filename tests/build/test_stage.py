@@ -12,9 +12,10 @@ import pytest
 
 from tests.helpers import copy_build_kernel
 from toolkit.build import stage
-from toolkit.build.envs import HostFacts, Toolkit, discover_envs
+from toolkit.build.envs import HostFacts, Toolkit
 from toolkit.build.inputs import ProjectInputs
 from toolkit.build.steps import BuildPlan
+from toolkit.build.torchenvs import discover_envs
 from toolkit.core.config import load
 from toolkit.core.stage import Plan, Report
 
@@ -175,8 +176,9 @@ def test_report_prints_every_reason_whole_below_a_table_that_fits_80_columns() -
 
 
 def test_a_shared_step_is_counted_for_its_first_variant_only() -> None:
-    from toolkit.build.local import LocalExecutor, StepResult
-    from toolkit.build.steps import Step
+    from toolkit.build.local import LocalExecutor
+    from toolkit.build.results import StepResult
+    from toolkit.build.stepcontext import Step
 
     plan = _symbolic(["torch213-cxx11-cu130-x86_64-linux", "torch214-cxx11-cu130-x86_64-linux"])
     ex = LocalExecutor.__new__(LocalExecutor)

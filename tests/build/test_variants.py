@@ -11,9 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.helpers import copy_build_kernel
-from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
+from toolkit.build.envs import HostFacts, Toolkit
 from toolkit.build.host_status import Status, pick_toolkit, status
 from toolkit.build.matrix import Matrix, Variant, load_matrix, parse_matrix, parse_name
+from toolkit.build.torchenvs import TorchEnv
 from toolkit.build.torchtree import read_torch_version
 from toolkit.core.errors import ConfigError
 from toolkit.core.kernels_client import parse_variant

@@ -76,10 +76,11 @@ def test_identity_follows_zig_and_wrapper_content(tmp_path: Path, toolchain: z.Z
 
 
 def test_planned_steps_carry_the_toolchain_identity_and_nvcc_ccbin(toolchain: z.ZigToolchain) -> None:
-    from toolkit.build.envs import Toolkit, TorchEnv
+    from toolkit.build.envs import Toolkit
     from toolkit.build.host_status import Status
     from toolkit.build.matrix import parse_name
     from toolkit.build.steps import make_plan
+    from toolkit.build.torchenvs import TorchEnv
 
     proj = tiny_project_inputs("torch-ext/b.cpp", "csrc/a.cu")
     env = TorchEnv("/py", "2.14.1+cu130", "/t", cuda="13.0", include_dirs=("/t/include",), lib_dir="/t/lib")

@@ -599,7 +599,8 @@ def test_not_an_artifact(proj: Config, tmp_path: Path) -> None:
 
 
 def _why_no_real_build() -> str | None:
-    from toolkit.build.envs import detect_cuda_toolkits, discover_envs
+    from toolkit.build.envs import detect_cuda_toolkits
+    from toolkit.build.torchenvs import discover_envs
 
     if not detect_cuda_toolkits():
         return "nvcc (a CUDA toolkit) is not installed"
@@ -651,7 +652,7 @@ def test_the_relabelled_torch_env_imports_the_real_torch(tmp_path: Path) -> None
     assert proc.returncode == 0, proc.stderr[-2000:]
     prefix, torch_file = proc.stdout.split()[-2:]
     assert Path(prefix) == tmp_path / "env" and Path(torch_file) == Path(torch.__file__)
-    from toolkit.build.envs import discover_envs
+    from toolkit.build.torchenvs import discover_envs
 
     env = next(e for e in discover_envs(tmp_path) if e.managed)
     assert env.cuda == "13.2" and Path(env.torch_dir) == site / "torch"
@@ -667,7 +668,8 @@ def test_two_runners_collected_verified_published_and_loaded(tmp_path: Path) -> 
     if why:
         pytest.skip(why)
 
-    from toolkit.testing.localhub import HubServer, HubState
+    from toolkit.testing.hub_state import HubState
+    from toolkit.testing.localhub import HubServer
 
     a, b, c = (tmp_path / n for n in ("runner-a", "runner-b", "publisher"))
     for d in (a, b, c):

@@ -54,7 +54,7 @@ def test_two_recoveries_of_one_journal_at_once_leave_the_variant_and_no_error(
                 both_there.wait(timeout=5)
         real_rename(src, dst)
 
-    monkeypatch.setattr(fs.os, "rename", rename)
+    monkeypatch.setattr(os, "rename", rename)
     done: list[list[str]] = []
     errors: list[BaseException] = []
 

@@ -205,7 +205,9 @@ def test_the_second_package_is_synced_rendered_and_planned_on_the_miniature(
 
 
 @pytest.mark.parametrize("lands", ["during a task", "during a task, --workspace", "while printing"])
-def test_a_ctrl_c_of_the_demo_says_what_its_workspace_holds_read_back(tmp_path: Path, monkeypatch, lands) -> None:
+def test_a_ctrl_c_of_the_demo_says_what_its_workspace_holds_read_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lands: str
+) -> None:
     """Issue 33 item 3: a Ctrl-C once the demo's plan is made says, read back from disk, what its workspace
     holds or that the temporary one was removed (it is, on a Ctrl-C), never "previous state kept". The setup
     task is the real one; the tasks after it are stood in for by the Ctrl-C."""

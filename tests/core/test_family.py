@@ -482,7 +482,9 @@ def test_init_refuses_a_dangling_link_and_a_way_out_of_the_project(tmp_path: Pat
 
 
 @pytest.mark.parametrize("lands", ["while printing", "before pyproject.toml", "during the roll-back"])
-def test_a_ctrl_c_of_init_says_whether_the_package_was_added_read_back(tmp_path, up, monkeypatch, lands):
+def test_a_ctrl_c_of_init_says_whether_the_package_was_added_read_back(
+    tmp_path: Path, up: FixtureRepo, monkeypatch: pytest.MonkeyPatch, lands: str
+) -> None:
     """Issue 33 item 3: a Ctrl-C once init's plan is made says what the project holds, read back from disk:
     the package added (the report's printing cut short), or not added and nothing of it left."""
     from toolkit import init as init_stage

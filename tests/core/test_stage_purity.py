@@ -272,7 +272,8 @@ def _real_project(base: Path) -> config.Config:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
-    from toolkit.testing.localhub import HubServer, HubState
+    from toolkit.testing.hub_state import HubState
+    from toolkit.testing.localhub import HubServer
 
     base = tmp_path_factory.mktemp("purity")
     with pytest.MonkeyPatch.context() as mp:

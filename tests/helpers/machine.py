@@ -104,7 +104,8 @@ def binding_build_unavailable() -> str | None:
 def local_cuda_build_unavailable() -> str | None:
     """Why `ggml-vendor build` cannot build a CUDA variant with this interpreter's torch (nvcc and a CUDA build of
     torch, found as the build stage finds them), or None."""
-    from toolkit.build.envs import detect_cuda_toolkits, discover_envs
+    from toolkit.build.envs import detect_cuda_toolkits
+    from toolkit.build.torchenvs import discover_envs
 
     if not detect_cuda_toolkits():
         return "nvcc (a CUDA toolkit) is not installed"

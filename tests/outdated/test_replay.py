@@ -253,7 +253,9 @@ def test_a_url_upstream_is_fetched_with_its_history_into_the_tool_cache(
 
 
 @pytest.mark.parametrize("lands", ["before vendor/", "after vendor/", "while printing"])
-def test_a_ctrl_c_of_update_says_how_far_it_got_read_back(project: Path, history, monkeypatch, lands) -> None:
+def test_a_ctrl_c_of_update_says_how_far_it_got_read_back(
+    project: Path, history: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch, lands: str
+) -> None:
     """Issue 33 item 3: a Ctrl-C once update's plan is made says which pin vendor/ holds and whether the
     report was written, read back from disk, never "previous state kept" after vendor/ moved."""
     from typer.testing import CliRunner

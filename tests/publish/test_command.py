@@ -371,7 +371,7 @@ def test_interrupted_publish_resumes_without_duplicates(project: Config, hub: Hu
         if method == "POST" and "/commit/" in path:
             calls["n"] += 1
             if calls["n"] == 2:
-                from toolkit.testing.localhub import HubError
+                from toolkit.testing.hub_state import HubError
 
                 raise HubError(500, "connection dropped (injected)")
 

@@ -211,7 +211,8 @@ def torch_lib_dirs(variant: str) -> tuple[Path, ...]:
     """The torch/lib directory of the variant's build environment on this host (the current interpreter's torch
     or a managed one, matched on torch version, compute and CPU as the build matched it); empty when none.
     Reads version files only: nothing is imported."""
-    from toolkit.build.envs import discover_envs, host_platform
+    from toolkit.build.envs import host_platform
+    from toolkit.build.torchenvs import discover_envs
 
     parts = variant.split("-")
     if len(parts) < 4 or not parts[0].startswith("torch") or len(parts[0]) < 7:
