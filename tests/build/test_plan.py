@@ -14,12 +14,14 @@ from typer.testing import CliRunner
 from tests.helpers import BUILD_KERNEL_SRC, built_variants, copy_build_kernel
 from toolkit.build.cache import BuildCache, parse_depfile
 from toolkit.build.capabilities import gencode_flags, sort_archs, supported_capabilities
-from toolkit.build.envs import HostFacts, Toolkit, TorchEnv
+from toolkit.build.envs import HostFacts, Toolkit
 from toolkit.build.inputs import KernelSection, load_project, read_provenance
 from toolkit.build.local import LocalExecutor, variant_intact
 from toolkit.build.matrix import parse_name
 from toolkit.build.stage import judge
-from toolkit.build.steps import BuildPlan, Step, make_plan
+from toolkit.build.stepcontext import Step
+from toolkit.build.steps import BuildPlan, make_plan
+from toolkit.build.torchenvs import TorchEnv
 from toolkit.core.config import load
 from toolkit.core.errors import BuildError, ConfigError
 
@@ -394,7 +396,7 @@ def test_build_with_nothing_buildable_exits_10_and_writes_nothing(project: Path)
 
 
 def test_managed_envs_are_discovered_without_importing_torch(tmp_path: Path) -> None:
-    from toolkit.build.envs import discover_envs
+    from toolkit.build.torchenvs import discover_envs
 
     venv = tmp_path / "torch213-cu130"
     tdir = venv / "lib" / "python3.11" / "site-packages" / "torch"
@@ -458,3 +460,20 @@ def test_compiles_map_every_builder_prefix_and_the_link_strips() -> None:
     assert all(nvcc[nvcc.index(a) - 1] == "-Xcompiler" for a in nvcc if a.startswith("-ffile-prefix-map="))
     [link] = [s for s in plan.steps.values() if s.kind == "link"]
     assert link.argv[-1] == "-s"  # what ships is stripped
+
+
+def test_a_stable_variant_compiles_its_binding_at_the_floor_and_links_its_libstdcxx_copies(project: Path) -> None:
+    """Issue 30: the stable binding is compiled at its floor's standard (C++17 for 2.10) although torch 2.14.1 lends
+    the headers, and the stable variant alone links libstdcxx_compat.o (geninclude.LIBSTDCXX_COMPAT)."""
+    plan = _plan(project, ["torch-stable-abi210-cu130-x86_64-linux", "torch214-cxx11-cu130-x86_64-linux"])
+    stable, per_torch = plan.variants
+    assert stable.status.buildable, stable.status.reason
+    steps = {s.id: s for s in plan.steps.values()}
+    labels = {v.variant.name: [steps[i].label for i in v.steps] for v in plan.variants}
+    binds = {
+        v.variant.name: next(steps[i] for i in v.steps if steps[i].label.startswith("c++ torch-ext"))
+        for v in plan.variants
+    }
+    assert "-std=c++17" in binds[stable.variant.name].argv and "-std=c++20" in binds[per_torch.variant.name].argv
+    assert any("libstdcxx_compat.cpp" in label for label in labels[stable.variant.name])
+    assert not any("libstdcxx_compat.cpp" in label for label in labels[per_torch.variant.name])

@@ -11,9 +11,10 @@ from __future__ import annotations
 import glob
 import os
 
-from toolkit.build.geninclude import GLIBC_COMPAT_C
+from toolkit.build.geninclude import GLIBC_COMPAT_C, LIBSTDCXX_COMPAT_CPP
 from toolkit.build.inputs import HEADER_SUFFIXES
 from toolkit.build.stepcontext import VariantCtx, macos_target, obj_name, object_flags, step_id
+from toolkit.build.torchenvs import cxx_standard
 from toolkit.core import ggml_facts as facts
 
 PY_LIMITED_API = "0x03090000"  # abi3 for CPython >= 3.9 (docs/hub-contract.md §5)
@@ -51,11 +52,15 @@ def plan_binding(ctx: VariantCtx) -> list[str]:
     maps = ctx.maps
     tc = f"{tools.cxx_id} | {tools.torch_id} | {tools.toolkit_id} | {ctx.tool_tag}"
     out: list[str] = []
+    # A stable binding compiles as for its floor torch (C++17 below 2.12), whatever torch lends the headers: in
+    # C++20 mode torch's header-only error messages would call libstdc++'s rvalue str() (GLIBCXX_3.4.29), which
+    # no manylinux_2_28 system has and no torch is bound to export.
+    std = cxx_standard(variant.torch) if variant.stable else tools.cxx_standard
     for src in (
         stable_source(s) if variant.stable else s for s in project.torch_src if not s.endswith(HEADER_SUFFIXES)
     ):
         argv = (
-            *(tools.cxx, "-c", src, *object_flags(), f"-std={tools.cxx_standard}", "-fvisibility=hidden"),
+            *(tools.cxx, "-c", src, *object_flags(), f"-std={std}", "-fvisibility=hidden"),
             *macos_target(variant.backend),
             *(("-fno-gnu-unique",) if variant.os == "linux" else ()),
             *_binding_defines(variant.backend, ctx.ops_id, tools.cxx11_abi),
@@ -96,6 +101,22 @@ def plan_glibc_compat(ctx: VariantCtx) -> None:
     tc = f"{tools.cxx_id} | {ctx.tool_tag}"
     label = "c glibc_compat.c (manylinux_2_28 symbol versions)"
     ctx.objects.append(ctx.add(step_id("obj", tc, argv), "compile", "c++", label, argv, "glibc_compat.o", tc))
+
+
+def plan_libstdcxx_compat(ctx: VariantCtx) -> None:
+    """A stable-ABI variant's own copies of the libstdc++ members newer than manylinux_2_28's that torch's
+    header-only stable API instantiates (geninclude.LIBSTDCXX_COMPAT says which and why)."""
+    if not ctx.variant.stable or ctx.variant.os != "linux" or ctx.variant.backend not in ("cuda", "rocm", "cpu"):
+        return
+    tools = ctx.tools
+    argv: tuple[str, ...] = (
+        *(tools.cxx, "-c", f"{ctx.gen_include}/{LIBSTDCXX_COMPAT_CPP}", "-o", "{out}", "-fPIC", "-O2"),
+        *(f"-std={cxx_standard(ctx.variant.torch)}", f"-D_GLIBCXX_USE_CXX11_ABI={int(tools.cxx11_abi)}"),
+        *ctx.maps.common,
+    )
+    tc = f"{tools.cxx_id} | {ctx.tool_tag}"
+    label = "c++ libstdcxx_compat.cpp (manylinux_2_28 libstdc++ for the stable ABI)"
+    ctx.objects.append(ctx.add(step_id("obj", tc, argv), "compile", "c++", label, argv, "libstdcxx_compat.o", tc))
 
 
 def _link_libs(ctx: VariantCtx) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ from toolkit.build.assembly import VariantAssembly
 from toolkit.build.cache import BuildCache, digest_strings, parse_depfile, scratch_prefix
 from toolkit.build.fixedtu import key_tag as tu_key_tag
 from toolkit.build.fixedtu import through_stand_in
-from toolkit.build.geninclude import GLIBC_COMPAT, GLIBC_COMPAT_C, cublas_dir
+from toolkit.build.geninclude import GLIBC_COMPAT, GLIBC_COMPAT_C, LIBSTDCXX_COMPAT, LIBSTDCXX_COMPAT_CPP, cublas_dir
 from toolkit.build.metal import embed_metallib
 from toolkit.build.outdir import clean_stale_stages
 from toolkit.build.outdir import variant_intact as variant_intact  # re-exported: callers import it from here
@@ -256,9 +256,10 @@ class LocalExecutor(VariantAssembly):
         fs.stale_entries(self.cache.root / "tmp", "*")  # what killed runs left (SIGKILL skips our cleanup)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.gen_dir.mkdir(parents=True, exist_ok=True)
-        f = self.gen_dir / GLIBC_COMPAT_C
-        if not f.is_file() or f.read_text() != GLIBC_COMPAT:
-            fs.atomic_write(f, GLIBC_COMPAT.encode())
+        for name, text in ((GLIBC_COMPAT_C, GLIBC_COMPAT), (LIBSTDCXX_COMPAT_CPP, LIBSTDCXX_COMPAT)):
+            f = self.gen_dir / name
+            if not f.is_file() or f.read_text() != text:
+                fs.atomic_write(f, text.encode())
         clean_stale_stages(self.home / self.plan.project.out_base)
         self._materialize_cublas(variants)
 

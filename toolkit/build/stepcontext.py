@@ -16,6 +16,7 @@ from toolkit.build.geninclude import cublas_dir
 from toolkit.build.host_status import Status
 from toolkit.build.inputs import ProjectInputs
 from toolkit.build.matrix import Variant
+from toolkit.build.torchenvs import cxx_standard
 from toolkit.core import ggml_facts as facts
 
 
@@ -72,8 +73,7 @@ class Tools:
 def tools_for(variant: Variant, status: Status, cxx: str | None, cxx_id: str, gen_include: str) -> Tools:
     env, tk = status.env, status.toolkit
     runnable = status.buildable and status.executor == "local"
-    major, minor = (int(x) for x in variant.torch.split("."))
-    std = "c++20" if (major, minor) >= (2, 12) else "c++17"
+    std = cxx_standard(variant.torch)
     if env is not None and env.include_dirs:
         torch_includes, torch_lib, py_inc = env.include_dirs, env.lib_dir, env.python_include
         torch_id, std, abi = f"torch {env.version} @ {env.torch_dir}", env.cxx_standard, env.cxx11_abi

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from toolkit.build import rocm
-from toolkit.build.binding_link import plan_binding, plan_glibc_compat, plan_link
+from toolkit.build.binding_link import plan_binding, plan_glibc_compat, plan_libstdcxx_compat, plan_link
 from toolkit.build.capabilities import gencode_flags, sort_archs, supported_capabilities
 from toolkit.build.host_status import Status
 from toolkit.build.inputs import HEADER_SUFFIXES, KernelSection, ProjectInputs
@@ -134,6 +134,7 @@ def plan_variant(
             return VariantPlan(variant, failure, ops_id, out_dir), []
     bind_objs = plan_binding(ctx)
     plan_glibc_compat(ctx)
+    plan_libstdcxx_compat(ctx)
     link_id = plan_link(ctx, tuple(ctx.objects + bind_objs))
     archs = ctx.archs
     arch_list = sort_archs(archs - {"metal"}) if variant.backend != "rocm" else tuple(sorted(archs))

@@ -57,9 +57,14 @@ class TorchEnv:
 
     @property
     def cxx_standard(self) -> str:
-        # kernel-builder: C++17 for torch < 2.12, C++20 from 2.12 on (docs/hub-contract.md §4.6).
-        major, minor = (int(x) for x in self.torch_minor.split("."))
-        return "c++20" if (major, minor) >= (2, 12) else "c++17"
+        return cxx_standard(self.torch_minor)
+
+
+def cxx_standard(torch_minor: str) -> str:
+    """The C++ standard a binding for `torch_minor` compiles with. kernel-builder: C++17 for torch < 2.12, C++20
+    from 2.12 on (docs/hub-contract.md §4.6)."""
+    major, minor = (int(x) for x in torch_minor.split("."))
+    return "c++20" if (major, minor) >= (2, 12) else "c++17"
 
 
 # --- torch environments --------------------------------------------------------------------------------
