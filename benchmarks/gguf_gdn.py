@@ -114,6 +114,9 @@ def load(file: Path, gk, packed: bool, **kw):  # type: ignore[no-untyped-def]
 
     hf_kernels._gguf_kernel = hf_kernels.GgufKernel(gk) if packed else False
     kw.setdefault("attn_implementation", "sdpa")
+    # transformers 5.25 turns Hub kernels on by default (use_kernels=None means True) and would fetch its default
+    # mapping's repos (kernels-community/fla for RMSNormGated): the baseline asks for its torch functions by name.
+    kw.setdefault("use_kernels", False)
     model = transformers.AutoModelForCausalLM.from_pretrained(
         str(file.parent), gguf_file=file.name, dtype=torch.float32, device_map="cuda", **kw
     )

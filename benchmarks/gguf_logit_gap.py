@@ -225,7 +225,12 @@ def load(file: Path, device: str, torch):  # type: ignore[no-untyped-def]
     import transformers
 
     model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(file.parent), gguf_file=file.name, dtype=torch.float32, device_map=device, attn_implementation="sdpa"
+        str(file.parent),
+        gguf_file=file.name,
+        dtype=torch.float32,
+        device_map=device,
+        attn_implementation="sdpa",
+        use_kernels=False,  # transformers 5.25 would otherwise fetch its default mapping's Hub repos
     )
     return model.eval()
 

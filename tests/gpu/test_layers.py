@@ -607,8 +607,8 @@ def test_gdn_one_call_refuses_bad_input_before_any_launch(torch: ModuleType, ker
             v[..., :96],
             g,
             beta,
-            state_in[..., :96, :96],
-            state[..., :96, :96],
+            state_in[..., :96, :96].contiguous(),  # states of the right shape and layout: only head_dim is wrong
+            torch.zeros(B, H, 96, 96, device="cuda"),
             True,
             torch.bfloat16,
         )
