@@ -208,7 +208,7 @@ def test_real_replay_outdated_then_update(tmp_path: Path) -> None:
     assert [ggml_of[c["sha"]][:8] for c in up["commits"]] == ["d99724f2", "ed6ad30f", "390c2f40"]
     ops = {o["op"]: o["change"] for o in up["changed_ops"]}
     # the snapshot order (390c2f40) changed bodies, and ed6ad30f a parameter list: breaking wins
-    assert ops["gated_delta_net"] == "signature changed (breaking)"
+    assert ops["ggml-attn-kernels:gated_delta_net"] == "signature changed (breaking)"
     res = cli(root, "update", "--latest", "--report-file", str(tmp_path / "body.md"))
     assert res.returncode == 0, res.stdout + res.stderr
     assert locked(root / "vendor").commit == pins[-1]

@@ -98,6 +98,7 @@ def _project(tmp: Path, upstream: Path) -> config.Config:
     # this repository's own [tool.ggml-vendor] (its ops and entries), pointed at the clone
     text = (REPO_ROOT / "pyproject.toml").read_text()
     (tmp / "pyproject.toml").write_text(text)
+    shutil.copytree(REPO_ROOT / "templates", tmp / "templates")  # each package's facts.py (its ops' upstream facts)
     (tmp / "vendor" / "patches").mkdir(parents=True)
     config.set_value(tmp, "upstream", str(upstream))
     return config.load(tmp)
@@ -130,18 +131,26 @@ def test_real_upstream_both_layouts(real_repo: Path, llama_shaped: Path, tmp_pat
     assert ggml_cl == llama_cl and ggml_lock.files == llama_lock.files  # same bytes whatever the layout
     # the core of every closure, at any pin
     assert {"src/ggml-cuda/gated_delta_net.cu", "src/ggml-cuda/common.cuh", "include/ggml.h"} <= ggml_cl[
-        ("gated_delta_net", "cuda")
+        ("ggml-attn-kernels:gated_delta_net", "cuda")
     ]
-    assert {"src/ggml-cuda/fattn-vec.cuh", "src/ggml-cuda/fattn-common.cuh"} <= ggml_cl[("flash_attn", "cuda")]
+    assert {"src/ggml-cuda/fattn-vec.cuh", "src/ggml-cuda/fattn-common.cuh"} <= ggml_cl[
+        ("ggml-attn-kernels:flash_attn", "cuda")
+    ]
     assert "LICENSE" in ggml_lock.files
     assert ggml_lock.licenses and "MIT" in {s for i in ggml_lock.licenses for s in i.spdx}
     if ggml_lock.commit == DOC_SNAPSHOT:
-        assert ggml_cl[("gated_delta_net", "cuda")] == GDN_CUDA_8_1  # 13 files
-        assert ggml_cl[("flash_attn", "cuda")] == FA_CUDA_8_2  # 15
-        assert ggml_cl[("gated_delta_net", "metal")] == METAL_PRESPLIT_8_3  # 3
-        assert ggml_cl[("flash_attn", "metal")] == METAL_PRESPLIT_8_3
+        assert ggml_cl[("ggml-attn-kernels:gated_delta_net", "cuda")] == GDN_CUDA_8_1  # 13 files
+        assert ggml_cl[("ggml-attn-kernels:flash_attn", "cuda")] == FA_CUDA_8_2  # 15
+        assert ggml_cl[("ggml-attn-kernels:gated_delta_net", "metal")] == METAL_PRESPLIT_8_3  # 3
+        assert ggml_cl[("ggml-attn-kernels:flash_attn", "metal")] == METAL_PRESPLIT_8_3
         # the first package's closure is the documented one; the lock holds the union of every package's
-        first_files = set().union(*(set(ggml_cl[k]) for k in ggml_cl if k[0] in ("gated_delta_net", "flash_attn")))
+        first_files = set().union(
+            *(
+                set(ggml_cl[k])
+                for k in ggml_cl
+                if k[0] in ("ggml-attn-kernels:gated_delta_net", "ggml-attn-kernels:flash_attn")
+            )
+        )
         assert first_files == GDN_CUDA_8_1 | FA_CUDA_8_2 | METAL_PRESPLIT_8_3
         union = set().union(*ggml_cl.values())
         assert set(ggml_lock.files) == union | {"LICENSE", "AUTHORS"}
