@@ -57,7 +57,8 @@ def served(variant: Path, cache: Path) -> Iterator[dict[str, str]]:
     from huggingface_hub import HfApi
 
     from toolkit.publish.hub import lfs_only
-    from toolkit.testing.localhub import HubServer, HubState, client_env
+    from toolkit.testing.hub_state import HubState
+    from toolkit.testing.localhub import HubServer, client_env
 
     with HubServer(HubState(tokens=("tok",))) as hub, lfs_only(True):
         api = HfApi(endpoint=hub.url, token="tok")

@@ -145,13 +145,12 @@ def pinned_project(dest: Path, upstream: Path, pin: str, patches: dict[str, str]
     return root
 
 
-def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`ggml-vendor ARGS -C root` in a child process, as a user runs it."""
-    env = {**os.environ, "GGML_VENDOR_NO_FSYNC": "1"}
+def cli(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`ggml-vendor ARGS -C root` in a child process, as a user runs it (`env`: variables added to ours)."""
     return subprocess.run(
         [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)],
         capture_output=True,
         text=True,
-        env=env,
+        env={**os.environ, "GGML_VENDOR_NO_FSYNC": "1", **(env or {})},
         timeout=600,
     )

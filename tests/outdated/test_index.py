@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 import tomlkit
 
 from tests.helpers.fixture_repos import git, tree_state
-from tests.helpers.replay import mini_history, pinned_project
+from tests.helpers.replay import cli, mini_history, pinned_project
 from tests.helpers.simple_index import serve_index
 from toolkit.core.errors import Outdated, PackageIndexError
 from toolkit.outdated import index
@@ -27,17 +26,6 @@ pytestmark = pytest.mark.usefixtures("isolated_upstream_cache")
 PINS = ("kernels==0.17.2", "transformers==5.22.2")
 # The ranges the project moves to (kernels 0.17.2 / 0.18.3 / 0.19.1 and transformers 5.22.2 / 5.24.0 / 5.25.0 tested).
 RANGES = ("kernels>=0.17.2,<0.20", "transformers>=5.22.2,<5.26")
-
-
-def cli(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "GGML_VENDOR_NO_FSYNC": "1", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "toolkit.cli", *args, "-C", str(root)],
-        capture_output=True,
-        text=True,
-        env=full,
-        timeout=600,
-    )
 
 
 @pytest.fixture(scope="module")

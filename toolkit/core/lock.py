@@ -19,7 +19,7 @@ from toolkit.core import ggml_facts
 from toolkit.core.errors import VendorStateError
 
 # `as`: an explicit re-export, for build/inputs.py, which imports it from here (other modules use hashing's)
-from toolkit.core.hashing import sha256_bytes as sha256_bytes
+from toolkit.core.hashing import sha256_bytes
 from toolkit.core.lock_text import lock_lines
 from toolkit.core.records import fields_json
 
